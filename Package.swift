@@ -1,0 +1,74 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// Library targets check every unsafe expression (SE-0458); see STYLE.md §4.
+let librarySettings: [SwiftSetting] = [.strictMemorySafety()]
+
+let package = Package(
+    name: "framebus",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "FrameBus", targets: ["FrameBus"]),
+        .executable(name: "framebus", targets: ["framebus"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+    ],
+    targets: [
+        // Native libraries, found through pkg-config.
+        .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
+        .systemLibrary(name: "CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
+
+        // The layers, bottom up; each imports only the ones above it (DESIGN.md).
+        .target(
+            name: "Surfaces",
+            dependencies: ["CFrameBusShims", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: librarySettings
+        ),
+        .target(
+            name: "PixelBuffers",
+            dependencies: ["Surfaces", "CFrameBusShims", "CDRM", "CPNG"],
+            swiftSettings: librarySettings
+        ),
+        .target(
+            name: "SurfaceCompression",
+            dependencies: ["PixelBuffers", "Surfaces", "CLZ4"],
+            swiftSettings: librarySettings
+        ),
+        .target(
+            name: "SampleBuffers",
+            dependencies: ["PixelBuffers", "Surfaces"],
+            swiftSettings: librarySettings
+        ),
+        .target(
+            name: "FrameBus",
+            dependencies: [
+                "Surfaces", "PixelBuffers", "SurfaceCompression", "SampleBuffers", "CFrameBusShims",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            swiftSettings: librarySettings
+        ),
+
+        // The command line, and the peer process the cross-process tests start.
+        .executableTarget(
+            name: "framebus",
+            dependencies: ["FrameBus", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus"]),
+
+        .testTarget(name: "SurfacesTests", dependencies: ["Surfaces", "CFrameBusShims"]),
+        .testTarget(name: "PixelBuffersTests", dependencies: ["PixelBuffers", "CFrameBusShims"]),
+        .testTarget(name: "SurfaceCompressionTests", dependencies: ["SurfaceCompression", "PixelBuffers"]),
+        .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers"]),
+        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus"]),
+    ]
+)

@@ -1,0 +1,81 @@
+// CFrameBusShims: the few things Swift cannot import directly.
+//
+// - memfd_create and file seals (need _GNU_SOURCE, which must never be defined in a header);
+// - CMSG_* macros for SCM_RIGHTS;
+// - SO_PEERCRED (struct ucred needs _GNU_SOURCE);
+// - DMA-BUF, DMA heap and udmabuf ioctls (function-like _IOW/_IOWR macros);
+// - function-like drm_fourcc.h macros, mirrored as constants and checked with _Static_assert in shim.c.
+//
+// Nothing else lives here.
+#ifndef CFRAMEBUS_SHIMS_H
+#define CFRAMEBUS_SHIMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+
+#pragma clang assume_nonnull begin
+
+// MARK: memfd and seals
+
+static const unsigned int CFB_MFD_CLOEXEC = 0x0001U;
+static const unsigned int CFB_MFD_ALLOW_SEALING = 0x0002U;
+static const int CFB_F_ADD_SEALS = 1033;
+static const int CFB_F_GET_SEALS = 1034;
+static const int CFB_F_SEAL_SEAL = 0x0001;
+static const int CFB_F_SEAL_SHRINK = 0x0002;
+static const int CFB_F_SEAL_GROW = 0x0004;
+static const int CFB_F_SEAL_WRITE = 0x0008;
+static const int CFB_F_SEAL_FUTURE_WRITE = 0x0010;
+
+/// memfd_create(2). Returns the fd or -1 with errno set.
+int cfb_memfd_create(const char *name, unsigned int flags);
+/// fcntl(fd, F_ADD_SEALS, seals). Returns 0 or -1 with errno set.
+int cfb_add_seals(int fd, int seals);
+/// fcntl(fd, F_GET_SEALS). Returns the seal mask or -1 with errno set.
+int cfb_get_seals(int fd);
+/// fcntl(fd, F_GETFL). Returns the status flags or -1 with errno set.
+int cfb_get_status_flags(int fd);
+/// fcntl(fd, F_GETFD). Returns the fd flags or -1 with errno set.
+int cfb_get_descriptor_flags(int fd);
+/// madvise(addr, len, MADV_POPULATE_WRITE) (Linux 5.14). Returns 0 or -1 with errno set.
+int cfb_madvise_populate_write(void *address, size_t length);
+
+// MARK: control messages
+
+size_t cfb_cmsg_space(size_t payload);
+size_t cfb_cmsg_len(size_t payload);
+struct cmsghdr *_Nullable cfb_cmsg_firsthdr(const struct msghdr *message);
+struct cmsghdr *_Nullable cfb_cmsg_nxthdr(const struct msghdr *message, const struct cmsghdr *header);
+unsigned char *cfb_cmsg_data(const struct cmsghdr *header);
+
+/// getsockopt(fd, SOL_SOCKET, SO_PEERCRED). Returns 0 or -1 with errno set.
+int cfb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+// MARK: DMA-BUF
+
+static const uint64_t CFB_DMA_BUF_SYNC_READ = 1ULL << 0;
+static const uint64_t CFB_DMA_BUF_SYNC_WRITE = 2ULL << 0;
+static const uint64_t CFB_DMA_BUF_SYNC_RW = 3ULL;
+static const uint64_t CFB_DMA_BUF_SYNC_START = 0ULL << 2;
+static const uint64_t CFB_DMA_BUF_SYNC_END = 1ULL << 2;
+
+/// ioctl(fd, DMA_BUF_IOCTL_SYNC, { flags }). Returns 0 or -1 with errno set.
+int cfb_dma_buf_sync(int fd, uint64_t flags);
+/// ioctl(heap, DMA_HEAP_IOCTL_ALLOC, ...) with O_RDWR | O_CLOEXEC. Returns the dma-buf fd or -1 with errno set.
+int cfb_dma_heap_alloc(int heapFD, uint64_t length);
+/// ioctl(udmabuf, UDMABUF_CREATE, { memfd, UDMABUF_FLAGS_CLOEXEC, offset, size }). Returns the dma-buf fd or -1.
+int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size);
+
+// MARK: DRM fourcc (drm_fourcc.h's fourcc_code() is a function-like macro)
+
+static const uint32_t CFB_DRM_FORMAT_NV12 = 0x3231564EU;      // 'N','V','1','2'
+static const uint32_t CFB_DRM_FORMAT_P010 = 0x30313050U;      // 'P','0','1','0'
+static const uint32_t CFB_DRM_FORMAT_ARGB8888 = 0x34325241U;  // 'A','R','2','4'
+static const uint64_t CFB_DRM_FORMAT_MOD_LINEAR = 0ULL;
+static const uint64_t CFB_DRM_FORMAT_MOD_INVALID = 0x00ffffffffffffffULL;
+
+#pragma clang assume_nonnull end
+
+#endif

@@ -1,0 +1,85 @@
+// Compiled with _GNU_SOURCE (see Package.swift); never defined in the header.
+#include "CFrameBusShims.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <linux/dma-buf.h>
+#include <linux/dma-heap.h>
+#include <linux/udmabuf.h>
+#include <libdrm/drm_fourcc.h>
+
+_Static_assert(CFB_MFD_CLOEXEC == MFD_CLOEXEC, "MFD_CLOEXEC");
+_Static_assert(CFB_MFD_ALLOW_SEALING == MFD_ALLOW_SEALING, "MFD_ALLOW_SEALING");
+_Static_assert(CFB_F_ADD_SEALS == F_ADD_SEALS, "F_ADD_SEALS");
+_Static_assert(CFB_F_GET_SEALS == F_GET_SEALS, "F_GET_SEALS");
+_Static_assert(CFB_F_SEAL_SEAL == F_SEAL_SEAL, "F_SEAL_SEAL");
+_Static_assert(CFB_F_SEAL_SHRINK == F_SEAL_SHRINK, "F_SEAL_SHRINK");
+_Static_assert(CFB_F_SEAL_GROW == F_SEAL_GROW, "F_SEAL_GROW");
+_Static_assert(CFB_F_SEAL_WRITE == F_SEAL_WRITE, "F_SEAL_WRITE");
+_Static_assert(CFB_F_SEAL_FUTURE_WRITE == F_SEAL_FUTURE_WRITE, "F_SEAL_FUTURE_WRITE");
+_Static_assert(CFB_DMA_BUF_SYNC_READ == DMA_BUF_SYNC_READ, "DMA_BUF_SYNC_READ");
+_Static_assert(CFB_DMA_BUF_SYNC_WRITE == DMA_BUF_SYNC_WRITE, "DMA_BUF_SYNC_WRITE");
+_Static_assert(CFB_DMA_BUF_SYNC_RW == DMA_BUF_SYNC_RW, "DMA_BUF_SYNC_RW");
+_Static_assert(CFB_DMA_BUF_SYNC_START == DMA_BUF_SYNC_START, "DMA_BUF_SYNC_START");
+_Static_assert(CFB_DMA_BUF_SYNC_END == DMA_BUF_SYNC_END, "DMA_BUF_SYNC_END");
+_Static_assert(CFB_DRM_FORMAT_NV12 == DRM_FORMAT_NV12, "DRM_FORMAT_NV12");
+_Static_assert(CFB_DRM_FORMAT_P010 == DRM_FORMAT_P010, "DRM_FORMAT_P010");
+_Static_assert(CFB_DRM_FORMAT_ARGB8888 == DRM_FORMAT_ARGB8888, "DRM_FORMAT_ARGB8888");
+_Static_assert(CFB_DRM_FORMAT_MOD_LINEAR == DRM_FORMAT_MOD_LINEAR, "DRM_FORMAT_MOD_LINEAR");
+_Static_assert(CFB_DRM_FORMAT_MOD_INVALID == DRM_FORMAT_MOD_INVALID, "DRM_FORMAT_MOD_INVALID");
+
+int cfb_memfd_create(const char *name, unsigned int flags) { return memfd_create(name, flags); }
+int cfb_add_seals(int fd, int seals) { return fcntl(fd, F_ADD_SEALS, seals); }
+int cfb_get_seals(int fd) { return fcntl(fd, F_GET_SEALS); }
+int cfb_get_status_flags(int fd) { return fcntl(fd, F_GETFL); }
+int cfb_get_descriptor_flags(int fd) { return fcntl(fd, F_GETFD); }
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+int cfb_madvise_populate_write(void *address, size_t length) {
+    return madvise(address, length, MADV_POPULATE_WRITE);
+}
+
+size_t cfb_cmsg_space(size_t payload) { return CMSG_SPACE(payload); }
+size_t cfb_cmsg_len(size_t payload) { return CMSG_LEN(payload); }
+struct cmsghdr *cfb_cmsg_firsthdr(const struct msghdr *message) { return CMSG_FIRSTHDR(message); }
+struct cmsghdr *cfb_cmsg_nxthdr(const struct msghdr *message, const struct cmsghdr *header) {
+    return CMSG_NXTHDR((struct msghdr *)message, (struct cmsghdr *)header);
+}
+unsigned char *cfb_cmsg_data(const struct cmsghdr *header) { return CMSG_DATA(header); }
+
+int cfb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}
+
+int cfb_dma_buf_sync(int fd, uint64_t flags) {
+    struct dma_buf_sync sync = { .flags = flags };
+    int result;
+    do { result = ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync); } while (result == -1 && (errno == EINTR || errno == EAGAIN));
+    return result;
+}
+
+int cfb_dma_heap_alloc(int heapFD, uint64_t length) {
+    struct dma_heap_allocation_data data = {
+        .len = length, .fd = 0, .fd_flags = O_RDWR | O_CLOEXEC, .heap_flags = 0,
+    };
+    if (ioctl(heapFD, DMA_HEAP_IOCTL_ALLOC, &data) != 0) return -1;
+    return (int)data.fd;
+}
+
+int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size) {
+    struct udmabuf_create create = {
+        .memfd = (uint32_t)memfd, .flags = UDMABUF_FLAGS_CLOEXEC, .offset = offset, .size = size,
+    };
+    return ioctl(udmabufFD, UDMABUF_CREATE, &create);
+}

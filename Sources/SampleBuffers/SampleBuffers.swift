@@ -1,0 +1,2 @@
+// Timing and sample buffers (CMTime, CMSampleBuffer).
+import PixelBuffers
