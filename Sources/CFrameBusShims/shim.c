@@ -50,7 +50,7 @@ struct cmsghdr *cfb_cmsg_firsthdr(const struct msghdr *message) { return CMSG_FI
 struct cmsghdr *cfb_cmsg_nxthdr(const struct msghdr *message, const struct cmsghdr *header) {
     return CMSG_NXTHDR((struct msghdr *)message, (struct cmsghdr *)header);
 }
-unsigned char *cfb_cmsg_data(const struct cmsghdr *header) { return CMSG_DATA(header); }
+unsigned char *cfb_cmsg_data(const struct cmsghdr *header) { return CMSG_DATA((struct cmsghdr *)header); }
 
 int cfb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     struct ucred credentials;
