@@ -1,1 +1,18 @@
-import FrameBus
+// The peer process the cross-process tests start (never fork a test process: other threads may hold runtime locks).
+//
+// Usage: FrameBusTestPeer <mode> [arguments...]; each mode reports on its socket or stdout and exits 0 when it ran.
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let mode = arguments.first else {
+    FileHandle.standardError.write("usage: FrameBusTestPeer <mode> [arguments]\n".data(using: .utf8)!)
+    exit(2)
+}
+let rest = Array(arguments.dropFirst())
+switch mode {
+case "import-surface":
+    exit(runImportSurface(rest))
+default:
+    FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
+    exit(2)
+}
