@@ -1,2 +1,0 @@
-// Timing and sample buffers (CMTime, CMSampleBuffer).
-import PixelBuffers
