@@ -1,0 +1,196 @@
+/// The R'G'B' → Y'CbCr / BGRA kernels behind ``RGBImage/convertedBytes(to:)`` and
+/// ``RGBImage/makePixelBuffer(pixelFormat:)``, bit-exact with `Corpus/make_frames.py`.
+///
+/// Bit-exactness needs the same float64 operations in the same order as numpy:
+/// - `f = v / 255.0` per channel (a division, not a multiplication by a reciprocal);
+/// - `y = (KR*r + KG*g) + KB*b` with `KG = (1 - KR) - KB`;
+/// - `pb = (b - y) / (2 * (1 - KB))`, `pr = (r - y) / (2 * (1 - KR))` (divisions by the constants);
+/// - the 2×2 chroma mean of `reshape(h/2, 2, w/2, 2).mean(axis=(1, 3))` sums as `(p00 + p01) + (p10 + p11)`
+///   then divides by 4 (checked against numpy 2.4 on random data of the corpus sizes);
+/// - quantisation `clip(floor(offset + scale * x + 0.5), lo, hi)`.
+/// Swift does not contract `a * b + c` into a fused multiply-add unless asked, so the roundings match.
+/// The per-channel products `KR * f(v)` are the same doubles whether computed per pixel or once per value, so
+/// they come from 256-entry tables.
+enum ImageConversion {
+    static let kr = 0.2126
+    static let kb = 0.0722
+    static let kg = 1.0 - kr - kb
+    static let pbDivisor = 2.0 * (1.0 - kb)
+    static let prDivisor = 2.0 * (1.0 - kr)
+
+    /// `v / 255.0` for every 8-bit value.
+    static let unit: [Double] = (0..<256).map { Double($0) / 255.0 }
+    static let redLuma: [Double] = unit.map { kr * $0 }
+    static let greenLuma: [Double] = unit.map { kg * $0 }
+    static let blueLuma: [Double] = unit.map { kb * $0 }
+
+    /// How one Y'CbCr format turns Y' and Pb/Pr into codes: `clip(floor(offset + scale * x + 0.5), min, max) << shift`.
+    struct Quantization {
+        var lumaOffset: Double
+        var lumaScale: Double
+        var lumaMinimum: Double
+        var lumaMaximum: Double
+        var chromaOffset: Double
+        var chromaScale: Double
+        var chromaMinimum: Double
+        var chromaMaximum: Double
+        /// Left shift of the code in its word: 6 for P010's MSB alignment, 0 for 8-bit.
+        var shift: Int
+        /// 1 or 2 (little-endian).
+        var bytesPerSample: Int
+
+        init?(_ format: PixelFormat) {
+            switch format {
+            case .yuv420BiPlanarVideoRange8:
+                self.init(16, 219, 16, 235, 128, 224, 16, 240, shift: 0, bytesPerSample: 1)
+            case .yuv420BiPlanarFullRange8:
+                // make_frames.py writes `255 * y`; `0 + 255 * y` is the same double.
+                self.init(0, 255, 0, 255, 128, 255, 0, 255, shift: 0, bytesPerSample: 1)
+            case .yuv420BiPlanarVideoRange10:
+                self.init(64, 876, 64, 940, 512, 896, 64, 960, shift: 6, bytesPerSample: 2)
+            case .yuv420BiPlanarFullRange10:
+                // Not in make_frames.py; FrameBus's definition, the 10-bit analogue of 420f.
+                self.init(0, 1023, 0, 1023, 512, 1023, 0, 1023, shift: 6, bytesPerSample: 2)
+            default:
+                return nil
+            }
+        }
+
+        private init(
+            _ lumaOffset: Double, _ lumaScale: Double, _ lumaMinimum: Double, _ lumaMaximum: Double,
+            _ chromaOffset: Double, _ chromaScale: Double, _ chromaMinimum: Double, _ chromaMaximum: Double,
+            shift: Int, bytesPerSample: Int
+        ) {
+            self.lumaOffset = lumaOffset
+            self.lumaScale = lumaScale
+            self.lumaMinimum = lumaMinimum
+            self.lumaMaximum = lumaMaximum
+            self.chromaOffset = chromaOffset
+            self.chromaScale = chromaScale
+            self.chromaMinimum = chromaMinimum
+            self.chromaMaximum = chromaMaximum
+            self.shift = shift
+            self.bytesPerSample = bytesPerSample
+        }
+    }
+
+    @inline(__always)
+    static func quantize(_ value: Double, _ minimum: Double, _ maximum: Double) -> Int {
+        let rounded = (value + 0.5).rounded(.down)
+        return Int(rounded < minimum ? minimum : (rounded > maximum ? maximum : rounded))
+    }
+
+    /// Converts the top-left `width` × `height` (both even) pixels of `image` into a bi-planar 4:2:0 layout.
+    ///
+    /// - Precondition: the destinations hold `height` rows of `lumaBytesPerRow` and `height / 2` rows of
+    ///   `chromaBytesPerRow`, each at least `width * bytesPerSample` bytes.
+    static func convertToYCbCr(
+        _ image: RGBImage, width: Int, height: Int, quantization q: Quantization,
+        luma: UnsafeMutableRawBufferPointer, lumaBytesPerRow: Int,
+        chroma: UnsafeMutableRawBufferPointer, chromaBytesPerRow: Int
+    ) {
+        precondition(width % 2 == 0 && height % 2 == 0 && width <= image.width && height <= image.height)
+        precondition(lumaBytesPerRow >= width * q.bytesPerSample && chromaBytesPerRow >= width * q.bytesPerSample)
+        precondition(luma.count >= lumaBytesPerRow * (height - 1) + width * q.bytesPerSample)
+        precondition(chroma.count >= chromaBytesPerRow * (height / 2 - 1) + width * q.bytesPerSample)
+        let unit = unit
+        let redLuma = redLuma
+        let greenLuma = greenLuma
+        let blueLuma = blueLuma
+        let pbDivisor = pbDivisor
+        let prDivisor = prDivisor
+        let sourceStride = image.width * 3
+        unsafe image.pixels.withUnsafeBufferPointer { source in
+            unsafe unit.withUnsafeBufferPointer { unit in
+            unsafe redLuma.withUnsafeBufferPointer { redLuma in
+            unsafe greenLuma.withUnsafeBufferPointer { greenLuma in
+            unsafe blueLuma.withUnsafeBufferPointer { blueLuma in
+                // SAFETY: every index below is < width*3 within a row of `source` (rows < height) or within the
+                // table sizes (256), and destination offsets are bounded by the preconditions above.
+                var lumaCodes = (0, 0, 0, 0)
+                var pb = (0.0, 0.0, 0.0, 0.0)
+                var pr = (0.0, 0.0, 0.0, 0.0)
+                for pairRow in 0..<(height / 2) {
+                    let top = 2 * pairRow * sourceStride
+                    let lumaTop = 2 * pairRow * lumaBytesPerRow
+                    let chromaRow = pairRow * chromaBytesPerRow
+                    var column = 0
+                    while column < width {
+                        for corner in 0..<4 {
+                            let offset = top + (corner >> 1) * sourceStride + (column + (corner & 1)) * 3
+                            let r = Int(unsafe source[offset])
+                            let g = Int(unsafe source[offset + 1])
+                            let b = Int(unsafe source[offset + 2])
+                            let y = unsafe redLuma[r] + greenLuma[g] + blueLuma[b]
+                            let cb = unsafe (unit[b] - y) / pbDivisor
+                            let cr = unsafe (unit[r] - y) / prDivisor
+                            let code = quantize(q.lumaOffset + q.lumaScale * y, q.lumaMinimum, q.lumaMaximum)
+                            switch corner {
+                            case 0: lumaCodes.0 = code; pb.0 = cb; pr.0 = cr
+                            case 1: lumaCodes.1 = code; pb.1 = cb; pr.1 = cr
+                            case 2: lumaCodes.2 = code; pb.2 = cb; pr.2 = cr
+                            default: lumaCodes.3 = code; pb.3 = cb; pr.3 = cr
+                            }
+                        }
+                        let meanPb = ((pb.0 + pb.1) + (pb.2 + pb.3)) / 4.0
+                        let meanPr = ((pr.0 + pr.1) + (pr.2 + pr.3)) / 4.0
+                        let cbCode = quantize(q.chromaOffset + q.chromaScale * meanPb, q.chromaMinimum, q.chromaMaximum)
+                        let crCode = quantize(q.chromaOffset + q.chromaScale * meanPr, q.chromaMinimum, q.chromaMaximum)
+                        if q.bytesPerSample == 1 {
+                            let l0 = lumaTop + column
+                            let l1 = l0 + lumaBytesPerRow
+                            unsafe luma[l0] = UInt8(truncatingIfNeeded: lumaCodes.0)
+                            unsafe luma[l0 + 1] = UInt8(truncatingIfNeeded: lumaCodes.1)
+                            unsafe luma[l1] = UInt8(truncatingIfNeeded: lumaCodes.2)
+                            unsafe luma[l1 + 1] = UInt8(truncatingIfNeeded: lumaCodes.3)
+                            let c = chromaRow + column
+                            unsafe chroma[c] = UInt8(truncatingIfNeeded: cbCode)
+                            unsafe chroma[c + 1] = UInt8(truncatingIfNeeded: crCode)
+                        } else {
+                            let shift = q.shift
+                            let l0 = lumaTop + column * 2
+                            let l1 = l0 + lumaBytesPerRow
+                            unsafe luma.storeBytes(of: UInt16(lumaCodes.0 << shift).littleEndian, toByteOffset: l0, as: UInt16.self)
+                            unsafe luma.storeBytes(of: UInt16(lumaCodes.1 << shift).littleEndian, toByteOffset: l0 + 2, as: UInt16.self)
+                            unsafe luma.storeBytes(of: UInt16(lumaCodes.2 << shift).littleEndian, toByteOffset: l1, as: UInt16.self)
+                            unsafe luma.storeBytes(of: UInt16(lumaCodes.3 << shift).littleEndian, toByteOffset: l1 + 2, as: UInt16.self)
+                            let c = chromaRow + column * 2
+                            unsafe chroma.storeBytes(of: UInt16(cbCode << shift).littleEndian, toByteOffset: c, as: UInt16.self)
+                            unsafe chroma.storeBytes(of: UInt16(crCode << shift).littleEndian, toByteOffset: c + 2, as: UInt16.self)
+                        }
+                        column += 2
+                    }
+                }
+            }
+            }
+            }
+            }
+        }
+    }
+
+    /// Converts the top-left `width` × `height` pixels of `image` to B, G, R, 255.
+    ///
+    /// - Precondition: `destination` holds `height` rows of `bytesPerRow >= width * 4` bytes.
+    static func convertToBGRA(
+        _ image: RGBImage, width: Int, height: Int, destination: UnsafeMutableRawBufferPointer, bytesPerRow: Int
+    ) {
+        precondition(width <= image.width && height <= image.height && bytesPerRow >= width * 4)
+        precondition(destination.count >= bytesPerRow * (height - 1) + width * 4)
+        let sourceStride = image.width * 3
+        unsafe image.pixels.withUnsafeBufferPointer { source in
+            // SAFETY: indices stay within row `row` of the source and destination (preconditions above).
+            for row in 0..<height {
+                var from = row * sourceStride
+                var to = row * bytesPerRow
+                for _ in 0..<width {
+                    unsafe destination[to] = source[from + 2]
+                    unsafe destination[to + 1] = source[from + 1]
+                    unsafe destination[to + 2] = source[from]
+                    unsafe destination[to + 3] = 255
+                    from += 3
+                    to += 4
+                }
+            }
+        }
+    }
+}
