@@ -1,0 +1,228 @@
+// A Unix SOCK_SEQPACKET socket: listen at a path (replacing a stale socket file), connect, accept, peer
+// credentials, and one-datagram send/receive with SCM_RIGHTS.
+import Glibc
+import SystemPackage
+
+/// A descriptor received with `SCM_RIGHTS`; closed on deinit unless ``take()`` gave it away.
+///
+/// `@unchecked Sendable`: the descriptor is only read or taken under the owner's lock (the subscriber's state
+/// mutex), and `take` is called at most once.
+final class OwnedDescriptor: @unchecked Sendable {
+    private var raw: Int32
+
+    init(_ raw: Int32) { self.raw = raw }
+
+    /// Hands the descriptor to the caller, who must close it; afterwards this object owns nothing.
+    func take() -> FileDescriptor? {
+        guard raw >= 0 else { return nil }
+        defer { raw = -1 }
+        return FileDescriptor(rawValue: raw)
+    }
+
+    var rawValue: Int32 { raw }
+
+    deinit { if raw >= 0 { Syscall.close(raw) } }
+}
+
+/// One datagram read from a socket.
+struct ReceivedDatagram {
+    /// The datagram's bytes (at most the receive buffer's size).
+    var bytes: [UInt8]
+    /// Descriptors that arrived with it; dropping the array closes them.
+    var descriptors: [OwnedDescriptor]
+    /// The datagram was larger than the receive buffer, or its descriptors did not fit.
+    var isTruncated: Bool
+}
+
+/// Owns one socket descriptor.
+///
+/// The descriptor is closed only in `deinit`; ``shutdown()`` ends the connection without freeing the number, so
+/// another thread holding a reference can never act on a reused descriptor. `@unchecked Sendable`: the
+/// descriptor is immutable, and the kernel serialises calls on it.
+final class Socket: @unchecked Sendable {
+    let descriptor: Int32
+
+    init(adopting descriptor: Int32) { self.descriptor = descriptor }
+
+    deinit { Syscall.close(descriptor) }
+
+    /// Ends both directions; the peer sees end of file and local pollers wake with `POLLHUP`.
+    func shutdown() { Syscall.shutdown(descriptor) }
+
+    /// Listens at `path` (created with `mode`), replacing a stale socket file left by a dead publisher.
+    ///
+    /// A socket file at `path` that refuses a connection (`ECONNREFUSED`) is stale and is unlinked; one that
+    /// accepts is a live publisher and gives ``FrameBusError/Code-swift.struct/addressInUse``. Anything at the
+    /// path that is not a socket is never removed.
+    static func listen(path: String, mode: mode_t, backlog: Int32 = 64) -> Result<Socket, FrameBusError> {
+        let operation = "Socket.listen"
+        for attempt in 0..<2 {
+            let socket: Socket
+            switch Syscall.unixSocket() {
+            case .success(let raw): socket = Socket(adopting: raw)
+            case .failure(let errno): return .failure(.systemCall("socket", errno))
+            }
+            // The socket inode's mode becomes the file's mode at bind (less the umask); chmod again after.
+            _ = Syscall.changeMode(socket.descriptor, mode)
+            switch Syscall.bind(socket.descriptor, path: path) {
+            case .success:
+                if case .failure(let errno) = Syscall.changeMode(path: path, mode) {
+                    _ = Syscall.unlink(path)
+                    return .failure(.systemCall("chmod", errno))
+                }
+                if case .failure(let errno) = Syscall.listen(socket.descriptor, backlog: backlog) {
+                    _ = Syscall.unlink(path)
+                    return .failure(.systemCall("listen", errno))
+                }
+                return .success(socket)
+            case .failure(.addressInUse) where attempt == 0:
+                guard case .success(true) = Syscall.isSocket(path: path) else {
+                    return .failure(FrameBusError(.addressInUse, operation, message: "\(path) exists and is not a socket"))
+                }
+                let probe: Socket
+                switch Syscall.unixSocket() {
+                case .success(let raw): probe = Socket(adopting: raw)
+                case .failure(let errno): return .failure(.systemCall("socket", errno))
+                }
+                switch Syscall.connect(probe.descriptor, path: path) {
+                case .failure(.connectionRefused):
+                    // Nobody listens: a dead publisher's file. Replace it.
+                    _ = Syscall.unlink(path)
+                    continue
+                case .success, .failure(.resourceTemporarilyUnavailable):
+                    return .failure(FrameBusError(.addressInUse, operation, message: "a publisher is live at \(path)"))
+                case .failure(let errno):
+                    return .failure(FrameBusError(.addressInUse, operation, errno: errno, message: path))
+                }
+            case .failure(.fileNameTooLong):
+                return .failure(FrameBusError(.invalidArgument, operation, errno: .fileNameTooLong, message: path))
+            case .failure(let errno):
+                return .failure(.systemCall("bind", errno))
+            }
+        }
+        return .failure(FrameBusError(.addressInUse, operation, message: path))
+    }
+
+    /// Connects to a listener at `path`, retrying a full backlog until `timeoutNanoseconds` pass.
+    static func connect(path: String, timeoutNanoseconds: UInt64) -> Result<Socket, FrameBusError> {
+        let deadline = Syscall.monotonicNanoseconds() &+ timeoutNanoseconds
+        while true {
+            let socket: Socket
+            switch Syscall.unixSocket() {
+            case .success(let raw): socket = Socket(adopting: raw)
+            case .failure(let errno): return .failure(.systemCall("socket", errno))
+            }
+            switch Syscall.connect(socket.descriptor, path: path) {
+            case .success:
+                return .success(socket)
+            case .failure(.resourceTemporarilyUnavailable) where Syscall.monotonicNanoseconds() < deadline:
+                usleep(1000)
+            case .failure(.fileNameTooLong):
+                return .failure(FrameBusError(.invalidArgument, "connect", errno: .fileNameTooLong, message: path))
+            case .failure(let errno):
+                return .failure(FrameBusError(.systemCall, "connect", errno: errno, message: path))
+            }
+        }
+    }
+
+    /// Accepts one pending connection; `nil` when none is pending.
+    func accept() -> Result<Socket?, Errno> {
+        switch Syscall.accept(descriptor) {
+        case .success(let raw): return .success(Socket(adopting: raw))
+        case .failure(.resourceTemporarilyUnavailable), .failure(.connectionAbort): return .success(nil)
+        case .failure(let errno): return .failure(errno)
+        }
+    }
+
+    /// The peer's process, user and group ids (`SO_PEERCRED`).
+    func peerCredentials() -> Result<(pid: Int32, uid: UInt32, gid: UInt32), Errno> {
+        Syscall.peerCredentials(descriptor)
+    }
+
+    /// Whether a datagram went out or the socket buffer is full.
+    enum SendOutcome { case sent, wouldBlock }
+
+    /// Sends one datagram, optionally with descriptors (`SCM_RIGHTS`); never blocks, never raises `SIGPIPE`.
+    func send(_ bytes: [UInt8], descriptors: [Int32] = []) -> Result<SendOutcome, Errno> {
+        let result = unsafe bytes.withUnsafeBytes { unsafe Syscall.sendMessage(descriptor, $0, descriptors: descriptors) }
+        switch result {
+        case .success: return .success(.sent)
+        case .failure(.resourceTemporarilyUnavailable): return .success(.wouldBlock)
+        case .failure(let errno): return .failure(errno)
+        }
+    }
+
+    /// Outcome of a receive.
+    enum ReceiveOutcome {
+        case datagram(ReceivedDatagram)
+        case wouldBlock
+        case endOfFile
+    }
+
+    /// Reads one datagram of at most `maximumSize` bytes without blocking.
+    ///
+    /// A longer datagram is reported with `isTruncated` (`MSG_TRUNC`), as is one whose descriptors did not fit
+    /// (`MSG_CTRUNC`); received descriptors are owned by the result and closed when it is dropped.
+    func receive(maximumSize: Int, maximumDescriptors: Int = 1) -> Result<ReceiveOutcome, Errno> {
+        var buffer = [UInt8](repeating: 0, count: maximumSize + 1)
+        let result = unsafe buffer.withUnsafeMutableBytes { raw in
+            unsafe Syscall.receiveMessage(descriptor, into: raw, maximumDescriptors: maximumDescriptors)
+        }
+        switch result {
+        case .failure(.resourceTemporarilyUnavailable):
+            return .success(.wouldBlock)
+        case .failure(.connectionReset):
+            return .success(.endOfFile)
+        case .failure(let errno):
+            return .failure(errno)
+        case .success(let received):
+            let descriptors = received.descriptors.map(OwnedDescriptor.init)
+            if received.byteCount == 0 && !received.isTruncated { return .success(.endOfFile) }
+            let truncated = received.isTruncated || received.isControlTruncated || received.byteCount > maximumSize
+            buffer.removeSubrange(min(received.byteCount, maximumSize)...)
+            return .success(.datagram(ReceivedDatagram(bytes: buffer, descriptors: descriptors, isTruncated: truncated)))
+        }
+    }
+
+    /// Waits until the socket is readable, hung up, or `timeoutMilliseconds` pass (-1: forever).
+    func waitReadable(timeoutMilliseconds: Int32) -> Result<Bool, Errno> {
+        Syscall.poll([(descriptor, Int16(POLLIN))], timeout: timeoutMilliseconds).map { $0[0] != 0 }
+    }
+}
+
+/// Wakes a poll loop from another thread: a non-blocking datagram socket pair (one byte per ring).
+final class Doorbell: @unchecked Sendable {
+    // `@unchecked Sendable`: the descriptors are immutable; the kernel serialises sends and receives.
+    /// Poll this one for `POLLIN`.
+    let descriptor: Int32
+    private let ringer: Int32
+
+    init() throws(FrameBusError) {
+        switch Syscall.makeDoorbellPair() {
+        case .success(let pair): (descriptor, ringer) = pair
+        case .failure(let errno): throw .systemCall("socketpair", errno)
+        }
+    }
+
+    deinit {
+        Syscall.close(descriptor)
+        Syscall.close(ringer)
+    }
+
+    func ring() { Syscall.ring(ringer) }
+    func drain() { Syscall.drain(descriptor) }
+}
+
+/// Poll flags, spelled once.
+enum PollEvents {
+    static let readable = Int16(POLLIN)
+    static let writable = Int16(POLLOUT)
+    static let hangUp = Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL) | Int16(0x2000) /* POLLRDHUP */
+}
+
+/// Process-wide helpers that need the C library.
+enum ProcessInfoShim {
+    static var userID: UInt32 { Syscall.userID() }
+    static var processID: Int32 { Syscall.processID() }
+    static func monotonicNanoseconds() -> UInt64 { Syscall.monotonicNanoseconds() }
+}

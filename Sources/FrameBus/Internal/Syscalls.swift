@@ -1,0 +1,331 @@
+// The one place where FrameBus calls the C library for sockets, polling and clocks.
+//
+// Every wrapper returns `Result<_, Errno>` built right after the call, so nothing can run between the call and
+// reading `errno`. `EINTR` is retried everywhere except on `close` (STYLE.md §4).
+import CFrameBusShims
+import Glibc
+import SystemPackage
+
+enum Syscall {}
+
+extension Syscall {
+    /// Runs `call` until it succeeds or fails with something other than `EINTR`.
+    @inline(__always)
+    static func valueOrErrno<I: FixedWidthInteger>(
+        retryOnInterrupt: Bool = true,
+        _ call: () -> I
+    ) -> Result<I, Errno> {
+        while true {
+            let result = call()
+            if result != -1 { return .success(result) }
+            let error = Errno(rawValue: Glibc.errno)
+            if retryOnInterrupt && error == .interrupted { continue }
+            return .failure(error)
+        }
+    }
+
+    /// `socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)`, or `SOCK_STREAM` when asked.
+    static func unixSocket(stream: Bool = false) -> Result<Int32, Errno> {
+        let type = Int32(stream ? SOCK_STREAM.rawValue : SOCK_SEQPACKET.rawValue)
+        let flags = Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        return valueOrErrno { Glibc.socket(AF_UNIX, type | flags, 0) }
+    }
+
+    /// `socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)`; used by tests and benchmarks.
+    static func unixSocketPair(stream: Bool = false) -> Result<(Int32, Int32), Errno> {
+        let type = Int32(stream ? SOCK_STREAM.rawValue : SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        var pair: (Int32, Int32) = (-1, -1)
+        let result = valueOrErrno {
+            unsafe withUnsafeMutableBytes(of: &pair) { bytes in
+                unsafe Glibc.socketpair(AF_UNIX, type, 0, bytes.baseAddress!.assumingMemoryBound(to: Int32.self))
+            }
+        }
+        return result.map { _ in pair }
+    }
+
+    /// Calls `body` with a `sockaddr_un` for `path`; fails with `ENAMETOOLONG` when the path does not fit.
+    private static func withSocketAddress<R>(
+        _ path: String,
+        _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result<R, Errno>
+    ) -> Result<R, Errno> {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity, !bytes.contains(0) else { return .failure(.fileNameTooLong) }
+        unsafe withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { unsafe raw[index] = byte }
+            unsafe raw[bytes.count] = 0
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
+        return unsafe withUnsafePointer(to: &address) { pointer in
+            unsafe pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe body($0, length) }
+        }
+    }
+
+    /// `bind(2)` to a filesystem path.
+    static func bind(_ socket: Int32, path: String) -> Result<Void, Errno> {
+        unsafe withSocketAddress(path) { address, length in
+            valueOrErrno { unsafe Glibc.bind(socket, address, length) }.map { _ in () }
+        }
+    }
+
+    /// `connect(2)` to a filesystem path. On a non-blocking socket `EAGAIN` means the listen backlog is full.
+    static func connect(_ socket: Int32, path: String) -> Result<Void, Errno> {
+        unsafe withSocketAddress(path) { address, length in
+            valueOrErrno { unsafe Glibc.connect(socket, address, length) }.map { _ in () }
+        }
+    }
+
+    /// `listen(2)`.
+    static func listen(_ socket: Int32, backlog: Int32) -> Result<Void, Errno> {
+        valueOrErrno { Glibc.listen(socket, backlog) }.map { _ in () }
+    }
+
+    /// `accept4(2)` with `SOCK_CLOEXEC | SOCK_NONBLOCK`.
+    static func accept(_ socket: Int32) -> Result<Int32, Errno> {
+        // accept4 needs _GNU_SOURCE, which Swift's Glibc module lacks: set the flags right after accept.
+        let result = valueOrErrno { Glibc.accept(socket, nil, nil) }
+        if case .success(let descriptor) = result {
+            _ = Glibc.fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            _ = Glibc.fcntl(descriptor, F_SETFL, Glibc.fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        }
+        return result
+    }
+
+    /// `fchmod(2)`; on Linux a socket's inode mode becomes the mode of the file `bind` creates.
+    static func changeMode(_ descriptor: Int32, _ mode: mode_t) -> Result<Void, Errno> {
+        valueOrErrno { Glibc.fchmod(descriptor, mode) }.map { _ in () }
+    }
+
+    /// `chmod(2)`.
+    static func changeMode(path: String, _ mode: mode_t) -> Result<Void, Errno> {
+        valueOrErrno { unsafe Glibc.chmod(path, mode) }.map { _ in () }
+    }
+
+    /// `unlink(2)`.
+    static func unlink(_ path: String) -> Result<Void, Errno> {
+        valueOrErrno { unsafe Glibc.unlink(path) }.map { _ in () }
+    }
+
+    /// `lstat(2)`: whether `path` names a socket. Fails with the errno of `lstat`.
+    static func isSocket(path: String) -> Result<Bool, Errno> {
+        var information = stat()
+        return valueOrErrno { unsafe Glibc.lstat(path, &information) }.map { _ in
+            (information.st_mode & S_IFMT) == S_IFSOCK
+        }
+    }
+
+    /// `close(2)`; never retried (the descriptor is gone even on `EINTR`).
+    static func close(_ descriptor: Int32) {
+        let result = Glibc.close(descriptor)
+        // EBADF means we closed something we did not own: a bug, not an environment error.
+        precondition(result == 0 || Glibc.errno != EBADF, "close(\(descriptor)): EBADF")
+    }
+
+    /// `shutdown(2)` both directions; wakes a peer and a local poller without freeing the descriptor number.
+    static func shutdown(_ socket: Int32) {
+        _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
+    }
+
+    /// `getsockopt(SO_PEERCRED)`.
+    static func peerCredentials(_ socket: Int32) -> Result<(pid: Int32, uid: UInt32, gid: UInt32), Errno> {
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        var gid: gid_t = 0
+        return valueOrErrno { unsafe cfb_peer_credentials(socket, &pid, &uid, &gid) }.map { _ in
+            (pid, uid, gid)
+        }
+    }
+
+    /// `setsockopt(SOL_SOCKET, option, value)` for an `Int32` option.
+    static func setSocketOption(_ socket: Int32, _ option: Int32, _ value: Int32) -> Result<Void, Errno> {
+        var value = value
+        return valueOrErrno {
+            unsafe Glibc.setsockopt(socket, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<Int32>.size))
+        }.map { _ in () }
+    }
+
+    /// `sendmsg(2)` of one datagram with `MSG_NOSIGNAL | MSG_DONTWAIT`, optionally carrying descriptors
+    /// (`SCM_RIGHTS`). Returns the number of bytes sent.
+    static func sendMessage(
+        _ socket: Int32,
+        _ bytes: UnsafeRawBufferPointer,
+        descriptors: [Int32]
+    ) -> Result<Int, Errno> {
+        var vector = unsafe iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+        let flags = Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
+        if descriptors.isEmpty {
+            return unsafe withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                var header = unsafe msghdr()
+                unsafe header.msg_iov = vectorPointer
+                unsafe header.msg_iovlen = 1
+                return valueOrErrno { unsafe Glibc.sendmsg(socket, &header, flags) }
+            }
+        }
+        let payload = descriptors.count * MemoryLayout<Int32>.size
+        let space = cfb_cmsg_space(payload)
+        return unsafe withUnsafeMutablePointer(to: &vector) { vectorPointer in
+            let control = UnsafeMutableRawBufferPointer.allocate(byteCount: space, alignment: 8)
+            defer { unsafe control.deallocate() }
+            unsafe control.initializeMemory(as: UInt8.self, repeating: 0)
+            var header = unsafe msghdr()
+            unsafe header.msg_iov = vectorPointer
+            unsafe header.msg_iovlen = 1
+            unsafe header.msg_control = control.baseAddress
+            unsafe header.msg_controllen = space
+            return unsafe withUnsafeMutablePointer(to: &header) { headerPointer in
+                guard let first = unsafe cfb_cmsg_firsthdr(headerPointer) else { return .failure(.invalidArgument) }
+                unsafe first.pointee.cmsg_level = SOL_SOCKET
+                unsafe first.pointee.cmsg_type = Int32(SCM_RIGHTS)
+                unsafe first.pointee.cmsg_len = cfb_cmsg_len(payload)
+                let data = unsafe UnsafeMutableRawPointer(cfb_cmsg_data(first))
+                for (index, descriptor) in descriptors.enumerated() {
+                    unsafe data.storeBytes(of: descriptor, toByteOffset: index * 4, as: Int32.self)
+                }
+                return valueOrErrno { unsafe Glibc.sendmsg(socket, headerPointer, flags) }
+            }
+        }
+    }
+
+    /// What `recvmsg(2)` returned.
+    struct Received {
+        /// Bytes of the datagram copied into the buffer; 0 means end of file.
+        var byteCount: Int
+        /// Descriptors that arrived with `SCM_RIGHTS` (already `O_CLOEXEC`); the caller owns and must close them.
+        var descriptors: [Int32]
+        /// `MSG_TRUNC`: the datagram was longer than the buffer.
+        var isTruncated: Bool
+        /// `MSG_CTRUNC`: control data (descriptors) did not fit; the kernel closed those that were cut.
+        var isControlTruncated: Bool
+    }
+
+    /// `recvmsg(2)` of one datagram with `MSG_DONTWAIT | MSG_CMSG_CLOEXEC`, accepting up to `maximumDescriptors`.
+    static func receiveMessage(
+        _ socket: Int32,
+        into buffer: UnsafeMutableRawBufferPointer,
+        maximumDescriptors: Int
+    ) -> Result<Received, Errno> {
+        var vector = unsafe iovec(iov_base: buffer.baseAddress, iov_len: buffer.count)
+        let space = cfb_cmsg_space(max(1, maximumDescriptors) * MemoryLayout<Int32>.size)
+        let control = UnsafeMutableRawBufferPointer.allocate(byteCount: space, alignment: 8)
+        defer { unsafe control.deallocate() }
+        unsafe control.initializeMemory(as: UInt8.self, repeating: 0)
+        let flags = Int32(MSG_DONTWAIT) | Int32(MSG_CMSG_CLOEXEC)
+        return unsafe withUnsafeMutablePointer(to: &vector) { vectorPointer in
+            var header = unsafe msghdr()
+            unsafe header.msg_iov = vectorPointer
+            unsafe header.msg_iovlen = 1
+            unsafe header.msg_control = control.baseAddress
+            unsafe header.msg_controllen = space
+            return unsafe withUnsafeMutablePointer(to: &header) { headerPointer in
+                let result = valueOrErrno { unsafe Glibc.recvmsg(socket, headerPointer, flags) }
+                guard case .success(let count) = result else { return result.map { _ in fatalError() } }
+                var descriptors: [Int32] = []
+                var cursor = unsafe cfb_cmsg_firsthdr(headerPointer)
+                while let current = unsafe cursor {
+                    if unsafe current.pointee.cmsg_level == SOL_SOCKET
+                        && current.pointee.cmsg_type == Int32(SCM_RIGHTS)
+                    {
+                        let dataLength = unsafe Int(current.pointee.cmsg_len) - Int(cfb_cmsg_len(0))
+                        let data = unsafe UnsafeRawPointer(cfb_cmsg_data(current))
+                        for index in 0..<max(0, dataLength / 4) {
+                            unsafe descriptors.append(data.loadUnaligned(fromByteOffset: index * 4, as: Int32.self))
+                        }
+                    }
+                    unsafe cursor = unsafe cfb_cmsg_nxthdr(headerPointer, current)
+                }
+                let messageFlags = unsafe headerPointer.pointee.msg_flags
+                return .success(
+                    Received(
+                        byteCount: count,
+                        descriptors: descriptors,
+                        isTruncated: messageFlags & Int32(MSG_TRUNC) != 0,
+                        isControlTruncated: messageFlags & Int32(MSG_CTRUNC) != 0
+                    )
+                )
+            }
+        }
+    }
+
+    /// `send(2)` on a stream socket (blocking or not, as the socket is), with `MSG_NOSIGNAL`.
+    static func send(_ socket: Int32, _ bytes: UnsafeRawBufferPointer) -> Result<Int, Errno> {
+        valueOrErrno { unsafe Glibc.send(socket, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// `recv(2)` on a stream socket.
+    static func receive(_ socket: Int32, into bytes: UnsafeMutableRawBufferPointer) -> Result<Int, Errno> {
+        valueOrErrno { unsafe Glibc.recv(socket, bytes.baseAddress, bytes.count, 0) }
+    }
+
+    /// `poll(2)` on `descriptors`; returns `revents` for each, in order. `timeout` in ms, -1 waits forever.
+    static func poll(_ descriptors: [(descriptor: Int32, events: Int16)], timeout: Int32) -> Result<[Int16], Errno> {
+        var entries = descriptors.map { pollfd(fd: $0.descriptor, events: $0.events, revents: 0) }
+        let count = nfds_t(entries.count)
+        return valueOrErrno { unsafe Glibc.poll(&entries, count, timeout) }.map { _ in entries.map(\.revents) }
+    }
+
+    /// A non-blocking datagram socket pair used as a doorbell (eventfd needs _GNU_SOURCE).
+    static func makeDoorbellPair() -> Result<(Int32, Int32), Errno> {
+        let type = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        var pair: (Int32, Int32) = (-1, -1)
+        let result = valueOrErrno {
+            unsafe withUnsafeMutableBytes(of: &pair) { bytes in
+                unsafe Glibc.socketpair(AF_UNIX, type, 0, bytes.baseAddress!.assumingMemoryBound(to: Int32.self))
+            }
+        }
+        return result.map { _ in pair }
+    }
+
+    /// Writes one byte to a doorbell; a full buffer already means "rung".
+    static func ring(_ descriptor: Int32) {
+        var one: UInt8 = 1
+        _ = valueOrErrno { unsafe Glibc.send(descriptor, &one, 1, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads every pending byte of a doorbell.
+    static func drain(_ descriptor: Int32) {
+        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        while true {
+            let result = valueOrErrno {
+                unsafe withUnsafeMutableBytes(of: &bytes) { unsafe Glibc.recv(descriptor, $0.baseAddress, 32, Int32(MSG_DONTWAIT)) }
+            }
+            guard case .success(let count) = result, count > 0 else { return }
+        }
+    }
+
+    /// `getuid(2)`.
+    static func userID() -> UInt32 { Glibc.getuid() }
+
+    /// `getpid(2)`.
+    static func processID() -> Int32 { Glibc.getpid() }
+
+    /// `CLOCK_MONOTONIC` in nanoseconds.
+    static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        _ = unsafe clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+
+    /// CPU time (user + system) of the calling thread, in nanoseconds.
+    static func threadCPUNanoseconds() -> UInt64 {
+        var time = timespec()
+        _ = unsafe clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+
+    /// CPU time (user + system) of the whole process, in nanoseconds.
+    static func processCPUNanoseconds() -> UInt64 {
+        var time = timespec()
+        _ = unsafe clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+
+    /// `fstat(2)` size of a descriptor.
+    static func fileSize(_ descriptor: Int32) -> Result<Int, Errno> {
+        var information = stat()
+        return valueOrErrno { unsafe Glibc.fstat(descriptor, &information) }.map { _ in
+            Int(information.st_size)
+        }
+    }
+}

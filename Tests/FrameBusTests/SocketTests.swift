@@ -1,0 +1,118 @@
+import Foundation
+import SystemPackage
+import Testing
+
+@testable @_spi(Testing) import FrameBus
+
+func temporarySocketPath(_ tag: String = "t") -> String {
+    "/tmp/fbt-\(tag)-\(UUID().uuidString.prefix(12)).sock"
+}
+
+@Suite struct SocketTests {
+    @Test func listenerCreatesSocketFileWithOwnerOnlyMode() throws {
+        let path = temporarySocketPath()
+        defer { unlink(path) }
+        let listener = try Socket.listen(path: path, mode: 0o600).get()
+        var information = stat()
+        #expect(stat(path, &information) == 0)
+        #expect(information.st_mode & 0o777 == 0o600)
+        #expect(information.st_mode & S_IFMT == S_IFSOCK)
+        _ = listener
+    }
+
+    @Test func staleSocketFileIsReplaced() throws {
+        let path = temporarySocketPath()
+        defer { unlink(path) }
+        do {
+            let dead = try Socket.listen(path: path, mode: 0o600).get()
+            _ = dead
+        }  // closed without unlinking: a dead publisher's file
+        #expect(FileManager.default.fileExists(atPath: path))
+        let second = try Socket.listen(path: path, mode: 0o600).get()
+        let client = try Socket.connect(path: path, timeoutNanoseconds: 1_000_000_000).get()
+        _ = (second, client)
+    }
+
+    @Test func liveListenerIsAnError() throws {
+        let path = temporarySocketPath()
+        defer { unlink(path) }
+        let live = try Socket.listen(path: path, mode: 0o600).get()
+        let result = Socket.listen(path: path, mode: 0o600)
+        guard case .failure(let error) = result else {
+            Issue.record("second listener succeeded")
+            return
+        }
+        #expect(error.code == .addressInUse)
+        _ = live
+    }
+
+    @Test func regularFileAtPathIsNeverRemoved() throws {
+        let path = temporarySocketPath()
+        defer { unlink(path) }
+        #expect(FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3])))
+        let result = Socket.listen(path: path, mode: 0o600)
+        guard case .failure(let error) = result else {
+            Issue.record("listener replaced a regular file")
+            return
+        }
+        #expect(error.code == .addressInUse)
+        #expect(FileManager.default.contents(atPath: path) == Data([1, 2, 3]))
+    }
+
+    @Test func descriptorTravelsWithDatagramAndPeerCredentialsAreOurs() throws {
+        let path = temporarySocketPath()
+        defer { unlink(path) }
+        let listener = try Socket.listen(path: path, mode: 0o600).get()
+        let client = try Socket.connect(path: path, timeoutNanoseconds: 1_000_000_000).get()
+        _ = try listener.waitReadable(timeoutMilliseconds: 2000).get()
+        let server = try #require(try listener.accept().get())
+        let credentials = try server.peerCredentials().get()
+        #expect(credentials.uid == getuid())
+        #expect(credentials.pid == getpid())
+
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        #expect(try client.send([1, 2, 3, 4], descriptors: [fds[1]]).get() == .sent)
+        _ = try server.waitReadable(timeoutMilliseconds: 2000).get()
+        guard case .datagram(let datagram) = try server.receive(maximumSize: 64).get() else {
+            Issue.record("no datagram")
+            return
+        }
+        #expect(datagram.bytes == [1, 2, 3, 4])
+        #expect(datagram.descriptors.count == 1)
+        #expect(!datagram.isTruncated)
+        // The received fd is the pipe's write end: writing to it reaches the read end.
+        let received = try #require(datagram.descriptors.first?.take())
+        defer { try? received.close() }
+        #expect(try received.writeAll([42]) == 1)
+        var byte: UInt8 = 0
+        #expect(read(fds[0], &byte, 1) == 1)
+        #expect(byte == 42)
+    }
+
+    @Test func oversizedDatagramIsReportedTruncated() throws {
+        let (a, b) = try Syscall.unixSocketPair().get()
+        let sender = Socket(adopting: a)
+        let receiver = Socket(adopting: b)
+        #expect(try sender.send([UInt8](repeating: 7, count: 200)).get() == .sent)
+        guard case .datagram(let datagram) = try receiver.receive(maximumSize: 100).get() else {
+            Issue.record("no datagram")
+            return
+        }
+        #expect(datagram.isTruncated)
+        #expect(datagram.bytes.count == 100)
+    }
+
+    @Test func closedPeerReadsAsEndOfFile() throws {
+        let (a, b) = try Syscall.unixSocketPair().get()
+        var sender: Socket? = Socket(adopting: a)
+        let receiver = Socket(adopting: b)
+        _ = sender
+        sender = nil
+        guard case .endOfFile = try receiver.receive(maximumSize: 100).get() else {
+            Issue.record("expected end of file")
+            return
+        }
+    }
+}
