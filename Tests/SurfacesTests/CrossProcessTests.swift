@@ -131,7 +131,7 @@ func describe(_ layout: SurfaceLayout, id: SurfaceID) -> String {
         let layout = makeTestLayout()
         let fd = cfb_memfd_create("small", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
         defer { close(fd) }
-        #expect(ftruncate(fd, off_t(layout.allocationSize - 4096)) == 0)
+        #expect(ftruncate(fd, off_t(layout.allocationSize / 2)) == 0)
         #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_SEAL) == 0)
         let reply = try exchangeWithPeer(mode: "import-surface", text: describe(layout, id: .next()), descriptor: fd)
         #expect(reply == "error \(SurfaceError.Code.tooSmall)")
