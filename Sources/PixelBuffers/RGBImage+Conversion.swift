@@ -51,3 +51,52 @@ extension RGBImage {
         return bytes
     }
 }
+
+extension RGBImage {
+    /// Makes a pixel buffer holding this image converted to `pixelFormat`, with BT.709 attachments.
+    ///
+    /// The conversion is the one ``convertedBytes(to:)`` describes, written row by row into the buffer's padded
+    /// planes. Odd sizes are cropped to even first, so the buffer is `width & ~1` × `height & ~1`.
+    ///
+    /// ```swift
+    /// let frame = try RGBImage(contentsOfPNGFile: path).makePixelBuffer(pixelFormat: .yuv420BiPlanarVideoRange8)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - pixelFormat: A base format.
+    ///   - bytesPerRowAlignment: The row alignment of the new buffer.
+    /// - Returns: An unlocked buffer with ``PixelBufferAttachments/bt709`` attachments.
+    /// - Throws: ``PixelBufferError/Code-swift.struct/opaqueFormat`` for a compressed format (encode a base buffer
+    ///   with `SurfaceCompression` instead), ``PixelBufferError/Code-swift.struct/invalidSize`` for an image less
+    ///   than 2 pixels wide or high, ``PixelBufferError/Code-swift.struct/invalidAlignment``,
+    ///   ``PixelBufferError/Code-swift.struct/surface``.
+    public func makePixelBuffer(
+        pixelFormat: PixelFormat, bytesPerRowAlignment: Int = PixelBuffer.defaultBytesPerRowAlignment
+    ) throws(PixelBufferError) -> PixelBuffer {
+        let buffer = try PixelBuffer(
+            width: width & ~1, height: height & ~1, pixelFormat: pixelFormat, bytesPerRowAlignment: bytesPerRowAlignment,
+            attachments: .bt709)
+        try buffer.lock()
+        do {
+            try ImageConversion.write(self, into: buffer, operation: "RGBImage.makePixelBuffer(\(pixelFormat))")
+        } catch {
+            try? buffer.unlock()
+            throw error
+        }
+        try buffer.unlock()
+        return buffer
+    }
+
+    /// Converts this image into an existing buffer, for example one from a ``PixelBufferPool``.
+    ///
+    /// The caller holds a read-write lock on `buffer` (as for any CPU write to a pixel buffer). The buffer's
+    /// format selects the conversion (``convertedBytes(to:)`` describes it); row padding is left untouched.
+    ///
+    /// - Parameter buffer: A locked buffer of a base format whose size is ``croppedToEven()``'s.
+    /// - Throws: ``PixelBufferError/Code-swift.struct/formatMismatch`` for another size,
+    ///   ``PixelBufferError/Code-swift.struct/opaqueFormat`` for a compressed format,
+    ///   ``PixelBufferError/Code-swift.struct/surface`` if the buffer is not locked or is read-only.
+    public func write(into buffer: PixelBuffer) throws(PixelBufferError) {
+        try ImageConversion.write(self, into: buffer, operation: "RGBImage.write(into:)")
+    }
+}

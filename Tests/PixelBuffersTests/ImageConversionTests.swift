@@ -340,6 +340,99 @@ private func temporaryPath(_ name: String) -> String {
         let error = #expect(throws: PixelBufferError.self) { try RGBImage(pngData: png) }
         #expect(error?.code == .invalidImage)
     }
+
+    // MARK: Pixel buffers
+
+    private func packed(_ buffer: PixelBuffer) throws -> [UInt8] {
+        try buffer.lock()
+        defer { try? buffer.unlock() }
+        return try buffer.packedBytes()
+    }
+
+    @Test(arguments: PixelFormat.baseFormats)
+    func pixelBufferHoldsTheConvertedBytesBehindPaddedRows(format: PixelFormat) throws {
+        // 451x300: odd, and 450 is not a multiple of the row alignment, so rows are padded.
+        let image = try RGBImage(contentsOfPNGFile: corpusURL.appendingPathComponent("skimage/chelsea.png").path)
+        for alignment in [64, 256] {
+            let buffer = try image.makePixelBuffer(pixelFormat: format, bytesPerRowAlignment: alignment)
+            #expect(buffer.width == 450 && buffer.height == 300 && buffer.pixelFormat == format)
+            #expect(buffer.bytesPerRow(ofPlane: 0) % alignment == 0)
+            #expect(try packed(buffer) == image.convertedBytes(to: format))
+            #expect(buffer.attachments.yCbCrMatrix == .itu709 && buffer.attachments.chromaLocationTopField == .center)
+        }
+    }
+
+    @Test func pixelBufferOfACompressedFormatIsRefused() throws {
+        let image = try RGBImage.testPattern(width: 64, height: 64, frameIndex: 0)
+        let error = #expect(throws: PixelBufferError.self) {
+            try image.makePixelBuffer(pixelFormat: .compressedYUV420BiPlanarVideoRange8)
+        }
+        #expect(error?.code == .opaqueFormat)
+    }
+
+    @Test func writingIntoABufferOfAnotherSizeIsAFormatMismatch() throws {
+        let image = try RGBImage.testPattern(width: 64, height: 64, frameIndex: 0)
+        let buffer = try PixelBuffer(width: 64, height: 32, pixelFormat: .bgra8)
+        try buffer.lock()
+        defer { try? buffer.unlock() }
+        let error = #expect(throws: PixelBufferError.self) { try image.write(into: buffer) }
+        #expect(error?.code == .formatMismatch)
+    }
+
+    @Test func writingIntoAnUnlockedBufferFails() throws {
+        let image = try RGBImage.testPattern(width: 64, height: 64, frameIndex: 0)
+        let buffer = try PixelBuffer(width: 64, height: 64, pixelFormat: .yuv420BiPlanarFullRange8)
+        let error = #expect(throws: PixelBufferError.self) { try image.write(into: buffer) }
+        #expect(error?.code == .surface)
+        let patternError = #expect(throws: PixelBufferError.self) { try TestPattern.fill(buffer, frameIndex: 1) }
+        #expect(patternError?.code == .surface)
+    }
+
+    // MARK: Test pattern
+
+    @Test func consecutivePatternFramesDifferAndEqualIndicesRepeat() throws {
+        let first = try RGBImage.testPattern(width: 640, height: 360, frameIndex: 41)
+        let second = try RGBImage.testPattern(width: 640, height: 360, frameIndex: 42)
+        let again = try RGBImage.testPattern(width: 640, height: 360, frameIndex: 41)
+        #expect(first.width == 640 && first.height == 360 && first.pixels.count == 640 * 360 * 3)
+        #expect(first != second)
+        #expect(first == again)
+    }
+
+    @Test func patternCounterShowsTheFrameIndexInBinary() throws {
+        let image = try RGBImage.testPattern(width: 640, height: 360, frameIndex: 0b1011)
+        let row = image.height - 1
+        let cellWidth = 640 / 32
+        let bits = (0..<32).map { cell in image.pixels[(row * 640 + cell * cellWidth + cellWidth / 2) * 3] == 255 }
+        #expect(bits == (0..<32).map { cell in (0b1011 >> (31 - cell)) & 1 == 1 })
+    }
+
+    @Test(arguments: PixelFormat.baseFormats)
+    func directPatternFillEqualsConvertingTheRGBPattern(format: PixelFormat) throws {
+        for (width, height) in [(320, 180), (1920, 1080), (2, 2), (66, 14)] {
+            let pattern = try TestPattern(width: width, height: height, pixelFormat: format)
+            let buffer = try PixelBuffer(width: width, height: height, pixelFormat: format)
+            for frameIndex in [0, 7, 1000, -3] {
+                if width > 320 && frameIndex != 7 { continue }  // one 1080p frame per format is enough
+                try buffer.lock()
+                try pattern.fill(buffer, frameIndex: frameIndex)
+                try buffer.unlock()
+                let expected = try RGBImage.testPattern(width: width, height: height, frameIndex: frameIndex)
+                #expect(try packed(buffer) == expected.convertedBytes(to: format), "\(width)x\(height) frame \(frameIndex)")
+            }
+        }
+    }
+
+    @Test func patternRefusesCompressedFormatsAndOddSizesFor420() {
+        #expect(throws: PixelBufferError.self) {
+            try TestPattern(width: 64, height: 64, pixelFormat: .compressedBGRA8)
+        }
+        let error = #expect(throws: PixelBufferError.self) {
+            try TestPattern(width: 63, height: 64, pixelFormat: .yuv420BiPlanarVideoRange8)
+        }
+        #expect(error?.code == .invalidSize)
+        #expect(throws: PixelBufferError.self) { try RGBImage.testPattern(width: 0, height: 10, frameIndex: 0) }
+    }
 }
 
 private func repeatedPixel(_ pixel: [UInt8], _ count: Int) -> [UInt8] {

@@ -194,3 +194,82 @@ enum ImageConversion {
         }
     }
 }
+
+extension ImageConversion {
+    /// Calls `body` with the writable bytes of every plane of `buffer` (which the caller has locked read-write),
+    /// turning `PixelBuffer`'s untyped errors back into ``PixelBufferError``.
+    static func withMutablePlanes(
+        of buffer: PixelBuffer, operation: String, _ body: ([UnsafeMutableRawBufferPointer]) -> Void
+    ) throws(PixelBufferError) {
+        if buffer.pixelFormat.isCompressed { throw PixelBufferError(.opaqueFormat, "\(operation) on \(buffer.pixelFormat)") }
+        do {
+            if buffer.planeCount == 2 {
+                try unsafe buffer.withUnsafeMutableBytes(ofPlane: 0) { first in
+                    try unsafe buffer.withUnsafeMutableBytes(ofPlane: 1) { second in unsafe body([first, second]) }
+                }
+            } else {
+                try unsafe buffer.withUnsafeMutableBytes(ofPlane: 0) { unsafe body([$0]) }
+            }
+        } catch let error as PixelBufferError {
+            throw error
+        } catch {
+            // `body` does not throw, so PixelBuffer's own errors are the only ones possible.
+            throw PixelBufferError(.surface, "\(operation): \(error)")
+        }
+    }
+
+    /// Writes `image`'s even crop into the planes of `buffer` (locked read-write by the caller), whose size must be
+    /// that crop.
+    static func write(_ image: RGBImage, into buffer: PixelBuffer, operation: String) throws(PixelBufferError) {
+        let width = image.width & ~1
+        let height = image.height & ~1
+        guard buffer.width == width, buffer.height == height else {
+            throw PixelBufferError(
+                .formatMismatch, "\(operation): buffer \(buffer.width)x\(buffer.height), image crop \(width)x\(height)")
+        }
+        let format = buffer.pixelFormat
+        let planeRows = (0..<buffer.planeCount).map { buffer.bytesPerRow(ofPlane: $0) }
+        try unsafe withMutablePlanes(of: buffer, operation: operation) { planes in
+            if let quantization = Quantization(format) {
+                unsafe convertToYCbCr(
+                    image, width: width, height: height, quantization: quantization, luma: planes[0],
+                    lumaBytesPerRow: planeRows[0], chroma: planes[1], chromaBytesPerRow: planeRows[1])
+            } else {
+                unsafe convertToBGRA(image, width: width, height: height, destination: planes[0], bytesPerRow: planeRows[0])
+            }
+        }
+    }
+
+    /// Copies `source` into `destination` at `offset`.
+    ///
+    /// - Precondition: the range lies inside `destination`.
+    @inline(__always)
+    static func copy(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, at offset: Int) {
+        precondition(offset >= 0 && offset + source.count <= destination.count)
+        guard let base = destination.baseAddress, let from = source.baseAddress else { return }
+        unsafe (base + offset).copyMemory(from: from, byteCount: source.count)
+    }
+}
+
+extension ImageConversion {
+    /// Fills `rowCount` rows of a plane: row `r` gets `templates[templateIndex(r)]` at `r * bytesPerRow`, then
+    /// `overlay` at `r * bytesPerRow + overlayOffset` if `r` is in `overlayRows`. Row padding is not touched.
+    ///
+    /// - Precondition: every template and the overlay fit in a row (checked by ``copy(_:into:at:)``).
+    static func fillPlane(
+        _ plane: UnsafeMutableRawBufferPointer, bytesPerRow: Int, rowCount: Int, templates: [[UInt8]],
+        templateIndex: (Int) -> Int, overlay: [UInt8], overlayOffset: Int, overlayRows: Range<Int>
+    ) {
+        precondition(templates.allSatisfy { $0.count <= bytesPerRow } && overlayOffset + overlay.count <= bytesPerRow)
+        unsafe overlay.withUnsafeBytes { overlay in
+            for row in 0..<rowCount {
+                unsafe templates[templateIndex(row)].withUnsafeBytes { template in
+                    unsafe copy(template, into: plane, at: row * bytesPerRow)
+                }
+                if overlayRows.contains(row) {
+                    unsafe copy(overlay, into: plane, at: row * bytesPerRow + overlayOffset)
+                }
+            }
+        }
+    }
+}
