@@ -1,0 +1,354 @@
+/// The compressed surface layout (version 1) and the tile-parallel encoder and decoder over raw memory.
+///
+/// Layout, all integers little-endian:
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic `FBSC` (bytes 46 42 53 43) |
+/// | 4 | 2 | layout version (1) |
+/// | 6 | 2 | header byte count (64) |
+/// | 8 | 4 | base format FourCC (`420v`, …, big-endian packed as CoreVideo's OSType) |
+/// | 12 | 4 | width in pixels |
+/// | 16 | 4 | height in pixels |
+/// | 20 | 4 | tile width in pixels (even) |
+/// | 24 | 4 | tile height in pixels (even) |
+/// | 28 | 4 | table entry count = tiles × components |
+/// | 32 | 8 | bytes used: header + table + payloads |
+/// | 40 | 8 | checksum of bytes 0..<40, 48..<64 and the table |
+/// | 48 | 16 | reserved, zero |
+/// | 64 | 16 × entries | tile table: per tile (row-major), per component: offset u32 (from the surface start), size u32, mode u8, 3 zero bytes, payload checksum u32 |
+///
+/// Payloads follow the table back to back, in table order, ending exactly at "bytes used".
+enum TileCodec {
+    static let magic: UInt32 = 0x4353_4246  // "FBSC" little-endian
+    static let version: UInt16 = 1
+
+    struct Entry: Hashable, Sendable {
+        var offset: Int
+        var byteCount: Int
+        var mode: TileMode
+        var checksum: UInt32
+    }
+
+    // MARK: Header
+
+    static func writeHeader(
+        _ grid: TileGrid, baseFourCC: UInt32, bytesUsed: Int, into p: UnsafeMutableRawPointer
+    ) {
+        unsafe p.initializeMemory(as: UInt8.self, repeating: 0, count: TileGrid.headerByteCount)
+        unsafe p.storeBytes(of: magic.littleEndian, toByteOffset: 0, as: UInt32.self)
+        unsafe p.storeBytes(of: version.littleEndian, toByteOffset: 4, as: UInt16.self)
+        unsafe p.storeBytes(of: UInt16(TileGrid.headerByteCount).littleEndian, toByteOffset: 6, as: UInt16.self)
+        unsafe p.storeBytes(of: baseFourCC.littleEndian, toByteOffset: 8, as: UInt32.self)
+        unsafe p.storeBytes(of: UInt32(grid.width).littleEndian, toByteOffset: 12, as: UInt32.self)
+        unsafe p.storeBytes(of: UInt32(grid.height).littleEndian, toByteOffset: 16, as: UInt32.self)
+        unsafe p.storeBytes(of: UInt32(grid.tileWidth).littleEndian, toByteOffset: 20, as: UInt32.self)
+        unsafe p.storeBytes(of: UInt32(grid.tileHeight).littleEndian, toByteOffset: 24, as: UInt32.self)
+        unsafe p.storeBytes(of: UInt32(grid.entryCount).littleEndian, toByteOffset: 28, as: UInt32.self)
+        unsafe p.storeBytes(of: UInt64(bytesUsed).littleEndian, toByteOffset: 32, as: UInt64.self)
+        unsafe sealHeader(p, entryCount: grid.entryCount)
+    }
+
+    /// Computes and stores the header checksum (tests use it to forge consistent damaged tables).
+    static func sealHeader(_ p: UnsafeMutableRawPointer, entryCount: Int) {
+        unsafe p.storeBytes(of: headerChecksum(UnsafeRawPointer(p), entryCount: entryCount).littleEndian, toByteOffset: 40, as: UInt64.self)
+    }
+
+    static func headerChecksum(_ p: UnsafeRawPointer, entryCount: Int) -> UInt64 {
+        var h = unsafe Checksum.hash(p, count: 40)
+        h = unsafe Checksum.hash(p + 48, count: 16, seed: h)
+        return unsafe Checksum.hash(p + TileGrid.headerByteCount, count: entryCount * TileGrid.entryByteCount, seed: h)
+    }
+
+    static func writeEntry(_ entry: Entry, index: Int, into p: UnsafeMutableRawPointer) {
+        let e = unsafe p + TileGrid.headerByteCount + index * TileGrid.entryByteCount
+        unsafe e.storeBytes(of: UInt32(entry.offset).littleEndian, toByteOffset: 0, as: UInt32.self)
+        unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 4, as: UInt32.self)
+        unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 8, as: UInt32.self)
+        unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 12, as: UInt32.self)
+    }
+
+    static func readEntry(index: Int, from p: UnsafeRawPointer) -> (offset: Int, byteCount: Int, mode: UInt32, checksum: UInt32) {
+        let e = unsafe p + TileGrid.headerByteCount + index * TileGrid.entryByteCount
+        return unsafe (
+            Int(UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 0, as: UInt32.self))),
+            Int(UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 4, as: UInt32.self))),
+            UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 8, as: UInt32.self)),
+            UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+        )
+    }
+
+    /// What a parsed, validated header says.
+    struct Header: Hashable, Sendable {
+        var baseFourCC: UInt32
+        var grid: TileGrid
+        var bytesUsed: Int
+    }
+
+    /// Reads only the first 64 bytes: magic, version and bytes used, without validating the table.
+    static func bytesUsed(_ p: UnsafeRawPointer, count: Int) throws(CompressionError) -> Int {
+        let op = "SurfaceCodec.bytesUsed"
+        guard count >= TileGrid.headerByteCount else { throw CompressionError(.truncated, op) }
+        guard UInt32(littleEndian: unsafe p.loadUnaligned(as: UInt32.self)) == magic else {
+            throw CompressionError(.badMagic, op)
+        }
+        guard UInt16(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 4, as: UInt16.self)) == version else {
+            throw CompressionError(.unsupportedVersion, op)
+        }
+        let used = UInt64(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
+        guard used <= UInt64(Int.max) else { throw CompressionError(.invalidHeader, op) }
+        return Int(used)
+    }
+
+    /// Validates the header and the whole tile table of `count` bytes at `p`.
+    static func parse(_ p: UnsafeRawPointer, count: Int, verifyChecksums: Bool = true) throws(CompressionError) -> Header {
+        let op = "SurfaceCodec.decode"
+        let used = try unsafe bytesUsed(p, count: count)
+        let headerBytes = Int(UInt16(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
+        guard headerBytes == TileGrid.headerByteCount else { throw CompressionError(.invalidHeader, op + ": header size") }
+        let fourCC = UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        func field(_ offset: Int) -> Int { Int(UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt32.self))) }
+        guard let format = CodecFormat(baseFourCC: fourCC) else {
+            throw CompressionError(.invalidHeader, op + ": unknown base format")
+        }
+        guard
+            let grid = TileGrid(
+                format: format, width: field(12), height: field(16), tileWidth: field(20), tileHeight: field(24)),
+            grid.tileWidth == field(20), grid.tileHeight == field(24)
+        else {
+            throw CompressionError(.invalidHeader, op + ": size or tile size")
+        }
+        guard field(28) == grid.entryCount else { throw CompressionError(.invalidHeader, op + ": entry count") }
+        for offset in stride(from: 48, to: 64, by: 8) {
+            guard unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == 0 else {
+                throw CompressionError(.invalidHeader, op + ": reserved bytes")
+            }
+        }
+        guard used >= grid.payloadStart, used <= grid.maximumByteCount else {
+            throw CompressionError(.invalidHeader, op + ": bytes used \(used)")
+        }
+        guard count >= used else { throw CompressionError(.truncated, op + ": \(count) of \(used) bytes") }
+        if verifyChecksums {
+            let stored = UInt64(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 40, as: UInt64.self))
+            guard unsafe headerChecksum(p, entryCount: grid.entryCount) == stored else {
+                throw CompressionError(.checksumMismatch, op + ": header")
+            }
+        }
+        var expected = grid.payloadStart
+        let components = grid.componentCount
+        for index in 0..<grid.entryCount {
+            let e = unsafe readEntry(index: index, from: p)
+            let raw = grid.rawByteCount(tile: index / components, component: index % components)
+            let where_ = "\(op): tile \(index / components) component \(index % components)"
+            guard e.offset >= grid.payloadStart, e.byteCount <= raw, e.offset + e.byteCount <= used else {
+                throw CompressionError(.tableOutOfRange, where_)
+            }
+            guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_) }
+            guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
+                mode.isValid(bytesPerSample: format.bytesPerSample)
+            else { throw CompressionError(.invalidTileMode, where_) }
+            switch mode {
+            case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_) }
+            case .solid: guard e.byteCount == format.bytesPerSample else { throw CompressionError(.corruptPayload, where_) }
+            default: guard e.byteCount > 0 else { throw CompressionError(.corruptPayload, where_) }
+            }
+            expected += e.byteCount
+        }
+        guard expected == used else { throw CompressionError(.overlappingTiles, op + ": payloads end at \(expected), not \(used)") }
+        return Header(baseFourCC: fourCC, grid: grid, bytesUsed: used)
+    }
+
+    // MARK: Encoding
+
+    /// Encodes the image into `destination` (at least `grid.maximumByteCount` bytes); returns bytes used.
+    static func encode(
+        _ grid: TileGrid, baseFourCC: UInt32, from image: ImagePlanes, into destination: UnsafeMutableRawPointer,
+        threads: Int
+    ) -> Int {
+        let tileCount = grid.tileCount
+        let chunkCount = threads <= 1 ? 1 : min(tileCount, threads * 4)
+        // Each chunk of consecutive tiles writes from where its tiles would start if every earlier tile were raw,
+        // so chunks never collide; the chunks are then moved down to be contiguous.
+        // Chunk c holds tiles firstTile[c]..<firstTile[c + 1] and writes from regionStart[c].
+        var regionStart = [Int](repeating: 0, count: chunkCount + 1)
+        var chunkFirstTile = [Int](repeating: 0, count: chunkCount + 1)
+        var offset = grid.payloadStart
+        var tile = 0
+        for chunk in 0...chunkCount {
+            let first = tileCount * chunk / chunkCount
+            while tile < first {
+                offset += grid.rawByteCount(tile: tile)
+                tile += 1
+            }
+            regionStart[chunk] = offset
+            chunkFirstTile[chunk] = first
+        }
+        var chunkUsed = [Int](repeating: 0, count: chunkCount)
+        let workers = min(chunkCount, max(1, threads))
+        unsafe chunkUsed.withUnsafeMutableBufferPointer { used in
+            unsafe regionStart.withUnsafeBufferPointer { starts in
+                unsafe chunkFirstTile.withUnsafeBufferPointer { firsts in
+                    System.parallel(workers: workers) { worker in
+                        let stride = grid.scratchComponentStride
+                        let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 7, alignment: 64)
+                        defer { unsafe scratch.deallocate() }
+                        var chunk = worker
+                        while chunk < chunkCount {
+                            let firstTile = unsafe firsts[chunk]
+                            let endTile = unsafe firsts[chunk + 1]
+                            var cursor = unsafe starts[chunk]
+                            for t in firstTile..<endTile {
+                                unsafe encodeTile(grid, tile: t, from: image, scratch: scratch, stride: stride,
+                                                  into: destination, cursor: &cursor)
+                            }
+                            unsafe used[chunk] = cursor - starts[chunk]
+                            chunk += workers
+                        }
+                    }
+                }
+            }
+        }
+        // Compact.
+        var write = grid.payloadStart
+        let components = grid.componentCount
+        for chunk in 0..<chunkCount {
+            let start = regionStart[chunk]
+            let used = chunkUsed[chunk]
+            if start != write {
+                unsafe (destination + write).copyMemory(from: destination + start, byteCount: used)
+                let shift = start - write
+                for index in chunkFirstTile[chunk] * components..<chunkFirstTile[chunk + 1] * components {
+                    let e = unsafe readEntry(index: index, from: destination)
+                    unsafe destination.storeBytes(
+                        of: UInt32(e.offset - shift).littleEndian,
+                        toByteOffset: TileGrid.headerByteCount + index * TileGrid.entryByteCount, as: UInt32.self)
+                }
+            }
+            write += used
+        }
+        unsafe writeHeader(grid, baseFourCC: baseFourCC, bytesUsed: write, into: destination)
+        return write
+    }
+
+    /// Scratch slots: 0..<4 components, 4 residuals, 5 packed output, 6 alternative output.
+    private static func encodeTile(
+        _ grid: TileGrid, tile: Int, from image: ImagePlanes, scratch: UnsafeMutableRawPointer, stride: Int,
+        into destination: UnsafeMutableRawPointer, cursor: inout Int
+    ) {
+        unsafe TileSamples.gather(grid, tile: tile, from: image, into: scratch, stride: stride)
+        let residuals = unsafe scratch + 4 * stride
+        let packed = unsafe scratch + 5 * stride
+        let alternative = unsafe scratch + 6 * stride
+        for c in 0..<grid.componentCount {
+            let extent = grid.componentExtent(tile: tile, component: c)
+            let samples = unsafe scratch + c * stride
+            let choice: ComponentCodec.Choice
+            if grid.format.bytesPerSample == 1 {
+                unsafe choice = ComponentCodec.encode8(
+                    samples: samples.assumingMemoryBound(to: UInt8.self), width: extent.width, height: extent.height,
+                    residuals: residuals.assumingMemoryBound(to: UInt8.self), packed: packed, alternative: alternative)
+            } else {
+                unsafe choice = ComponentCodec.encode16(
+                    samples: samples.assumingMemoryBound(to: UInt16.self), width: extent.width, height: extent.height,
+                    residuals: residuals.assumingMemoryBound(to: UInt16.self), packed: packed, alternative: alternative)
+            }
+            let target = unsafe destination + cursor
+            unsafe target.copyMemory(from: choice.payload, byteCount: choice.byteCount)
+            let checksum = unsafe UInt32(truncatingIfNeeded: Checksum.hash(UnsafeRawPointer(target), count: choice.byteCount))
+            let entry = unsafe Entry(offset: cursor, byteCount: choice.byteCount, mode: choice.mode, checksum: checksum)
+            unsafe writeEntry(entry, index: tile * grid.componentCount + c, into: destination)
+            cursor += unsafe choice.byteCount
+        }
+    }
+
+    // MARK: Decoding
+
+    /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
+    static func decode(
+        _ header: Header, from p: UnsafeRawPointer, tiles: Range<Int>, into image: ImagePlanes, threads: Int,
+        verifyChecksums: Bool = true
+    ) throws(CompressionError) {
+        let grid = header.grid
+        let workers = min(tiles.count, max(1, threads))
+        guard workers > 0 else { return }
+        var failures = [CompressionError?](repeating: nil, count: workers)
+        unsafe failures.withUnsafeMutableBufferPointer { failures in
+            System.parallel(workers: workers) { worker in
+                let stride = grid.scratchComponentStride
+                let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 4, alignment: 64)
+                defer { unsafe scratch.deallocate() }
+                // Contiguous runs of tiles per worker keep neighbouring rows on one core.
+                let first = tiles.lowerBound + tiles.count * worker / workers
+                let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
+                for tile in first..<end {
+                    do throws(CompressionError) {
+                        try unsafe decodeTile(grid, tile: tile, from: p, scratch: scratch, stride: stride, into: image,
+                                              verifyChecksums: verifyChecksums)
+                    } catch {
+                        unsafe failures[worker] = error
+                        return
+                    }
+                }
+            }
+        }
+        for failure in failures { if let failure { throw failure } }
+    }
+
+    private static func decodeTile(
+        _ grid: TileGrid, tile: Int, from p: UnsafeRawPointer, scratch: UnsafeMutableRawPointer, stride: Int,
+        into image: ImagePlanes, verifyChecksums: Bool
+    ) throws(CompressionError) {
+        var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
+        let bytesPerSample = grid.format.bytesPerSample
+        for c in 0..<grid.componentCount {
+            let index = tile * grid.componentCount + c
+            let e = unsafe readEntry(index: index, from: p)
+            let payload = unsafe p + e.offset
+            let slot = unsafe scratch + c * stride
+            let extent = grid.componentExtent(tile: tile, component: c)
+            let n = extent.width * extent.height
+            let where_ = "SurfaceCodec.decode: tile \(tile) component \(c)"
+            if verifyChecksums {
+                guard unsafe UInt32(truncatingIfNeeded: Checksum.hash(payload, count: e.byteCount)) == e.checksum else {
+                    throw CompressionError(.checksumMismatch, where_)
+                }
+            }
+            // parse() validated the mode.
+            let mode = TileMode(rawValue: UInt8(truncatingIfNeeded: e.mode)) ?? .raw
+            var source = UnsafeRawPointer(slot)
+            switch mode {
+            case .raw:
+                unsafe source = payload
+            case .solid:
+                if bytesPerSample == 1 {
+                    unsafe slot.initializeMemory(as: UInt8.self, repeating: payload.load(as: UInt8.self), count: n)
+                } else {
+                    let v = unsafe payload.loadUnaligned(as: UInt16.self)
+                    unsafe slot.initializeMemory(as: UInt16.self, repeating: v, count: n)
+                }
+            case .lz4:
+                let raw = n * bytesPerSample
+                guard unsafe LZ4Block.decompress(payload, count: e.byteCount, into: slot, capacity: raw) == raw else {
+                    throw CompressionError(.corruptPayload, where_ + " (lz4)")
+                }
+            case .packed8:
+                guard unsafe ComponentCodec.decodePacked8(
+                    payload, count: e.byteCount, width: extent.width, height: extent.height,
+                    into: slot.assumingMemoryBound(to: UInt8.self))
+                else { throw CompressionError(.corruptPayload, where_) }
+            case .packed10, .packed16:
+                guard unsafe ComponentCodec.decodePacked16(
+                    payload, count: e.byteCount, tenBit: mode == .packed10, width: extent.width,
+                    height: extent.height, into: slot.assumingMemoryBound(to: UInt16.self))
+                else { throw CompressionError(.corruptPayload, where_) }
+            }
+            switch c {
+            case 0: unsafe pointers.c0 = source
+            case 1: unsafe pointers.c1 = source
+            case 2: unsafe pointers.c2 = source
+            default: unsafe pointers.c3 = source
+            }
+        }
+        unsafe TileSamples.scatter(grid, tile: tile, components: pointers, into: image)
+    }
+}

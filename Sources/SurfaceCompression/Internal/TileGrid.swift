@@ -1,0 +1,123 @@
+/// How a base format splits into separately coded components, and how an image splits into tiles.
+///
+/// Components: 4:2:0 formats code Y, Cb and Cr (CbCr de-interleaved); BGRA codes G, B−G, R−G and A
+/// ("subtract green", planar). Every component of a tile is coded on its own, so a tile's table entries are
+/// `componentCount` consecutive entries.
+struct CodecFormat: Hashable, Sendable {
+    enum Kind: Hashable, Sendable {
+        /// 420v / 420f: 8-bit Y, Cb, Cr.
+        case yuv8
+        /// x420 / xf20: 16-bit words (10 bits MSB-aligned, padding bits kept when set).
+        case yuv16
+        /// BGRA: 8-bit G, B−G, R−G, A.
+        case bgra
+    }
+
+    let kind: Kind
+
+    init(kind: Kind) { self.kind = kind }
+
+    init?(baseFourCC: UInt32) {
+        switch baseFourCC {
+        case 0x3432_3076, 0x3432_3066: kind = .yuv8  // 420v, 420f
+        case 0x7834_3230, 0x7866_3230: kind = .yuv16  // x420, xf20
+        case 0x4247_5241: kind = .bgra  // BGRA
+        default: return nil
+        }
+    }
+
+    var componentCount: Int { kind == .bgra ? 4 : 3 }
+    var bytesPerSample: Int { kind == .yuv16 ? 2 : 1 }
+    /// Horizontal and vertical subsampling of a component.
+    func subsampling(_ component: Int) -> Int { kind == .bgra || component == 0 ? 1 : 2 }
+    /// Whether both image dimensions must be even.
+    var needsEvenSize: Bool { kind != .bgra }
+}
+
+/// The tile geometry of one compressed surface: everything the header determines.
+struct TileGrid: Hashable, Sendable {
+    let format: CodecFormat
+    let width: Int
+    let height: Int
+    let tileWidth: Int
+    let tileHeight: Int
+    let tilesAcross: Int
+    let tilesDown: Int
+
+    static let headerByteCount = 64
+    static let entryByteCount = 16
+    /// The largest tile, in pixels; it bounds every scratch buffer.
+    static let maximumTileArea = 1 << 22
+
+    /// Returns nil when the geometry is impossible (the caller turns that into its error).
+    init?(format: CodecFormat, width: Int, height: Int, tileWidth: Int, tileHeight: Int) {
+        guard width > 0, height > 0, width <= 16384, height <= 16384 else { return nil }
+        if format.needsEvenSize { guard width % 2 == 0, height % 2 == 0 else { return nil } }
+        guard tileWidth >= 2, tileHeight >= 2, tileWidth % 2 == 0, tileHeight % 2 == 0 else { return nil }
+        self.format = format
+        self.width = width
+        self.height = height
+        // A tile larger than the image is clamped (rounded up to even), so the header stays canonical.
+        let clampedWidth = min(tileWidth, (width + 1) & ~1)
+        let clampedHeight = min(tileHeight, (height + 1) & ~1)
+        guard clampedWidth * clampedHeight <= Self.maximumTileArea else { return nil }
+        self.tileWidth = clampedWidth
+        self.tileHeight = clampedHeight
+        self.tilesAcross = (width + clampedWidth - 1) / clampedWidth
+        self.tilesDown = (height + clampedHeight - 1) / clampedHeight
+    }
+
+    var tileCount: Int { tilesAcross * tilesDown }
+    var componentCount: Int { format.componentCount }
+    var entryCount: Int { tileCount * componentCount }
+    var payloadStart: Int { Self.headerByteCount + Self.entryByteCount * entryCount }
+
+    /// The pixel rectangle of a tile.
+    func tileRect(_ tile: Int) -> (x: Int, y: Int, width: Int, height: Int) {
+        let x = (tile % tilesAcross) * tileWidth
+        let y = (tile / tilesAcross) * tileHeight
+        return (x, y, min(tileWidth, width - x), min(tileHeight, height - y))
+    }
+
+    /// Samples per row and rows of one component of a tile.
+    func componentExtent(tile: Int, component: Int) -> (width: Int, height: Int) {
+        let rect = tileRect(tile)
+        let s = format.subsampling(component)
+        return (rect.width / s, rect.height / s)
+    }
+
+    /// Bytes of one component of a tile, uncompressed.
+    func rawByteCount(tile: Int, component: Int) -> Int {
+        let e = componentExtent(tile: tile, component: component)
+        return e.width * e.height * format.bytesPerSample
+    }
+
+    /// Bytes of all components of a tile, uncompressed.
+    func rawByteCount(tile: Int) -> Int {
+        var total = 0
+        for c in 0..<componentCount { total += rawByteCount(tile: tile, component: c) }
+        return total
+    }
+
+    /// Bytes of the whole base-format image, tightly packed.
+    var rawImageByteCount: Int {
+        switch format.kind {
+        case .yuv8: width * height * 3 / 2
+        case .yuv16: width * height * 3
+        case .bgra: width * height * 4
+        }
+    }
+
+    /// The worst case: header, table and every tile stored raw.
+    var maximumByteCount: Int { payloadStart + rawImageByteCount }
+
+    /// The largest component of any tile, in samples.
+    var maximumComponentSamples: Int { tileWidth * tileHeight }
+
+    /// Bytes of one component slot in a scratch buffer: the largest component rounded up to whole
+    /// 16-sample blocks, plus slack for the 16-byte stores of the bit packer, 64-byte aligned.
+    var scratchComponentStride: Int {
+        let bytes = (maximumComponentSamples + 16) * 2 + 128
+        return (bytes + 63) & ~63
+    }
+}

@@ -1,0 +1,218 @@
+import PixelBuffers
+
+/// The lossless codec between a base-format pixel buffer and its compressed variant (`420v` ↔ `&8v0`, …).
+///
+/// A compressed surface is tiled: a 64-byte header (magic, layout version, base format, size, tile size,
+/// bytes used, checksum), a table with one entry per tile and component (offset, size, mode, checksum), and
+/// the payloads. Each component of each tile is stored as the smallest of: one solid value, LZ4, "up"
+/// prediction with bit-packed residuals in blocks of 16 samples, or raw. 4:2:0 formats code Y, Cb and Cr
+/// separately; BGRA codes G, B−G, R−G and A. 10-bit formats drop their six padding bits only where they are
+/// all zero, so every bit survives. The surface is allocated for the worst case
+/// (``maximumCompressedByteCount(width:height:format:tileSize:)``), and only the bytes used are ever read.
+///
+/// ```swift
+/// let pool = try SurfaceCodec.makeCompressedPool(width: 1920, height: 1080, format: .yuv420BiPlanarVideoRange8)
+/// let compressed = try pool.makePixelBuffer()
+/// let stats = try SurfaceCodec.compress(frame, into: compressed)
+/// print(stats.ratio)
+/// try SurfaceCodec.decompress(compressed, into: output)
+/// ```
+///
+/// Every function locks the buffers it reads (read-only) and writes (read-write) itself, so callers must not
+/// hold a read-write lock on them. The decoder treats compressed bytes as hostile: a damaged surface gives a
+/// ``CompressionError``, never a crash or an out-of-bounds access.
+public enum SurfaceCodec {
+    /// The tile size in pixels: a tile row is what ``decodeTileRows(of:into:options:_:)`` hands over at once.
+    public struct TileSize: Hashable, Sendable {
+        /// Tile width in pixels (even); `nil` for tiles as wide as the image (bands).
+        public var width: Int?
+        /// Tile height in pixels (even).
+        public var height: Int
+
+        public init(width: Int?, height: Int) {
+            self.width = width
+            self.height = height
+        }
+
+        /// The default: full-width bands of 32 rows (measured best; see the benchmark notes).
+        public static let `default` = TileSize(width: nil, height: 32)
+    }
+
+    /// How to run the codec.
+    public struct Options: Hashable, Sendable {
+        /// Worker threads; 0 uses every online processor, 1 runs on the calling thread.
+        public var threadCount: Int
+        /// The tile size the encoder uses (the decoder reads it from the header).
+        public var tileSize: TileSize
+        /// Whether the decoder checks the header, table and payload checksums (bit flips). Structural checks
+        /// always run: turning this off never makes the decoder unsafe, only blind to flipped sample bits.
+        public var verifiesChecksums: Bool
+
+        public init(threadCount: Int = 0, tileSize: TileSize = .default, verifiesChecksums: Bool = true) {
+            self.threadCount = threadCount
+            self.tileSize = tileSize
+            self.verifiesChecksums = verifiesChecksums
+        }
+
+        var resolvedThreads: Int { threadCount > 0 ? threadCount : System.processorCount }
+    }
+
+    /// What one compression produced.
+    public struct Statistics: Hashable, Sendable {
+        /// Bytes of the base-format image, tightly packed (no row padding).
+        public var rawByteCount: Int
+        /// Bytes used in the compressed surface: header, table and payloads.
+        public var compressedByteCount: Int
+        /// `rawByteCount / compressedByteCount`.
+        public var ratio: Double { Double(rawByteCount) / Double(max(compressedByteCount, 1)) }
+    }
+
+    static func grid(width: Int, height: Int, format: PixelFormat, tileSize: TileSize, _ op: String) throws(CompressionError) -> TileGrid {
+        guard let codecFormat = CodecFormat(baseFourCC: format.base.fourCC) else {
+            throw CompressionError(.formatMismatch, op + ": \(format)")
+        }
+        guard let grid = TileGrid(
+            format: codecFormat, width: width, height: height, tileWidth: tileSize.width ?? ((width + 1) & ~1),
+            tileHeight: tileSize.height)
+        else { throw CompressionError(.invalidArgument, op + ": \(width)x\(height), tiles \(tileSize)") }
+        return grid
+    }
+
+    /// The bytes a compressed surface needs in the worst case: every tile raw, plus header and table.
+    ///
+    /// - Parameter format: a base format or its compressed variant.
+    /// - Throws: ``CompressionError/Code-swift.struct/invalidArgument`` for an impossible size or tile size.
+    public static func maximumCompressedByteCount(
+        width: Int, height: Int, format: PixelFormat, tileSize: TileSize = .default
+    ) throws(CompressionError) -> Int {
+        try grid(width: width, height: height, format: format, tileSize: tileSize, "SurfaceCodec.maximumCompressedByteCount")
+            .maximumByteCount
+    }
+
+    /// Makes a pool of compressed pixel buffers sized for the worst case.
+    ///
+    /// - Parameter format: a base format or its compressed variant; the pool makes the compressed variant.
+    /// - Throws: ``CompressionError/Code-swift.struct/invalidArgument``, or
+    ///   ``CompressionError/Code-swift.struct/pixelBuffer`` if the pool cannot be made.
+    public static func makeCompressedPool(
+        width: Int, height: Int, format: PixelFormat, tileSize: TileSize = .default, minimumBufferCount: Int = 0,
+        allocationThreshold: Int? = nil
+    ) throws(CompressionError) -> PixelBufferPool {
+        let byteCount = try maximumCompressedByteCount(width: width, height: height, format: format, tileSize: tileSize)
+        guard let compressed = format.base.compressedVariant else {
+            throw CompressionError(.formatMismatch, "SurfaceCodec.makeCompressedPool: \(format)")
+        }
+        do {
+            return try PixelBufferPool(
+                attributes: .init(
+                    width: width, height: height, pixelFormat: compressed, opaqueByteCount: byteCount,
+                    minimumBufferCount: minimumBufferCount, allocationThreshold: allocationThreshold))
+        } catch {
+            throw CompressionError(.pixelBuffer, "SurfaceCodec.makeCompressedPool", underlying: error)
+        }
+    }
+
+    /// Makes one compressed pixel buffer sized for the worst case.
+    public static func makeCompressedBuffer(
+        width: Int, height: Int, format: PixelFormat, tileSize: TileSize = .default
+    ) throws(CompressionError) -> PixelBuffer {
+        let byteCount = try maximumCompressedByteCount(width: width, height: height, format: format, tileSize: tileSize)
+        guard let compressed = format.base.compressedVariant else {
+            throw CompressionError(.formatMismatch, "SurfaceCodec.makeCompressedBuffer: \(format)")
+        }
+        do {
+            return try PixelBuffer(width: width, height: height, compressedFormat: compressed, opaqueByteCount: byteCount)
+        } catch {
+            throw CompressionError(.pixelBuffer, "SurfaceCodec.makeCompressedBuffer", underlying: error)
+        }
+    }
+
+    /// Compresses a base-format buffer into a buffer of its compressed variant, losslessly.
+    ///
+    /// - Parameters:
+    ///   - source: a base-format buffer (`420v`, `420f`, `x420`, `xf20`, `BGRA`).
+    ///   - destination: a buffer of `source`'s compressed variant, same size, at least
+    ///     ``maximumCompressedByteCount(width:height:format:tileSize:)`` bytes (a pool from
+    ///     ``makeCompressedPool(width:height:format:tileSize:minimumBufferCount:allocationThreshold:)``).
+    /// - Returns: the raw and used byte counts.
+    /// - Throws: ``CompressionError/Code-swift.struct/formatMismatch``,
+    ///   ``CompressionError/Code-swift.struct/destinationTooSmall``, ``CompressionError/Code-swift.struct/pixelBuffer``
+    ///   (lock failures, a read-only destination).
+    @discardableResult
+    public static func compress(
+        _ source: PixelBuffer, into destination: PixelBuffer, options: Options = Options()
+    ) throws(CompressionError) -> Statistics {
+        let op = "SurfaceCodec.compress"
+        guard !source.pixelFormat.isCompressed, destination.pixelFormat == source.pixelFormat.compressedVariant,
+            destination.width == source.width, destination.height == source.height
+        else {
+            throw CompressionError(.formatMismatch, op + ": \(source.pixelFormat) \(source.width)x\(source.height) into \(destination.pixelFormat) \(destination.width)x\(destination.height)")
+        }
+        let grid = try grid(width: source.width, height: source.height, format: source.pixelFormat, tileSize: options.tileSize, op)
+        let used = try CodecDriver.compress(source, into: destination, grid: grid, threads: options.resolvedThreads)
+        return Statistics(rawByteCount: grid.rawImageByteCount, compressedByteCount: used)
+    }
+
+    /// Decompresses a compressed buffer into a buffer of its base format, bit-exact.
+    ///
+    /// - Throws: ``CompressionError/Code-swift.struct/formatMismatch`` if the destination is not the base format
+    ///   and size, and for a damaged surface one of ``CompressionError/Code-swift.struct/truncated``,
+    ///   ``CompressionError/Code-swift.struct/badMagic``, ``CompressionError/Code-swift.struct/unsupportedVersion``,
+    ///   ``CompressionError/Code-swift.struct/invalidHeader``, ``CompressionError/Code-swift.struct/checksumMismatch``,
+    ///   ``CompressionError/Code-swift.struct/tableOutOfRange``, ``CompressionError/Code-swift.struct/overlappingTiles``,
+    ///   ``CompressionError/Code-swift.struct/invalidTileMode``, ``CompressionError/Code-swift.struct/corruptPayload``.
+    ///   On error the destination's contents are unspecified.
+    public static func decompress(
+        _ compressed: PixelBuffer, into destination: PixelBuffer, options: Options = Options()
+    ) throws(CompressionError) {
+        try CodecDriver.decompress(
+            compressed, into: destination, threads: options.resolvedThreads, verifyChecksums: options.verifiesChecksums)
+    }
+
+    /// Decodes a compressed buffer one tile row at a time into a small scratch buffer, so the whole raw frame
+    /// never exists in memory.
+    ///
+    /// For each tile row, top to bottom, the rows `rows` of the image are decoded into the first
+    /// `rows.count` rows of `scratch`, then `body(rows)` runs; `scratch` is locked read-write meanwhile, so
+    /// `body` reads it with `scratch.withUnsafeBytes(ofPlane:)`.
+    ///
+    /// - Parameters:
+    ///   - scratch: a base-format buffer as wide as the image and at least one tile row high
+    ///     (``tileRowHeight(of:)``).
+    /// - Throws: as ``decompress(_:into:options:)``; tiles decoded before an error have been handed over.
+    public static func decodeTileRows(
+        of compressed: PixelBuffer, into scratch: PixelBuffer, options: Options = Options(),
+        _ body: (_ rows: Range<Int>) -> Void
+    ) throws(CompressionError) {
+        try CodecDriver.decodeTileRows(
+            of: compressed, into: scratch, threads: options.resolvedThreads, verifyChecksums: options.verifiesChecksums,
+            body)
+    }
+
+    /// The height in pixels of one tile row of a compressed buffer (validates the header and table).
+    public static func tileRowHeight(of compressed: PixelBuffer) throws(CompressionError) -> Int {
+        let op = "SurfaceCodec.tileRowHeight"
+        try PixelBufferAccess.lock(compressed, readOnly: true, op)
+        defer { PixelBufferAccess.unlock(compressed, readOnly: true) }
+        let grid = try CodecDriver.header(of: compressed, verifyChecksums: false, op).grid
+        return min(grid.tileHeight, grid.height)
+    }
+
+    /// The bytes used by a compressed buffer, read from its header: what a consumer reads, the bandwidth figure.
+    ///
+    /// - Throws: ``CompressionError/Code-swift.struct/truncated``, ``CompressionError/Code-swift.struct/badMagic``,
+    ///   ``CompressionError/Code-swift.struct/unsupportedVersion``, ``CompressionError/Code-swift.struct/formatMismatch``
+    ///   for a base-format buffer.
+    public static func bytesUsed(of compressed: PixelBuffer) throws(CompressionError) -> Int {
+        try CodecDriver.bytesUsed(of: compressed)
+    }
+
+    /// How many table entries (tile components) use each mode: raw, solid, LZ4, packed (8-, 10- and 16-bit).
+    public static func modeCounts(of compressed: PixelBuffer) throws(CompressionError) -> [String: Int] {
+        let counts = try CodecDriver.modeCounts(of: compressed)
+        let names = ["raw", "solid", "lz4", "packed8", "packed10", "packed16"]
+        var result: [String: Int] = [:]
+        for (name, count) in zip(names, counts) where count > 0 { result[name] = count }
+        return result
+    }
+}
