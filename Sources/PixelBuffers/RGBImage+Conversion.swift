@@ -34,11 +34,15 @@ extension RGBImage {
             // SAFETY: the two ranges are disjoint and lie inside `bytes`, sized for exactly these planes.
             unsafe bytes.withUnsafeMutableBytes { buffer in
                 unsafe ImageConversion.convertToYCbCr(
-                    self, width: evenWidth, height: evenHeight, quantization: quantization,
+                    self,
+                    width: evenWidth,
+                    height: evenHeight,
+                    quantization: quantization,
                     luma: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<lumaByteCount]),
                     lumaBytesPerRow: lumaBytesPerRow,
                     chroma: UnsafeMutableRawBufferPointer(rebasing: buffer[lumaByteCount...]),
-                    chromaBytesPerRow: lumaBytesPerRow)
+                    chromaBytesPerRow: lumaBytesPerRow
+                )
             }
             return bytes
         }
@@ -46,7 +50,12 @@ extension RGBImage {
         // SAFETY: `bytes` holds exactly evenHeight rows of evenWidth * 4 bytes.
         unsafe bytes.withUnsafeMutableBytes { buffer in
             unsafe ImageConversion.convertToBGRA(
-                self, width: evenWidth, height: evenHeight, destination: buffer, bytesPerRow: evenWidth * 4)
+                self,
+                width: evenWidth,
+                height: evenHeight,
+                destination: buffer,
+                bytesPerRow: evenWidth * 4
+            )
         }
         return bytes
     }
@@ -71,11 +80,16 @@ extension RGBImage {
     ///   than 2 pixels wide or high, ``PixelBufferError/Code-swift.struct/invalidAlignment``,
     ///   ``PixelBufferError/Code-swift.struct/surface``.
     public func makePixelBuffer(
-        pixelFormat: PixelFormat, bytesPerRowAlignment: Int = PixelBuffer.defaultBytesPerRowAlignment
+        pixelFormat: PixelFormat,
+        bytesPerRowAlignment: Int = PixelBuffer.defaultBytesPerRowAlignment
     ) throws(PixelBufferError) -> PixelBuffer {
         let buffer = try PixelBuffer(
-            width: width & ~1, height: height & ~1, pixelFormat: pixelFormat, bytesPerRowAlignment: bytesPerRowAlignment,
-            attachments: .bt709)
+            width: width & ~1,
+            height: height & ~1,
+            pixelFormat: pixelFormat,
+            bytesPerRowAlignment: bytesPerRowAlignment,
+            attachments: .bt709
+        )
         try buffer.lock()
         do {
             try ImageConversion.write(self, into: buffer, operation: "RGBImage.makePixelBuffer(\(pixelFormat))")

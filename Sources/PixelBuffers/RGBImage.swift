@@ -24,7 +24,10 @@ public struct RGBImage: Hashable, Sendable {
         guard width > 0, height > 0, width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension,
             pixels.count == width * height * 3
         else {
-            throw PixelBufferError(.invalidSize, "RGBImage(width: \(width), height: \(height), pixels: \(pixels.count))")
+            throw PixelBufferError(
+                .invalidSize,
+                "RGBImage(width: \(width), height: \(height), pixels: \(pixels.count))"
+            )
         }
         self.width = width
         self.height = height
@@ -140,7 +143,9 @@ public struct RGBImage: Hashable, Sendable {
                     let source = row * image.width * 3
                     let target = ((y + row) * width + x) * 3
                     canvas.replaceSubrange(
-                        target..<(target + tileWidth * 3), with: image.pixels[source..<(source + tileWidth * 3)])
+                        target..<(target + tileWidth * 3),
+                        with: image.pixels[source..<(source + tileWidth * 3)]
+                    )
                 }
                 x += tileWidth
             }

@@ -41,14 +41,20 @@ public struct TestPattern: Sendable {
     public init(width: Int, height: Int, pixelFormat: PixelFormat) throws(PixelBufferError) {
         let operation = "TestPattern(\(width)x\(height) \(pixelFormat))"
         if pixelFormat.isCompressed { throw PixelBufferError(.opaqueFormat, operation) }
-        guard pixelFormat.isValidSize(width: width, height: height) else { throw PixelBufferError(.invalidSize, operation) }
+        guard pixelFormat.isValidSize(width: width, height: height) else {
+            throw PixelBufferError(.invalidSize, operation)
+        }
         self.width = width
         self.height = height
         self.pixelFormat = pixelFormat
         geometry = TestPatternGeometry(width: width, height: height)
         let planes = pixelFormat.planes
         elements = TestPatternGeometry.colours.map { colour in
-            let block = RGBImage(uncheckedWidth: 2, height: 2, pixels: Array([[UInt8]](repeating: colour, count: 4).joined()))
+            let block = RGBImage(
+                uncheckedWidth: 2,
+                height: 2,
+                pixels: Array([[UInt8]](repeating: colour, count: 4).joined())
+            )
             let bytes = block.convertedBytes(to: pixelFormat)
             let lumaBytes = 4 * planes[0].bytesPerElement
             return planes.indices.map { index in
@@ -68,7 +74,11 @@ public struct TestPattern: Sendable {
     }
 
     private static func row(
-        _ runs: [TestPatternGeometry.Run], plane: PixelFormat.Plane, planeIndex: Int, width: Int, elements: [[[UInt8]]]
+        _ runs: [TestPatternGeometry.Run],
+        plane: PixelFormat.Plane,
+        planeIndex: Int,
+        width: Int,
+        elements: [[[UInt8]]]
     ) -> [UInt8] {
         let elementCount = width / plane.horizontalSubsampling
         var bytes: [UInt8] = []
@@ -92,11 +102,14 @@ public struct TestPattern: Sendable {
     ///   ``PixelBufferError/Code-swift.struct/surface`` if the buffer is not locked or is read-only.
     public func fill(_ buffer: PixelBuffer, frameIndex: Int) throws(PixelBufferError) {
         let operation = "TestPattern.fill"
-        if buffer.pixelFormat.isCompressed { throw PixelBufferError(.opaqueFormat, "\(operation) on \(buffer.pixelFormat)") }
+        if buffer.pixelFormat.isCompressed {
+            throw PixelBufferError(.opaqueFormat, "\(operation) on \(buffer.pixelFormat)")
+        }
         guard buffer.width == width, buffer.height == height, buffer.pixelFormat == pixelFormat else {
             throw PixelBufferError(
                 .formatMismatch,
-                "\(operation): buffer \(buffer.width)x\(buffer.height) \(buffer.pixelFormat), pattern \(width)x\(height) \(pixelFormat)")
+                "\(operation): buffer \(buffer.width)x\(buffer.height) \(buffer.pixelFormat), pattern \(width)x\(height) \(pixelFormat)"
+            )
         }
         let planes = pixelFormat.planes
         let geometry = geometry
@@ -112,7 +125,8 @@ public struct TestPattern: Sendable {
                 let element = elements[TestPatternGeometry.squareColour][index]
                 for _ in 0..<(square.side / plane.horizontalSubsampling) { overlay += element }
                 overlayOffset = square.x / plane.horizontalSubsampling * plane.bytesPerElement
-                overlayRows = (square.y / plane.verticalSubsampling)..<((square.y + square.side) / plane.verticalSubsampling)
+                overlayRows =
+                    (square.y / plane.verticalSubsampling)..<((square.y + square.side) / plane.verticalSubsampling)
             }
             work.append(([barsRows[index], stepsRows[index], counterRow], overlay, overlayOffset, overlayRows))
         }
@@ -123,11 +137,15 @@ public struct TestPattern: Sendable {
             for (index, plane) in planes.enumerated() {
                 let subsampling = plane.verticalSubsampling
                 unsafe ImageConversion.fillPlane(
-                    pointers[index], bytesPerRow: bytesPerRow[index], rowCount: height / subsampling,
+                    pointers[index],
+                    bytesPerRow: bytesPerRow[index],
+                    rowCount: height / subsampling,
                     templates: work[index].templates,
                     templateIndex: { geometry.band(ofRow: $0 * subsampling) },
-                    overlay: work[index].overlay, overlayOffset: work[index].overlayOffset,
-                    overlayRows: work[index].overlayRows)
+                    overlay: work[index].overlay,
+                    overlayOffset: work[index].overlayOffset,
+                    overlayRows: work[index].overlayRows
+                )
             }
         }
     }
@@ -152,7 +170,8 @@ extension RGBImage {
     /// - Throws: ``PixelBufferError/Code-swift.struct/invalidSize`` if a dimension is not positive or exceeds
     ///   ``PixelFormat/maximumDimension``.
     public static func testPattern(width: Int, height: Int, frameIndex: Int) throws(PixelBufferError) -> RGBImage {
-        guard width > 0, height > 0, width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension else {
+        guard width > 0, height > 0, width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension
+        else {
             throw PixelBufferError(.invalidSize, "RGBImage.testPattern(width: \(width), height: \(height))")
         }
         let geometry = TestPatternGeometry(width: width, height: height)
@@ -189,9 +208,11 @@ struct TestPatternGeometry: Sendable {
     }
 
     /// 0–7: 75 % bars; 8–15: grey steps; 16: the square.
-    static let colours: [[UInt8]] = [
-        [191, 191, 191], [191, 191, 0], [0, 191, 191], [0, 191, 0], [191, 0, 191], [191, 0, 0], [0, 0, 191], [0, 0, 0],
-    ] + (0..<8).map { step in [UInt8](repeating: UInt8(step * 255 / 7), count: 3) } + [[255, 128, 0]]
+    static let colours: [[UInt8]] =
+        [
+            [191, 191, 191], [191, 191, 0], [0, 191, 191], [0, 191, 0], [191, 0, 191], [191, 0, 0], [0, 0, 191],
+            [0, 0, 0],
+        ] + (0..<8).map { step in [UInt8](repeating: UInt8(step * 255 / 7), count: 3) } + [[255, 128, 0]]
     static let squareColour = 16
     static let counterZero = 8
     static let counterOne = 15

@@ -79,7 +79,11 @@ private func zlibStored(_ data: [UInt8]) -> [UInt8] {
 
 /// A PNG with the given raw scanlines (without filter bytes; filter 0 is used).
 private func makePNG(
-    width: Int, height: Int, bitDepth: UInt8, colorType: UInt8, scanlines: [[UInt8]],
+    width: Int,
+    height: Int,
+    bitDepth: UInt8,
+    colorType: UInt8,
+    scanlines: [[UInt8]],
     extraChunks: [(String, [UInt8])] = []
 ) -> [UInt8] {
     let header = bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [bitDepth, colorType, 0, 0, 0]
@@ -97,8 +101,10 @@ private func temporaryPath(_ name: String) -> String {
 
 @Suite struct ImageConversionTests {
     @Test func sha256HelperGivesTheKnownAnswerForABC() throws {
-        #expect(try sha256Hex(Array("abc".utf8))
-            == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            try sha256Hex(Array("abc".utf8))
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        )
     }
 
     /// Every corpus image in every format listed in checksums.json, bit for bit.
@@ -123,7 +129,8 @@ private func temporaryPath(_ name: String) -> String {
                             || bytes.count != frame.bytes || digest != frame.sha256
                         {
                             failures.append(
-                                "\(name) \(frame.format): \(cropped.width)x\(cropped.height), \(bytes.count) bytes, \(digest)")
+                                "\(name) \(frame.format): \(cropped.width)x\(cropped.height), \(bytes.count) bytes, \(digest)"
+                            )
                         }
                     }
                     return failures
@@ -189,7 +196,10 @@ private func temporaryPath(_ name: String) -> String {
         // Red and blue in one block: Cr = mean(0.5, Pr(blue)), not the value of one corner.
         let mixed = try RGBImage(width: 2, height: 2, pixels: [255, 0, 0, 0, 0, 255, 255, 0, 0, 0, 0, 255])
         let redOnly = try RGBImage(width: 2, height: 2, pixels: repeatedPixel([255, 0, 0], 4))
-        #expect(mixed.convertedBytes(to: .yuv420BiPlanarFullRange8)[5] < redOnly.convertedBytes(to: .yuv420BiPlanarFullRange8)[5])
+        #expect(
+            mixed.convertedBytes(to: .yuv420BiPlanarFullRange8)[5]
+                < redOnly.convertedBytes(to: .yuv420BiPlanarFullRange8)[5]
+        )
     }
 
     @Test func mosaicTilesImagesRowByRowAndCyclesThem() throws {
@@ -198,8 +208,10 @@ private func temporaryPath(_ name: String) -> String {
         let canvas = try RGBImage.mosaic(of: [a, b], width: 8, height: 3)
         #expect(canvas.width == 8 && canvas.height == 3)
         // Rows are 2 high (the shortest image); row 0: a(3) b(2) a(3); row 1 (1 high, cut): b(2) a(3) b(2) a(1).
-        let expected: [UInt8] = [10, 10, 10, 20, 20, 10, 10, 10, 10, 10, 10, 20, 20, 10, 10, 10,
-                                 20, 20, 10, 10, 10, 20, 20, 10]
+        let expected: [UInt8] = [
+            10, 10, 10, 20, 20, 10, 10, 10, 10, 10, 10, 20, 20, 10, 10, 10,
+            20, 20, 10, 10, 10, 20, 20, 10,
+        ]
         for row in 0..<3 {
             for column in 0..<8 {
                 #expect(canvas.pixels[(row * 8 + column) * 3] == expected[row * 8 + column])
@@ -217,7 +229,9 @@ private func temporaryPath(_ name: String) -> String {
 
     @Test func eightBitGreyIsReplicatedToRGB() throws {
         let scanlines = (0..<16).map { row in (0..<16).map { UInt8(row * 16 + $0) } }
-        let image = try RGBImage(pngData: makePNG(width: 16, height: 16, bitDepth: 8, colorType: 0, scanlines: scanlines))
+        let image = try RGBImage(
+            pngData: makePNG(width: 16, height: 16, bitDepth: 8, colorType: 0, scanlines: scanlines)
+        )
         #expect(image.width == 16 && image.height == 16)
         #expect(image.pixels == (0..<256).flatMap { [UInt8($0), UInt8($0), UInt8($0)] })
     }
@@ -249,7 +263,9 @@ private func temporaryPath(_ name: String) -> String {
     @Test func sixteenBitSamplesRoundLikeMakeFrames() throws {
         // Every 16-bit value once: v → (v + 128) / 257.
         let scanlines = (0..<256).map { row in (0..<256).flatMap { [UInt8(row), UInt8($0)] } }
-        let image = try RGBImage(pngData: makePNG(width: 256, height: 256, bitDepth: 16, colorType: 0, scanlines: scanlines))
+        let image = try RGBImage(
+            pngData: makePNG(width: 256, height: 256, bitDepth: 16, colorType: 0, scanlines: scanlines)
+        )
         let expected = (0..<65536).flatMap { value in [UInt8](repeating: UInt8((value + 128) / 257), count: 3) }
         #expect(image.pixels == expected)
     }
@@ -263,7 +279,9 @@ private func temporaryPath(_ name: String) -> String {
                 return [UInt8(row), UInt8(column), 0x80, 0x80, UInt8(blue >> 8), UInt8(blue & 0xFF), UInt8(column), 7]
             }
         }
-        let image = try RGBImage(pngData: makePNG(width: 256, height: 256, bitDepth: 16, colorType: 6, scanlines: scanlines))
+        let image = try RGBImage(
+            pngData: makePNG(width: 256, height: 256, bitDepth: 16, colorType: 6, scanlines: scanlines)
+        )
         var expected: [UInt8] = []
         for red in 0..<65536 {
             let blue = 65535 - red
@@ -278,14 +296,21 @@ private func temporaryPath(_ name: String) -> String {
         // 2-bit indices, 4 pixels per byte: 0 1 2 3 / 3 2 1 0.
         let scanlines: [[UInt8]] = [[0b00_01_10_11], [0b11_10_01_00]]
         let image = try RGBImage(
-            pngData: makePNG(width: 4, height: 2, bitDepth: 2, colorType: 3, scanlines: scanlines, extraChunks: chunks))
+            pngData: makePNG(width: 4, height: 2, bitDepth: 2, colorType: 3, scanlines: scanlines, extraChunks: chunks)
+        )
         #expect(image.pixels == palette + [9, 8, 7, 0, 0, 255, 0, 255, 0, 255, 0, 0])
     }
 
     @Test func lowBitDepthGreyIsScaledToEightBits() throws {
-        let oneBit = try RGBImage(pngData: makePNG(width: 8, height: 1, bitDepth: 1, colorType: 0, scanlines: [[0b1010_0000]]))
-        #expect(oneBit.pixels.enumerated().allSatisfy { $0.element == ($0.offset / 3 == 0 || $0.offset / 3 == 2 ? 255 : 0) })
-        let fourBit = try RGBImage(pngData: makePNG(width: 2, height: 1, bitDepth: 4, colorType: 0, scanlines: [[0x3F]]))
+        let oneBit = try RGBImage(
+            pngData: makePNG(width: 8, height: 1, bitDepth: 1, colorType: 0, scanlines: [[0b1010_0000]])
+        )
+        #expect(
+            oneBit.pixels.enumerated().allSatisfy { $0.element == ($0.offset / 3 == 0 || $0.offset / 3 == 2 ? 255 : 0) }
+        )
+        let fourBit = try RGBImage(
+            pngData: makePNG(width: 2, height: 1, bitDepth: 4, colorType: 0, scanlines: [[0x3F]])
+        )
         #expect(fourBit.pixels == [51, 51, 51, 255, 255, 255])
     }
 
@@ -328,7 +353,13 @@ private func temporaryPath(_ name: String) -> String {
     }
 
     @Test func damagedImageDataIsAnInvalidImage() throws {
-        var png = makePNG(width: 4, height: 4, bitDepth: 8, colorType: 2, scanlines: [[UInt8]](repeating: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], count: 4))
+        var png = makePNG(
+            width: 4,
+            height: 4,
+            bitDepth: 8,
+            colorType: 2,
+            scanlines: [[UInt8]](repeating: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], count: 4)
+        )
         // Flip a byte inside IDAT: its CRC no longer matches.
         png[8 + 25 + 12] ^= 0xFF
         let error = #expect(throws: PixelBufferError.self) { try RGBImage(pngData: png) }
@@ -418,7 +449,10 @@ private func temporaryPath(_ name: String) -> String {
                 try pattern.fill(buffer, frameIndex: frameIndex)
                 try buffer.unlock()
                 let expected = try RGBImage.testPattern(width: width, height: height, frameIndex: frameIndex)
-                #expect(try packed(buffer) == expected.convertedBytes(to: format), "\(width)x\(height) frame \(frameIndex)")
+                #expect(
+                    try packed(buffer) == expected.convertedBytes(to: format),
+                    "\(width)x\(height) frame \(frameIndex)"
+                )
             }
         }
     }

@@ -57,9 +57,16 @@ enum ImageConversion {
         }
 
         private init(
-            _ lumaOffset: Double, _ lumaScale: Double, _ lumaMinimum: Double, _ lumaMaximum: Double,
-            _ chromaOffset: Double, _ chromaScale: Double, _ chromaMinimum: Double, _ chromaMaximum: Double,
-            shift: Int, bytesPerSample: Int
+            _ lumaOffset: Double,
+            _ lumaScale: Double,
+            _ lumaMinimum: Double,
+            _ lumaMaximum: Double,
+            _ chromaOffset: Double,
+            _ chromaScale: Double,
+            _ chromaMinimum: Double,
+            _ chromaMaximum: Double,
+            shift: Int,
+            bytesPerSample: Int
         ) {
             self.lumaOffset = lumaOffset
             self.lumaScale = lumaScale
@@ -85,85 +92,70 @@ enum ImageConversion {
     /// - Precondition: the destinations hold `height` rows of `lumaBytesPerRow` and `height / 2` rows of
     ///   `chromaBytesPerRow`, each at least `width * bytesPerSample` bytes.
     static func convertToYCbCr(
-        _ image: RGBImage, width: Int, height: Int, quantization q: Quantization,
-        luma: UnsafeMutableRawBufferPointer, lumaBytesPerRow: Int,
-        chroma: UnsafeMutableRawBufferPointer, chromaBytesPerRow: Int
+        _ image: RGBImage,
+        width: Int,
+        height: Int,
+        quantization q: Quantization,
+        luma: UnsafeMutableRawBufferPointer,
+        lumaBytesPerRow: Int,
+        chroma: UnsafeMutableRawBufferPointer,
+        chromaBytesPerRow: Int
     ) {
         precondition(width % 2 == 0 && height % 2 == 0 && width <= image.width && height <= image.height)
         precondition(lumaBytesPerRow >= width * q.bytesPerSample && chromaBytesPerRow >= width * q.bytesPerSample)
         precondition(luma.count >= lumaBytesPerRow * (height - 1) + width * q.bytesPerSample)
         precondition(chroma.count >= chromaBytesPerRow * (height / 2 - 1) + width * q.bytesPerSample)
-        let unit = unit
-        let redLuma = redLuma
-        let greenLuma = greenLuma
-        let blueLuma = blueLuma
+        // One table: v/255, then Kr, Kg, Kb times it, at offsets 0, 256, 512, 768.
+        let tables = unit + redLuma + greenLuma + blueLuma
         let pbDivisor = pbDivisor
         let prDivisor = prDivisor
         let sourceStride = image.width * 3
+        let sampleBytes = q.bytesPerSample
         unsafe image.pixels.withUnsafeBufferPointer { source in
-            unsafe unit.withUnsafeBufferPointer { unit in
-            unsafe redLuma.withUnsafeBufferPointer { redLuma in
-            unsafe greenLuma.withUnsafeBufferPointer { greenLuma in
-            unsafe blueLuma.withUnsafeBufferPointer { blueLuma in
-                // SAFETY: every index below is < width*3 within a row of `source` (rows < height) or within the
-                // table sizes (256), and destination offsets are bounded by the preconditions above.
-                var lumaCodes = (0, 0, 0, 0)
-                var pb = (0.0, 0.0, 0.0, 0.0)
-                var pr = (0.0, 0.0, 0.0, 0.0)
+            unsafe tables.withUnsafeBufferPointer { tables in
+                // SAFETY: source offsets stay inside rows < height of `source` (width <= image.width), table
+                // indices are < 1024, and destination offsets are bounded by the preconditions above.
+                func store(_ code: Int, _ plane: UnsafeMutableRawBufferPointer, _ offset: Int) {
+                    if sampleBytes == 1 {
+                        unsafe plane[offset] = UInt8(truncatingIfNeeded: code)
+                    } else {
+                        let word = UInt16(truncatingIfNeeded: code << q.shift).littleEndian
+                        unsafe plane.storeBytes(of: word, toByteOffset: offset, as: UInt16.self)
+                    }
+                }
+                /// Converts one pixel: stores its Y code and returns its Pb and Pr.
+                func pixel(_ offset: Int, lumaOffset: Int) -> (pb: Double, pr: Double) {
+                    let r = Int(unsafe source[offset])
+                    let g = Int(unsafe source[offset + 1])
+                    let b = Int(unsafe source[offset + 2])
+                    let y = unsafe tables[256 + r] + tables[512 + g] + tables[768 + b]
+                    let code = quantize(q.lumaOffset + q.lumaScale * y, q.lumaMinimum, q.lumaMaximum)
+                    unsafe store(code, luma, lumaOffset)
+                    return unsafe ((tables[b] - y) / pbDivisor, (tables[r] - y) / prDivisor)
+                }
                 for pairRow in 0..<(height / 2) {
                     let top = 2 * pairRow * sourceStride
                     let lumaTop = 2 * pairRow * lumaBytesPerRow
                     let chromaRow = pairRow * chromaBytesPerRow
-                    var column = 0
-                    while column < width {
-                        for corner in 0..<4 {
-                            let offset = top + (corner >> 1) * sourceStride + (column + (corner & 1)) * 3
-                            let r = Int(unsafe source[offset])
-                            let g = Int(unsafe source[offset + 1])
-                            let b = Int(unsafe source[offset + 2])
-                            let y = unsafe redLuma[r] + greenLuma[g] + blueLuma[b]
-                            let cb = unsafe (unit[b] - y) / pbDivisor
-                            let cr = unsafe (unit[r] - y) / prDivisor
-                            let code = quantize(q.lumaOffset + q.lumaScale * y, q.lumaMinimum, q.lumaMaximum)
-                            switch corner {
-                            case 0: lumaCodes.0 = code; pb.0 = cb; pr.0 = cr
-                            case 1: lumaCodes.1 = code; pb.1 = cb; pr.1 = cr
-                            case 2: lumaCodes.2 = code; pb.2 = cb; pr.2 = cr
-                            default: lumaCodes.3 = code; pb.3 = cb; pr.3 = cr
-                            }
-                        }
-                        let meanPb = ((pb.0 + pb.1) + (pb.2 + pb.3)) / 4.0
-                        let meanPr = ((pr.0 + pr.1) + (pr.2 + pr.3)) / 4.0
-                        let cbCode = quantize(q.chromaOffset + q.chromaScale * meanPb, q.chromaMinimum, q.chromaMaximum)
-                        let crCode = quantize(q.chromaOffset + q.chromaScale * meanPr, q.chromaMinimum, q.chromaMaximum)
-                        if q.bytesPerSample == 1 {
-                            let l0 = lumaTop + column
-                            let l1 = l0 + lumaBytesPerRow
-                            unsafe luma[l0] = UInt8(truncatingIfNeeded: lumaCodes.0)
-                            unsafe luma[l0 + 1] = UInt8(truncatingIfNeeded: lumaCodes.1)
-                            unsafe luma[l1] = UInt8(truncatingIfNeeded: lumaCodes.2)
-                            unsafe luma[l1 + 1] = UInt8(truncatingIfNeeded: lumaCodes.3)
-                            let c = chromaRow + column
-                            unsafe chroma[c] = UInt8(truncatingIfNeeded: cbCode)
-                            unsafe chroma[c + 1] = UInt8(truncatingIfNeeded: crCode)
-                        } else {
-                            let shift = q.shift
-                            let l0 = lumaTop + column * 2
-                            let l1 = l0 + lumaBytesPerRow
-                            unsafe luma.storeBytes(of: UInt16(lumaCodes.0 << shift).littleEndian, toByteOffset: l0, as: UInt16.self)
-                            unsafe luma.storeBytes(of: UInt16(lumaCodes.1 << shift).littleEndian, toByteOffset: l0 + 2, as: UInt16.self)
-                            unsafe luma.storeBytes(of: UInt16(lumaCodes.2 << shift).littleEndian, toByteOffset: l1, as: UInt16.self)
-                            unsafe luma.storeBytes(of: UInt16(lumaCodes.3 << shift).littleEndian, toByteOffset: l1 + 2, as: UInt16.self)
-                            let c = chromaRow + column * 2
-                            unsafe chroma.storeBytes(of: UInt16(cbCode << shift).littleEndian, toByteOffset: c, as: UInt16.self)
-                            unsafe chroma.storeBytes(of: UInt16(crCode << shift).littleEndian, toByteOffset: c + 2, as: UInt16.self)
-                        }
-                        column += 2
+                    for pairColumn in 0..<(width / 2) {
+                        let offset = top + pairColumn * 6
+                        let lumaOffset = lumaTop + pairColumn * 2 * sampleBytes
+                        let p00 = pixel(offset, lumaOffset: lumaOffset)
+                        let p01 = pixel(offset + 3, lumaOffset: lumaOffset + sampleBytes)
+                        let p10 = pixel(offset + sourceStride, lumaOffset: lumaOffset + lumaBytesPerRow)
+                        let p11 = pixel(
+                            offset + sourceStride + 3,
+                            lumaOffset: lumaOffset + lumaBytesPerRow + sampleBytes
+                        )
+                        let meanPb = ((p00.pb + p01.pb) + (p10.pb + p11.pb)) / 4.0
+                        let meanPr = ((p00.pr + p01.pr) + (p10.pr + p11.pr)) / 4.0
+                        let chromaOffset = chromaRow + pairColumn * 2 * sampleBytes
+                        let cb = quantize(q.chromaOffset + q.chromaScale * meanPb, q.chromaMinimum, q.chromaMaximum)
+                        let cr = quantize(q.chromaOffset + q.chromaScale * meanPr, q.chromaMinimum, q.chromaMaximum)
+                        unsafe store(cb, chroma, chromaOffset)
+                        unsafe store(cr, chroma, chromaOffset + sampleBytes)
                     }
                 }
-            }
-            }
-            }
             }
         }
     }
@@ -172,7 +164,11 @@ enum ImageConversion {
     ///
     /// - Precondition: `destination` holds `height` rows of `bytesPerRow >= width * 4` bytes.
     static func convertToBGRA(
-        _ image: RGBImage, width: Int, height: Int, destination: UnsafeMutableRawBufferPointer, bytesPerRow: Int
+        _ image: RGBImage,
+        width: Int,
+        height: Int,
+        destination: UnsafeMutableRawBufferPointer,
+        bytesPerRow: Int
     ) {
         precondition(width <= image.width && height <= image.height && bytesPerRow >= width * 4)
         precondition(destination.count >= bytesPerRow * (height - 1) + width * 4)
@@ -199,9 +195,13 @@ extension ImageConversion {
     /// Calls `body` with the writable bytes of every plane of `buffer` (which the caller has locked read-write),
     /// turning `PixelBuffer`'s untyped errors back into ``PixelBufferError``.
     static func withMutablePlanes(
-        of buffer: PixelBuffer, operation: String, _ body: ([UnsafeMutableRawBufferPointer]) -> Void
+        of buffer: PixelBuffer,
+        operation: String,
+        _ body: ([UnsafeMutableRawBufferPointer]) -> Void
     ) throws(PixelBufferError) {
-        if buffer.pixelFormat.isCompressed { throw PixelBufferError(.opaqueFormat, "\(operation) on \(buffer.pixelFormat)") }
+        if buffer.pixelFormat.isCompressed {
+            throw PixelBufferError(.opaqueFormat, "\(operation) on \(buffer.pixelFormat)")
+        }
         do {
             if buffer.planeCount == 2 {
                 try unsafe buffer.withUnsafeMutableBytes(ofPlane: 0) { first in
@@ -225,17 +225,32 @@ extension ImageConversion {
         let height = image.height & ~1
         guard buffer.width == width, buffer.height == height else {
             throw PixelBufferError(
-                .formatMismatch, "\(operation): buffer \(buffer.width)x\(buffer.height), image crop \(width)x\(height)")
+                .formatMismatch,
+                "\(operation): buffer \(buffer.width)x\(buffer.height), image crop \(width)x\(height)"
+            )
         }
         let format = buffer.pixelFormat
         let planeRows = (0..<buffer.planeCount).map { buffer.bytesPerRow(ofPlane: $0) }
         try unsafe withMutablePlanes(of: buffer, operation: operation) { planes in
             if let quantization = Quantization(format) {
                 unsafe convertToYCbCr(
-                    image, width: width, height: height, quantization: quantization, luma: planes[0],
-                    lumaBytesPerRow: planeRows[0], chroma: planes[1], chromaBytesPerRow: planeRows[1])
+                    image,
+                    width: width,
+                    height: height,
+                    quantization: quantization,
+                    luma: planes[0],
+                    lumaBytesPerRow: planeRows[0],
+                    chroma: planes[1],
+                    chromaBytesPerRow: planeRows[1]
+                )
             } else {
-                unsafe convertToBGRA(image, width: width, height: height, destination: planes[0], bytesPerRow: planeRows[0])
+                unsafe convertToBGRA(
+                    image,
+                    width: width,
+                    height: height,
+                    destination: planes[0],
+                    bytesPerRow: planeRows[0]
+                )
             }
         }
     }
@@ -244,7 +259,8 @@ extension ImageConversion {
     ///
     /// - Precondition: the range lies inside `destination`.
     @inline(__always)
-    static func copy(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, at offset: Int) {
+    static func copy(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, at offset: Int)
+    {
         precondition(offset >= 0 && offset + source.count <= destination.count)
         guard let base = destination.baseAddress, let from = source.baseAddress else { return }
         unsafe (base + offset).copyMemory(from: from, byteCount: source.count)
@@ -257,8 +273,14 @@ extension ImageConversion {
     ///
     /// - Precondition: every template and the overlay fit in a row (checked by ``copy(_:into:at:)``).
     static func fillPlane(
-        _ plane: UnsafeMutableRawBufferPointer, bytesPerRow: Int, rowCount: Int, templates: [[UInt8]],
-        templateIndex: (Int) -> Int, overlay: [UInt8], overlayOffset: Int, overlayRows: Range<Int>
+        _ plane: UnsafeMutableRawBufferPointer,
+        bytesPerRow: Int,
+        rowCount: Int,
+        templates: [[UInt8]],
+        templateIndex: (Int) -> Int,
+        overlay: [UInt8],
+        overlayOffset: Int,
+        overlayRows: Range<Int>
     ) {
         precondition(templates.allSatisfy { $0.count <= bytesPerRow } && overlayOffset + overlay.count <= bytesPerRow)
         unsafe overlay.withUnsafeBytes { overlay in

@@ -144,8 +144,11 @@ enum PNGDecoder {
             throw PixelBufferError(.invalidImage, "\(operation): PNG without IHDR")
         }
         return Header(
-            width: Int(readUInt32(data, at: 16)), height: Int(readUInt32(data, at: 20)), bitDepth: Int(data[24]),
-            colorType: Int(data[25]))
+            width: Int(readUInt32(data, at: 16)),
+            height: Int(readUInt32(data, at: 20)),
+            bitDepth: Int(data[24]),
+            colorType: Int(data[25])
+        )
     }
 
     /// The chunks that would make libpng change sample values: gamma and colour space (`gAMA`, `sRGB`, `iCCP`,
