@@ -41,7 +41,7 @@ public struct FrameBusError: Error, Hashable, Sendable, CustomStringConvertible 
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case systemCall, addressInUse, permissionDenied, refused, protocolViolation, endOfStream
-            case timedOut, invalidArgument, surfaceRejected, closed
+            case timedOut, invalidArgument, surfaceRejected, closed, outOfBuffers, resourceFailure
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -66,6 +66,11 @@ public struct FrameBusError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let surfaceRejected = Code(.surfaceRejected)
         /// The publisher or subscriber was already closed.
         public static let closed = Code(.closed)
+        /// The pool was exhausted because frames are held: the frame was dropped with
+        /// `DroppedFrameReason.outOfBuffers`, and subscribers were told.
+        public static let outOfBuffers = Code(.outOfBuffers)
+        /// A pixel buffer, surface or codec operation failed; ``FrameBusError/message`` holds the underlying error.
+        public static let resourceFailure = Code(.resourceFailure)
 
         public var description: String {
             switch value {
@@ -79,6 +84,8 @@ public struct FrameBusError: Error, Hashable, Sendable, CustomStringConvertible 
             case .invalidArgument: "invalid argument"
             case .surfaceRejected: "surface rejected"
             case .closed: "closed"
+            case .outOfBuffers: "out of buffers: the frame was dropped"
+            case .resourceFailure: "buffer operation failed"
             }
         }
     }

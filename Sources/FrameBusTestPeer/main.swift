@@ -12,6 +12,8 @@ let rest = Array(arguments.dropFirst())
 switch mode {
 case "import-surface":
     exit(runImportSurface(rest))
+case "bus-subscriber": exit(runBusSubscriber(rest))
+case "bus-publisher": exit(runBusPublisher(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)

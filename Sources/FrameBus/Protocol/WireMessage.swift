@@ -488,7 +488,7 @@ extension WireMessage {
             let width: UInt32 = try reader.read()
             let height: UInt32 = try reader.read()
             let planeCount: UInt32 = try reader.read()
-            guard planeCount >= 1, planeCount <= WireProtocol.maximumPlaneCount else {
+            guard planeCount <= WireProtocol.maximumPlaneCount else {
                 throw WireError(.invalidField, "plane count \(planeCount)")
             }
             var planes: [WirePlane] = []

@@ -1,0 +1,58 @@
+import SampleBuffers
+
+/// Receives a subscriber's frames on the queue given to ``Subscriber/setDelegate(_:queue:)``
+/// (AVCaptureVideoDataOutputSampleBufferDelegate).
+///
+/// A frame stays held (its surface pinned in the publisher's pool) while any reference to its ``SampleBuffer``
+/// exists; dropping the last reference, or calling `invalidate()` on it, returns it to the publisher.
+public protocol SubscriberDelegate: AnyObject, Sendable {
+    /// A frame arrived (`captureOutput(_:didOutput:from:)`). Keep `sampleBuffer` only as long as you need it.
+    func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer)
+    /// Frames were dropped (`captureOutput(_:didDrop:from:)`): `sampleBuffer` is a marker without an image whose
+    /// `droppedFrameReason` says why and whose ``SampleBuffer/busSequenceRange`` says which frames.
+    func subscriber(_ subscriber: Subscriber, didDrop sampleBuffer: SampleBuffer)
+    /// The stream ended: the publisher stopped or died (``FrameBusError/Code-swift.struct/endOfStream``), refused
+    /// us, or broke the protocol. With ``Subscriber/Configuration/reconnects``, frames resume after a reconnect.
+    func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError)
+}
+
+extension SubscriberDelegate {
+    /// Does nothing.
+    public func subscriber(_ subscriber: Subscriber, didDrop sampleBuffer: SampleBuffer) {}
+    /// Does nothing.
+    public func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {}
+}
+
+extension AttachmentKey {
+    /// The bus sequence number of a frame (`.integer`), or the first of a dropped range.
+    public static let busSequenceNumber: AttachmentKey = "FrameBusSequenceNumber"
+    /// The number of frames a drop marker stands for (`.integer`).
+    public static let busDroppedFrameCount: AttachmentKey = "FrameBusDroppedFrameCount"
+    /// Bytes of the surface the frame uses (`.integer`): for a compressed frame, what the codec wrote.
+    public static let busBytesUsed: AttachmentKey = "FrameBusBytesUsed"
+    /// The publisher's `CLOCK_MONOTONIC` time, in ns, when it published the frame (`.integer`).
+    public static let busPublishTime: AttachmentKey = "FrameBusPublishTime"
+}
+
+extension SampleBuffer {
+    private func integer(_ key: AttachmentKey) -> Int64? {
+        if case .integer(let value) = attachments.custom[key] { return value }
+        return nil
+    }
+
+    /// The frame's sequence number on the bus, or nil for a buffer that did not come from a ``Subscriber``.
+    public var busSequenceNumber: UInt64? { integer(.busSequenceNumber).map { UInt64(bitPattern: $0) } }
+
+    /// For a drop marker from a ``Subscriber``: the sequence numbers of the dropped frames.
+    public var busSequenceRange: ClosedRange<UInt64>? {
+        guard let first = busSequenceNumber else { return nil }
+        let count = UInt64(max(1, integer(.busDroppedFrameCount) ?? 1))
+        return first...(first + count - 1)
+    }
+
+    /// Bytes of the surface the frame uses (for compressed frames, the compressed size).
+    public var busBytesUsed: Int? { integer(.busBytesUsed).map { Int($0) } }
+
+    /// When the publisher published the frame (`CLOCK_MONOTONIC` ns).
+    public var busPublishTime: UInt64? { integer(.busPublishTime).map { UInt64(bitPattern: $0) } }
+}

@@ -1,0 +1,188 @@
+// Bus modes of the test peer.
+//
+// bus-subscriber PATH [--accept 420v,&8v0] [--queue N] [--delay-ms D] [--hold N] [--frames N] [--timeout S]
+//                     [--checksum] [--reconnect] [--setuid UID]
+//   Subscribes (delegate API) and prints one line per event, then a final "stats ..." line:
+//     welcome format=F stream=ID
+//     frame seq=S hash=H disc=D bytes=B        (hash: FNV-1a 64 of the packed image bytes; compressed frames are
+//                                               decoded first, so the hash proves the codec path bit-exact)
+//     drop reason=R first=S count=N
+//     end code=C message=M
+//     refused code=C message=M                 (the handshake failed)
+//     stats delivered=N late=N outOfBuffers=N discontinuity=N
+//   Exits when delivered + dropped frames reach --frames, on end of stream (unless --reconnect), or at --timeout.
+//   --hold N keeps the first N frames forever (never releases them); --delay-ms sleeps in didOutput.
+//
+// bus-publisher PATH [--format 420v] [--size 320x240] [--fps 100] [--frames N] [--compressed]
+//   Publishes the moving test pattern until killed or N frames; prints "listening" once ready.
+import FrameBus
+import Foundation
+import Glibc
+import Synchronization
+
+/// FNV-1a, 64-bit.
+func fnv1a(_ bytes: [UInt8]) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in bytes {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x100_0000_01b3
+    }
+    return hash
+}
+
+/// The hash of a frame's image (decoded first if compressed).
+func frameHash(_ buffer: PixelBuffer) throws -> UInt64 {
+    var image = buffer
+    if buffer.pixelFormat.isCompressed {
+        image = try PixelBuffer(width: buffer.width, height: buffer.height, pixelFormat: buffer.pixelFormat.base)
+        try SurfaceCodec.decompress(buffer, into: image)
+    }
+    try image.lock(.readOnly)
+    defer { try? image.unlock(.readOnly) }
+    return fnv1a(try image.packedBytes())
+}
+
+struct PeerOptions {
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+
+    init(_ arguments: ArraySlice<String>) {
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            guard argument.hasPrefix("--") else { continue }
+            let name = String(argument.dropFirst(2))
+            if ["checksum", "reconnect", "compressed"].contains(name) {
+                flags.insert(name)
+            } else if let value = iterator.next() {
+                values[name] = value
+            }
+        }
+    }
+
+    func int(_ name: String, _ fallback: Int) -> Int { values[name].flatMap { Int($0) } ?? fallback }
+}
+
+func emit(_ line: String) {
+    FileHandle.standardOutput.write((line + "\n").data(using: .utf8)!)
+}
+
+final class PeerSubscriberDelegate: SubscriberDelegate, @unchecked Sendable {
+    // @unchecked: every field is touched only on `queue` (the delegate queue), or after `done` fired.
+    let options: PeerOptions
+    let done = DispatchSemaphore(value: 0)
+    var held: [SampleBuffer] = []
+    var delivered = 0
+    var dropped: [DroppedFrameReason: Int] = [:]
+    var finished = false
+
+    init(options: PeerOptions) { self.options = options }
+
+    private func checkFinished() {
+        let target = options.int("frames", 0)
+        if target > 0, !finished, delivered + dropped.values.reduce(0, +) >= target {
+            finished = true
+            done.signal()
+        }
+    }
+
+    func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
+        delivered += 1
+        var hash: UInt64 = 0
+        if options.flags.contains("checksum"), let image = sampleBuffer.imageBuffer {
+            hash = (try? frameHash(image)) ?? 0
+        }
+        emit(
+            "frame seq=\(sampleBuffer.busSequenceNumber ?? 0) hash=\(String(hash, radix: 16)) "
+                + "disc=\(sampleBuffer.discontinuity.rawValue) bytes=\(sampleBuffer.busBytesUsed ?? 0)")
+        if held.count < options.int("hold", 0) { held.append(sampleBuffer) }
+        let delay = options.int("delay-ms", 0)
+        if delay > 0 { usleep(UInt32(delay * 1000)) }
+        checkFinished()
+    }
+
+    func subscriber(_ subscriber: Subscriber, didDrop sampleBuffer: SampleBuffer) {
+        let reason = sampleBuffer.droppedFrameReason ?? .discontinuity
+        let range = sampleBuffer.busSequenceRange ?? 0...0
+        dropped[reason, default: 0] += range.count
+        emit("drop reason=\(reason) first=\(range.lowerBound) count=\(range.count)")
+        checkFinished()
+    }
+
+    func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {
+        emit("end code=\(error.code) message=\(error.message ?? "")")
+        if !options.flags.contains("reconnect"), !finished {
+            finished = true
+            done.signal()
+        }
+    }
+}
+
+func runBusSubscriber(_ arguments: [String]) -> Int32 {
+    guard let path = arguments.first else { return 2 }
+    let options = PeerOptions(arguments.dropFirst())
+    if let uid = options.values["setuid"].flatMap({ UInt32($0) }) {
+        guard setgid(uid) == 0, setuid(uid) == 0 else {
+            emit("setuid failed errno=\(errno)")
+            return 3
+        }
+    }
+    let formats = (options.values["accept"] ?? "420v").split(separator: ",").compactMap {
+        try? PixelFormat(String($0))
+    }
+    var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
+    if let depth = options.values["queue"].flatMap({ Int($0) }) { configuration.delivery = .queue(depth: depth) }
+    configuration.reconnects = options.flags.contains("reconnect")
+    let subscriber: Subscriber
+    do { subscriber = try Subscriber(configuration: configuration) } catch {
+        emit("refused code=\(error.code) message=\(error.message ?? "")")
+        return 0
+    }
+    if let session = subscriber.session { emit("welcome format=\(session.format) stream=\(session.streamID)") }
+    let delegate = PeerSubscriberDelegate(options: options)
+    let queue = DispatchQueue(label: "peer.delegate")
+    subscriber.setDelegate(delegate, queue: queue)
+    _ = delegate.done.wait(timeout: .now() + .seconds(options.int("timeout", 20)))
+    queue.sync {
+        emit(
+            "stats delivered=\(delegate.delivered) late=\(delegate.dropped[.frameWasLate] ?? 0) "
+                + "outOfBuffers=\(delegate.dropped[.outOfBuffers] ?? 0) "
+                + "discontinuity=\(delegate.dropped[.discontinuity] ?? 0)")
+    }
+    subscriber.cancel()
+    return 0
+}
+
+func runBusPublisher(_ arguments: [String]) -> Int32 {
+    guard let path = arguments.first else { return 2 }
+    let options = PeerOptions(arguments.dropFirst())
+    do {
+        let format = try PixelFormat(options.values["format"] ?? "420v")
+        let size = (options.values["size"] ?? "320x240").split(separator: "x").compactMap { Int($0) }
+        guard size.count == 2 else { return 2 }
+        var formats = [format]
+        if options.flags.contains("compressed"), let compressed = format.compressedVariant { formats.append(compressed) }
+        let publisher = try Publisher(configuration: .init(path: path, formats: formats))
+        let pool = try PixelBufferPool(
+            attributes: .init(width: size[0], height: size[1], pixelFormat: format, allocationThreshold: 16))
+        let pattern = try TestPattern(width: size[0], height: size[1], pixelFormat: format)
+        emit("listening")
+        let interval = UInt32(1_000_000 / max(1, options.int("fps", 100)))
+        let limit = options.int("frames", Int.max)
+        var index = 0
+        while index < limit {
+            if let buffer = try? publisher.makePixelBuffer(from: pool) {
+                try buffer.lock()
+                try pattern.fill(buffer, frameIndex: index)
+                try buffer.unlock()
+                try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))
+            }
+            index += 1
+            usleep(interval)
+        }
+        publisher.stop()
+        return 0
+    } catch {
+        emit("error \(error)")
+        return 1
+    }
+}
