@@ -334,6 +334,14 @@ private func temporaryPath(_ name: String) -> String {
         #expect(error?.code == .invalidImage)
     }
 
+    @Test func fifoIsRefusedWithoutWaitingForAWriter() throws {
+        let path = temporaryPath("fifo.png")
+        #expect(mkfifo(path, 0o600) == 0)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let error = #expect(throws: PixelBufferError.self) { try RGBImage(contentsOfPNGFile: path) }
+        #expect(error?.code == .invalidImage)
+    }
+
     @Test(arguments: [0, 8, 20, 33, 100, 5000, 200_000])
     func truncatedFileIsAnInvalidImage(byteCount: Int) throws {
         let original = try [UInt8](Data(contentsOf: corpusURL.appendingPathComponent("kodak/kodim23.png")))

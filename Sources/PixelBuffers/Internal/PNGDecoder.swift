@@ -36,7 +36,8 @@ enum PNGDecoder {
 
     /// Reads a whole file into memory.
     static func readFile(atPath path: String, operation: String) throws(PixelBufferError) -> [UInt8] {
-        let descriptor = unsafe open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a regular file).
+        let descriptor = unsafe open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             throw PixelBufferError(.invalidImage, "\(operation): open failed (errno \(errno))")
         }
