@@ -186,6 +186,7 @@ public final class PixelBuffer: @unchecked Sendable {
     ///   not locked; or what `body` throws.
     public func withUnsafeBytes<R>(ofPlane index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
         try checkPlane(index, "PixelBuffer.withUnsafeBytes")
+        // SAFETY: checkPlane verified the format, the index and the lock; the bytes live as long as self.
         return try unsafe surface.withUnsafeBytes(ofPlane: index, body)
     }
 
@@ -202,6 +203,7 @@ public final class PixelBuffer: @unchecked Sendable {
                 .surface, "PixelBuffer.withUnsafeMutableBytes",
                 underlying: SurfaceError(code: .readOnly, operation: "PixelBuffer.withUnsafeMutableBytes"))
         }
+        // SAFETY: as above, and the surface is writable.
         return try unsafe surface.withUnsafeMutableBytes(ofPlane: index, body)
     }
 

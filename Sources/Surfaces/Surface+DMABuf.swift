@@ -71,12 +71,10 @@ extension Surface {
                         .mapError { SurfaceError(.systemCall, "fcntl(F_DUPFD_CLOEXEC)", errno: $0) }.get()
                     descriptors.append(duplicate)
                     let size = info.byteCount > 0 ? info.byteCount : layout.allocationSize
-                    let base: UnsafeMutableRawPointer
-                    switch unsafe Syscall.mapShared(duplicate, byteCount: size, writable: !readOnly) {
-                    case .success(let address): unsafe base = address
+                    switch Mapping.map(duplicate, byteCount: size, writable: !readOnly) {
+                    case .success(let mapping): mappings.append(mapping)
                     case .failure(let errno): throw SurfaceError(.systemCall, "mmap(dma-buf)", errno: errno)
                     }
-                    unsafe mappings.append(Mapping(base: base, byteCount: size))
                     inodes.append(info.inode)
                     totalSize += size
                     bufferIndex = mappings.count - 1

@@ -24,27 +24,15 @@ extension Surface {
                 .mapError { SurfaceError(.systemCall, "ftruncate", errno: $0) }.get()
             try Syscall.addSeals(descriptor, MemFD.sealShrink | MemFD.sealGrow | MemFD.sealSeal)
                 .mapError { SurfaceError(.systemCall, "fcntl(F_ADD_SEALS)", errno: $0) }.get()
-            let base = try unsafe Syscall.mapShared(descriptor, byteCount: layout.allocationSize, writable: true)
+            let mapping = try Mapping.map(descriptor, byteCount: layout.allocationSize, writable: true)
                 .mapError { SurfaceError(.systemCall, "mmap", errno: $0) }.get()
-            let mapping = unsafe Mapping(base: base, byteCount: layout.allocationSize)
-            populate(mapping)
+            mapping.populate()
             return Surface(
                 id: .next(), layout: layout, backing: .memfd, isReadOnly: false, descriptors: [descriptor],
                 mappings: [mapping], planeLocations: layout.planes.map { (0, $0.offset) })
         } catch {
             Syscall.close(descriptor)
             throw error
-        }
-    }
-
-    /// Allocates and maps every page of a fresh mapping now rather than on first touch.
-    private static func populate(_ mapping: Mapping) {
-        if case .success = unsafe Syscall.populateWrite(mapping.base, byteCount: mapping.byteCount) { return }
-        // Kernels before 5.14 lack MADV_POPULATE_WRITE: touch one byte per page (the memfd is zero-filled).
-        var offset = 0
-        while offset < mapping.byteCount {
-            unsafe mapping.base.storeBytes(of: 0, toByteOffset: offset, as: UInt8.self)
-            offset += Syscall.pageSize
         }
     }
 }

@@ -167,7 +167,8 @@ public final class Surface: @unchecked Sendable {
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         precondition(isLocked, "Surface bytes accessed without a lock")
         precondition(mappings.count == 1, "a multi-descriptor DMA-BUF surface has no single byte range")
-        return try unsafe body(UnsafeRawBufferPointer(start: mappings[0].base, count: layout.allocationSize))
+        // SAFETY: the mapping covers allocationSize bytes and lives as long as self, which the caller holds.
+        return try unsafe body(UnsafeRawBufferPointer(mappings[0].bytes(from: 0, count: layout.allocationSize)))
     }
 
     /// Calls `body` with the surface's bytes for writing.
@@ -178,7 +179,8 @@ public final class Surface: @unchecked Sendable {
     ) throws(E) -> R {
         precondition(state.withLock { $0.writeLocks > 0 }, "Surface written without a read-write lock")
         precondition(mappings.count == 1, "a multi-descriptor DMA-BUF surface has no single byte range")
-        return try unsafe body(UnsafeMutableRawBufferPointer(start: mappings[0].base, count: layout.allocationSize))
+        // SAFETY: as above; the mapping is writable because read-write locks fail on read-only surfaces.
+        return try unsafe body(mappings[0].bytes(from: 0, count: layout.allocationSize))
     }
 
     /// Calls `body` with one plane's bytes (`bytesPerRow * height`).
@@ -189,8 +191,9 @@ public final class Surface: @unchecked Sendable {
     ) throws(E) -> R {
         precondition(isLocked, "Surface bytes accessed without a lock")
         let location = planeLocations[index]
-        let start = unsafe mappings[location.mapping].base + location.offset
-        return try unsafe body(UnsafeRawBufferPointer(start: start, count: layout.planes[index].byteCount))
+        // SAFETY: validated layouts keep every plane inside its mapping, which lives as long as self.
+        let bytes = unsafe mappings[location.mapping].bytes(from: location.offset, count: layout.planes[index].byteCount)
+        return try unsafe body(UnsafeRawBufferPointer(bytes))
     }
 
     /// Calls `body` with one plane's bytes for writing.
@@ -201,7 +204,8 @@ public final class Surface: @unchecked Sendable {
     ) throws(E) -> R {
         precondition(state.withLock { $0.writeLocks > 0 }, "Surface written without a read-write lock")
         let location = planeLocations[index]
-        let start = unsafe mappings[location.mapping].base + location.offset
-        return try unsafe body(UnsafeMutableRawBufferPointer(start: start, count: layout.planes[index].byteCount))
+        // SAFETY: as above, and the mapping is writable (read-write locks fail on read-only surfaces).
+        let bytes = unsafe mappings[location.mapping].bytes(from: location.offset, count: layout.planes[index].byteCount)
+        return try unsafe body(bytes)
     }
 }

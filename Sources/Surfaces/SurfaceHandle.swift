@@ -87,11 +87,11 @@ extension Surface {
             }
             try layout.validate()
             try checkSealedAndLargeEnough(descriptor, layout: layout)
-            let base = try unsafe Syscall.mapShared(descriptor, byteCount: layout.allocationSize, writable: false)
+            let mapping = try Mapping.map(descriptor, byteCount: layout.allocationSize, writable: false)
                 .mapError { SurfaceError(.systemCall, "mmap", errno: $0) }.get()
-            return unsafe Surface(
+            return Surface(
                 id: id, layout: layout, backing: .memfd, isReadOnly: true, descriptors: [descriptor],
-                mappings: [Mapping(base: base, byteCount: layout.allocationSize)],
+                mappings: [mapping],
                 planeLocations: layout.planes.map { (0, $0.offset) })
         } catch {
             if case .memfd = backing { Syscall.close(descriptor) }
