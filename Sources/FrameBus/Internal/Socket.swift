@@ -165,8 +165,15 @@ final class Socket: @unchecked Sendable {
     /// (`MSG_CTRUNC`); received descriptors are owned by the result and closed when it is dropped.
     func receive(maximumSize: Int, maximumDescriptors: Int = 1) -> Result<ReceiveOutcome, Errno> {
         var buffer = [UInt8](repeating: 0, count: maximumSize + 1)
-        let result = unsafe buffer.withUnsafeMutableBytes { raw in
+        var result = unsafe buffer.withUnsafeMutableBytes { raw in
             unsafe Syscall.receiveMessage(descriptor, into: raw, maximumDescriptors: maximumDescriptors)
+        }
+        if case .failure(.connectionReset) = result {
+            // A peer that closed with our data unread leaves ECONNRESET pending, reported (and cleared) before
+            // the datagrams it sent first; read once more to get those (e.g. its ERROR), then end of file.
+            result = unsafe buffer.withUnsafeMutableBytes { raw in
+                unsafe Syscall.receiveMessage(descriptor, into: raw, maximumDescriptors: maximumDescriptors)
+            }
         }
         switch result {
         case .failure(.resourceTemporarilyUnavailable):

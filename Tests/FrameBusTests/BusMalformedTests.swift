@@ -1,0 +1,212 @@
+import CFrameBusShims
+import Foundation
+import Glibc
+import SystemPackage
+import Testing
+
+@testable @_spi(Testing) import FrameBus
+
+/// A hand-driven connection speaking raw datagrams, to send what a correct peer never would.
+struct RawPeer {
+    let socket: Socket
+
+    init(connectingTo path: String) throws {
+        socket = try Socket.connect(path: path, timeoutNanoseconds: 2_000_000_000).get()
+    }
+
+    init(socket: Socket) { self.socket = socket }
+
+    func send(_ bytes: [UInt8], descriptors: [Int32] = []) {
+        _ = socket.send(bytes, descriptors: descriptors)
+    }
+
+    /// The next message; nil at end of file or after `timeout` seconds.
+    func next(timeout: Double = 10) -> WireMessage? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            _ = socket.waitReadable(timeoutMilliseconds: 100)
+            switch socket.receive(maximumSize: WireProtocol.maximumMessageSize) {
+            case .success(.wouldBlock): continue
+            case .success(.datagram(let datagram)):
+                return try? WireMessage.decode(datagram.bytes, descriptorCount: datagram.descriptors.count)
+            default: return nil
+            }
+        }
+        return nil
+    }
+
+    func handshake(formats: [UInt32] = [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]) -> WireWelcome? {
+        send(WireMessage.hello(WireHello(deliveryMode: 1, queueDepth: 8, formats: formats)).encoded())
+        if case .welcome(let welcome) = next() { return welcome }
+        return nil
+    }
+
+    /// Reads until an ERROR arrives (skipping frames); returns its code, and whether the connection then closed.
+    func expectError(timeout: Double = 10) -> (code: UInt16?, closed: Bool) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            guard let message = next(timeout: deadline.timeIntervalSinceNow) else { return (nil, true) }
+            if case .error(let error) = message {
+                return (error.code, next(timeout: 5) == nil)
+            }
+        }
+        return (nil, false)
+    }
+}
+
+@Suite struct BusMalformedTests {
+    enum Scenario: String, CaseIterable, Sendable {
+        case truncated, oversized, wrongVersion, unknownType, wrongLength, bogusSurfaceID, releaseNotHeld, secondHello
+    }
+
+    @Test func eachMalformedMessageClosesOnlyItsOwnConnection() throws {
+        let path = temporaryBusPath("malformed")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        defer { publisher.stop() }
+        let total = 40
+        let good = try PeerProcess(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "60"])
+        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let pool = try PixelBufferPool(
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 64))
+        var published = 0
+        func publishOne() throws {
+            let buffer = try publisher.makePixelBuffer(from: pool)
+            _ = try fillFrame(buffer, index: published)
+            try publisher.publish(buffer)
+            published += 1
+        }
+
+        for scenario in Scenario.allCases {
+            try publishOne()
+            let raw = try RawPeer(connectingTo: path)
+            let hello = WireMessage.hello(WireHello(deliveryMode: 1, queueDepth: 8, formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]))
+            var expected = WireErrorCode.malformedMessage
+            switch scenario {
+            case .truncated:
+                raw.send(Array(hello.encoded().prefix(6)))
+            case .oversized:
+                raw.send([UInt8](repeating: 0, count: 5000))
+            case .wrongVersion:
+                raw.send(WireMessage.hello(WireHello(version: 9, deliveryMode: 0, queueDepth: 1, formats: [1])).encoded())
+                expected = .unsupportedVersion
+            case .unknownType:
+                try #require(raw.handshake() != nil)
+                var bytes = WireMessage.goodbye(reason: 0).encoded()
+                bytes[0] = 0x77
+                bytes[1] = 0x77
+                raw.send(bytes)
+            case .wrongLength:
+                try #require(raw.handshake() != nil)
+                var bytes = WireMessage.release(WireRelease(sequence: 0, surfaceID: 1, flags: 0)).encoded() + [0, 0, 0, 0]
+                bytes[4] = UInt8(bytes.count)
+                raw.send(bytes)
+            case .bogusSurfaceID:
+                try #require(raw.handshake() != nil)
+                try publishOne()
+                var frame: WireFrame?
+                while frame == nil, let message = raw.next() {
+                    if case .frame(let received) = message { frame = received }
+                }
+                let received = try #require(frame)
+                raw.send(
+                    WireMessage.release(WireRelease(sequence: received.sequence, surfaceID: received.surfaceID &+ 1, flags: 0))
+                        .encoded())
+                expected = .invalidRequest
+            case .releaseNotHeld:
+                try #require(raw.handshake() != nil)
+                raw.send(WireMessage.release(WireRelease(sequence: 999_999, surfaceID: 1, flags: 0)).encoded())
+                expected = .invalidRequest
+            case .secondHello:
+                try #require(raw.handshake() != nil)
+                raw.send(hello.encoded())
+            }
+            let outcome = raw.expectError()
+            #expect(outcome.code == expected.rawValue, "\(scenario)")
+            #expect(outcome.closed, "\(scenario): connection not closed")
+            try publishOne()
+        }
+        #expect(waitUntil { publisher.subscriberCount == 1 })
+        while published < total { try publishOne() }
+        #expect(good.waitForExit())
+        let stats = try #require(good.records("stats").first, "\(good.output)")
+        #expect(stats["delivered"] == "\(total)")
+        #expect(good.records("drop").isEmpty)
+        #expect(good.records("end").isEmpty)
+    }
+
+    @Test func aConnectionThatNeverSaysHelloIsClosedAfterTheTimeout() throws {
+        let path = temporaryBusPath("silent")
+        var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
+        configuration.handshakeTimeout = .milliseconds(200)
+        let publisher = try Publisher(configuration: configuration)
+        defer { publisher.stop() }
+        let raw = try RawPeer(connectingTo: path)
+        #expect(raw.expectError(timeout: 5).closed)
+    }
+
+    @Test func aFormatNobodyOffersIsRefusedWithAReason() throws {
+        let path = temporaryBusPath("format")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        defer { publisher.stop() }
+        #expect(performing: {
+            _ = try Subscriber(configuration: .init(path: path, acceptedFormats: [.bgra8]))
+        }, throws: { error in
+            guard let error = error as? FrameBusError else { return false }
+            return error.code == .refused && (error.message ?? "").contains("no common format")
+        })
+    }
+
+    enum EvilSurface: String, CaseIterable, Sendable { case unsealed, tooSmall, frameWithoutSurface }
+
+    /// A raw publisher announces a bad surface to a real subscriber process, which must refuse it.
+    @Test(arguments: EvilSurface.allCases) func aMaliciousPublishersSurfaceIsRefused(_ evil: EvilSurface) throws {
+        let path = temporaryBusPath("evil")
+        let listener = try Socket.listen(path: path, mode: 0o600).get()
+        defer { unlink(path) }
+        let peer = try PeerProcess(["bus-subscriber", path, "--timeout", "10"])
+        try #require(try listener.waitReadable(timeoutMilliseconds: 20_000).get(), "peer did not connect")
+        let connection = RawPeer(socket: try #require(try listener.accept().get()))
+        guard case .hello = connection.next() else {
+            Issue.record("no HELLO")
+            return
+        }
+        connection.send(
+            WireMessage.welcome(
+                WireWelcome(
+                    version: 1, deliveryMode: 0, queueDepth: 1, maximumHeldFrames: 5,
+                    format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC, maximumMessageSize: 4096, streamID: 1,
+                    subscriberID: 1, nextSequence: 0)
+            ).encoded())
+
+        let honest = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
+        let announcement = Publisher.wireSurface(honest.surface)
+        let size = honest.surface.layout.allocationSize
+        switch evil {
+        case .unsealed, .tooSmall:
+            let fd = cfb_memfd_create("evil", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
+            try #require(fd >= 0)
+            defer { close(fd) }
+            #expect(ftruncate(fd, off_t(evil == .tooSmall ? size / 2 : size)) == 0)
+            if evil == .tooSmall {
+                #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_SEAL) == 0)
+            }
+            connection.send(WireMessage.surface(announcement).encoded(), descriptors: [fd])
+        case .frameWithoutSurface:
+            connection.send(
+                WireMessage.frame(
+                    WireFrame(
+                        sequence: 0, surfaceID: 4242, presentationTime: .invalid, duration: .invalid, publishTime: 0,
+                        bytesUsed: 10, flags: 0)
+                ).encoded())
+        }
+        let outcome = connection.expectError()
+        let expectedCode: WireErrorCode = evil == .frameWithoutSurface ? .malformedMessage : .invalidSurface
+        #expect(outcome.code == expectedCode.rawValue)
+        #expect(outcome.closed)
+        #expect(peer.waitForExit())
+        let end = try #require(peer.records("end").first, "\(peer.output)")
+        let expectedEnd = evil == .frameWithoutSurface ? "protocol" : "surface"
+        #expect(end["code"] == expectedEnd, "\(peer.output)")
+        #expect(peer.records("frame").isEmpty)
+    }
+}

@@ -1,0 +1,271 @@
+import CFrameBusShims
+import Foundation
+import Glibc
+import SystemPackage
+import Testing
+
+@testable @_spi(Testing) import FrameBus
+
+/// Publisher ↔ subscriber across real processes (FrameBusTestPeer), each test with its own socket path.
+@Suite struct BusProcessTests {
+    static let size = (width: 320, height: 240)
+
+    func makePublisher(_ path: String, formats: [PixelFormat] = [.yuv420BiPlanarVideoRange8]) throws -> Publisher {
+        try Publisher(configuration: .init(path: path, formats: formats))
+    }
+
+    func makePool(threshold: Int? = nil) throws -> PixelBufferPool {
+        try PixelBufferPool(
+            attributes: .init(
+                width: Self.size.width, height: Self.size.height, pixelFormat: .yuv420BiPlanarVideoRange8,
+                maximumBufferAge: nil, allocationThreshold: threshold))
+    }
+
+    /// Publishes `count` frames from `pool`, `gap` µs apart; returns the expected hash per sequence number.
+    @discardableResult
+    func publishFrames(
+        _ publisher: Publisher, pool: PixelBufferPool, count: Int, gap: UInt32 = 2000, first: Int = 0
+    ) throws -> [UInt64: UInt64] {
+        var hashes: [UInt64: UInt64] = [:]
+        for index in first..<(first + count) {
+            let buffer = try publisher.makePixelBuffer(from: pool)
+            let hash = try fillFrame(buffer, index: index)
+            let sequence = try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))
+            hashes[sequence] = hash
+            usleep(gap)
+        }
+        return hashes
+    }
+
+    @Test func framesArriveBitExactInOtherProcessesWithEachRepresentationMadeOnce() throws {
+        let path = temporaryBusPath("exact")
+        let publisher = try makePublisher(path, formats: [.yuv420BiPlanarVideoRange8, .compressedYUV420BiPlanarVideoRange8])
+        defer { publisher.stop() }
+        let count = 12
+        let raw = try PeerProcess(["bus-subscriber", path, "--accept", "420v", "--queue", "16", "--frames", "\(count)", "--checksum"])
+        let compressedA = try PeerProcess(
+            ["bus-subscriber", path, "--accept", "&8v0,420v", "--queue", "16", "--frames", "\(count)", "--checksum"])
+        let compressedB = try PeerProcess(
+            ["bus-subscriber", path, "--accept", "&8v0", "--queue", "16", "--frames", "\(count)", "--checksum"])
+        try #require(waitUntil { publisher.subscriberCount == 3 }, "subscribers did not connect")
+
+        let hashes = try publishFrames(publisher, pool: try makePool(), count: count, gap: 5000)
+        for peer in [raw, compressedA, compressedB] {
+            #expect(peer.waitForExit())
+            let frames = peer.records("frame")
+            #expect(frames.count == count, "\(peer.output)")
+            for frame in frames {
+                let sequence = UInt64(frame["seq"] ?? "") ?? .max
+                #expect(frame["hash"] == hashes[sequence].map { String($0, radix: 16) }, "frame \(sequence)")
+            }
+        }
+        // Compressed frames are smaller, and were encoded once per frame for both compressed subscribers.
+        let rawBytes = raw.records("frame").compactMap { Int($0["bytes"] ?? "") }.first ?? 0
+        let compressedBytes = compressedA.records("frame").compactMap { Int($0["bytes"] ?? "") }.first ?? .max
+        #expect(compressedBytes < rawBytes)
+        #expect(compressedA.output.contains("welcome format=&8v0"))
+        #expect(publisher.statistics.conversions == count)
+    }
+
+    @Test func latestOnlyDropsLateFramesForASlowConsumer() throws {
+        let path = temporaryBusPath("late")
+        let publisher = try makePublisher(path)
+        defer { publisher.stop() }
+        let count = 30
+        let peer = try PeerProcess(["bus-subscriber", path, "--delay-ms", "40", "--frames", "\(count)"])
+        try #require(waitUntil { publisher.subscriberCount == 1 })
+        try publishFrames(publisher, pool: try makePool(), count: count, gap: 2000)
+        #expect(peer.waitForExit())
+        let stats = try #require(peer.records("stats").first, "\(peer.output)")
+        let delivered = Int(stats["delivered"] ?? "") ?? -1
+        let late = Int(stats["late"] ?? "") ?? -1
+        let outOfBuffers = Int(stats["outOfBuffers"] ?? "") ?? -1
+        #expect(late >= 10)
+        #expect(delivered >= 1)
+        #expect(delivered + late + outOfBuffers == count)
+        #expect(peer.records("drop").allSatisfy { $0["reason"] == "FrameWasLate" || $0["reason"] == "OutOfBuffers" })
+        // The publisher counted the late drops too (RELEASE with notDelivered).
+        #expect(waitUntil { publisher.statistics.total.dropped[.frameWasLate, default: 0] >= late })
+    }
+
+    @Test func queueModeDropsNoneAndUpstreamLossIsADiscontinuity() throws {
+        let path = temporaryBusPath("queue")
+        let publisher = try makePublisher(path)
+        defer { publisher.stop() }
+        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "32", "--delay-ms", "5", "--frames", "33"])
+        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let pool = try makePool()
+        try publishFrames(publisher, pool: pool, count: 15, gap: 500)
+        let lost = publisher.reportDroppedFrames(reason: .discontinuity, count: 3)
+        try publishFrames(publisher, pool: pool, count: 15, gap: 500, first: 15)
+        #expect(peer.waitForExit())
+        let stats = try #require(peer.records("stats").first, "\(peer.output)")
+        #expect(stats["delivered"] == "30")
+        #expect(stats["late"] == "0")
+        #expect(stats["outOfBuffers"] == "0")
+        #expect(stats["discontinuity"] == "3")
+        let afterLoss = peer.records("frame").first { $0["seq"] == "\(lost.upperBound + 1)" }
+        let flags = UInt32(afterLoss?["disc"] ?? "") ?? 0
+        #expect(flags & DiscontinuityFlags.samplesDropped.rawValue != 0)
+    }
+
+    @Test func heldFramesExhaustThePoolAndDropWithOutOfBuffers() throws {
+        let path = temporaryBusPath("oob")
+        let publisher = try makePublisher(path)
+        defer { publisher.stop() }
+        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--frames", "10"])
+        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let pool = try makePool(threshold: 4)
+        var thrown = 0
+        for index in 0..<10 {
+            do {
+                let buffer = try publisher.makePixelBuffer(from: pool)
+                _ = try fillFrame(buffer, index: index)
+                try publisher.publish(buffer)
+            } catch let error as FrameBusError where error.code == .outOfBuffers {
+                thrown += 1
+            }
+            usleep(2000)
+        }
+        #expect(thrown == 6)
+        #expect(publisher.statistics.droppedAtSource[.outOfBuffers] == 6)
+        #expect(peer.waitForExit())
+        let stats = try #require(peer.records("stats").first, "\(peer.output)")
+        #expect(stats["delivered"] == "4")
+        #expect(stats["outOfBuffers"] == "6")
+    }
+
+    @Test func aSubscriberAtItsHoldingLimitGetsOutOfBuffers() throws {
+        let path = temporaryBusPath("limit")
+        let publisher = try makePublisher(path)
+        defer { publisher.stop() }
+        // Latest-only: the limit is 1 + 4 frames; this peer never releases any.
+        let peer = try PeerProcess(["bus-subscriber", path, "--hold", "100", "--frames", "8"])
+        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let pool = try makePool()
+        for index in 0..<8 {
+            let buffer = try publisher.makePixelBuffer(from: pool)
+            _ = try fillFrame(buffer, index: index)
+            try publisher.publish(buffer)
+            usleep(20_000)
+        }
+        #expect(peer.waitForExit())
+        let stats = try #require(peer.records("stats").first, "\(peer.output)")
+        #expect(stats["delivered"] == "5")
+        #expect(stats["outOfBuffers"] == "3")
+    }
+
+    @Test func killNineOfASubscriberReturnsAllItsBuffersToThePool() throws {
+        let path = temporaryBusPath("kill")
+        let publisher = try makePublisher(path)
+        defer { publisher.stop() }
+        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "60"])
+        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let pool = try makePool(threshold: 8)
+        try publishFrames(publisher, pool: pool, count: 5)
+        try #require(waitUntil { peer.records("frame").count == 5 }, "\(peer.output)")
+        #expect(publisher.heldFrameCount == 5)
+        #expect(pool.inUseBufferCount == 5)
+
+        peer.killHard()
+        #expect(waitUntil { publisher.heldFrameCount == 0 && publisher.subscriberCount == 0 })
+        #expect(pool.inUseBufferCount == 0)
+        #expect(pool.idleBufferCount == 5)
+        // All eight buffers can be taken again.
+        let again = try (0..<8).map { _ in try publisher.makePixelBuffer(from: pool) }
+        #expect(again.count == 8)
+    }
+
+    final class Recorder: SubscriberDelegate, @unchecked Sendable {
+        // @unchecked: the fields are only touched under `lock`.
+        let lock = NSLock()
+        var frames: [(sequence: UInt64, discontinuity: DiscontinuityFlags, stream: UInt64)] = []
+        var ends: [FrameBusError] = []
+        var drops: [SampleBuffer] = []
+
+        func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
+            let stream = subscriber.session?.streamID ?? 0
+            lock.withLock {
+                frames.append((sampleBuffer.busSequenceNumber ?? .max, sampleBuffer.discontinuity, stream))
+            }
+        }
+        func subscriber(_ subscriber: Subscriber, didDrop sampleBuffer: SampleBuffer) {
+            lock.withLock { drops.append(sampleBuffer) }
+        }
+        func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {
+            lock.withLock { ends.append(error) }
+        }
+        var snapshot: (frames: Int, ends: Int) { lock.withLock { (frames.count, ends.count) } }
+    }
+
+    @Test func publisherDeathIsSeenAndAfterARestartTheNextFrameIsADiscontinuity() throws {
+        let path = temporaryBusPath("death")
+        let first = try PeerProcess(["bus-publisher", path, "--fps", "200"])
+        try #require(waitUntil { first.output.contains("listening") }, "publisher did not start")
+        var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8])
+        configuration.reconnects = true
+        let subscriber = try Subscriber(configuration: configuration)
+        defer { subscriber.cancel() }
+        let recorder = Recorder()
+        subscriber.setDelegate(recorder, queue: DispatchQueue(label: "recorder"))
+        let firstStream = try #require(subscriber.session?.streamID)
+        try #require(waitUntil { recorder.snapshot.frames >= 3 })
+
+        first.killHard()
+        try #require(waitUntil { recorder.snapshot.ends >= 1 }, "end of stream not seen")
+        #expect(recorder.lock.withLock { recorder.ends.first?.code } == .endOfStream)
+        let framesBefore = recorder.snapshot.frames
+
+        // A new publisher replaces the dead one's socket file; the subscriber reconnects by itself.
+        let second = try PeerProcess(["bus-publisher", path, "--fps", "200"])
+        defer { second.killHard() }
+        try #require(waitUntil { recorder.snapshot.frames > framesBefore + 2 }, "no frames after the restart")
+        let resumed = recorder.lock.withLock { recorder.frames[framesBefore] }
+        #expect(resumed.stream != firstStream)
+        #expect(resumed.discontinuity.contains(.streamDiscontinuity))
+    }
+
+    @Test func asyncSequenceDeliversFramesThenThrowsEndOfStream() async throws {
+        let path = temporaryBusPath("async")
+        let publisher = try PeerProcess(["bus-publisher", path, "--fps", "200", "--frames", "60"])
+        try #require(waitUntil { publisher.output.contains("listening") })
+        let subscriber = try Subscriber(
+            configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 64)))
+        defer { subscriber.cancel() }
+        var sequences: [UInt64] = []
+        var ending: FrameBusError?
+        do {
+            for try await frame in subscriber.frames {
+                sequences.append(frame.busSequenceNumber ?? .max)
+                #expect(frame.imageBuffer?.width == 320)
+                frame.invalidate()  // explicit release
+            }
+        } catch {
+            ending = error
+        }
+        #expect(ending?.code == .endOfStream)
+        #expect(!sequences.isEmpty)
+        #expect(sequences == sequences.sorted())
+        #expect(subscriber.statistics.heldNow == 0)
+        publisher.waitForExit()
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to start a subscriber under another uid (setuid in the peer)"))
+    func aSubscriberOfAnotherUserIsRefusedUnlessAllowed() throws {
+        let path = temporaryBusPath("uid")
+        var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
+        configuration.socketMode = 0o666  // let the other user reach the socket, so SO_PEERCRED decides
+        let publisher = try Publisher(configuration: configuration)
+        let refused = try PeerProcess(["bus-subscriber", path, "--setuid", "65534", "--timeout", "5"])
+        #expect(refused.waitForExit())
+        #expect(refused.output.contains("refused code=peer not permitted"), "\(refused.output)")
+        publisher.stop()
+
+        configuration.allowedUserIDs = [getuid(), 65534]
+        let permissive = try Publisher(configuration: configuration)
+        defer { permissive.stop() }
+        let allowed = try PeerProcess(["bus-subscriber", path, "--setuid", "65534", "--timeout", "1"])
+        #expect(allowed.waitForExit())
+        #expect(allowed.output.contains("welcome format=420v"), "\(allowed.output)")
+    }
+}
