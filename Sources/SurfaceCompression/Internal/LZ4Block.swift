@@ -25,3 +25,26 @@ enum LZ4Block {
     /// Worst-case compressed size (LZ4_compressBound).
     static func bound(_ count: Int) -> Int { Int(LZ4_compressBound(Int32(clamping: count))) }
 }
+
+extension LZ4Block {
+    /// `compress` over arrays: returns the compressed size, 0 if it does not fit.
+    static func compress(_ source: [UInt8], into destination: inout [UInt8]) -> Int {
+        unsafe source.withUnsafeBytes { input in
+            unsafe destination.withUnsafeMutableBytes { output in
+                guard let inputBase = input.baseAddress, let outputBase = output.baseAddress else { return 0 }
+                return unsafe compress(inputBase, count: input.count, into: outputBase, capacity: output.count)
+            }
+        }
+    }
+
+    /// `decompress` of the first `count` bytes of `source` over arrays: the decompressed size, or negative.
+    static func decompress(_ source: [UInt8], count: Int, into destination: inout [UInt8]) -> Int {
+        guard count >= 0, count <= source.count else { return -1 }
+        return unsafe source.withUnsafeBytes { input in
+            unsafe destination.withUnsafeMutableBytes { output in
+                guard let inputBase = input.baseAddress, let outputBase = output.baseAddress else { return -1 }
+                return unsafe decompress(inputBase, count: count, into: outputBase, capacity: output.count)
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+import ArgumentParser
+import Foundation
+import FrameBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `framebus bench codec`: ratio and speed of the lossless compressed formats against plain LZ4, same run.
+struct BenchCodecCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "codec",
+        abstract: "Measure the lossless surface codec (ratio, encode/decode GB/s, CPU time) against plain LZ4.",
+        discussion: """
+            Each folder argument is one set (its PNG files); PNG files given directly form the set "files". \
+            Without arguments the corpus next to the working directory (Corpus/kodak, Corpus/skimage, \
+            Corpus/synthetic) is used. GB/s count raw frame bytes (10^9). Speeds are medians of --repetitions \
+            runs per image on warm buffers; the machine may be shared, so expect noise.
+            """
+    )
+
+    @Argument(help: "PNG files or folders of PNG files.")
+    var paths: [String] = []
+
+    @Option(help: "Threads for the all-cores runs (default: every online processor).")
+    var threads: Int?
+
+    @Option(help: "Formats to measure, comma separated.")
+    var formats: String = "420v,420f,x420,xf20,BGRA"
+
+    @Option(help: "Timed repetitions per image (the median counts).")
+    var repetitions: Int = 5
+
+    @Option(help: "Tile height in pixels.")
+    var tileHeight: Int = SurfaceCodec.TileSize.default.height
+
+    @Option(help: "Tile width in pixels (0: full-width bands).")
+    var tileWidth: Int = SurfaceCodec.TileSize.default.width ?? 0
+
+    @Option(help: "Write the results as JSON to this file.")
+    var json: String?
+
+    func run() throws {
+        let sets = try Self.collectSets(paths)
+        guard !sets.isEmpty else { throw ValidationError("no PNG images found") }
+        let formatList = try formats.split(separator: ",").map { try PixelFormat(String($0)) }
+        let allCores = threads ?? ProcessInfo.processInfo.activeProcessorCount
+        let tileSize = SurfaceCodec.TileSize(width: tileWidth > 0 ? tileWidth : nil, height: tileHeight)
+        var results: [Result] = []
+        for (setName, files) in sets {
+            let images = try files.map { try RGBImage(contentsOfPNGFile: $0) }
+            for format in formatList {
+                let frames = try images.map { try $0.makePixelBuffer(pixelFormat: format) }
+                let threadCounts = allCores > 1 ? [1, allCores] : [1]
+                for threadCount in threadCounts {
+                    results.append(try Self.measureCodec(
+                        frames, set: setName, format: format, threads: threadCount, tileSize: tileSize,
+                        repetitions: repetitions))
+                }
+                results.append(try Self.measureLZ4(frames, set: setName, format: format, repetitions: repetitions))
+            }
+        }
+        Self.printTable(results)
+        if let json {
+            let report = Report(
+                machine: "\(ProcessInfo.processInfo.activeProcessorCount) cores, shared (timings are noisy)",
+                tileWidth: tileSize.width ?? 0, tileHeight: tileSize.height, repetitions: repetitions, results: results)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(report).write(to: URL(fileURLWithPath: json))
+            print("wrote \(json)")
+        }
+    }
+
+    // MARK: Results
+
+    struct Report: Codable {
+        var machine: String
+        var tileWidth: Int
+        var tileHeight: Int
+        var repetitions: Int
+        var results: [Result]
+    }
+
+    struct Result: Codable {
+        var codec: String
+        var set: String
+        var format: String
+        var images: Int
+        var threads: Int
+        var rawBytes: Int
+        var compressedBytes: Int
+        var ratio: Double
+        var encodeGBps: Double
+        var decodeGBps: Double
+        /// CPU time (all threads) per frame, milliseconds.
+        var encodeCPUMillisecondsPerFrame: Double
+        var decodeCPUMillisecondsPerFrame: Double
+        /// Per frame: what the producer writes and each consumer reads (raw vs compressed).
+        var rawBytesPerFrame: Int
+        var producerBytesWrittenPerFrame: Int
+        var consumerBytesReadPerFrame: Int
+    }
+
+    // MARK: Measuring
+
+    static func now() -> UInt64 { clockNanoseconds(CLOCK_MONOTONIC) }
+    static func cpuNow() -> UInt64 { clockNanoseconds(CLOCK_PROCESS_CPUTIME_ID) }
+    static func clockNanoseconds(_ clock: clockid_t) -> UInt64 {
+        var spec = timespec()
+        clock_gettime(clock, &spec)
+        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+
+    /// Median wall time and mean CPU time of `repetitions` runs of `body` (after one warm-up run).
+    static func time(_ repetitions: Int, _ body: () throws -> Void) rethrows -> (wall: Double, cpu: Double) {
+        try body()
+        var walls: [UInt64] = []
+        let cpuStart = cpuNow()
+        for _ in 0..<max(1, repetitions) {
+            let start = now()
+            try body()
+            walls.append(now() - start)
+        }
+        let cpu = Double(cpuNow() - cpuStart) / Double(max(1, repetitions))
+        walls.sort()
+        return (Double(walls[walls.count / 2]), cpu)
+    }
+
+    static func rawByteCount(_ frame: PixelBuffer) -> Int {
+        frame.pixelFormat.planes.map {
+            frame.width / $0.horizontalSubsampling * $0.bytesPerElement * (frame.height / $0.verticalSubsampling)
+        }.reduce(0, +)
+    }
+
+    static func measureCodec(
+        _ frames: [PixelBuffer], set: String, format: PixelFormat, threads: Int, tileSize: SurfaceCodec.TileSize,
+        repetitions: Int
+    ) throws -> Result {
+        let options = SurfaceCodec.Options(threadCount: threads, tileSize: tileSize)
+        var raw = 0
+        var compressedTotal = 0
+        var encodeWall = 0.0
+        var decodeWall = 0.0
+        var encodeCPU = 0.0
+        var decodeCPU = 0.0
+        for frame in frames {
+            let compressed = try SurfaceCodec.makeCompressedBuffer(
+                width: frame.width, height: frame.height, format: format, tileSize: tileSize)
+            let output = try PixelBuffer(width: frame.width, height: frame.height, pixelFormat: format)
+            var used = 0
+            let encode = try time(repetitions) {
+                used = try SurfaceCodec.compress(frame, into: compressed, options: options).compressedByteCount
+            }
+            let decode = try time(repetitions) { try SurfaceCodec.decompress(compressed, into: output, options: options) }
+            try frame.lock([.readOnly])
+            try output.lock([.readOnly])
+            let exact = try frame.packedBytes() == output.packedBytes()
+            try output.unlock([.readOnly])
+            try frame.unlock([.readOnly])
+            guard exact else { throw ValidationError("round trip of a \(format) frame in \(set) is not bit-exact") }
+            raw += rawByteCount(frame)
+            compressedTotal += used
+            encodeWall += encode.wall
+            decodeWall += decode.wall
+            encodeCPU += encode.cpu
+            decodeCPU += decode.cpu
+        }
+        return result(
+            codec: "framebus", set: set, format: format, images: frames.count, threads: threads, raw: raw,
+            compressed: compressedTotal, encodeWall: encodeWall, decodeWall: decodeWall, encodeCPU: encodeCPU,
+            decodeCPU: decodeCPU)
+    }
+
+    /// Plain LZ4 (default level) on each plane's packed bytes: the baseline, single-threaded.
+    static func measureLZ4(_ frames: [PixelBuffer], set: String, format: PixelFormat, repetitions: Int) throws -> Result {
+        var raw = 0
+        var compressedTotal = 0
+        var encodeWall = 0.0
+        var decodeWall = 0.0
+        var encodeCPU = 0.0
+        var decodeCPU = 0.0
+        for frame in frames {
+            try frame.lock([.readOnly])
+            let packed = try frame.packedBytes()
+            try frame.unlock([.readOnly])
+            var planes: [[UInt8]] = []
+            var offset = 0
+            for plane in format.planes {
+                let count = frame.width / plane.horizontalSubsampling * plane.bytesPerElement
+                    * (frame.height / plane.verticalSubsampling)
+                planes.append(Array(packed[offset..<offset + count]))
+                offset += count
+            }
+            var compressed = planes.map { [UInt8](repeating: 0, count: PlainLZ4.bound($0.count)) }
+            var sizes = [Int](repeating: 0, count: planes.count)
+            var outputs = planes.map { [UInt8](repeating: 0, count: $0.count) }
+            let encode = try time(repetitions) {
+                for index in planes.indices { sizes[index] = try PlainLZ4.compress(planes[index], into: &compressed[index]) }
+            }
+            let decode = try time(repetitions) {
+                for index in planes.indices {
+                    try PlainLZ4.decompress(compressed[index], count: sizes[index], into: &outputs[index])
+                }
+            }
+            guard outputs == planes else { throw ValidationError("LZ4 round trip failed") }
+            raw += packed.count
+            compressedTotal += sizes.reduce(0, +)
+            encodeWall += encode.wall
+            decodeWall += decode.wall
+            encodeCPU += encode.cpu
+            decodeCPU += decode.cpu
+        }
+        return result(
+            codec: "lz4", set: set, format: format, images: frames.count, threads: 1, raw: raw,
+            compressed: compressedTotal, encodeWall: encodeWall, decodeWall: decodeWall, encodeCPU: encodeCPU,
+            decodeCPU: decodeCPU)
+    }
+
+    static func result(
+        codec: String, set: String, format: PixelFormat, images: Int, threads: Int, raw: Int, compressed: Int,
+        encodeWall: Double, decodeWall: Double, encodeCPU: Double, decodeCPU: Double
+    ) -> Result {
+        Result(
+            codec: codec, set: set, format: format.name, images: images, threads: threads, rawBytes: raw,
+            compressedBytes: compressed, ratio: Double(raw) / Double(max(compressed, 1)),
+            encodeGBps: Double(raw) / max(encodeWall, 1), decodeGBps: Double(raw) / max(decodeWall, 1),
+            encodeCPUMillisecondsPerFrame: encodeCPU / 1e6 / Double(images),
+            decodeCPUMillisecondsPerFrame: decodeCPU / 1e6 / Double(images),
+            rawBytesPerFrame: raw / max(images, 1), producerBytesWrittenPerFrame: compressed / max(images, 1),
+            consumerBytesReadPerFrame: compressed / max(images, 1))
+    }
+
+    // MARK: Input and output
+
+    static func collectSets(_ paths: [String]) throws -> [(String, [String])] {
+        let manager = FileManager.default
+        var arguments = paths
+        if arguments.isEmpty {
+            arguments = ["kodak", "skimage", "synthetic"].map { "Corpus/\($0)" }.filter { manager.fileExists(atPath: $0) }
+        }
+        var sets: [(String, [String])] = []
+        var loose: [String] = []
+        for path in arguments {
+            var isDirectory: ObjCBool = false
+            guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                throw ValidationError("no such file or folder: \(path)")
+            }
+            if isDirectory.boolValue {
+                let files = try manager.contentsOfDirectory(atPath: path).filter { $0.lowercased().hasSuffix(".png") }
+                    .sorted().map { (path as NSString).appendingPathComponent($0) }
+                if !files.isEmpty { sets.append(((path as NSString).lastPathComponent, files)) }
+            } else {
+                loose.append(path)
+            }
+        }
+        if !loose.isEmpty { sets.append(("files", loose)) }
+        return sets
+    }
+
+    static func printTable(_ results: [Result]) {
+        func f(_ value: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", value) }
+        let header = [
+            "set", "format", "codec", "threads", "imgs", "ratio", "enc GB/s", "dec GB/s", "enc CPU ms/f",
+            "dec CPU ms/f", "raw B/frame", "written B/frame", "read B/frame",
+        ]
+        let rows = results.map { r in
+            [
+                r.set, r.format, r.codec, String(r.threads), String(r.images), f(r.ratio, 3), f(r.encodeGBps),
+                f(r.decodeGBps), f(r.encodeCPUMillisecondsPerFrame, 3), f(r.decodeCPUMillisecondsPerFrame, 3),
+                String(r.rawBytesPerFrame), String(r.producerBytesWrittenPerFrame), String(r.consumerBytesReadPerFrame),
+            ]
+        }
+        print(TextTable.render(header: header, rows: rows))
+        print("Raw frames: the producer writes and every consumer reads raw B/frame; compressed: the bytes used.")
+    }
+}
