@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Fuzz the compressed-surface decoder with libFuzzer and AddressSanitizer for SECONDS (default 60).
+#
+#   Fuzz/run.sh [SECONDS]
+#
+# Builds the decoder's sources (Sources/SurfaceCompression, without the pixel-buffer layer) together with
+# Fuzz/FuzzDecoder.swift using `swiftc -sanitize=fuzzer,address`, seeds the corpus with valid surfaces of
+# every format and tile mode (Fuzz/MakeSeeds.swift), and runs. Exits non-zero if the fuzzer finds a crash,
+# an out-of-bounds access, a leak or a timeout; the reproducer is left in the work directory it prints.
+set -euo pipefail
+SECONDS_TO_RUN="${1:-60}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+WORK="${FUZZ_WORK:-$(mktemp -d /tmp/framebus-fuzz.XXXXXX)}"
+mkdir -p "$WORK/src" "$WORK/corpus"
+SOURCES="$ROOT/Sources/SurfaceCompression"
+
+# The decoder core has no dependency on PixelBuffers except the error's `underlying` field: strip the
+# import and give it a stand-in type.
+for file in "$SOURCES"/Internal/*.swift "$SOURCES/CompressionError.swift"; do
+    case "$(basename "$file")" in PixelBufferAccess.swift) continue ;; esac
+    sed '/^import PixelBuffers$/d; /^import Surfaces$/d' "$file" > "$WORK/src/$(basename "$file")"
+done
+cat > "$WORK/src/Stand-in.swift" <<'SWIFT'
+public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var description: String { "stand-in" }
+}
+SWIFT
+
+CLZ4="-I $ROOT/Sources/CLZ4"
+echo "building seeds and fuzzer in $WORK"
+swiftc -O -module-name FuzzSeeds -parse-as-library $CLZ4 "$WORK"/src/*.swift "$ROOT/Fuzz/MakeSeeds.swift" \
+    -o "$WORK/make-seeds"
+"$WORK/make-seeds" "$WORK/corpus"
+swiftc -O -g -sanitize=fuzzer,address -parse-as-library -module-name FuzzDecoder $CLZ4 \
+    "$WORK"/src/*.swift "$ROOT/Fuzz/FuzzDecoder.swift" -o "$WORK/fuzz-decoder"
+
+echo "fuzzing for $SECONDS_TO_RUN s"
+cd "$WORK"
+"$WORK/fuzz-decoder" -max_total_time="$SECONDS_TO_RUN" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -print_final_stats=1 "$WORK/corpus"
