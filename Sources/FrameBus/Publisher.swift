@@ -216,37 +216,36 @@ public final class Publisher: Sendable {
                 throw FrameBusError(.closed, "Publisher.publish")
             }
 
-            // 2. Each needed representation, made once, outside the state lock (encoding takes milliseconds).
-            var representations: [PixelFormat: Representation] = [:]
-            var conversions = 0
-            for format in needed {
-                if format == source {
-                    representations[format] = Representation(buffer: buffer, bytesUsed: Self.bytesUsed(of: buffer))
-                } else if let converted = convert(buffer, to: format) {
-                    representations[format] = converted
-                    conversions += 1
-                }
-            }
-
-            // 3. Fan out.
+            // 2. Fan out each needed representation as soon as it exists: the frame as published first, then
+            // each conversion (made once, outside the state lock, since encoding takes milliseconds, and shared by
+            // every subscriber of that format).
             let frameBase = WireFrame(
                 sequence: sequence, surfaceID: 0,
                 presentationTime: Self.wireTime(timing.presentationTimeStamp), duration: Self.wireTime(timing.duration),
                 publishTime: publishTime, bytesUsed: 0, flags: isDiscontinuity ? WireFrame.discontinuityFlag : 0,
                 attachments: WireAttachments.encode(buffer.attachments))
-            state.withLock { state in
-                state.statistics.conversions += conversions
-                for connection in state.connections.values
-                where connection.phase == .active && connection.firstSequence <= sequence {
-                    guard let format = connection.format, let representation = representations[format] else {
-                        // The conversion failed (its pool is exhausted): this subscriber loses the frame.
-                        connection.statistics.dropped[.outOfBuffers, default: 0] += 1
-                        connection.enqueue(
-                            .drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: 2)))
-                        flushOrClose(connection, &state)
-                        continue
+            let ordered = needed.sorted { lhs, _ in lhs == source }
+            for format in ordered {
+                let representation: Representation?
+                if format == source {
+                    representation = Representation(buffer: buffer, bytesUsed: Self.bytesUsed(of: buffer))
+                } else {
+                    representation = convert(buffer, to: format)
+                }
+                state.withLock { state in
+                    if representation != nil && format != source { state.statistics.conversions += 1 }
+                    for connection in state.connections.values
+                    where connection.phase == .active && connection.firstSequence <= sequence && connection.format == format {
+                        guard let representation else {
+                            // The conversion failed (its pool is exhausted): this subscriber loses the frame.
+                            connection.statistics.dropped[.outOfBuffers, default: 0] += 1
+                            connection.enqueue(
+                                .drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: 2)))
+                            flushOrClose(connection, &state)
+                            continue
+                        }
+                        deliver(representation, frame: frameBase, to: connection, &state)
                     }
-                    deliver(representation, frame: frameBase, to: connection, &state)
                 }
             }
             return sequence
@@ -623,7 +622,7 @@ public final class Publisher: Sendable {
                     maximumHeldFrames: UInt16(connection.maximumHeldFrames), format: format.fourCC,
                     maximumMessageSize: UInt32(WireProtocol.maximumMessageSize), streamID: streamID,
                     subscriberID: connection.id, nextSequence: state.nextSequence)))
-        configuration.logger.info(
+        configuration.logger.debug(
             "subscriber \(connection.id) (pid \(connection.peerProcessID)) gets \(format), \(hello.deliveryMode == 0 ? "latest-only" : "queue \(hello.queueDepth)")"
         )
         flushOrClose(connection, &state)
@@ -650,7 +649,7 @@ public final class Publisher: Sendable {
             configuration.logger.warning(
                 "closed subscriber \(connection.id) (pid \(connection.peerProcessID)): \(reason)")
         } else {
-            configuration.logger.info(
+            configuration.logger.debug(
                 "subscriber \(connection.id) (pid \(connection.peerProcessID)) left: \(reason); released \(connection.held.count) frames"
             )
         }

@@ -54,11 +54,13 @@ final class Socket: @unchecked Sendable {
     /// A socket file at `path` that refuses a connection (`ECONNREFUSED`) is stale and is unlinked; one that
     /// accepts is a live publisher and gives ``FrameBusError/Code-swift.struct/addressInUse``. Anything at the
     /// path that is not a socket is never removed.
-    static func listen(path: String, mode: mode_t, backlog: Int32 = 64) -> Result<Socket, FrameBusError> {
+    static func listen(
+        path: String, mode: mode_t, backlog: Int32 = 64, stream: Bool = false
+    ) -> Result<Socket, FrameBusError> {
         let operation = "Socket.listen"
         for attempt in 0..<2 {
             let socket: Socket
-            switch Syscall.unixSocket() {
+            switch Syscall.unixSocket(stream: stream) {
             case .success(let raw): socket = Socket(adopting: raw)
             case .failure(let errno): return .failure(.systemCall("socket", errno))
             }
@@ -80,7 +82,7 @@ final class Socket: @unchecked Sendable {
                     return .failure(FrameBusError(.addressInUse, operation, message: "\(path) exists and is not a socket"))
                 }
                 let probe: Socket
-                switch Syscall.unixSocket() {
+                switch Syscall.unixSocket(stream: stream) {
                 case .success(let raw): probe = Socket(adopting: raw)
                 case .failure(let errno): return .failure(.systemCall("socket", errno))
                 }
@@ -104,11 +106,11 @@ final class Socket: @unchecked Sendable {
     }
 
     /// Connects to a listener at `path`, retrying a full backlog until `timeoutNanoseconds` pass.
-    static func connect(path: String, timeoutNanoseconds: UInt64) -> Result<Socket, FrameBusError> {
+    static func connect(path: String, timeoutNanoseconds: UInt64, stream: Bool = false) -> Result<Socket, FrameBusError> {
         let deadline = Syscall.monotonicNanoseconds() &+ timeoutNanoseconds
         while true {
             let socket: Socket
-            switch Syscall.unixSocket() {
+            switch Syscall.unixSocket(stream: stream) {
             case .success(let raw): socket = Socket(adopting: raw)
             case .failure(let errno): return .failure(.systemCall("socket", errno))
             }
@@ -189,6 +191,38 @@ final class Socket: @unchecked Sendable {
             buffer.removeSubrange(min(received.byteCount, maximumSize)...)
             return .success(.datagram(ReceivedDatagram(bytes: buffer, descriptors: descriptors, isTruncated: truncated)))
         }
+    }
+
+    /// Stream sockets: sends every byte, waiting for room (poll) as needed.
+    func sendAll(_ bytes: UnsafeRawBufferPointer) -> Result<Void, Errno> {
+        var offset = 0
+        while offset < bytes.count {
+            let rest = unsafe UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            switch unsafe Syscall.send(descriptor, rest) {
+            case .success(let count): offset += count
+            case .failure(.resourceTemporarilyUnavailable):
+                _ = Syscall.poll([(descriptor, PollEvents.writable)], timeout: 1000)
+            case .failure(let errno): return .failure(errno)
+            }
+        }
+        return .success(())
+    }
+
+    /// Stream sockets: fills `bytes` completely, waiting for data (poll) as needed; fails with `ECONNRESET` at
+    /// end of file.
+    func receiveAll(_ bytes: UnsafeMutableRawBufferPointer) -> Result<Void, Errno> {
+        var offset = 0
+        while offset < bytes.count {
+            let rest = unsafe UnsafeMutableRawBufferPointer(rebasing: bytes[offset...])
+            switch unsafe Syscall.receive(descriptor, into: rest) {
+            case .success(0): return .failure(.connectionReset)
+            case .success(let count): offset += count
+            case .failure(.resourceTemporarilyUnavailable):
+                _ = Syscall.poll([(descriptor, PollEvents.readable)], timeout: 1000)
+            case .failure(let errno): return .failure(errno)
+            }
+        }
+        return .success(())
     }
 
     /// Waits until the socket is readable, hung up, or `timeoutMilliseconds` pass (-1: forever).

@@ -1,0 +1,203 @@
+import ArgumentParser
+import Foundation
+import FrameBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `framebus demo`: one publisher and two subscriber processes (compressed and raw) for about ten seconds.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run a publisher and two subscriber processes (one compressed, one raw), then summarise.",
+        discussion: """
+            The publisher (this process) publishes a moving test pattern (or --images) and offers the format \
+            and its lossless compressed variant. Two `framebus subscribe` processes connect: one asks for the \
+            compressed variant (and decodes every frame), one for raw frames. Each compressed frame is encoded \
+            once and shared. After --duration seconds the publisher stops and a summary table is printed.
+            """
+    )
+
+    @Option(help: "Seconds to run.")
+    var duration: Double = 10
+
+    @Option(help: "Frame size, WIDTHxHEIGHT.")
+    var size: String = "1280x720"
+
+    @Option(help: "Frames per second.")
+    var fps: Double = 30
+
+    @Option(help: "Pixel format (420v, 420f, x420, xf20, BGRA).")
+    var format: String = "420v"
+
+    @Option(help: "A folder of PNG images to publish instead of the test pattern (e.g. Corpus/kodak).")
+    var images: String?
+
+    func run() async throws {
+        let pixelFormat = try PixelFormat(format)
+        guard let compressedFormat = pixelFormat.compressedVariant else {
+            throw ValidationError("\(format) has no compressed variant")
+        }
+        let path = "/tmp/framebus-demo-\(getpid()).sock"
+        let producer = try FrameProducer(format: pixelFormat, size: size, imagesFolder: images, buffers: 16)
+        let publisher = try Publisher(configuration: .init(path: path, formats: [pixelFormat, compressedFormat]))
+        defer { publisher.stop() }
+        say("FrameBus demo: \(producer.summary), \(Int(fps)) fps for \(Int(duration)) s")
+        say("  publisher  pid \(getpid())  \(path)  offers \(pixelFormat), \(compressedFormat)")
+
+        let executable = try Self.ownExecutable()
+        let limit = String(duration + 10)
+        let compressed = try Child(
+            executable, ["subscribe", "--path", path, "--accept", compressedFormat.name, "--json", "--decode", "--duration", limit])
+        let raw = try Child(executable, ["subscribe", "--path", path, "--accept", pixelFormat.name, "--json", "--duration", limit])
+        say("  subscriber pid \(compressed.process.processIdentifier)  accepts \(compressedFormat) (decodes each frame)")
+        say("  subscriber pid \(raw.process.processIdentifier)  accepts \(pixelFormat)")
+
+        let connectDeadline = Date().addingTimeInterval(15)
+        while publisher.subscriberCount < 2, Date() < connectDeadline, compressed.process.isRunning, raw.process.isRunning {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        guard publisher.subscriberCount == 2 else {
+            compressed.terminate()
+            raw.terminate()
+            throw ValidationError("the subscriber processes did not connect:\n\(compressed.errors)\(raw.errors)")
+        }
+
+        let interval = 1.0 / max(fps, 0.1)
+        let start = Date()
+        var next = start
+        var index = 0
+        var lastProgress = Date.distantPast
+        let interactive = isatty(1) != 0
+        while Date().timeIntervalSince(start) < duration {
+            producer.publishFrame(index: index, on: publisher)
+            index += 1
+            // On a terminal the progress line rewrites itself; into a pipe or file it is a line per second.
+            if Date().timeIntervalSince(lastProgress) >= (interactive ? 0.25 : 1) {
+                lastProgress = Date()
+                say(
+                    Self.progress(publisher.statistics, elapsed: Date().timeIntervalSince(start)),
+                    terminator: interactive ? "\r" : "\n")
+            }
+            next = next.addingTimeInterval(interval)
+            let wait = next.timeIntervalSinceNow
+            if wait > 0 { try await Task.sleep(for: .seconds(wait)) } else { next = Date() }
+        }
+        let final = publisher.statistics
+        say(Self.progress(final, elapsed: Date().timeIntervalSince(start)))
+        publisher.stop()
+        compressed.waitForExit(timeout: 10)
+        raw.waitForExit(timeout: 10)
+
+        say("")
+        let header = [
+            "subscriber", "format", "frames", "late", "outOfBuffers", "discontinuity", "p50 µs", "p99 µs", "bytes/frame",
+            "decode",
+        ]
+        var rows: [[String]] = []
+        for (name, child) in [("raw", raw), ("compressed", compressed)] {
+            guard let summary = child.summary else {
+                rows.append([name, "-", "no summary", "", "", "", "", "", "", child.errors])
+                continue
+            }
+            func number(_ key: String) -> String { (summary[key] as? NSNumber)?.stringValue ?? "-" }
+            rows.append([
+                name, summary["format"] as? String ?? "?", number("frames"), number("frameWasLate"), number("outOfBuffers"),
+                number("discontinuity"), number("p50us"), number("p99us"), number("bytesPerFrame"),
+                (summary["decodeMs"] as? NSNumber).map { "\($0) ms/frame" } ?? "-",
+            ])
+        }
+        say(Self.table([header] + rows))
+        let dropped = final.droppedAtSource.values.reduce(0, +)
+        say(
+            "\npublisher: \(final.published) frames published, \(dropped) dropped before fan-out; "
+                + "\(final.conversions) compressed frames encoded (once per frame, shared by every subscriber that asks).")
+        let rawBytes = rows.first.flatMap { Double($0[8]) } ?? 0
+        let compressedBytes = rows.last.flatMap { Double($0[8]) } ?? 0
+        if rawBytes > 0, compressedBytes > 0 {
+            say(String(format: "compressed frames are %.1f× smaller than raw ones.", rawBytes / compressedBytes))
+        }
+        say("p50/p99: from publish() to the subscriber's didOutput; the compressed path includes the encode.")
+    }
+
+    static func progress(_ statistics: PublisherStatistics, elapsed: Double) -> String {
+        let parts = statistics.subscribers.map { record in
+            "\(record.format?.name ?? "?") \(record.statistics.delivered)"
+        }
+        return String(
+            format: "  %4.1f s  published %5d  delivered [%@]  held %2d  dropped %d", elapsed, statistics.published,
+            parts.joined(separator: ", "), statistics.total.heldNow,
+            statistics.total.droppedTotal + statistics.droppedAtSource.values.reduce(0, +))
+    }
+
+    static func table(_ rows: [[String]]) -> String {
+        let widths = (0..<rows[0].count).map { column in rows.map { $0.count > column ? $0[column].count : 0 }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { column, cell in
+                column < 2 ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - cell.count) + cell
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    static func ownExecutable() throws -> URL {
+        let path = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        return URL(fileURLWithPath: path)
+    }
+}
+
+/// A child `framebus` process whose output is collected in files.
+final class Child {
+    let process = Process()
+    private let output: URL
+    private let errorOutput: URL
+
+    init(_ executable: URL, _ arguments: [String]) throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("framebus-\(UUID().uuidString)")
+        output = base.appendingPathExtension("out")
+        errorOutput = base.appendingPathExtension("err")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorOutput.path, contents: nil)
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = try FileHandle(forWritingTo: errorOutput)
+        try process.run()
+    }
+
+    deinit {
+        terminate()
+        try? FileManager.default.removeItem(at: output)
+        try? FileManager.default.removeItem(at: errorOutput)
+    }
+
+    func terminate() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    func waitForExit(timeout: Double) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        terminate()
+    }
+
+    var lines: [String] {
+        ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    var errors: String { (try? String(contentsOf: errorOutput, encoding: .utf8)) ?? "" }
+
+    /// The JSON summary line of a `subscribe --json` child.
+    var summary: [String: Any]? {
+        for line in lines.reversed() {
+            if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                object["summary"] as? Bool == true
+            {
+                return object
+            }
+        }
+        return nil
+    }
+}

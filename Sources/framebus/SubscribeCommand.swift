@@ -1,0 +1,195 @@
+import ArgumentParser
+import Foundation
+import FrameBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `framebus subscribe`: receive frames from a publisher and print live per-second statistics.
+struct SubscribeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "subscribe",
+        abstract: "Subscribe to a publisher and print per-second statistics.",
+        discussion: """
+            Prints one line per second: frames per second, drops by reason, frames held, latency from publish \
+            to delivery (p50/p99), bytes per frame. With --json each line is a JSON object, and the last one \
+            (with "summary": true) covers the whole run.
+            """
+    )
+
+    @Option(help: "The publisher's socket path.")
+    var path: String
+
+    @Option(help: "Accepted formats in order of preference, comma separated (e.g. '&8v0,420v').")
+    var accept: String = "420v"
+
+    @Option(help: "Queue up to N frames instead of latest-only delivery.")
+    var queue: Int?
+
+    @Flag(help: "Print JSON lines.")
+    var json = false
+
+    @Option(help: "Stop after this many seconds.")
+    var duration: Double?
+
+    @Option(help: "Stop after this many frames.")
+    var frames: Int?
+
+    @Flag(help: "Reconnect when the publisher goes away.")
+    var reconnect = false
+
+    @Flag(help: "Decode compressed frames (measures the consumer's decode cost).")
+    var decode = false
+
+    @Option(help: ArgumentHelp("Sleep this long in each callback (simulates a slow consumer).", visibility: .hidden))
+    var delayMilliseconds: Int = 0
+
+    func run() async throws {
+        let formats = try accept.split(separator: ",").map { try PixelFormat(String($0)) }
+        var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
+        if let queue { configuration.delivery = .queue(depth: queue) }
+        configuration.reconnects = reconnect
+        let subscriber = try Subscriber(configuration: configuration)
+        let format = subscriber.session?.format.name ?? "?"
+        let counter = FrameCounter(decode: decode, delayMilliseconds: delayMilliseconds)
+        subscriber.setDelegate(counter, queue: DispatchQueue(label: "framebus.subscribe"))
+        if !json { say("subscribed to \(path): \(format), \(queue.map { "queue \($0)" } ?? "latest-only")") }
+
+        let start = Date()
+        var previous = subscriber.statistics
+        var previousTime = 0.0
+        var second = 0
+        while true {
+            try await Task.sleep(for: .milliseconds(100))
+            let elapsed = Date().timeIntervalSince(start)
+            let ended = counter.ended != nil && !reconnect
+            let done =
+                ended || duration.map { elapsed >= $0 } == true
+                || frames.map { subscriber.statistics.delivered >= $0 } == true
+            if Int(elapsed) > second || done {
+                second = Int(elapsed)
+                let now = subscriber.statistics
+                let line = StatisticsLine(
+                    seconds: elapsed, interval: elapsed - previousTime, format: format, current: now,
+                    previous: previous, decodeMilliseconds: counter.decodeAverage)
+                say(json ? line.json(summary: false) : line.text)
+                previous = now
+                previousTime = elapsed
+            }
+            if done { break }
+        }
+        subscriber.cancel()
+        let elapsed = Date().timeIntervalSince(start)
+        let total = StatisticsLine(
+            seconds: elapsed, interval: elapsed, format: format, current: subscriber.statistics,
+            previous: FrameStatistics(), decodeMilliseconds: counter.decodeAverage)
+        say(json ? total.json(summary: true) : "total: " + total.text)
+        if let error = counter.ended, !json { say("stream ended: \(error)") }
+    }
+}
+
+/// Counts frames for `subscribe` (and optionally decodes them).
+final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
+    // @unchecked: the mutable fields are guarded by `lock`; callbacks run on one serial queue.
+    private let lock = NSLock()
+    private var endError: FrameBusError?
+    private var decodeNanoseconds: UInt64 = 0
+    private var decoded = 0
+    private var scratch: PixelBuffer?
+    let decode: Bool
+    let delayMilliseconds: Int
+
+    init(decode: Bool, delayMilliseconds: Int) {
+        self.decode = decode
+        self.delayMilliseconds = delayMilliseconds
+    }
+
+    var ended: FrameBusError? { lock.withLock { endError } }
+    var decodeAverage: Double? {
+        lock.withLock { decoded == 0 ? nil : Double(decodeNanoseconds) / Double(decoded) / 1e6 }
+    }
+
+    func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
+        if decode, let image = sampleBuffer.imageBuffer, image.pixelFormat.isCompressed {
+            let start = DispatchTime.now().uptimeNanoseconds
+            if scratch == nil || scratch?.width != image.width || scratch?.height != image.height {
+                scratch = try? PixelBuffer(width: image.width, height: image.height, pixelFormat: image.pixelFormat.base)
+            }
+            if let scratch, (try? SurfaceCodec.decompress(image, into: scratch)) != nil {
+                let elapsed = DispatchTime.now().uptimeNanoseconds - start
+                lock.withLock {
+                    decodeNanoseconds += elapsed
+                    decoded += 1
+                }
+            }
+        }
+        if delayMilliseconds > 0 { usleep(UInt32(delayMilliseconds * 1000)) }
+    }
+
+    func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {
+        lock.withLock { endError = error }
+    }
+}
+
+/// One line of `subscribe` output: the change since the previous line.
+struct StatisticsLine {
+    var seconds: Double
+    var format: String
+    var frames: Int
+    var framesPerSecond: Double
+    var late: Int
+    var outOfBuffers: Int
+    var discontinuity: Int
+    var held: Int
+    var bytesPerFrame: Int
+    var p50: Double
+    var p99: Double
+    var decodeMilliseconds: Double?
+
+    init(
+        seconds: Double, interval: Double, format: String, current: FrameStatistics, previous: FrameStatistics,
+        decodeMilliseconds: Double?
+    ) {
+        self.seconds = seconds
+        self.format = format
+        frames = current.delivered - previous.delivered
+        framesPerSecond = Double(frames) / max(interval, 0.001)
+        func delta(_ reason: DroppedFrameReason) -> Int { current.dropped[reason, default: 0] - previous.dropped[reason, default: 0] }
+        late = delta(.frameWasLate)
+        outOfBuffers = delta(.outOfBuffers)
+        discontinuity = delta(.discontinuity)
+        held = current.heldNow
+        let bytes = current.bytesDelivered - previous.bytesDelivered
+        bytesPerFrame = frames > 0 ? bytes / frames : 0
+        // Percentiles are cumulative (HdrHistogram of the whole run).
+        p50 = Double(current.latency.p50) / 1000
+        p99 = Double(current.latency.p99) / 1000
+        self.decodeMilliseconds = decodeMilliseconds
+    }
+
+    var text: String {
+        String(
+            format: "%5.1fs %@ %6.1f fps  frames %5d  late %4d  outOfBuffers %4d  discontinuity %3d  held %2d  "
+                + "p50 %6.1f µs  p99 %7.1f µs  %8d B/frame",
+            seconds, format, framesPerSecond, frames, late, outOfBuffers, discontinuity, held, p50, p99, bytesPerFrame)
+    }
+
+    func json(summary: Bool) -> String {
+        var object: [String: Any] = [
+            "seconds": (seconds * 100).rounded() / 100, "format": format, "frames": frames,
+            "framesPerSecond": (framesPerSecond * 10).rounded() / 10, "frameWasLate": late,
+            "outOfBuffers": outOfBuffers, "discontinuity": discontinuity, "held": held,
+            "p50us": (p50 * 10).rounded() / 10, "p99us": (p99 * 10).rounded() / 10, "bytesPerFrame": bytesPerFrame,
+        ]
+        if summary { object["summary"] = true }
+        if let decodeMilliseconds { object["decodeMs"] = (decodeMilliseconds * 1000).rounded() / 1000 }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Writes a line to standard output at once (unbuffered), so a parent reading a pipe or file sees it immediately.
+func say(_ text: String, terminator: String = "\n") {
+    FileHandle.standardOutput.write(Data((text + terminator).utf8))
+}
