@@ -15,6 +15,6 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure the codec and the bus on this machine.",
-        subcommands: [BenchCodecCommand.self]
+        subcommands: [BenchCodecCommand.self, BenchBusCommand.self]
     )
 }

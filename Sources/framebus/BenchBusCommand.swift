@@ -1,0 +1,479 @@
+import ArgumentParser
+import Foundation
+import FrameBus
+import Histogram
+
+@_spi(Benchmark) import FrameBus
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `framebus bench bus`: cross-process handoff latency and throughput of the bus, against the raw SEQPACKET floor
+/// and a copy through a stream socket, between the same two processes.
+struct BenchBusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bus",
+        abstract: "Measure the bus: publish→didOutput latency, frames per second, CPU per frame; against the floor.",
+        discussion: """
+            Starts one peer process (this executable) and measures, between the same two processes: \
+            seqpacket-floor (a 9-byte datagram ping-pong: one-way latency of a blocking wake-up), framebus \
+            (publish → the subscriber's didOutput on a dispatch queue, queue mode, pool of 12 surfaces), and \
+            stream-copy (the whole frame through a Unix stream socket into the consumer's own buffer). Each \
+            at 100 Hz, 1 kHz and unpaced (rate 0). Latency is one-way, on CLOCK_MONOTONIC. CPU is process CPU \
+            time per frame on each side. The machine may be shared: look at p50s and ratios, not single runs.
+            """
+    )
+
+    @Option(help: "Frames per 100 Hz run (1 kHz runs use 4×, unpaced runs 10×; copy runs are capped by time).")
+    var frames: Int = 500
+
+    @Option(help: "Cases as FORMAT:WIDTHxHEIGHT, comma separated.")
+    var cases: String = "420v:1920x1080,BGRA:3840x2160"
+
+    @Option(help: "Rates in Hz, comma separated; 0 is unpaced.")
+    var rates: String = "100,1000,0"
+
+    @Option(help: "Transports, comma separated: framebus, seqpacket-floor, stream-copy.")
+    var transports: String = "seqpacket-floor,framebus,stream-copy"
+
+    @Option(help: "Write the results as JSON to this file.")
+    var json: String?
+
+    @Option(help: ArgumentHelp("Run as the peer process, on this control socket.", visibility: .hidden))
+    var peerControl: String?
+
+    func run() throws {
+        if let peerControl {
+            try BenchPeer(controlPath: peerControl).run()
+            return
+        }
+        let caseList: [(PixelFormat, Int, Int)] = try cases.split(separator: ",").map { item in
+            let parts = item.split(separator: ":")
+            let size = parts.count == 2 ? parts[1].lowercased().split(separator: "x").compactMap { Int($0) } : []
+            guard parts.count == 2, size.count == 2 else { throw ValidationError("case \(item): FORMAT:WIDTHxHEIGHT") }
+            return (try PixelFormat(String(parts[0])), size[0], size[1])
+        }
+        let rateList = rates.split(separator: ",").compactMap { Int($0) }
+        let transportList = Set(transports.split(separator: ",").map(String.init))
+
+        let base = "/tmp/framebus-bench-\(getpid())"
+        let control = try BenchmarkSocket.listen(path: base + "-control.sock", stream: false)
+        defer { unlink(base + "-control.sock") }
+        let peer = try Child(
+            try DemoCommand.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
+        let channel = try control.accept(timeoutMilliseconds: 20_000)
+        var results: [BenchResult] = []
+        say("framebus bench bus: peer pid \(peer.process.processIdentifier), \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+
+        func count(_ rate: Int) -> Int { rate == 0 ? frames * 10 : rate >= 1000 ? frames * 4 : frames }
+
+        if transportList.contains("seqpacket-floor") {
+            for rate in rateList {
+                let result = try measureFloor(channel, rate: rate, frames: count(rate))
+                results.append(result)
+                say(result.line)
+            }
+        }
+        if transportList.contains("framebus") {
+            for (format, width, height) in caseList {
+                let path = base + "-bus.sock"
+                let publisher = try Publisher(configuration: .init(path: path, formats: [format]))
+                let pool = try PixelBufferPool(
+                    attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: 12))
+                try request(channel, "bus \(path)", expect: "ready")
+                for rate in rateList {
+                    let result = try measureBus(
+                        channel, publisher: publisher, pool: pool, format: format, width: width, height: height,
+                        rate: rate, frames: count(rate))
+                    results.append(result)
+                    say(result.line)
+                }
+                try request(channel, "unsubscribe", expect: "ok")
+                publisher.stop()
+            }
+        }
+        if transportList.contains("stream-copy") {
+            for (format, width, height) in caseList {
+                let probe = try PixelBuffer(width: width, height: height, pixelFormat: format)
+                let byteCount = probe.surface.layout.planes.reduce(0) { $0 + $1.byteCount }
+                let path = base + "-copy.sock"
+                let listener = try BenchmarkSocket.listen(path: path, stream: true)
+                defer { unlink(path) }
+                try channel.send(Array("copy \(path) \(byteCount)".utf8))
+                let stream = try listener.accept(timeoutMilliseconds: 20_000)
+                try expectReply(channel, "ready")
+                var frame = [UInt8](repeating: 0x5A, count: byteCount)
+                for rate in rateList {
+                    // A copy costs milliseconds: cap each run at about 4 s of frames.
+                    let perSecond = byteCount > 8_000_000 ? 150 : 2000
+                    let limit = max(20, min(count(rate), (rate == 0 ? perSecond : min(rate, perSecond)) * 4))
+                    let result = try measureCopy(
+                        channel, stream: stream, frame: &frame, format: format, width: width, height: height,
+                        rate: rate, frames: limit)
+                    results.append(result)
+                    say(result.line)
+                }
+                try request(channel, "copy-end", expect: "ok")
+            }
+        }
+        try? channel.send(Array("quit".utf8))
+        peer.waitForExit(timeout: 5)
+
+        say("")
+        say(BenchResult.table(results))
+        say("")
+        for line in BenchResult.targets(results) { say(line) }
+        if let json {
+            let object: [String: Any] = [
+                "benchmark": "framebus bench bus",
+                "processors": ProcessInfo.processInfo.activeProcessorCount,
+                "results": results.map(\.dictionary),
+            ]
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+            try data.write(to: URL(fileURLWithPath: json))
+            say("wrote \(json)")
+        }
+    }
+
+    // MARK: Parent side
+
+    func request(_ channel: BenchmarkSocket, _ command: String, expect: String) throws {
+        try channel.send(Array(command.utf8))
+        try expectReply(channel, expect)
+    }
+
+    func expectReply(_ channel: BenchmarkSocket, _ expected: String) throws {
+        guard let reply = try channel.receive(timeoutMilliseconds: 30_000) else {
+            throw ValidationError("peer went away (waiting for \(expected))")
+        }
+        let text = String(decoding: reply, as: UTF8.self)
+        guard text == expected else { throw ValidationError("peer: \(text)") }
+    }
+
+    func report(_ channel: BenchmarkSocket, _ command: String) throws -> PeerReport {
+        try channel.send(Array(command.utf8))
+        guard let reply = try channel.receive(timeoutMilliseconds: 60_000) else {
+            throw ValidationError("peer went away (waiting for a report)")
+        }
+        return try JSONDecoder().decode(PeerReport.self, from: Data(reply))
+    }
+
+    /// Sleeps until `deadline` (CLOCK_MONOTONIC ns).
+    func sleep(until deadline: UInt64) {
+        let now = BenchmarkSocket.monotonicNanoseconds()
+        if deadline > now + 1000 { usleep(UInt32((deadline - now) / 1000)) }
+    }
+
+    func measureFloor(_ channel: BenchmarkSocket, rate: Int, frames: Int) throws -> BenchResult {
+        try request(channel, "begin", expect: "ok")
+        let period: UInt64 = rate > 0 ? 1_000_000_000 / UInt64(rate) : 0
+        let cpu = BenchmarkSocket.processCPUNanoseconds()
+        let start = BenchmarkSocket.monotonicNanoseconds()
+        var next = start
+        for _ in 0..<frames {
+            var ping: [UInt8] = [0]
+            withUnsafeBytes(of: BenchmarkSocket.monotonicNanoseconds().littleEndian) { ping.append(contentsOf: $0) }
+            try channel.send(ping)
+            _ = try channel.receive(timeoutMilliseconds: 10_000)
+            if period > 0 {
+                next += period
+                sleep(until: next)
+            }
+        }
+        let elapsed = BenchmarkSocket.monotonicNanoseconds() - start
+        let parentCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
+        let peer = try report(channel, "report \(frames)")
+        return BenchResult(
+            transport: "seqpacket-floor", format: "9B", width: 0, height: 0, rateHz: rate, frames: peer.frames,
+            framesPerSecond: Double(frames) / (Double(elapsed) / 1e9), latency: peer,
+            publisherCPU: Double(parentCPU) / Double(frames) / 1000, subscriberCPU: peer.cpuPerFrameMicroseconds)
+    }
+
+    func measureBus(
+        _ channel: BenchmarkSocket, publisher: Publisher, pool: PixelBufferPool, format: PixelFormat, width: Int,
+        height: Int, rate: Int, frames: Int
+    ) throws -> BenchResult {
+        try request(channel, "begin", expect: "ok")
+        let period: UInt64 = rate > 0 ? 1_000_000_000 / UInt64(rate) : 0
+        let cpu = BenchmarkSocket.processCPUNanoseconds()
+        let start = BenchmarkSocket.monotonicNanoseconds()
+        var next = start
+        for _ in 0..<frames {
+            var buffer: PixelBuffer?
+            while buffer == nil {
+                // Unpaced, the pool (12 surfaces) is the back-pressure: wait for a release instead of dropping.
+                buffer = try? pool.makePixelBuffer()
+                if buffer == nil { usleep(20) }
+            }
+            try publisher.publish(buffer!)
+            buffer = nil
+            if period > 0 {
+                next += period
+                sleep(until: next)
+            }
+        }
+        let peer = try report(channel, "report \(frames)")
+        let parentCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
+        let span = Double(max(peer.lastNanoseconds, start + 1) - start) / 1e9
+        return BenchResult(
+            transport: "framebus", format: format.name, width: width, height: height, rateHz: rate, frames: peer.frames,
+            framesPerSecond: Double(peer.frames) / span, latency: peer,
+            publisherCPU: Double(parentCPU) / Double(frames) / 1000, subscriberCPU: peer.cpuPerFrameMicroseconds)
+    }
+
+    func measureCopy(
+        _ channel: BenchmarkSocket, stream: BenchmarkSocket, frame: inout [UInt8], format: PixelFormat, width: Int,
+        height: Int, rate: Int, frames: Int
+    ) throws -> BenchResult {
+        try request(channel, "begin", expect: "ok")
+        try channel.send(Array("copy-run \(frames)".utf8))
+        let period: UInt64 = rate > 0 ? 1_000_000_000 / UInt64(rate) : 0
+        let cpu = BenchmarkSocket.processCPUNanoseconds()
+        let start = BenchmarkSocket.monotonicNanoseconds()
+        var next = start
+        for _ in 0..<frames {
+            let stamp = BenchmarkSocket.monotonicNanoseconds()
+            withUnsafeBytes(of: stamp.littleEndian) { bytes in
+                for index in 0..<8 { frame[index] = bytes[index] }
+            }
+            try stream.sendAll(frame)
+            if period > 0 {
+                next += period
+                sleep(until: next)
+            }
+        }
+        let parentCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
+        guard let reply = try channel.receive(timeoutMilliseconds: 120_000) else {
+            throw ValidationError("peer went away during the copy run")
+        }
+        let peer = try JSONDecoder().decode(PeerReport.self, from: Data(reply))
+        let span = Double(max(peer.lastNanoseconds, start + 1) - start) / 1e9
+        return BenchResult(
+            transport: "stream-copy", format: format.name, width: width, height: height, rateHz: rate,
+            frames: peer.frames, framesPerSecond: Double(peer.frames) / span, latency: peer,
+            publisherCPU: Double(parentCPU) / Double(frames) / 1000, subscriberCPU: peer.cpuPerFrameMicroseconds)
+    }
+}
+
+/// What the peer reports after a run.
+struct PeerReport: Codable {
+    var frames: Int
+    var p50: UInt64
+    var p99: UInt64
+    var p999: UInt64
+    var cpuNanoseconds: UInt64
+    var lastNanoseconds: UInt64
+
+    var cpuPerFrameMicroseconds: Double { frames > 0 ? Double(cpuNanoseconds) / Double(frames) / 1000 : 0 }
+}
+
+/// One row of the benchmark.
+struct BenchResult {
+    var transport: String
+    var format: String
+    var width: Int
+    var height: Int
+    var rateHz: Int
+    var frames: Int
+    var framesPerSecond: Double
+    var latency: PeerReport
+    var publisherCPU: Double
+    var subscriberCPU: Double
+
+    var p50: Double { Double(latency.p50) / 1000 }
+    var p99: Double { Double(latency.p99) / 1000 }
+    var p999: Double { Double(latency.p999) / 1000 }
+
+    var size: String { width > 0 ? "\(width)x\(height)" : "-" }
+    var rate: String { rateHz == 0 ? "unpaced" : "\(rateHz) Hz" }
+
+    var line: String {
+        String(
+            format: "%@ %@ %@ %@: %d frames, %.0f/s, p50 %.1f µs, p99 %.1f µs, p99.9 %.1f µs, CPU %.1f / %.1f µs per frame",
+            transport, format, size, rate, frames, framesPerSecond, p50, p99, p999, publisherCPU, subscriberCPU)
+    }
+
+    var dictionary: [String: Any] {
+        func round1(_ value: Double) -> Double { (value * 10).rounded() / 10 }
+        return [
+            "transport": transport, "format": format, "width": width, "height": height, "rateHz": rateHz,
+            "frames": frames, "framesPerSecond": round1(framesPerSecond), "p50us": round1(p50), "p99us": round1(p99),
+            "p999us": round1(p999), "cpuPublisherUsPerFrame": round1(publisherCPU),
+            "cpuSubscriberUsPerFrame": round1(subscriberCPU),
+        ]
+    }
+
+    static func table(_ results: [BenchResult]) -> String {
+        let header = [
+            "transport", "format", "size", "rate", "frames", "frames/s", "p50 µs", "p99 µs", "p99.9 µs",
+            "CPU pub µs/f", "CPU sub µs/f",
+        ]
+        let rows = results.map { result in
+            [
+                result.transport, result.format, result.size, result.rate, "\(result.frames)",
+                String(format: "%.0f", result.framesPerSecond), String(format: "%.1f", result.p50),
+                String(format: "%.1f", result.p99), String(format: "%.1f", result.p999),
+                String(format: "%.1f", result.publisherCPU), String(format: "%.1f", result.subscriberCPU),
+            ]
+        }
+        return DemoCommand.table([header] + rows)
+    }
+
+    /// The issue's targets, judged on these results.
+    static func targets(_ results: [BenchResult]) -> [String] {
+        var lines: [String] = []
+        func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
+        let bus = results.filter { $0.transport == "framebus" }
+        for result in bus where result.rateHz > 0 {
+            if let floor = results.first(where: { $0.transport == "seqpacket-floor" && $0.rateHz == result.rateHz }) {
+                let ratio = result.p50 / max(floor.p50, 0.001)
+                lines.append(
+                    String(
+                        format: "p50 ≤ 2× floor   %@ %@ %@: %.1f µs vs floor %.1f µs (%.2f×) — %@", result.format,
+                        result.size, result.rate, result.p50, floor.p50, ratio, verdict(ratio <= 2)))
+            }
+            lines.append(
+                String(
+                    format: "p99 ≤ 100 µs     %@ %@ %@: %.1f µs — %@", result.format, result.size, result.rate, result.p99,
+                    verdict(result.p99 <= 100)))
+        }
+        for result in bus where result.rateHz == 0 {
+            lines.append(
+                String(
+                    format: "≥ 50,000 frames/s unpaced  %@ %@: %.0f — %@", result.format, result.size,
+                    result.framesPerSecond, verdict(result.framesPerSecond >= 50_000)))
+        }
+        let sizes = Set(bus.map(\.size))
+        if sizes.count >= 2, let small = bus.map(\.width).min(), let large = bus.map(\.width).max(), small != large {
+            for rate in Set(bus.map(\.rateHz)).sorted() {
+                guard let a = bus.first(where: { $0.width == small && $0.rateHz == rate }),
+                    let b = bus.first(where: { $0.width == large && $0.rateHz == rate })
+                else { continue }
+                let (metricA, metricB, name) =
+                    rate == 0 ? (a.framesPerSecond, b.framesPerSecond, "frames/s") : (a.p50, b.p50, "p50")
+                let change = abs(metricB - metricA) / max(metricA, 0.001)
+                lines.append(
+                    String(
+                        format: "4K within 20%% of 1080p (%@, %@): %.1f vs %.1f (%+.0f%%) — %@", name, a.rate, metricB,
+                        metricA, (metricB - metricA) / max(metricA, 0.001) * 100, verdict(change <= 0.2)))
+            }
+        }
+        return lines
+    }
+}
+
+/// The peer process of `bench bus`: answers pings, subscribes, reads stream copies, and reports.
+final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
+    // @unchecked: `recorder` and the counters are guarded by `lock`.
+    let channel: BenchmarkSocket
+    let lock = NSLock()
+    var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+    var frames = 0
+    var lastNanoseconds: UInt64 = 0
+    var cpuStart: UInt64 = 0
+    var subscriber: Subscriber?
+    var stream: BenchmarkSocket?
+    var streamBuffer: [UInt8] = []
+
+    init(controlPath: String) throws {
+        channel = try BenchmarkSocket.connect(path: controlPath, stream: false)
+    }
+
+    func record(_ latency: UInt64, at now: UInt64) {
+        lock.withLock {
+            _ = histogram.record(min(max(latency, 1), 60_000_000_000))
+            frames += 1
+            lastNanoseconds = now
+        }
+    }
+
+    func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
+        let now = BenchmarkSocket.monotonicNanoseconds()
+        record(now &- (sampleBuffer.busPublishTime ?? now), at: now)
+    }
+
+    func reply(_ text: String) throws { try channel.send(Array(text.utf8)) }
+
+    func makeReport() throws -> String {
+        let report = lock.withLock {
+            PeerReport(
+                frames: frames, p50: histogram.totalCount > 0 ? histogram.valueAtPercentile(50) : 0,
+                p99: histogram.totalCount > 0 ? histogram.valueAtPercentile(99) : 0,
+                p999: histogram.totalCount > 0 ? histogram.valueAtPercentile(99.9) : 0,
+                cpuNanoseconds: BenchmarkSocket.processCPUNanoseconds() - cpuStart, lastNanoseconds: lastNanoseconds)
+        }
+        return String(decoding: try JSONEncoder().encode(report), as: UTF8.self)
+    }
+
+    func run() throws {
+        while let message = try channel.receive(timeoutMilliseconds: 120_000) {
+            if message.first == 0 {
+                // A floor ping: one-way latency from its stamp, then answer at once.
+                let now = BenchmarkSocket.monotonicNanoseconds()
+                var stamp: UInt64 = 0
+                for index in 0..<8 where index + 1 < message.count { stamp |= UInt64(message[index + 1]) << (8 * index) }
+                record(now &- stamp, at: now)
+                try channel.send([1])
+                continue
+            }
+            let words = String(decoding: message, as: UTF8.self).split(separator: " ").map(String.init)
+            switch words.first {
+            case "begin":
+                lock.withLock {
+                    histogram.reset()
+                    frames = 0
+                    lastNanoseconds = 0
+                    cpuStart = BenchmarkSocket.processCPUNanoseconds()
+                }
+                try reply("ok")
+            case "report":
+                let expected = words.count > 1 ? Int(words[1]) ?? 0 : 0
+                // Wait for the frames still in flight (at most 2 s without progress).
+                var last = -1
+                var idle = 0
+                while idle < 200 {
+                    let count = lock.withLock { frames }
+                    if count >= expected { break }
+                    idle = count == last ? idle + 1 : 0
+                    last = count
+                    usleep(10_000)
+                }
+                try reply(try makeReport())
+            case "bus":
+                var configuration = Subscriber.Configuration(
+                    path: words[1], acceptedFormats: PixelFormat.all, delivery: .queue(depth: 16))
+                configuration.connectTimeout = .seconds(10)
+                let subscriber = try Subscriber(configuration: configuration)
+                subscriber.setDelegate(self, queue: DispatchQueue(label: "bench.delegate", qos: .userInteractive))
+                self.subscriber = subscriber
+                try reply("ready")
+            case "unsubscribe":
+                subscriber?.cancel()
+                subscriber = nil
+                try reply("ok")
+            case "copy":
+                stream = try BenchmarkSocket.connect(path: words[1], stream: true)
+                streamBuffer = [UInt8](repeating: 0, count: Int(words[2]) ?? 0)
+                try reply("ready")
+            case "copy-run":
+                let count = Int(words[1]) ?? 0
+                for _ in 0..<count {
+                    try stream?.receiveAll(into: &streamBuffer)
+                    let now = BenchmarkSocket.monotonicNanoseconds()
+                    var stamp: UInt64 = 0
+                    for index in 0..<8 { stamp |= UInt64(streamBuffer[index]) << (8 * index) }
+                    record(now &- stamp, at: now)
+                }
+                try reply(try makeReport())
+            case "copy-end":
+                stream = nil
+                try reply("ok")
+            case "quit":
+                return
+            default:
+                try reply("unknown command")
+            }
+        }
+    }
+}
