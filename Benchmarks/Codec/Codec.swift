@@ -1,0 +1,94 @@
+// Benchmarks of the lossless surface codec (SurfaceCompression): encode and decode, single thread, per format,
+// on a photograph set and a screen-content frame, with plain LZ4 on the same planes as the baseline.
+//
+//   cd Benchmarks && swift package benchmark --target Codec
+//
+// Throughput is frames per second; the compression ratio is reported as the custom metric "ratio x1000".
+// Malloc counts are deterministic and are what CI may gate on; time is noisy on a shared machine.
+import Benchmark
+import Foundation
+import FrameBus
+
+private let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Corpus")
+
+private struct Frame: @unchecked Sendable {
+    // @unchecked: the buffers are only used by the benchmark closures, which package-benchmark runs one at a time.
+    let name: String
+    let source: PixelBuffer
+    let compressed: PixelBuffer
+    let output: PixelBuffer
+    let planes: [[UInt8]]
+}
+
+private func loadFrame(_ path: String, _ name: String, format: PixelFormat) -> Frame? {
+    guard let image = try? RGBImage(contentsOfPNGFile: corpus.appendingPathComponent(path).path),
+        let source = try? image.makePixelBuffer(pixelFormat: format),
+        let compressed = try? SurfaceCodec.makeCompressedBuffer(width: source.width, height: source.height, format: format),
+        let output = try? PixelBuffer(width: source.width, height: source.height, pixelFormat: format)
+    else { return nil }
+    guard (try? source.lock([.readOnly])) != nil, let packed = try? source.packedBytes() else { return nil }
+    try? source.unlock([.readOnly])
+    var planes: [[UInt8]] = []
+    var offset = 0
+    for plane in format.planes {
+        let count = source.width / plane.horizontalSubsampling * plane.bytesPerElement
+            * (source.height / plane.verticalSubsampling)
+        planes.append(Array(packed[offset..<offset + count]))
+        offset += count
+    }
+    return Frame(name: name, source: source, compressed: compressed, output: output, planes: planes)
+}
+
+private let ratio = BenchmarkMetric.custom("ratio x1000", polarity: .prefersLarger, useScalingFactor: false)
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .throughput, .mallocCountTotal, .cpuTotal],
+        maxDuration: .seconds(2),
+        maxIterations: 200
+    )
+    let single = SurfaceCodec.Options(threadCount: 1)
+    let sources = [("kodak/kodim23.png", "kodim23"), ("synthetic/ui_windows_1920x1080.png", "ui_windows")]
+    for format in PixelFormat.baseFormats {
+        for (path, name) in sources {
+            guard let frame = loadFrame(path, name, format: format) else { continue }
+            Benchmark("encode \(format) \(name)", configuration: .init(metrics: [.wallClock, .throughput, .mallocCountTotal, .cpuTotal, ratio])) { benchmark in
+                var statistics = try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
+                for _ in benchmark.scaledIterations {
+                    statistics = try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
+                }
+                benchmark.measurement(ratio, Int(statistics.ratio * 1000))
+            }
+            Benchmark("decode \(format) \(name)") { benchmark in
+                for _ in benchmark.scaledIterations {
+                    try SurfaceCodec.decompress(frame.compressed, into: frame.output, options: single)
+                }
+            } setup: {
+                try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
+            }
+            Benchmark("lz4 encode \(format) \(name)", configuration: .init(metrics: [.wallClock, .throughput, .cpuTotal, ratio])) { benchmark in
+                var outputs = frame.planes.map { [UInt8](repeating: 0, count: PlainLZ4.bound($0.count)) }
+                var total = 0
+                for _ in benchmark.scaledIterations {
+                    total = 0
+                    for index in frame.planes.indices { total += try PlainLZ4.compress(frame.planes[index], into: &outputs[index]) }
+                }
+                benchmark.measurement(ratio, frame.planes.map(\.count).reduce(0, +) * 1000 / max(total, 1))
+            }
+            Benchmark("lz4 decode \(format) \(name)", configuration: .init(metrics: [.wallClock, .throughput, .cpuTotal])) { benchmark in
+                var compressed = frame.planes.map { [UInt8](repeating: 0, count: PlainLZ4.bound($0.count)) }
+                var sizes: [Int] = []
+                for index in frame.planes.indices { sizes.append(try PlainLZ4.compress(frame.planes[index], into: &compressed[index])) }
+                var outputs = frame.planes.map { [UInt8](repeating: 0, count: $0.count) }
+                benchmark.startMeasurement()
+                for _ in benchmark.scaledIterations {
+                    for index in frame.planes.indices {
+                        try PlainLZ4.decompress(compressed[index], count: sizes[index], into: &outputs[index])
+                    }
+                }
+                benchmark.stopMeasurement()
+            }
+        }
+    }
+}
