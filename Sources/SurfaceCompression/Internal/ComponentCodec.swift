@@ -46,11 +46,16 @@ enum ComponentCodec {
         (z &>> 1) ^ (0 &- (z & 1))
     }
 
-    /// Encodes 8-bit samples. `residuals`, `packed` and `alternative` are scratch slots of the grid's stride.
+    /// Encodes 8-bit samples. `residuals`, `residuals2`, `packed` and `alternative` are scratch slots.
+    ///
+    /// packed8 payload: `blocks` = height × ⌈width / 8⌉ blocks of 8 samples, each within one row (the last block
+    /// of a row padded with zero residuals). First a width nibble per block (low nibble first), then one
+    /// predictor bit per block (1: left, 0: up; bit i of byte i / 8), then each block's 8 zig-zag residuals
+    /// packed into exactly w bytes. The first row is predicted from the left; column 0 from above.
     static func encode8(
         samples s: UnsafeMutablePointer<UInt8>, width: Int, height: Int,
-        residuals r: UnsafeMutablePointer<UInt8>, packed out: UnsafeMutableRawPointer,
-        alternative alt: UnsafeMutableRawPointer
+        residuals ru: UnsafeMutablePointer<UInt8>, residuals2 rl: UnsafeMutablePointer<UInt8>,
+        packed out: UnsafeMutableRawPointer, alternative alt: UnsafeMutableRawPointer
     ) -> Choice {
         let n = width &* height
         // Solid?
@@ -61,69 +66,149 @@ enum ComponentCodec {
             unsafe out.storeBytes(of: first, as: UInt8.self)
             return unsafe Choice(mode: .solid, payload: UnsafeRawPointer(out), byteCount: 1)
         }
-        // Residuals: left in the first row, up below. Both loops are flat, so they vectorise.
-        unsafe r[0] = zigzag8(s[0])
-        for i in 1..<width { unsafe r[i] = zigzag8(s[i] &- s[i &- 1]) }
-        if height > 1 {
-            let above = unsafe UnsafePointer(s)
-            let current = unsafe UnsafePointer(s + width)
-            let residual = unsafe r + width
-            for i in 0..<(n &- width) { unsafe residual[i] = zigzag8(current[i] &- above[i]) }
+        let blocksPerRow = (width &+ 7) &>> 3
+        let stride = blocksPerRow &<< 3
+        // Residuals for both predictors, rows padded to whole blocks with zeros. The loops are flat: they vectorise.
+        for y in 0..<height {
+            let row = unsafe UnsafePointer(s + y &* width)
+            let up = unsafe ru + y &* stride
+            let left = unsafe rl + y &* stride
+            if y == 0 {
+                unsafe up[0] = zigzag8(row[0])
+            } else {
+                let above = unsafe UnsafePointer(s + (y &- 1) &* width)
+                for i in 0..<width { unsafe up[i] = zigzag8(row[i] &- above[i]) }
+            }
+            unsafe left[0] = up[0]
+            for i in 1..<max(width, 1) { unsafe left[i] = zigzag8(row[i] &- row[i &- 1]) }
+            if y == 0 { unsafe (up + 1).update(from: left + 1, count: width &- 1) }
+            for i in width..<stride {
+                unsafe up[i] = 0
+                unsafe left[i] = 0
+            }
         }
-        let blockCount = (n &+ 15) / 16
-        for i in n..<blockCount &* 16 { unsafe r[i] = 0 }
-        // Widths (nibbles) and the exact packed size, before packing anything.
-        let nibbleBytes = (blockCount &+ 1) / 2
-        var total = nibbleBytes
+        let blockCount = blocksPerRow &* height
+        let nibbleBytes = (blockCount &+ 1) &>> 1
+        let bitBytes = (blockCount &+ 7) &>> 3
+        var total = nibbleBytes &+ bitBytes
         var zeroBlocks = 0
         let nibbles = unsafe out.assumingMemoryBound(to: UInt8.self)
-        for i in 0..<nibbleBytes { unsafe nibbles[i] = 0 }
+        let bits = unsafe nibbles + nibbleBytes
+        for i in 0..<(nibbleBytes &+ bitBytes) { unsafe nibbles[i] = 0 }
         for block in 0..<blockCount {
-            let p = unsafe UnsafeRawPointer(r + block &* 16)
-            let bits = unsafe p.loadUnaligned(as: UInt64.self) | p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
-            // The width of the widest residual: OR the 16 bytes of both words into one byte.
-            var folded = bits | bits &>> 32
-            folded |= folded &>> 16
-            folded |= folded &>> 8
-            let w = 8 &- UInt8(truncatingIfNeeded: folded).leadingZeroBitCount
+            let wu = unsafe width8(UnsafeRawPointer(ru + block &<< 3).loadUnaligned(as: UInt64.self))
+            let wl = unsafe width8(UnsafeRawPointer(rl + block &<< 3).loadUnaligned(as: UInt64.self))
+            let useLeft = wl < wu
+            let w = useLeft ? wl : wu
             zeroBlocks &+= w == 0 ? 1 : 0
             unsafe nibbles[block &>> 1] |= UInt8(truncatingIfNeeded: w) &<< ((block & 1) &* 4)
-            total &+= 2 &* w
+            unsafe bits[block &>> 3] |= (useLeft ? 1 : 0) &<< UInt8(truncatingIfNeeded: block & 7)
+            total &+= w
         }
         let rawBytes = n
-        var best = unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
         // LZ4 only where many residual blocks are zero (flat or repetitive screen content): it is slow and poor
         // on photographs. It must beat the packed size, which is known exactly without packing.
         if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
             let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
             if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
-        if total < rawBytes {
-            unsafe pack8(r, blockCount: blockCount, nibbles: nibbles, into: out + nibbleBytes)
-            unsafe best = Choice(mode: .packed8, payload: UnsafeRawPointer(out), byteCount: total)
+        guard total < rawBytes else { return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes) }
+        var position = nibbleBytes &+ bitBytes
+        for block in 0..<blockCount {
+            let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
+            let useLeft = unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1 == 1
+            let source = unsafe UnsafeRawPointer((useLeft ? rl : ru) + block &<< 3)
+            unsafe out.storeBytes(of: compact8(source.loadUnaligned(as: UInt64.self), w), toByteOffset: position, as: UInt64.self)
+            position &+= Int(w)
         }
-        return unsafe best
+        return unsafe Choice(mode: .packed8, payload: UnsafeRawPointer(out), byteCount: total)
+    }
+
+    /// The bit width of the widest of 8 residual bytes.
+    @inline(__always)
+    static func width8(_ bytes: UInt64) -> Int {
+        var folded = bytes | bytes &>> 32
+        folded |= folded &>> 16
+        folded |= folded &>> 8
+        return 8 &- UInt8(truncatingIfNeeded: folded).leadingZeroBitCount
     }
 
     /// LZ4 is tried when at least 1/divisor of the residual blocks are zero.
     static let lz4ZeroBlockDivisor = 4
 
-    /// Packs residual blocks at their widths: per 8 samples one w-byte group, written as one 8-byte store.
-    @inline(__always)
-    static func pack8(
-        _ r: UnsafeMutablePointer<UInt8>, blockCount: Int, nibbles: UnsafeMutablePointer<UInt8>,
-        into out: UnsafeMutableRawPointer
-    ) {
-        var position = 0
+    /// Decodes an 8-bit packed payload into `x` (width × height samples). `r` is scratch for the residuals
+    /// (height × width rounded up to 8). Returns false if the payload is not exactly the packed form.
+    static func decodePacked8(
+        _ payload: UnsafeRawPointer, count: Int, width: Int, height: Int, residuals r: UnsafeMutablePointer<UInt8>,
+        into x: UnsafeMutablePointer<UInt8>
+    ) -> Bool {
+        let blocksPerRow = (width &+ 7) &>> 3
+        let stride = blocksPerRow &<< 3
+        let blockCount = blocksPerRow &* height
+        let nibbleBytes = (blockCount &+ 1) &>> 1
+        let bitBytes = (blockCount &+ 7) &>> 3
+        guard count >= nibbleBytes &+ bitBytes else { return false }
+        let nibbles = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        let bits = unsafe nibbles + nibbleBytes
+        var total = nibbleBytes &+ bitBytes
+        var widest: UInt8 = 0
+        for i in 0..<nibbleBytes {
+            let pair = unsafe nibbles[i]
+            widest = max(widest, pair & 15, pair &>> 4)
+            total &+= Int(pair & 15) &+ Int(pair &>> 4)
+        }
+        // Unused trailing nibble and bits must be zero (one canonical form).
+        if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
+        if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
+        guard widest <= 8, total == count else { return false }
+        var position = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
             let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
-            let base = unsafe r + block &* 16
-            let v0 = compact8(unsafe UnsafeRawPointer(base).loadUnaligned(as: UInt64.self), w)
-            let v1 = compact8(unsafe UnsafeRawPointer(base).loadUnaligned(fromByteOffset: 8, as: UInt64.self), w)
-            unsafe out.storeBytes(of: v0, toByteOffset: position, as: UInt64.self)
-            unsafe out.storeBytes(of: v1, toByteOffset: position &+ Int(w), as: UInt64.self)
-            position &+= 2 &* Int(w)
+            let v = position &+ 8 <= count
+                ? unsafe payload.loadUnaligned(fromByteOffset: position, as: UInt64.self)
+                : unsafe load64(payload, at: position, count: count)
+            unsafe UnsafeMutableRawPointer(r + block &<< 3).storeBytes(of: spread8(v, w), as: UInt64.self)
+            position &+= Int(w)
         }
+        // Row 0: a running sum. Below: first every sample from above (vectorised), then the left-predicted
+        // blocks again, in order, from their left neighbour.
+        var previous: UInt8 = 0
+        for i in 0..<width {
+            previous = unsafe previous &+ unzigzag8(r[i])
+            unsafe x[i] = previous
+        }
+        if height > 1 {
+            for y in 1..<height {
+                let above = unsafe UnsafePointer(x + (y &- 1) &* width)
+                let current = unsafe x + y &* width
+                let residual = unsafe UnsafePointer(r + y &* stride)
+                for i in 0..<width { unsafe current[i] = unzigzag8(residual[i]) &+ above[i] }
+                let firstBlock = y &* blocksPerRow
+                var block = firstBlock
+                let endBlock = firstBlock &+ blocksPerRow
+                while block < endBlock {
+                    // Skip whole bytes of "up" bits at once.
+                    let byte = unsafe bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)
+                    if byte == 0 {
+                        block = (block | 7) &+ 1
+                        continue
+                    }
+                    block &+= byte.trailingZeroBitCount
+                    guard block < endBlock else { break }
+                    let start = max((block &- firstBlock) &<< 3, 1)
+                    let end = min(((block &- firstBlock) &+ 1) &<< 3, width)
+                    if start < end {
+                        var left = unsafe current[start &- 1]
+                        for i in start..<end {
+                            left = unsafe left &+ unzigzag8(residual[i])
+                            unsafe current[i] = left
+                        }
+                    }
+                    block &+= 1
+                }
+            }
+        }
+        return true
     }
 
     /// Packs 8 bytes, each below 2^w, into the low 8·w bits (byte i at bit w·i), branch-free (SWAR: pairs of
@@ -146,62 +231,6 @@ enum ComponentCodec {
         let quads = (halves & mask2) | ((halves &>> (2 &* w)) & mask2) &<< 16
         let mask1 = ((UInt64(1) &<< w) &- 1) &* 0x0001_0001_0001_0001
         return (quads & mask1) | ((quads &>> w) & mask1) &<< 8
-    }
-
-    /// Decodes an 8-bit packed payload into `x` (capacity: n rounded up to 16). Returns false if the payload
-    /// is not exactly the packed form of `width × height` samples.
-    static func decodePacked8(
-        _ payload: UnsafeRawPointer, count: Int, width: Int, height: Int, into x: UnsafeMutablePointer<UInt8>
-    ) -> Bool {
-        let n = width &* height
-        let blockCount = (n &+ 15) / 16
-        let nibbleBytes = (blockCount &+ 1) / 2
-        guard count >= nibbleBytes else { return false }
-        let nibbles = unsafe payload.assumingMemoryBound(to: UInt8.self)
-        var total = nibbleBytes
-        var widest: UInt8 = 0
-        for i in 0..<nibbleBytes {
-            let pair = unsafe nibbles[i]
-            widest = max(widest, pair & 15, pair &>> 4)
-            total &+= 2 &* Int(pair & 15) &+ 2 &* Int(pair &>> 4)
-        }
-        // An odd block count leaves the last high nibble unused: it must be zero.
-        if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
-        guard widest <= 8, total == count else { return false }
-        var position = nibbleBytes
-        var block = 0
-        // Blocks whose 16 bytes lie inside the payload load directly; the last few go through load64.
-        while block < blockCount {
-            let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
-            let v0: UInt64
-            let v1: UInt64
-            if position &+ 16 <= count {
-                v0 = unsafe payload.loadUnaligned(fromByteOffset: position, as: UInt64.self)
-                v1 = unsafe payload.loadUnaligned(fromByteOffset: position &+ Int(w), as: UInt64.self)
-            } else {
-                v0 = unsafe load64(payload, at: position, count: count)
-                v1 = unsafe load64(payload, at: position &+ Int(w), count: count)
-            }
-            let base = unsafe UnsafeMutableRawPointer(x + block &* 16)
-            unsafe base.storeBytes(of: spread8(v0, w), as: UInt64.self)
-            unsafe base.storeBytes(of: spread8(v1, w), toByteOffset: 8, as: UInt64.self)
-            position &+= 2 &* Int(w)
-            block &+= 1
-        }
-        // Undo the prediction in place: a running sum along the first row, then each row plus the one above.
-        var previous: UInt8 = 0
-        for i in 0..<width {
-            previous = unsafe previous &+ unzigzag8(x[i])
-            unsafe x[i] = previous
-        }
-        if height > 1 {
-            for row in 1..<height {
-                let above = unsafe UnsafePointer(x + (row &- 1) &* width)
-                let current = unsafe x + row &* width
-                for i in 0..<width { unsafe current[i] = unzigzag8(current[i]) &+ above[i] }
-            }
-        }
-        return true
     }
 
     /// Loads 8 bytes at `offset`, zero-filling past `count` (the payload end), so no read leaves the payload.
@@ -227,13 +256,15 @@ enum ComponentCodec {
 
     // MARK: 16-bit
 
-    /// Encodes 16-bit samples: packed10 when every padding bit is zero, otherwise packed16.
+    /// Encodes 16-bit samples: packed10 when every padding bit is zero (the 10-bit values are coded), otherwise
+    /// packed16 (all 16 bits). The layout is packed8's with 16-bit residuals: widths 0...10 or 0...16 (nibble 15
+    /// stands for 16), and each block of 8 residuals in exactly w bytes.
     static func encode16(
         samples s: UnsafeMutablePointer<UInt16>, width: Int, height: Int,
-        residuals r: UnsafeMutablePointer<UInt16>, packed out: UnsafeMutableRawPointer,
-        alternative alt: UnsafeMutableRawPointer
+        residuals ru: UnsafeMutablePointer<UInt16>, residuals2 rl: UnsafeMutablePointer<UInt16>,
+        packed out: UnsafeMutableRawPointer, alternative alt: UnsafeMutableRawPointer
     ) -> Choice {
-        let n = width * height
+        let n = width &* height
         let first = unsafe s[0]
         var difference: UInt16 = 0
         var padding: UInt16 = 0
@@ -253,84 +284,128 @@ enum ComponentCodec {
             let d = Int16(bitPattern: ((x &>> down) &- (p &>> down)) &<< UInt16(signShift)) &>> signShift
             return UInt16(bitPattern: (d &<< 1) ^ (d &>> 15))
         }
-        var previous: UInt16 = 0
-        for i in 0..<width {
-            let x = unsafe s[i]
-            unsafe r[i] = residual(x, previous)
-            previous = x
+        let blocksPerRow = (width &+ 7) &>> 3
+        let stride = blocksPerRow &<< 3
+        for y in 0..<height {
+            let row = unsafe UnsafePointer(s + y &* width)
+            let up = unsafe ru + y &* stride
+            let left = unsafe rl + y &* stride
+            if y == 0 {
+                unsafe up[0] = residual(row[0], 0)
+            } else {
+                let above = unsafe UnsafePointer(s + (y &- 1) &* width)
+                for i in 0..<width { unsafe up[i] = residual(row[i], above[i]) }
+            }
+            unsafe left[0] = up[0]
+            for i in 1..<max(width, 1) { unsafe left[i] = residual(row[i], row[i &- 1]) }
+            if y == 0 { unsafe (up + 1).update(from: left + 1, count: width &- 1) }
+            for i in width..<stride {
+                unsafe up[i] = 0
+                unsafe left[i] = 0
+            }
         }
-        if height > 1 {
-            for i in width..<n { unsafe r[i] = residual(s[i], s[i - width]) }
-        }
-        let blockCount = (n + 15) / 16
-        for i in n..<blockCount * 16 { unsafe r[i] = 0 }
-        let nibbleBytes = (blockCount + 1) / 2
-        var total = nibbleBytes
+        let blockCount = blocksPerRow &* height
+        let nibbleBytes = (blockCount &+ 1) &>> 1
+        let bitBytes = (blockCount &+ 7) &>> 3
+        var total = nibbleBytes &+ bitBytes
         var zeroBlocks = 0
         let nibbles = unsafe out.assumingMemoryBound(to: UInt8.self)
-        for i in 0..<nibbleBytes { unsafe nibbles[i] = 0 }
+        let bits = unsafe nibbles + nibbleBytes
+        for i in 0..<(nibbleBytes &+ bitBytes) { unsafe nibbles[i] = 0 }
         for block in 0..<blockCount {
-            var bits: UInt16 = 0
-            for i in 0..<16 { bits |= unsafe r[block * 16 + i] }
-            var w = 16 - bits.leadingZeroBitCount
-            if w == 0 { zeroBlocks += 1 }
-            if w == 15 { w = 16 }  // nibble 15 stands for 16
-            unsafe nibbles[block >> 1] |= UInt8(min(w, 15)) &<< ((block & 1) &* 4)
-            total += 2 * w
+            let wu = unsafe width16(UnsafeRawPointer(ru + block &<< 3))
+            let wl = unsafe width16(UnsafeRawPointer(rl + block &<< 3))
+            let useLeft = wl < wu
+            let w = useLeft ? wl : wu
+            zeroBlocks &+= w == 0 ? 1 : 0
+            unsafe nibbles[block &>> 1] |= UInt8(truncatingIfNeeded: min(w, 15)) &<< ((block & 1) &* 4)
+            unsafe bits[block &>> 3] |= (useLeft ? 1 : 0) &<< UInt8(truncatingIfNeeded: block & 7)
+            total &+= w
         }
-        let rawBytes = 2 * n
-        var best = unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
-        if total < rawBytes {
-            var position = nibbleBytes
-            for block in 0..<blockCount {
-                var w = Int(unsafe (nibbles[block >> 1] &>> ((block & 1) &* 4)) & 15)
-                if w == 15 { w = 16 }
-                for group in 0..<2 {
-                    let base = unsafe r + block * 16 + group * 8
-                    var v: UInt128 = 0
-                    for i in 0..<8 { v |= UInt128(unsafe base[i]) &<< (w &* i) }
-                    unsafe out.storeBytes(of: v, toByteOffset: position, as: UInt128.self)
-                    position += w
-                }
-            }
-            unsafe best = Choice(mode: tenBit ? .packed10 : .packed16, payload: UnsafeRawPointer(out), byteCount: total)
+        let rawBytes = 2 &* n
+        if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
+            let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
+            if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
-        if zeroBlocks * 8 >= blockCount {
-            let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: best.byteCount - 1)
-            if written > 0 { unsafe best = Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
+        guard total < rawBytes else { return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes) }
+        var position = nibbleBytes &+ bitBytes
+        for block in 0..<blockCount {
+            var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
+            if w == 15 { w = 16 }
+            let useLeft = unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1 == 1
+            let source = unsafe UnsafeRawPointer((useLeft ? rl : ru) + block &<< 3)
+            let low = compact4(unsafe source.loadUnaligned(as: UInt64.self), UInt64(w))
+            let high = compact4(unsafe source.loadUnaligned(fromByteOffset: 8, as: UInt64.self), UInt64(w))
+            let v = UInt128(low) | UInt128(high) &<< (4 &* w)
+            unsafe out.storeBytes(of: v, toByteOffset: position, as: UInt128.self)
+            position &+= w
         }
-        return unsafe best
+        return unsafe Choice(mode: tenBit ? .packed10 : .packed16, payload: UnsafeRawPointer(out), byteCount: total)
     }
 
-    /// Decodes a packed10 or packed16 payload into `x` (capacity: n rounded up to 16).
+    /// The bit width of the widest of 8 16-bit residuals; 15 is rounded up to 16 (its nibble).
+    @inline(__always)
+    static func width16(_ p: UnsafeRawPointer) -> Int {
+        let bits = unsafe p.loadUnaligned(as: UInt64.self) | p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+        var folded = bits | bits &>> 32
+        folded |= folded &>> 16
+        let w = 16 &- UInt16(truncatingIfNeeded: folded).leadingZeroBitCount
+        return w == 15 ? 16 : w
+    }
+
+    /// Packs 4 16-bit lanes, each below 2^w, into the low 4·w bits.
+    @inline(__always)
+    static func compact4(_ lanes: UInt64, _ w: UInt64) -> UInt64 {
+        let lanes16: UInt64 = 0x0000_FFFF_0000_FFFF
+        let pairs = (lanes & lanes16) | ((lanes &>> 16) & lanes16) &<< w
+        return (pairs & 0xFFFF_FFFF) | (pairs &>> 32) &<< (2 &* w)
+    }
+
+    /// The inverse of ``compact4(_:_:)``; bits above 4·w are ignored.
+    @inline(__always)
+    static func spread4(_ packed: UInt64, _ w: UInt64) -> UInt64 {
+        let mask2 = (UInt64(1) &<< (2 &* w)) &- 1  // w = 16 gives 2^32 - 1
+        let halves = (packed & mask2) | ((packed &>> (2 &* w)) & mask2) &<< 32
+        let mask1 = ((UInt64(1) &<< w) &- 1) &* 0x0000_0001_0000_0001
+        return (halves & mask1) | ((halves &>> w) & mask1) &<< 16
+    }
+
+    /// Decodes a packed10 or packed16 payload into `x`; `r` is residual scratch (rows rounded up to 8).
     static func decodePacked16(
         _ payload: UnsafeRawPointer, count: Int, tenBit: Bool, width: Int, height: Int,
-        into x: UnsafeMutablePointer<UInt16>
+        residuals r: UnsafeMutablePointer<UInt16>, into x: UnsafeMutablePointer<UInt16>
     ) -> Bool {
-        let n = width * height
-        let blockCount = (n + 15) / 16
-        let nibbleBytes = (blockCount + 1) / 2
-        guard count >= nibbleBytes else { return false }
+        let blocksPerRow = (width &+ 7) &>> 3
+        let stride = blocksPerRow &<< 3
+        let blockCount = blocksPerRow &* height
+        let nibbleBytes = (blockCount &+ 1) &>> 1
+        let bitBytes = (blockCount &+ 7) &>> 3
+        guard count >= nibbleBytes &+ bitBytes else { return false }
+        let nibbles = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        let bits = unsafe nibbles + nibbleBytes
         let maximumWidth = tenBit ? 10 : 16
-        var total = nibbleBytes
+        var total = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
-            var w = Int(unsafe (payload.load(fromByteOffset: block >> 1, as: UInt8.self) &>> ((block & 1) &* 4)) & 15)
+            var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
             if w == 15 { w = 16 }
             guard w <= maximumWidth else { return false }
-            total += 2 * w
+            total &+= w
         }
+        if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
+        if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard total == count else { return false }
-        var position = nibbleBytes
+        var position = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
-            var w = Int(unsafe (payload.load(fromByteOffset: block >> 1, as: UInt8.self) &>> ((block & 1) &* 4)) & 15)
+            var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
             if w == 15 { w = 16 }
-            let mask: UInt128 = (1 &<< UInt128(w)) &- 1
-            for group in 0..<2 {
-                let v = unsafe load128(payload, at: position, count: count)
-                let base = unsafe x + block * 16 + group * 8
-                for i in 0..<8 { unsafe base[i] = UInt16(truncatingIfNeeded: (v &>> (w &* i)) & mask) }
-                position += w
-            }
+            let v = unsafe load128(payload, at: position, count: count)
+            let half = UInt128(1) &<< (4 &* w) &- 1
+            let low = UInt64(truncatingIfNeeded: v & half)
+            let high = UInt64(truncatingIfNeeded: (v &>> (4 &* w)) & half)
+            let target = unsafe UnsafeMutableRawPointer(r + block &<< 3)
+            unsafe target.storeBytes(of: spread4(low, UInt64(w)), as: UInt64.self)
+            unsafe target.storeBytes(of: spread4(high, UInt64(w)), toByteOffset: 8, as: UInt64.self)
+            position &+= w
         }
         let valueMask: UInt16 = tenBit ? 0x3FF : 0xFFFF
         let up: UInt16 = tenBit ? 6 : 0
@@ -340,13 +415,38 @@ enum ComponentCodec {
         }
         var previous: UInt16 = 0
         for i in 0..<width {
-            previous = unsafe undo(x[i], previous)
+            previous = unsafe undo(r[i], previous)
             unsafe x[i] = previous
         }
-        for row in 1..<max(height, 1) {
-            let above = unsafe x + (row - 1) * width
-            let current = unsafe x + row * width
-            for i in 0..<width { unsafe current[i] = undo(current[i], above[i]) }
+        if height > 1 {
+            for y in 1..<height {
+                let above = unsafe UnsafePointer(x + (y &- 1) &* width)
+                let current = unsafe x + y &* width
+                let residual = unsafe UnsafePointer(r + y &* stride)
+                for i in 0..<width { unsafe current[i] = undo(residual[i], above[i]) }
+                let firstBlock = y &* blocksPerRow
+                var block = firstBlock
+                let endBlock = firstBlock &+ blocksPerRow
+                while block < endBlock {
+                    let byte = unsafe bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)
+                    if byte == 0 {
+                        block = (block | 7) &+ 1
+                        continue
+                    }
+                    block &+= byte.trailingZeroBitCount
+                    guard block < endBlock else { break }
+                    let start = max((block &- firstBlock) &<< 3, 1)
+                    let end = min(((block &- firstBlock) &+ 1) &<< 3, width)
+                    if start < end {
+                        var left = unsafe current[start &- 1]
+                        for i in start..<end {
+                            left = unsafe undo(residual[i], left)
+                            unsafe current[i] = left
+                        }
+                    }
+                    block &+= 1
+                }
+            }
         }
         return true
     }

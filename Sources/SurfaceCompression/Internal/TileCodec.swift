@@ -190,7 +190,7 @@ enum TileCodec {
                 unsafe chunkFirstTile.withUnsafeBufferPointer { firsts in
                     System.parallel(workers: workers) { worker in
                         let stride = grid.scratchComponentStride
-                        let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 7, alignment: 64)
+                        let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 8, alignment: 64)
                         defer { unsafe scratch.deallocate() }
                         var chunk = worker
                         while chunk < chunkCount {
@@ -230,7 +230,7 @@ enum TileCodec {
         return write
     }
 
-    /// Scratch slots: 0..<4 components, 4 residuals, 5 packed output, 6 alternative output.
+    /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output.
     private static func encodeTile(
         _ grid: TileGrid, tile: Int, from image: ImagePlanes, scratch: UnsafeMutableRawPointer, stride: Int,
         into destination: UnsafeMutableRawPointer, cursor: inout Int
@@ -246,11 +246,15 @@ enum TileCodec {
             if grid.format.bytesPerSample == 1 {
                 unsafe choice = ComponentCodec.encode8(
                     samples: samples.assumingMemoryBound(to: UInt8.self), width: extent.width, height: extent.height,
-                    residuals: residuals.assumingMemoryBound(to: UInt8.self), packed: packed, alternative: alternative)
+                    residuals: residuals.assumingMemoryBound(to: UInt8.self),
+                    residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt8.self), packed: packed,
+                    alternative: alternative)
             } else {
                 unsafe choice = ComponentCodec.encode16(
                     samples: samples.assumingMemoryBound(to: UInt16.self), width: extent.width, height: extent.height,
-                    residuals: residuals.assumingMemoryBound(to: UInt16.self), packed: packed, alternative: alternative)
+                    residuals: residuals.assumingMemoryBound(to: UInt16.self),
+                    residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt16.self), packed: packed,
+                    alternative: alternative)
             }
             let target = unsafe destination + cursor
             unsafe target.copyMemory(from: choice.payload, byteCount: choice.byteCount)
@@ -275,7 +279,7 @@ enum TileCodec {
         unsafe failures.withUnsafeMutableBufferPointer { failures in
             System.parallel(workers: workers) { worker in
                 let stride = grid.scratchComponentStride
-                let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 4, alignment: 64)
+                let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 5, alignment: 64)
                 defer { unsafe scratch.deallocate() }
                 // Contiguous runs of tiles per worker keep neighbouring rows on one core.
                 let first = tiles.lowerBound + tiles.count * worker / workers
@@ -334,12 +338,14 @@ enum TileCodec {
             case .packed8:
                 guard unsafe ComponentCodec.decodePacked8(
                     payload, count: e.byteCount, width: extent.width, height: extent.height,
+                    residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt8.self),
                     into: slot.assumingMemoryBound(to: UInt8.self))
                 else { throw CompressionError(.corruptPayload, where_) }
             case .packed10, .packed16:
                 guard unsafe ComponentCodec.decodePacked16(
                     payload, count: e.byteCount, tenBit: mode == .packed10, width: extent.width,
-                    height: extent.height, into: slot.assumingMemoryBound(to: UInt16.self))
+                    height: extent.height, residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
+                    into: slot.assumingMemoryBound(to: UInt16.self))
                 else { throw CompressionError(.corruptPayload, where_) }
             }
             switch c {

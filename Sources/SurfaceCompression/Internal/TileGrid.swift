@@ -115,9 +115,9 @@ struct TileGrid: Hashable, Sendable {
     var maximumComponentSamples: Int { tileWidth * tileHeight }
 
     /// Bytes of one component slot in a scratch buffer: the largest component rounded up to whole
-    /// 16-sample blocks, plus slack for the 16-byte stores of the bit packer, 64-byte aligned.
+    /// 16-sample blocks (each row rounded up to whole 8-sample blocks), plus slack for the 16-byte stores of the bit packer, 64-byte aligned.
     var scratchComponentStride: Int {
-        let bytes = (maximumComponentSamples + 16) * 2 + 128
+        let bytes = (tileWidth + 16) * tileHeight * 2 + 128
         return (bytes + 63) & ~63
     }
 }
