@@ -187,17 +187,17 @@ public final class Publisher: Sendable {
     ) throws(FrameBusError) -> UInt64 {
         let publishTime = ProcessInfoShim.monotonicNanoseconds()
         let source = buffer.pixelFormat
-        let servable = configuration.formats.filter { format in
+        let servable = configuration.formats.contains { format in
             format == source || format == source.compressedVariant || (source.isCompressed && format == source.base)
         }
-        guard !servable.isEmpty else {
+        guard servable else {
             throw FrameBusError(
                 .invalidArgument, "Publisher.publish", message: "\(source) cannot serve \(configuration.formats)")
         }
         return try publishing.withLock { _ throws(FrameBusError) -> UInt64 in
             // 1. A sequence number, the discontinuity flag, and which representations someone needs.
             let geometry = [buffer.surface.layout.pixelFormat, UInt32(buffer.width), UInt32(buffer.height)]
-            let prepared: (UInt64, Bool, Set<PixelFormat>)? = state.withLock { state in
+            let prepared: (UInt64, Bool, [PixelFormat])? = state.withLock { state in
                 guard !state.isStopped else { return nil }
                 let sequence = state.nextSequence
                 state.nextSequence += 1
@@ -206,9 +206,12 @@ public final class Publisher: Sendable {
                 if let last = state.lastGeometry, last != geometry { flag = true }
                 state.lastGeometry = geometry
                 state.pendingDiscontinuity = false
-                var needed: Set<PixelFormat> = []
+                // The published format first, so its subscribers do not wait for any conversion.
+                var needed: [PixelFormat] = []
                 for connection in state.connections.values where connection.phase == .active {
-                    if let format = connection.format { needed.insert(format) }
+                    if let format = connection.format, !needed.contains(format) {
+                        if format == source { needed.insert(format, at: 0) } else { needed.append(format) }
+                    }
                 }
                 return (sequence, flag, needed)
             }
@@ -224,8 +227,7 @@ public final class Publisher: Sendable {
                 presentationTime: Self.wireTime(timing.presentationTimeStamp), duration: Self.wireTime(timing.duration),
                 publishTime: publishTime, bytesUsed: 0, flags: isDiscontinuity ? WireFrame.discontinuityFlag : 0,
                 attachments: WireAttachments.encode(buffer.attachments))
-            let ordered = needed.sorted { lhs, _ in lhs == source }
-            for format in ordered {
+            for format in needed {
                 let representation: Representation?
                 if format == source {
                     representation = Representation(buffer: buffer, bytesUsed: Self.bytesUsed(of: buffer))

@@ -266,6 +266,12 @@ final class SubscriberCore: Sendable {
         var delegateQueue: DispatchQueue?
         weak var owner: Subscriber?
         var isDelivering = false
+        /// Set by a reader thread's dispatch: that reader delivers the waiting events itself, on the delegate's
+        /// queue (`sync`), after handing the socket to the other reader thread.
+        var deliverInline = false
+        /// The slowest recent delegate callback, in ns, decaying by 1/8 per callback; starts high so the first
+        /// callbacks hand the socket over.
+        var slowestRecentCallback: UInt64 = 10_000_000
         var waiter: CheckedContinuation<Result<SampleBuffer?, FrameBusError>, Never>?
         var isCancelled = false
         var endError: FrameBusError?
@@ -278,6 +284,9 @@ final class SubscriberCore: Sendable {
     let doorbell: Doorbell
     let sender: SubscriberSender
     private let loopDone = DispatchSemaphore(value: 0)
+    private let readerLock = NSLock()
+    /// Callbacks slower than this (recently) make the delivering thread hand the socket to the other reader.
+    static let handOffThreshold: UInt64 = 500_000
 
     init(configuration: Subscriber.Configuration) throws(FrameBusError) {
         self.configuration = configuration
@@ -286,14 +295,23 @@ final class SubscriberCore: Sendable {
         try connect()
     }
 
+    /// Two reader threads take turns (leader/follower): the one holding `readerLock` polls the socket; when a
+    /// frame arrives and the delegate is idle, it hands the lock to the other and calls the delegate itself, on
+    /// the delegate's queue with `queue.sync` (which runs the block on the calling thread). So a frame reaches
+    /// `didOutput` after one wake-up, not two, while the other thread keeps receiving (and replacing late frames)
+    /// during a slow callback.
     func start(owner: Subscriber) {
         state.withLock { $0.owner = owner }
-        let thread = Thread { [self] in
-            self.runLoop()
-            self.loopDone.signal()
+        for index in 0..<2 {
+            let thread = Thread { [self] in
+                self.runLoop()
+                self.loopDone.signal()
+            }
+            thread.name = "framebus.subscriber"
+            thread.stackSize = 1 << 20
+            _ = index
+            thread.start()
         }
-        thread.name = "framebus.subscriber"
-        thread.start()
     }
 
     var session: Subscriber.Session? { state.withLock { $0.session } }
@@ -398,12 +416,17 @@ final class SubscriberCore: Sendable {
         }
     }
 
-    /// Starts a delivery pass on the delegate's queue if there is something to deliver and none is running.
-    private func scheduleDelegate(_ state: inout State) {
+    /// Starts a delivery pass on the delegate's queue if there is something to deliver and none is running: inline
+    /// on a reader thread (see ``start(owner:)``), else asynchronously.
+    private func scheduleDelegate(_ state: inout State, fromReader: Bool = false) {
         guard let queue = state.delegateQueue, state.delegate != nil, !state.isDelivering, !state.events.isEmpty
         else { return }
         state.isDelivering = true
-        queue.async { [self] in deliverToDelegate() }
+        if fromReader {
+            state.deliverInline = true
+        } else {
+            queue.async { [self] in deliverToDelegate() }
+        }
     }
 
     private func deliverToDelegate() {
@@ -420,11 +443,14 @@ final class SubscriberCore: Sendable {
                 return (event, delegate, owner)
             }
             guard let (event, delegate, owner) = next else { return }
+            let start = ProcessInfoShim.monotonicNanoseconds()
             switch event {
             case .frame(let sample, _, _, _): delegate.subscriber(owner, didOutput: sample)
             case .drop(let marker): delegate.subscriber(owner, didDrop: marker)
             case .end(let error): delegate.subscriber(owner, didEndWith: error)
             }
+            let duration = ProcessInfoShim.monotonicNanoseconds() &- start
+            state.withLock { $0.slowestRecentCallback = max(duration, $0.slowestRecentCallback - $0.slowestRecentCallback / 8) }
         }
     }
 
@@ -475,7 +501,7 @@ final class SubscriberCore: Sendable {
     /// Hands waiting events to whoever consumes them (delegate or async waiter).
     private func dispatch(_ state: inout State) {
         if state.delegate != nil {
-            scheduleDelegate(&state)
+            scheduleDelegate(&state, fromReader: true)
         } else if let waiter = state.waiter {
             if let sample = takeFrame(&state) {
                 state.waiter = nil
@@ -490,16 +516,41 @@ final class SubscriberCore: Sendable {
     // MARK: Receiving
 
     private func runLoop() {
+        while true {
+            readerLock.lock()
+            let next = readerTurn()
+            guard next == .deliver else {
+                readerLock.unlock()
+                return
+            }
+            // Hand the socket over only when callbacks have lately been slow: waking the other thread costs tens
+            // of microseconds here, while a fast callback delays the next read by less than a frame interval
+            // (and a datagram that waits meanwhile is still replaced by a newer one, as latest-only requires).
+            let (queue, handOff) = state.withLock { ($0.delegateQueue, $0.slowestRecentCallback > Self.handOffThreshold) }
+            if handOff { readerLock.unlock() }
+            if let queue {
+                queue.sync { deliverToDelegate() }
+            } else {
+                state.withLock { $0.isDelivering = false }
+            }
+            if !handOff { readerLock.unlock() }
+        }
+    }
+
+    private enum TurnEnd { case stop, deliver }
+
+    /// Receives until cancelled or until this thread should deliver inline (it then gives up the socket).
+    private func readerTurn() -> TurnEnd {
         let logger = configuration.logger
         while true {
             let (cancelled, socket) = state.withLock { ($0.isCancelled, $0.socket) }
-            if cancelled { return }
+            if cancelled { return .stop }
             guard let socket else {
-                guard configuration.reconnects else { return }
+                guard configuration.reconnects else { return .stop }
                 let interval = Self.nanoseconds(configuration.reconnectInterval)
                 _ = Syscall.poll([(doorbell.descriptor, PollEvents.readable)], timeout: Int32(interval / 1_000_000))
                 doorbell.drain()
-                if state.withLock({ $0.isCancelled }) { return }
+                if state.withLock({ $0.isCancelled }) { return .stop }
                 do { try connect() } catch {
                     logger.debug("reconnect to \(configuration.path) failed: \(error)")
                 }
@@ -520,6 +571,11 @@ final class SubscriberCore: Sendable {
             if ready[0] != 0 { doorbell.drain() }
             if ready[1] & PollEvents.writable != 0 { sender.flush() }
             if ready[1] & ~PollEvents.writable != 0 { readPending(socket) }
+            let inline = state.withLock { state in
+                defer { state.deliverInline = false }
+                return state.deliverInline
+            }
+            if inline { return .deliver }
         }
     }
 
@@ -539,6 +595,7 @@ final class SubscriberCore: Sendable {
                     endSession(error)
                     return
                 }
+                if state.withLock({ $0.deliverInline }) { return }
             }
         }
     }
@@ -756,6 +813,7 @@ final class SubscriberCore: Sendable {
         }
         doorbell.ring()
         if Thread.current.name != "framebus.subscriber" {
+            _ = loopDone.wait(timeout: .now() + 2)
             _ = loopDone.wait(timeout: .now() + 2)
         }
     }

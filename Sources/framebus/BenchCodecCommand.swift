@@ -53,9 +53,16 @@ struct BenchCodecCommand: ParsableCommand {
                 let frames = try images.map { try $0.makePixelBuffer(pixelFormat: format) }
                 let threadCounts = allCores > 1 ? [1, allCores] : [1]
                 for threadCount in threadCounts {
-                    results.append(try Self.measureCodec(
-                        frames, set: setName, format: format, threads: threadCount, tileSize: tileSize,
-                        repetitions: repetitions))
+                    results.append(
+                        try Self.measureCodec(
+                            frames,
+                            set: setName,
+                            format: format,
+                            threads: threadCount,
+                            tileSize: tileSize,
+                            repetitions: repetitions
+                        )
+                    )
                 }
                 results.append(try Self.measureLZ4(frames, set: setName, format: format, repetitions: repetitions))
             }
@@ -64,7 +71,11 @@ struct BenchCodecCommand: ParsableCommand {
         if let json {
             let report = Report(
                 machine: "\(ProcessInfo.processInfo.activeProcessorCount) cores, shared (timings are noisy)",
-                tileWidth: tileSize.width ?? 0, tileHeight: tileSize.height, repetitions: repetitions, results: results)
+                tileWidth: tileSize.width ?? 0,
+                tileHeight: tileSize.height,
+                repetitions: repetitions,
+                results: results
+            )
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             try encoder.encode(report).write(to: URL(fileURLWithPath: json))
@@ -134,7 +145,11 @@ struct BenchCodecCommand: ParsableCommand {
     }
 
     static func measureCodec(
-        _ frames: [PixelBuffer], set: String, format: PixelFormat, threads: Int, tileSize: SurfaceCodec.TileSize,
+        _ frames: [PixelBuffer],
+        set: String,
+        format: PixelFormat,
+        threads: Int,
+        tileSize: SurfaceCodec.TileSize,
         repetitions: Int
     ) throws -> Result {
         let options = SurfaceCodec.Options(threadCount: threads, tileSize: tileSize)
@@ -146,13 +161,19 @@ struct BenchCodecCommand: ParsableCommand {
         var decodeCPU = 0.0
         for frame in frames {
             let compressed = try SurfaceCodec.makeCompressedBuffer(
-                width: frame.width, height: frame.height, format: format, tileSize: tileSize)
+                width: frame.width,
+                height: frame.height,
+                format: format,
+                tileSize: tileSize
+            )
             let output = try PixelBuffer(width: frame.width, height: frame.height, pixelFormat: format)
             var used = 0
             let encode = try time(repetitions) {
                 used = try SurfaceCodec.compress(frame, into: compressed, options: options).compressedByteCount
             }
-            let decode = try time(repetitions) { try SurfaceCodec.decompress(compressed, into: output, options: options) }
+            let decode = try time(repetitions) {
+                try SurfaceCodec.decompress(compressed, into: output, options: options)
+            }
             try frame.lock([.readOnly])
             try output.lock([.readOnly])
             let exact = try frame.packedBytes() == output.packedBytes()
@@ -167,13 +188,23 @@ struct BenchCodecCommand: ParsableCommand {
             decodeCPU += decode.cpu
         }
         return result(
-            codec: "framebus", set: set, format: format, images: frames.count, threads: threads, raw: raw,
-            compressed: compressedTotal, encodeWall: encodeWall, decodeWall: decodeWall, encodeCPU: encodeCPU,
-            decodeCPU: decodeCPU)
+            codec: "framebus",
+            set: set,
+            format: format,
+            images: frames.count,
+            threads: threads,
+            raw: raw,
+            compressed: compressedTotal,
+            encodeWall: encodeWall,
+            decodeWall: decodeWall,
+            encodeCPU: encodeCPU,
+            decodeCPU: decodeCPU
+        )
     }
 
     /// Plain LZ4 (default level) on each plane's packed bytes: the baseline, single-threaded.
-    static func measureLZ4(_ frames: [PixelBuffer], set: String, format: PixelFormat, repetitions: Int) throws -> Result {
+    static func measureLZ4(_ frames: [PixelBuffer], set: String, format: PixelFormat, repetitions: Int) throws -> Result
+    {
         var raw = 0
         var compressedTotal = 0
         var encodeWall = 0.0
@@ -187,7 +218,8 @@ struct BenchCodecCommand: ParsableCommand {
             var planes: [[UInt8]] = []
             var offset = 0
             for plane in format.planes {
-                let count = frame.width / plane.horizontalSubsampling * plane.bytesPerElement
+                let count =
+                    frame.width / plane.horizontalSubsampling * plane.bytesPerElement
                     * (frame.height / plane.verticalSubsampling)
                 planes.append(Array(packed[offset..<offset + count]))
                 offset += count
@@ -196,7 +228,9 @@ struct BenchCodecCommand: ParsableCommand {
             var sizes = [Int](repeating: 0, count: planes.count)
             var outputs = planes.map { [UInt8](repeating: 0, count: $0.count) }
             let encode = try time(repetitions) {
-                for index in planes.indices { sizes[index] = try PlainLZ4.compress(planes[index], into: &compressed[index]) }
+                for index in planes.indices {
+                    sizes[index] = try PlainLZ4.compress(planes[index], into: &compressed[index])
+                }
             }
             let decode = try time(repetitions) {
                 for index in planes.indices {
@@ -212,23 +246,50 @@ struct BenchCodecCommand: ParsableCommand {
             decodeCPU += decode.cpu
         }
         return result(
-            codec: "lz4", set: set, format: format, images: frames.count, threads: 1, raw: raw,
-            compressed: compressedTotal, encodeWall: encodeWall, decodeWall: decodeWall, encodeCPU: encodeCPU,
-            decodeCPU: decodeCPU)
+            codec: "lz4",
+            set: set,
+            format: format,
+            images: frames.count,
+            threads: 1,
+            raw: raw,
+            compressed: compressedTotal,
+            encodeWall: encodeWall,
+            decodeWall: decodeWall,
+            encodeCPU: encodeCPU,
+            decodeCPU: decodeCPU
+        )
     }
 
     static func result(
-        codec: String, set: String, format: PixelFormat, images: Int, threads: Int, raw: Int, compressed: Int,
-        encodeWall: Double, decodeWall: Double, encodeCPU: Double, decodeCPU: Double
+        codec: String,
+        set: String,
+        format: PixelFormat,
+        images: Int,
+        threads: Int,
+        raw: Int,
+        compressed: Int,
+        encodeWall: Double,
+        decodeWall: Double,
+        encodeCPU: Double,
+        decodeCPU: Double
     ) -> Result {
         Result(
-            codec: codec, set: set, format: format.name, images: images, threads: threads, rawBytes: raw,
-            compressedBytes: compressed, ratio: Double(raw) / Double(max(compressed, 1)),
-            encodeGBps: Double(raw) / max(encodeWall, 1), decodeGBps: Double(raw) / max(decodeWall, 1),
+            codec: codec,
+            set: set,
+            format: format.name,
+            images: images,
+            threads: threads,
+            rawBytes: raw,
+            compressedBytes: compressed,
+            ratio: Double(raw) / Double(max(compressed, 1)),
+            encodeGBps: Double(raw) / max(encodeWall, 1),
+            decodeGBps: Double(raw) / max(decodeWall, 1),
             encodeCPUMillisecondsPerFrame: encodeCPU / 1e6 / Double(images),
             decodeCPUMillisecondsPerFrame: decodeCPU / 1e6 / Double(images),
-            rawBytesPerFrame: raw / max(images, 1), producerBytesWrittenPerFrame: compressed / max(images, 1),
-            consumerBytesReadPerFrame: compressed / max(images, 1))
+            rawBytesPerFrame: raw / max(images, 1),
+            producerBytesWrittenPerFrame: compressed / max(images, 1),
+            consumerBytesReadPerFrame: compressed / max(images, 1)
+        )
     }
 
     // MARK: Input and output
@@ -237,7 +298,9 @@ struct BenchCodecCommand: ParsableCommand {
         let manager = FileManager.default
         var arguments = paths
         if arguments.isEmpty {
-            arguments = ["kodak", "skimage", "synthetic"].map { "Corpus/\($0)" }.filter { manager.fileExists(atPath: $0) }
+            arguments = ["kodak", "skimage", "synthetic"].map { "Corpus/\($0)" }.filter {
+                manager.fileExists(atPath: $0)
+            }
         }
         var sets: [(String, [String])] = []
         var loose: [String] = []

@@ -39,12 +39,26 @@ struct ReceivedDatagram {
 /// The descriptor is closed only in `deinit`; ``shutdown()`` ends the connection without freeing the number, so
 /// another thread holding a reference can never act on a reused descriptor. `@unchecked Sendable`: the
 /// descriptor is immutable, and the kernel serialises calls on it.
-final class Socket: @unchecked Sendable {
+@safe final class Socket: @unchecked Sendable {
     let descriptor: Int32
 
-    init(adopting descriptor: Int32) { self.descriptor = descriptor }
+    /// Receive scratch: one datagram of the largest size we accept plus one byte, then control data for a few
+    /// descriptors. Reused by every receive; a socket has one reader at a time (its owner's loop, or a handshake
+    /// before that loop starts, or the reader thread holding the subscriber's reader lock).
+    private let scratch: UnsafeMutableRawBufferPointer
+    private static let scratchDataSize = WireProtocol.maximumMessageSize + 1
+    private static let scratchControlSize = Syscall.controlSpace(descriptors: 4)
 
-    deinit { Syscall.close(descriptor) }
+    init(adopting descriptor: Int32) {
+        self.descriptor = descriptor
+        unsafe scratch = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: Self.scratchDataSize + Self.scratchControlSize, alignment: 16)
+    }
+
+    deinit {
+        Syscall.close(descriptor)
+        unsafe scratch.deallocate()
+    }
 
     /// Ends both directions; the peer sees end of file and local pollers wake with `POLLHUP`.
     func shutdown() { Syscall.shutdown(descriptor) }
@@ -166,16 +180,15 @@ final class Socket: @unchecked Sendable {
     /// A longer datagram is reported with `isTruncated` (`MSG_TRUNC`), as is one whose descriptors did not fit
     /// (`MSG_CTRUNC`); received descriptors are owned by the result and closed when it is dropped.
     func receive(maximumSize: Int, maximumDescriptors: Int = 1) -> Result<ReceiveOutcome, Errno> {
-        var buffer = [UInt8](repeating: 0, count: maximumSize + 1)
-        var result = unsafe buffer.withUnsafeMutableBytes { raw in
-            unsafe Syscall.receiveMessage(descriptor, into: raw, maximumDescriptors: maximumDescriptors)
-        }
+        precondition(maximumSize < Self.scratchDataSize && maximumDescriptors <= 4, "receive limits")
+        let data = unsafe UnsafeMutableRawBufferPointer(rebasing: scratch[0..<(maximumSize + 1)])
+        let control = unsafe UnsafeMutableRawBufferPointer(
+            rebasing: scratch[Self.scratchDataSize..<(Self.scratchDataSize + Syscall.controlSpace(descriptors: maximumDescriptors))])
+        var result = unsafe Syscall.receiveMessage(descriptor, into: data, control: control)
         if case .failure(.connectionReset) = result {
             // A peer that closed with our data unread leaves ECONNRESET pending, reported (and cleared) before
             // the datagrams it sent first; read once more to get those (e.g. its ERROR), then end of file.
-            result = unsafe buffer.withUnsafeMutableBytes { raw in
-                unsafe Syscall.receiveMessage(descriptor, into: raw, maximumDescriptors: maximumDescriptors)
-            }
+            result = unsafe Syscall.receiveMessage(descriptor, into: data, control: control)
         }
         switch result {
         case .failure(.resourceTemporarilyUnavailable):
@@ -188,8 +201,8 @@ final class Socket: @unchecked Sendable {
             let descriptors = received.descriptors.map(OwnedDescriptor.init)
             if received.byteCount == 0 && !received.isTruncated { return .success(.endOfFile) }
             let truncated = received.isTruncated || received.isControlTruncated || received.byteCount > maximumSize
-            buffer.removeSubrange(min(received.byteCount, maximumSize)...)
-            return .success(.datagram(ReceivedDatagram(bytes: buffer, descriptors: descriptors, isTruncated: truncated)))
+            let bytes = unsafe [UInt8](UnsafeRawBufferPointer(rebasing: data[0..<min(received.byteCount, maximumSize)]))
+            return .success(.datagram(ReceivedDatagram(bytes: bytes, descriptors: descriptors, isTruncated: truncated)))
         }
     }
 

@@ -206,10 +206,25 @@ extension Syscall {
         into buffer: UnsafeMutableRawBufferPointer,
         maximumDescriptors: Int
     ) -> Result<Received, Errno> {
-        var vector = unsafe iovec(iov_base: buffer.baseAddress, iov_len: buffer.count)
         let space = cfb_cmsg_space(max(1, maximumDescriptors) * MemoryLayout<Int32>.size)
         let control = UnsafeMutableRawBufferPointer.allocate(byteCount: space, alignment: 8)
         defer { unsafe control.deallocate() }
+        return unsafe receiveMessage(socket, into: buffer, control: control)
+    }
+
+    /// The control-data space for `count` descriptors.
+    static func controlSpace(descriptors count: Int) -> Int {
+        cfb_cmsg_space(max(1, count) * MemoryLayout<Int32>.size)
+    }
+
+    /// `recvmsg(2)` into caller-owned data and control buffers (reused across calls by ``Socket``).
+    static func receiveMessage(
+        _ socket: Int32,
+        into buffer: UnsafeMutableRawBufferPointer,
+        control: UnsafeMutableRawBufferPointer
+    ) -> Result<Received, Errno> {
+        var vector = unsafe iovec(iov_base: buffer.baseAddress, iov_len: buffer.count)
+        let space = control.count
         unsafe control.initializeMemory(as: UInt8.self, repeating: 0)
         let flags = Int32(MSG_DONTWAIT) | Int32(MSG_CMSG_CLOEXEC)
         return unsafe withUnsafeMutablePointer(to: &vector) { vectorPointer in
