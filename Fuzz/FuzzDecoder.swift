@@ -37,10 +37,19 @@ public func fuzzDecoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let image = UnsafeMutableRawPointer.allocate(byteCount: max(total, 1), alignment: 64)
         defer { image.deallocate() }
         let planes = ImagePlanes(
-            plane0: image, bytesPerRow0: rowBytes0, plane1: grid.format.kind == .bgra ? image : image + plane0Bytes,
-            bytesPerRow1: rowBytes1)
-        try? TileCodec.decode(header, from: UnsafeRawPointer(input), tiles: 0..<grid.tileCount, into: planes,
-                              threads: 1, verifyChecksums: verify)
+            plane0: image,
+            bytesPerRow0: rowBytes0,
+            plane1: grid.format.kind == .bgra ? image : image + plane0Bytes,
+            bytesPerRow1: rowBytes1
+        )
+        try? TileCodec.decode(
+            header,
+            from: UnsafeRawPointer(input),
+            tiles: 0..<grid.tileCount,
+            into: planes,
+            threads: 1,
+            verifyChecksums: verify
+        )
     }
     return 0
 }

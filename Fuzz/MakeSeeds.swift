@@ -8,7 +8,7 @@ enum MakeSeeds {
         let formats: [(UInt32, CodecFormat.Kind)] = [(0x3432_3076, .yuv8), (0x7834_3230, .yuv16), (0x4247_5241, .bgra)]
         var seed: UInt64 = 1
         func random() -> UInt64 {
-            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return seed >> 33
         }
         var index = 0
@@ -17,7 +17,13 @@ enum MakeSeeds {
                 (16, 8, 16, 8, 0), (32, 16, 16, 4, 1), (24, 12, 8, 4, 2), (20, 10, 20, 6, 3), (8, 8, 4, 4, 4),
             ] {
                 let format = CodecFormat(kind: kind)
-                let grid = TileGrid(format: format, width: width, height: height, tileWidth: tileWidth, tileHeight: tileHeight)!
+                let grid = TileGrid(
+                    format: format,
+                    width: width,
+                    height: height,
+                    tileWidth: tileWidth,
+                    tileHeight: tileHeight
+                )!
                 let count = grid.rawImageByteCount
                 let image = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 64)
                 for i in 0..<count {
@@ -34,8 +40,11 @@ enum MakeSeeds {
                 let bytesPerSample = format.bytesPerSample
                 let rowBytes = kind == .bgra ? width * 4 : width * bytesPerSample
                 let planes = ImagePlanes(
-                    plane0: image, bytesPerRow0: rowBytes, plane1: kind == .bgra ? image : image + rowBytes * height,
-                    bytesPerRow1: rowBytes)
+                    plane0: image,
+                    bytesPerRow0: rowBytes,
+                    plane1: kind == .bgra ? image : image + rowBytes * height,
+                    bytesPerRow1: rowBytes
+                )
                 let output = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
                 let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes, into: output, threads: 1)
                 let file = fopen("\(directory)/seed\(index)", "wb")!

@@ -24,7 +24,11 @@ private struct Frame: @unchecked Sendable {
 private func loadFrame(_ path: String, _ name: String, format: PixelFormat) -> Frame? {
     guard let image = try? RGBImage(contentsOfPNGFile: corpus.appendingPathComponent(path).path),
         let source = try? image.makePixelBuffer(pixelFormat: format),
-        let compressed = try? SurfaceCodec.makeCompressedBuffer(width: source.width, height: source.height, format: format),
+        let compressed = try? SurfaceCodec.makeCompressedBuffer(
+            width: source.width,
+            height: source.height,
+            format: format
+        ),
         let output = try? PixelBuffer(width: source.width, height: source.height, pixelFormat: format)
     else { return nil }
     guard (try? source.lock([.readOnly])) != nil, let packed = try? source.packedBytes() else { return nil }
@@ -32,7 +36,8 @@ private func loadFrame(_ path: String, _ name: String, format: PixelFormat) -> F
     var planes: [[UInt8]] = []
     var offset = 0
     for plane in format.planes {
-        let count = source.width / plane.horizontalSubsampling * plane.bytesPerElement
+        let count =
+            source.width / plane.horizontalSubsampling * plane.bytesPerElement
             * (source.height / plane.verticalSubsampling)
         planes.append(Array(packed[offset..<offset + count]))
         offset += count
@@ -53,7 +58,10 @@ let benchmarks: @Sendable () -> Void = {
     for format in PixelFormat.baseFormats {
         for (path, name) in sources {
             guard let frame = loadFrame(path, name, format: format) else { continue }
-            Benchmark("encode \(format) \(name)", configuration: .init(metrics: [.wallClock, .throughput, .mallocCountTotal, .cpuTotal, ratio])) { benchmark in
+            Benchmark(
+                "encode \(format) \(name)",
+                configuration: .init(metrics: [.wallClock, .throughput, .mallocCountTotal, .cpuTotal, ratio])
+            ) { benchmark in
                 var statistics = try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
                 for _ in benchmark.scaledIterations {
                     statistics = try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
@@ -67,19 +75,29 @@ let benchmarks: @Sendable () -> Void = {
             } setup: {
                 try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
             }
-            Benchmark("lz4 encode \(format) \(name)", configuration: .init(metrics: [.wallClock, .throughput, .cpuTotal, ratio])) { benchmark in
+            Benchmark(
+                "lz4 encode \(format) \(name)",
+                configuration: .init(metrics: [.wallClock, .throughput, .cpuTotal, ratio])
+            ) { benchmark in
                 var outputs = frame.planes.map { [UInt8](repeating: 0, count: PlainLZ4.bound($0.count)) }
                 var total = 0
                 for _ in benchmark.scaledIterations {
                     total = 0
-                    for index in frame.planes.indices { total += try PlainLZ4.compress(frame.planes[index], into: &outputs[index]) }
+                    for index in frame.planes.indices {
+                        total += try PlainLZ4.compress(frame.planes[index], into: &outputs[index])
+                    }
                 }
                 benchmark.measurement(ratio, frame.planes.map(\.count).reduce(0, +) * 1000 / max(total, 1))
             }
-            Benchmark("lz4 decode \(format) \(name)", configuration: .init(metrics: [.wallClock, .throughput, .cpuTotal])) { benchmark in
+            Benchmark(
+                "lz4 decode \(format) \(name)",
+                configuration: .init(metrics: [.wallClock, .throughput, .cpuTotal])
+            ) { benchmark in
                 var compressed = frame.planes.map { [UInt8](repeating: 0, count: PlainLZ4.bound($0.count)) }
                 var sizes: [Int] = []
-                for index in frame.planes.indices { sizes.append(try PlainLZ4.compress(frame.planes[index], into: &compressed[index])) }
+                for index in frame.planes.indices {
+                    sizes.append(try PlainLZ4.compress(frame.planes[index], into: &compressed[index]))
+                }
                 var outputs = frame.planes.map { [UInt8](repeating: 0, count: $0.count) }
                 benchmark.startMeasurement()
                 for _ in benchmark.scaledIterations {

@@ -18,7 +18,11 @@ public enum PlainLZ4 {
     ///
     /// - Throws: ``CompressionError/Code-swift.struct/corruptPayload`` unless the input decodes to exactly
     ///   `destination.count` bytes.
-    public static func decompress(_ source: [UInt8], count: Int, into destination: inout [UInt8]) throws(CompressionError) {
+    public static func decompress(
+        _ source: [UInt8],
+        count: Int,
+        into destination: inout [UInt8]
+    ) throws(CompressionError) {
         guard count >= 0, count <= source.count else { throw CompressionError(.invalidArgument, "PlainLZ4.decompress") }
         let read = LZ4Block.decompress(source, count: count, into: &destination)
         guard read == destination.count else { throw CompressionError(.corruptPayload, "PlainLZ4.decompress") }

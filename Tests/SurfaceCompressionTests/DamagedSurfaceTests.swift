@@ -1,6 +1,7 @@
 import PixelBuffers
-@testable import SurfaceCompression
 import Testing
+
+@testable import SurfaceCompression
 
 /// Damaged compressed surfaces: each must give the right typed error, never a crash or an out-of-bounds read.
 @Suite struct DamagedSurfaceTests {
@@ -15,7 +16,11 @@ import Testing
     }
 
     /// Edits the compressed bytes; `reseal` recomputes the header checksum, so only the structural checks see it.
-    static func damage(_ buffer: PixelBuffer, reseal: Bool = false, _ edit: (UnsafeMutableRawBufferPointer) -> Void) throws {
+    static func damage(
+        _ buffer: PixelBuffer,
+        reseal: Bool = false,
+        _ edit: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws {
         try buffer.lock()
         defer { try? buffer.unlock() }
         buffer.surface.withUnsafeMutableBytes { bytes in
@@ -30,10 +35,16 @@ import Testing
     static func entryOffset(_ index: Int) -> Int { 64 + 16 * index }
 
     static func expectDecode(
-        _ compressed: PixelBuffer, fails code: CompressionError.Code, verifiesChecksums: Bool = true,
+        _ compressed: PixelBuffer,
+        fails code: CompressionError.Code,
+        verifiesChecksums: Bool = true,
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
-        let output = try PixelBuffer(width: compressed.width, height: compressed.height, pixelFormat: compressed.pixelFormat.base)
+        let output = try PixelBuffer(
+            width: compressed.width,
+            height: compressed.height,
+            pixelFormat: compressed.pixelFormat.base
+        )
         do {
             try SurfaceCodec.decompress(compressed, into: output, options: .init(verifiesChecksums: verifiesChecksums))
             Issue.record("decoded a damaged surface; expected \(code)", sourceLocation: sourceLocation)
@@ -44,7 +55,12 @@ import Testing
 
     /// Copies the first `count` bytes of a compressed buffer into a new buffer of exactly that size.
     static func truncated(_ buffer: PixelBuffer, to count: Int) throws -> PixelBuffer {
-        let copy = try PixelBuffer(width: buffer.width, height: buffer.height, compressedFormat: buffer.pixelFormat, opaqueByteCount: count)
+        let copy = try PixelBuffer(
+            width: buffer.width,
+            height: buffer.height,
+            compressedFormat: buffer.pixelFormat,
+            opaqueByteCount: count
+        )
         try buffer.lock([.readOnly])
         defer { try? buffer.unlock([.readOnly]) }
         try copy.lock()
@@ -109,13 +125,17 @@ import Testing
 
     @Test func aHeaderForAnotherFormatOrSizeIsAMismatch() throws {
         let (compressed, _) = try Self.makeCompressed()
-        try Self.damage(compressed, reseal: true) { $0.storeBytes(of: UInt32(0x3432_3066), toByteOffset: 8, as: UInt32.self) }
+        try Self.damage(compressed, reseal: true) {
+            $0.storeBytes(of: UInt32(0x3432_3066), toByteOffset: 8, as: UInt32.self)
+        }
         try Self.expectDecode(compressed, fails: .formatMismatch)
     }
 
     @Test func bitFlipsInTheHeaderTableOrPayloadFailTheChecksum() throws {
         let (_, used) = try Self.makeCompressed()
-        for position in [13, 21, 41, Self.entryOffset(0) + 2, Self.entryOffset(7) + 13, used - 1, used / 2, 64 + 16 * 18 + 3] {
+        for position in [
+            13, 21, 41, Self.entryOffset(0) + 2, Self.entryOffset(7) + 13, used - 1, used / 2, 64 + 16 * 18 + 3,
+        ] {
             let (compressed, _) = try Self.makeCompressed()
             try Self.damage(compressed) { $0[position] ^= 0x10 }
             let output = try PixelBuffer(width: 96, height: 64, pixelFormat: .yuv420BiPlanarVideoRange8)
@@ -124,7 +144,10 @@ import Testing
                 Issue.record("bit flip at \(position) went unnoticed")
             } catch {
                 // A flip in a checked header field may be caught by that check before the checksum.
-                #expect([.checksumMismatch, .invalidHeader, .formatMismatch].contains(error.code), "\(position): \(error)")
+                #expect(
+                    [.checksumMismatch, .invalidHeader, .formatMismatch].contains(error.code),
+                    "\(position): \(error)"
+                )
             }
         }
     }
@@ -141,7 +164,9 @@ import Testing
         }
         try Self.expectDecode(second, fails: .tableOutOfRange)
         let (third, _) = try Self.makeCompressed()
-        try Self.damage(third, reseal: true) { $0.storeBytes(of: UInt32(3), toByteOffset: Self.entryOffset(0), as: UInt32.self) }
+        try Self.damage(third, reseal: true) {
+            $0.storeBytes(of: UInt32(3), toByteOffset: Self.entryOffset(0), as: UInt32.self)
+        }
         try Self.expectDecode(third, fails: .tableOutOfRange)
     }
 
@@ -170,7 +195,9 @@ import Testing
         // A 10-bit mode in an 8-bit surface.
         let (other, _) = try Self.makeCompressed()
         try Self.damage(other, reseal: true) {
-            if $0[Self.entryOffset(1) + 8] == TileMode.packed8.rawValue { $0[Self.entryOffset(1) + 8] = TileMode.packed10.rawValue }
+            if $0[Self.entryOffset(1) + 8] == TileMode.packed8.rawValue {
+                $0[Self.entryOffset(1) + 8] = TileMode.packed10.rawValue
+            }
         }
         try Self.expectDecode(other, fails: .invalidTileMode)
     }

@@ -22,7 +22,8 @@ import Testing
 
     @Test(arguments: PixelFormat.baseFormats)
     func sizesThatAreNotMultiplesOfTheTileRoundTrip(_ format: PixelFormat) throws {
-        let sizes = [(2, 2), (2, 4), (4, 2), (18, 34), (66, 66), (130, 62), (64, 64), (34, 130)]
+        let sizes =
+            [(2, 2), (2, 4), (4, 2), (18, 34), (66, 66), (130, 62), (64, 64), (34, 130)]
             + (format == .bgra8 ? [(1, 1), (1, 7), (7, 1), (17, 33), (65, 3)] : [])
         for (width, height) in sizes {
             let bytes = syntheticBytes(format, width: width, height: height, seed: UInt64(width * 1000 + height))
@@ -46,7 +47,10 @@ import Testing
         #expect(try packed(result.output) == bytes)
         #expect(try SurfaceCodec.modeCounts(of: result.compressed).keys.sorted() == ["solid"])
         let tiles = (width / 64) * (height / 64) * format.planes.map(\.samplesPerElement).reduce(0, +)
-        #expect(result.statistics.compressedByteCount == 64 + tiles * 16 + tiles * format.planes[0].bytesPerElement / format.planes[0].samplesPerElement)
+        #expect(
+            result.statistics.compressedByteCount == 64 + tiles * 16 + tiles * format.planes[0].bytesPerElement
+                / format.planes[0].samplesPerElement
+        )
     }
 
     @Test(arguments: PixelFormat.baseFormats)
@@ -62,7 +66,12 @@ import Testing
         for tileSize in Self.tileSizes {
             let result = try roundTrip(source, options: .init(tileSize: tileSize))
             #expect(try packed(result.output) == bytes)
-            let worst = try SurfaceCodec.maximumCompressedByteCount(width: width, height: height, format: format, tileSize: tileSize)
+            let worst = try SurfaceCodec.maximumCompressedByteCount(
+                width: width,
+                height: height,
+                format: format,
+                tileSize: tileSize
+            )
             #expect(result.statistics.compressedByteCount <= worst)
             #expect(try SurfaceCodec.modeCounts(of: result.compressed).keys.sorted() == ["raw"])
             #expect(worst - count < 64 + 16 * 4 * (width / 2) * (height / 2))  // only header and table on top
@@ -96,12 +105,17 @@ import Testing
         let source = try makeBuffer(bytes, width: 320, height: 200, format: format)
         var outputs: [[UInt8]] = []
         for threads in [1, 2, 3, 8] {
-            let result = try roundTrip(source, options: .init(threadCount: threads, tileSize: .init(width: 64, height: 16)),
-                                       decodeOptions: .init(threadCount: threads))
+            let result = try roundTrip(
+                source,
+                options: .init(threadCount: threads, tileSize: .init(width: 64, height: 16)),
+                decodeOptions: .init(threadCount: threads)
+            )
             #expect(try packed(result.output) == bytes)
             try result.compressed.lock([.readOnly])
             defer { try? result.compressed.unlock([.readOnly]) }
-            outputs.append(result.compressed.surface.withUnsafeBytes { Array($0.prefix(result.statistics.compressedByteCount)) })
+            outputs.append(
+                result.compressed.surface.withUnsafeBytes { Array($0.prefix(result.statistics.compressedByteCount)) }
+            )
         }
         #expect(Set(outputs).count == 1)
     }
@@ -138,7 +152,12 @@ import Testing
     }
 
     @Test func mismatchedBuffersAreRejected() throws {
-        let source = try makeBuffer(syntheticBytes(.bgra8, width: 8, height: 8, seed: 1), width: 8, height: 8, format: .bgra8)
+        let source = try makeBuffer(
+            syntheticBytes(.bgra8, width: 8, height: 8, seed: 1),
+            width: 8,
+            height: 8,
+            format: .bgra8
+        )
         let wrongFormat = try SurfaceCodec.makeCompressedBuffer(width: 8, height: 8, format: .yuv420BiPlanarVideoRange8)
         #expect(throws: CompressionError.self) { try SurfaceCodec.compress(source, into: wrongFormat) }
         let small = try PixelBuffer(width: 8, height: 8, compressedFormat: .compressedBGRA8, opaqueByteCount: 100)

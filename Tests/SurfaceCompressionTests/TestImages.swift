@@ -36,7 +36,13 @@ func packedRowBytes(_ format: PixelFormat, width: Int) -> [Int] {
 }
 
 /// Makes a base-format pixel buffer holding tightly packed plane bytes (Y then CbCr, or BGRA).
-func makeBuffer(_ packed: [UInt8], width: Int, height: Int, format: PixelFormat, alignment: Int = 64) throws -> PixelBuffer {
+func makeBuffer(
+    _ packed: [UInt8],
+    width: Int,
+    height: Int,
+    format: PixelFormat,
+    alignment: Int = 64
+) throws -> PixelBuffer {
     let buffer = try PixelBuffer(width: width, height: height, pixelFormat: format, bytesPerRowAlignment: alignment)
     try buffer.lock()
     defer { try? buffer.unlock() }
@@ -49,7 +55,9 @@ func makeBuffer(_ packed: [UInt8], width: Int, height: Int, format: PixelFormat,
             packed.withUnsafeBytes { source in
                 for row in 0..<rows {
                     (bytes.baseAddress! + row * bytesPerRow).copyMemory(
-                        from: source.baseAddress! + offset + row * rowBytes, byteCount: rowBytes)
+                        from: source.baseAddress! + offset + row * rowBytes,
+                        byteCount: rowBytes
+                    )
                 }
             }
         }
@@ -95,10 +103,16 @@ func syntheticBytes(_ format: PixelFormat, width: Int, height: Int, seed: UInt64
 
 /// Compresses with `options`, decompresses with `decodeOptions`, and returns the compressed buffer and output.
 func roundTrip(
-    _ source: PixelBuffer, options: SurfaceCodec.Options = .init(), decodeOptions: SurfaceCodec.Options = .init()
+    _ source: PixelBuffer,
+    options: SurfaceCodec.Options = .init(),
+    decodeOptions: SurfaceCodec.Options = .init()
 ) throws -> (compressed: PixelBuffer, statistics: SurfaceCodec.Statistics, output: PixelBuffer) {
     let compressed = try SurfaceCodec.makeCompressedBuffer(
-        width: source.width, height: source.height, format: source.pixelFormat, tileSize: options.tileSize)
+        width: source.width,
+        height: source.height,
+        format: source.pixelFormat,
+        tileSize: options.tileSize
+    )
     let statistics = try SurfaceCodec.compress(source, into: compressed, options: options)
     let output = try PixelBuffer(width: source.width, height: source.height, pixelFormat: source.pixelFormat)
     try SurfaceCodec.decompress(compressed, into: output, options: decodeOptions)

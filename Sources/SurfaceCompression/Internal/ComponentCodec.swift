@@ -53,9 +53,13 @@ enum ComponentCodec {
     /// predictor bit per block (1: left, 0: up; bit i of byte i / 8), then each block's 8 zig-zag residuals
     /// packed into exactly w bytes. The first row is predicted from the left; column 0 from above.
     static func encode8(
-        samples s: UnsafeMutablePointer<UInt8>, width: Int, height: Int,
-        residuals ru: UnsafeMutablePointer<UInt8>, residuals2 rl: UnsafeMutablePointer<UInt8>,
-        packed out: UnsafeMutableRawPointer, alternative alt: UnsafeMutableRawPointer
+        samples s: UnsafeMutablePointer<UInt8>,
+        width: Int,
+        height: Int,
+        residuals ru: UnsafeMutablePointer<UInt8>,
+        residuals2 rl: UnsafeMutablePointer<UInt8>,
+        packed out: UnsafeMutableRawPointer,
+        alternative alt: UnsafeMutableRawPointer
     ) -> Choice {
         let n = width &* height
         // Solid?
@@ -112,13 +116,19 @@ enum ComponentCodec {
             let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
             if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
-        guard total < rawBytes else { return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes) }
+        guard total < rawBytes else {
+            return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
+        }
         var position = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
             let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
             let useLeft = unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1 == 1
             let source = unsafe UnsafeRawPointer((useLeft ? rl : ru) + block &<< 3)
-            unsafe out.storeBytes(of: compact8(source.loadUnaligned(as: UInt64.self), w), toByteOffset: position, as: UInt64.self)
+            unsafe out.storeBytes(
+                of: compact8(source.loadUnaligned(as: UInt64.self), w),
+                toByteOffset: position,
+                as: UInt64.self
+            )
             position &+= Int(w)
         }
         return unsafe Choice(mode: .packed8, payload: UnsafeRawPointer(out), byteCount: total)
@@ -136,14 +146,16 @@ enum ComponentCodec {
     /// LZ4 is tried when at least 1/divisor of the residual blocks are zero.
     static let lz4ZeroBlockDivisor = 4
 
-    /// Decodes an 8-bit packed payload into `x` (width × height samples). `r` is scratch for the residuals
-    /// (height × width rounded up to 8). Returns false if the payload is not exactly the packed form.
+    /// Decodes an 8-bit packed payload into `x` (width × height samples, plus 8 bytes of slack). Returns false if
+    /// the payload is not exactly the packed form.
     static func decodePacked8(
-        _ payload: UnsafeRawPointer, count: Int, width: Int, height: Int, residuals r: UnsafeMutablePointer<UInt8>,
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        width: Int,
+        height: Int,
         into x: UnsafeMutablePointer<UInt8>
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
-        let stride = blocksPerRow &<< 3
         let blockCount = blocksPerRow &* height
         let nibbleBytes = (blockCount &+ 1) &>> 1
         let bitBytes = (blockCount &+ 7) &>> 3
@@ -161,51 +173,83 @@ enum ComponentCodec {
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard widest <= 8, total == count else { return false }
+        // One pass over the blocks, row by row: unpack 8 residuals (SWAR), undo the zig-zag, add the row above
+        // (bytewise, without carries between bytes) and store 8 samples. Rows are written 8 bytes at a time, so
+        // a row's last block may spill into the next row, which is written after it (the scratch has slack).
+        // Then the left-predicted blocks of the row are redone, in order, from their left neighbour.
+        let low7: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high1: UInt64 = 0x8080_8080_8080_8080
         var position = nibbleBytes &+ bitBytes
-        for block in 0..<blockCount {
-            let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
-            let v = position &+ 8 <= count
-                ? unsafe payload.loadUnaligned(fromByteOffset: position, as: UInt64.self)
-                : unsafe load64(payload, at: position, count: count)
-            unsafe UnsafeMutableRawPointer(r + block &<< 3).storeBytes(of: spread8(v, w), as: UInt64.self)
-            position &+= Int(w)
-        }
-        // Row 0: a running sum. Below: first every sample from above (vectorised), then the left-predicted
-        // blocks again, in order, from their left neighbour.
-        var previous: UInt8 = 0
-        for i in 0..<width {
-            previous = unsafe previous &+ unzigzag8(r[i])
-            unsafe x[i] = previous
-        }
-        if height > 1 {
-            for y in 1..<height {
-                let above = unsafe UnsafePointer(x + (y &- 1) &* width)
-                let current = unsafe x + y &* width
-                let residual = unsafe UnsafePointer(r + y &* stride)
-                for i in 0..<width { unsafe current[i] = unzigzag8(residual[i]) &+ above[i] }
-                let firstBlock = y &* blocksPerRow
-                var block = firstBlock
-                let endBlock = firstBlock &+ blocksPerRow
-                while block < endBlock {
-                    // Skip whole bytes of "up" bits at once.
-                    let byte = unsafe bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)
-                    if byte == 0 {
-                        block = (block | 7) &+ 1
-                        continue
-                    }
-                    block &+= byte.trailingZeroBitCount
-                    guard block < endBlock else { break }
-                    let start = max((block &- firstBlock) &<< 3, 1)
-                    let end = min(((block &- firstBlock) &+ 1) &<< 3, width)
+        for y in 0..<height {
+            let current = unsafe UnsafeMutableRawPointer(x + y &* width)
+            let above = unsafe UnsafeRawPointer(x + (y == 0 ? 0 : (y &- 1) &* width))
+            let firstBlock = y &* blocksPerRow
+            for column in 0..<blocksPerRow {
+                let block = firstBlock &+ column
+                let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
+                let v =
+                    position &+ 8 <= count
+                    ? unsafe payload.loadUnaligned(fromByteOffset: position, as: UInt64.self)
+                    : unsafe load64(payload, at: position, count: count)
+                position &+= Int(w)
+                let z = spread8(v, w)
+                let d = ((z &>> 1) & low7) ^ ((z & ones) &* 0xFF)
+                if y == 0 {
+                    unsafe current.storeBytes(of: d, toByteOffset: column &<< 3, as: UInt64.self)
+                } else {
+                    let a = unsafe above.loadUnaligned(fromByteOffset: column &<< 3, as: UInt64.self)
+                    let sum = ((a & low7) &+ (d & low7)) ^ ((a ^ d) & high1)
+                    unsafe current.storeBytes(of: sum, toByteOffset: column &<< 3, as: UInt64.self)
+                }
+            }
+            let row = unsafe x + y &* width
+            if y == 0 {
+                // The first row is predicted from the left throughout: a running sum of the differences.
+                var previous: UInt8 = 0
+                for i in 0..<width {
+                    previous = unsafe previous &+ row[i]
+                    unsafe row[i] = previous
+                }
+                continue
+            }
+            let rowAbove = unsafe UnsafePointer(x + (y &- 1) &* width)
+            var block = firstBlock
+            let endBlock = firstBlock &+ blocksPerRow
+            while block < endBlock {
+                // Skip whole bytes of "up" bits at once.
+                let byte = unsafe bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)
+                if byte == 0 {
+                    block = (block | 7) &+ 1
+                    continue
+                }
+                block &+= byte.trailingZeroBitCount
+                guard block < endBlock else { break }
+                let column = (block &- firstBlock) &<< 3
+                if column != 0 && column &+ 8 <= width {
+                    // row holds above + difference: take the differences back (bytewise), form their running sum
+                    // in three SWAR steps, and add the left neighbour to every byte.
+                    let sum = unsafe UnsafeRawPointer(row).loadUnaligned(fromByteOffset: column, as: UInt64.self)
+                    let a = unsafe UnsafeRawPointer(rowAbove).loadUnaligned(fromByteOffset: column, as: UInt64.self)
+                    var p = ((sum | high1) &- (a & low7)) ^ ((sum ^ ~a) & high1)
+                    p = ((p & low7) &+ ((p &<< 8) & low7)) ^ ((p ^ (p &<< 8)) & high1)
+                    p = ((p & low7) &+ ((p &<< 16) & low7)) ^ ((p ^ (p &<< 16)) & high1)
+                    p = ((p & low7) &+ ((p &<< 32) & low7)) ^ ((p ^ (p &<< 32)) & high1)
+                    let left = UInt64(unsafe row[column &- 1]) &* ones
+                    p = ((p & low7) &+ (left & low7)) ^ ((p ^ left) & high1)
+                    unsafe UnsafeMutableRawPointer(row).storeBytes(of: p, toByteOffset: column, as: UInt64.self)
+                } else {
+                    let start = max(column, 1)
+                    let end = min(column &+ 8, width)
                     if start < end {
-                        var left = unsafe current[start &- 1]
+                        var left = unsafe row[start &- 1]
                         for i in start..<end {
-                            left = unsafe left &+ unzigzag8(residual[i])
-                            unsafe current[i] = left
+                            left = unsafe left &+ (row[i] &- rowAbove[i])
+                            unsafe row[i] = left
                         }
                     }
-                    block &+= 1
                 }
+                block &+= 1
             }
         }
         return true
@@ -260,9 +304,13 @@ enum ComponentCodec {
     /// packed16 (all 16 bits). The layout is packed8's with 16-bit residuals: widths 0...10 or 0...16 (nibble 15
     /// stands for 16), and each block of 8 residuals in exactly w bytes.
     static func encode16(
-        samples s: UnsafeMutablePointer<UInt16>, width: Int, height: Int,
-        residuals ru: UnsafeMutablePointer<UInt16>, residuals2 rl: UnsafeMutablePointer<UInt16>,
-        packed out: UnsafeMutableRawPointer, alternative alt: UnsafeMutableRawPointer
+        samples s: UnsafeMutablePointer<UInt16>,
+        width: Int,
+        height: Int,
+        residuals ru: UnsafeMutablePointer<UInt16>,
+        residuals2 rl: UnsafeMutablePointer<UInt16>,
+        packed out: UnsafeMutableRawPointer,
+        alternative alt: UnsafeMutableRawPointer
     ) -> Choice {
         let n = width &* height
         let first = unsafe s[0]
@@ -327,7 +375,9 @@ enum ComponentCodec {
             let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
             if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
-        guard total < rawBytes else { return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes) }
+        guard total < rawBytes else {
+            return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
+        }
         var position = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
             var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
@@ -372,8 +422,13 @@ enum ComponentCodec {
 
     /// Decodes a packed10 or packed16 payload into `x`; `r` is residual scratch (rows rounded up to 8).
     static func decodePacked16(
-        _ payload: UnsafeRawPointer, count: Int, tenBit: Bool, width: Int, height: Int,
-        residuals r: UnsafeMutablePointer<UInt16>, into x: UnsafeMutablePointer<UInt16>
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        tenBit: Bool,
+        width: Int,
+        height: Int,
+        residuals r: UnsafeMutablePointer<UInt16>,
+        into x: UnsafeMutablePointer<UInt16>
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3

@@ -4,21 +4,37 @@ import CLZ4
 enum LZ4Block {
     /// Compresses `count` bytes into at most `capacity` bytes; returns the compressed size, or 0 when the
     /// result would not fit (LZ4_compress_default).
-    static func compress(_ source: UnsafeRawPointer, count: Int, into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
+    static func compress(
+        _ source: UnsafeRawPointer,
+        count: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int
+    ) -> Int {
         guard count > 0, capacity > 0, count <= Int(Int32.max), capacity <= Int(Int32.max) else { return 0 }
         let written = unsafe LZ4_compress_default(
-            source.assumingMemoryBound(to: CChar.self), destination.assumingMemoryBound(to: CChar.self),
-            Int32(count), Int32(capacity))
+            source.assumingMemoryBound(to: CChar.self),
+            destination.assumingMemoryBound(to: CChar.self),
+            Int32(count),
+            Int32(capacity)
+        )
         return Int(written)
     }
 
     /// Decompresses `count` bytes into at most `capacity` bytes; returns the decompressed size, or a negative
     /// value for malformed input. Safe against hostile input (LZ4_decompress_safe).
-    static func decompress(_ source: UnsafeRawPointer, count: Int, into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
+    static func decompress(
+        _ source: UnsafeRawPointer,
+        count: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int
+    ) -> Int {
         guard count > 0, count <= Int(Int32.max), capacity <= Int(Int32.max) else { return -1 }
         let read = unsafe LZ4_decompress_safe(
-            source.assumingMemoryBound(to: CChar.self), destination.assumingMemoryBound(to: CChar.self),
-            Int32(count), Int32(capacity))
+            source.assumingMemoryBound(to: CChar.self),
+            destination.assumingMemoryBound(to: CChar.self),
+            Int32(count),
+            Int32(capacity)
+        )
         return Int(read)
     }
 

@@ -33,7 +33,10 @@ enum TileCodec {
     // MARK: Header
 
     static func writeHeader(
-        _ grid: TileGrid, baseFourCC: UInt32, bytesUsed: Int, into p: UnsafeMutableRawPointer
+        _ grid: TileGrid,
+        baseFourCC: UInt32,
+        bytesUsed: Int,
+        into p: UnsafeMutableRawPointer
     ) {
         unsafe p.initializeMemory(as: UInt8.self, repeating: 0, count: TileGrid.headerByteCount)
         unsafe p.storeBytes(of: magic.littleEndian, toByteOffset: 0, as: UInt32.self)
@@ -51,7 +54,11 @@ enum TileCodec {
 
     /// Computes and stores the header checksum (tests use it to forge consistent damaged tables).
     static func sealHeader(_ p: UnsafeMutableRawPointer, entryCount: Int) {
-        unsafe p.storeBytes(of: headerChecksum(UnsafeRawPointer(p), entryCount: entryCount).littleEndian, toByteOffset: 40, as: UInt64.self)
+        unsafe p.storeBytes(
+            of: headerChecksum(UnsafeRawPointer(p), entryCount: entryCount).littleEndian,
+            toByteOffset: 40,
+            as: UInt64.self
+        )
     }
 
     static func headerChecksum(_ p: UnsafeRawPointer, entryCount: Int) -> UInt64 {
@@ -68,7 +75,10 @@ enum TileCodec {
         unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 12, as: UInt32.self)
     }
 
-    static func readEntry(index: Int, from p: UnsafeRawPointer) -> (offset: Int, byteCount: Int, mode: UInt32, checksum: UInt32) {
+    static func readEntry(
+        index: Int,
+        from p: UnsafeRawPointer
+    ) -> (offset: Int, byteCount: Int, mode: UInt32, checksum: UInt32) {
         let e = unsafe p + TileGrid.headerByteCount + index * TileGrid.entryByteCount
         return unsafe (
             Int(UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 0, as: UInt32.self))),
@@ -101,19 +111,32 @@ enum TileCodec {
     }
 
     /// Validates the header and the whole tile table of `count` bytes at `p`.
-    static func parse(_ p: UnsafeRawPointer, count: Int, verifyChecksums: Bool = true) throws(CompressionError) -> Header {
+    static func parse(
+        _ p: UnsafeRawPointer,
+        count: Int,
+        verifyChecksums: Bool = true
+    ) throws(CompressionError) -> Header {
         let op = "SurfaceCodec.decode"
         let used = try unsafe bytesUsed(p, count: count)
         let headerBytes = Int(UInt16(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
-        guard headerBytes == TileGrid.headerByteCount else { throw CompressionError(.invalidHeader, op + ": header size") }
+        guard headerBytes == TileGrid.headerByteCount else {
+            throw CompressionError(.invalidHeader, op + ": header size")
+        }
         let fourCC = UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
-        func field(_ offset: Int) -> Int { Int(UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt32.self))) }
+        func field(_ offset: Int) -> Int {
+            Int(UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        }
         guard let format = CodecFormat(baseFourCC: fourCC) else {
             throw CompressionError(.invalidHeader, op + ": unknown base format")
         }
         guard
             let grid = TileGrid(
-                format: format, width: field(12), height: field(16), tileWidth: field(20), tileHeight: field(24)),
+                format: format,
+                width: field(12),
+                height: field(16),
+                tileWidth: field(20),
+                tileHeight: field(24)
+            ),
             grid.tileWidth == field(20), grid.tileHeight == field(24)
         else {
             throw CompressionError(.invalidHeader, op + ": size or tile size")
@@ -149,12 +172,15 @@ enum TileCodec {
             else { throw CompressionError(.invalidTileMode, where_) }
             switch mode {
             case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_) }
-            case .solid: guard e.byteCount == format.bytesPerSample else { throw CompressionError(.corruptPayload, where_) }
+            case .solid:
+                guard e.byteCount == format.bytesPerSample else { throw CompressionError(.corruptPayload, where_) }
             default: guard e.byteCount > 0 else { throw CompressionError(.corruptPayload, where_) }
             }
             expected += e.byteCount
         }
-        guard expected == used else { throw CompressionError(.overlappingTiles, op + ": payloads end at \(expected), not \(used)") }
+        guard expected == used else {
+            throw CompressionError(.overlappingTiles, op + ": payloads end at \(expected), not \(used)")
+        }
         return Header(baseFourCC: fourCC, grid: grid, bytesUsed: used)
     }
 
@@ -162,7 +188,10 @@ enum TileCodec {
 
     /// Encodes the image into `destination` (at least `grid.maximumByteCount` bytes); returns bytes used.
     static func encode(
-        _ grid: TileGrid, baseFourCC: UInt32, from image: ImagePlanes, into destination: UnsafeMutableRawPointer,
+        _ grid: TileGrid,
+        baseFourCC: UInt32,
+        from image: ImagePlanes,
+        into destination: UnsafeMutableRawPointer,
         threads: Int
     ) -> Int {
         let tileCount = grid.tileCount
@@ -198,8 +227,15 @@ enum TileCodec {
                             let endTile = unsafe firsts[chunk + 1]
                             var cursor = unsafe starts[chunk]
                             for t in firstTile..<endTile {
-                                unsafe encodeTile(grid, tile: t, from: image, scratch: scratch, stride: stride,
-                                                  into: destination, cursor: &cursor)
+                                unsafe encodeTile(
+                                    grid,
+                                    tile: t,
+                                    from: image,
+                                    scratch: scratch,
+                                    stride: stride,
+                                    into: destination,
+                                    cursor: &cursor
+                                )
                             }
                             unsafe used[chunk] = cursor - starts[chunk]
                             chunk += workers
@@ -221,7 +257,9 @@ enum TileCodec {
                     let e = unsafe readEntry(index: index, from: destination)
                     unsafe destination.storeBytes(
                         of: UInt32(e.offset - shift).littleEndian,
-                        toByteOffset: TileGrid.headerByteCount + index * TileGrid.entryByteCount, as: UInt32.self)
+                        toByteOffset: TileGrid.headerByteCount + index * TileGrid.entryByteCount,
+                        as: UInt32.self
+                    )
                 }
             }
             write += used
@@ -232,8 +270,13 @@ enum TileCodec {
 
     /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output.
     private static func encodeTile(
-        _ grid: TileGrid, tile: Int, from image: ImagePlanes, scratch: UnsafeMutableRawPointer, stride: Int,
-        into destination: UnsafeMutableRawPointer, cursor: inout Int
+        _ grid: TileGrid,
+        tile: Int,
+        from image: ImagePlanes,
+        scratch: UnsafeMutableRawPointer,
+        stride: Int,
+        into destination: UnsafeMutableRawPointer,
+        cursor: inout Int
     ) {
         unsafe TileSamples.gather(grid, tile: tile, from: image, into: scratch, stride: stride)
         let residuals = unsafe scratch + 4 * stride
@@ -245,20 +288,30 @@ enum TileCodec {
             let choice: ComponentCodec.Choice
             if grid.format.bytesPerSample == 1 {
                 unsafe choice = ComponentCodec.encode8(
-                    samples: samples.assumingMemoryBound(to: UInt8.self), width: extent.width, height: extent.height,
+                    samples: samples.assumingMemoryBound(to: UInt8.self),
+                    width: extent.width,
+                    height: extent.height,
                     residuals: residuals.assumingMemoryBound(to: UInt8.self),
-                    residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt8.self), packed: packed,
-                    alternative: alternative)
+                    residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt8.self),
+                    packed: packed,
+                    alternative: alternative
+                )
             } else {
                 unsafe choice = ComponentCodec.encode16(
-                    samples: samples.assumingMemoryBound(to: UInt16.self), width: extent.width, height: extent.height,
+                    samples: samples.assumingMemoryBound(to: UInt16.self),
+                    width: extent.width,
+                    height: extent.height,
                     residuals: residuals.assumingMemoryBound(to: UInt16.self),
-                    residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt16.self), packed: packed,
-                    alternative: alternative)
+                    residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt16.self),
+                    packed: packed,
+                    alternative: alternative
+                )
             }
             let target = unsafe destination + cursor
             unsafe target.copyMemory(from: choice.payload, byteCount: choice.byteCount)
-            let checksum = unsafe UInt32(truncatingIfNeeded: Checksum.hash(UnsafeRawPointer(target), count: choice.byteCount))
+            let checksum = unsafe UInt32(
+                truncatingIfNeeded: Checksum.hash(UnsafeRawPointer(target), count: choice.byteCount)
+            )
             let entry = unsafe Entry(offset: cursor, byteCount: choice.byteCount, mode: choice.mode, checksum: checksum)
             unsafe writeEntry(entry, index: tile * grid.componentCount + c, into: destination)
             cursor += unsafe choice.byteCount
@@ -269,7 +322,11 @@ enum TileCodec {
 
     /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
     static func decode(
-        _ header: Header, from p: UnsafeRawPointer, tiles: Range<Int>, into image: ImagePlanes, threads: Int,
+        _ header: Header,
+        from p: UnsafeRawPointer,
+        tiles: Range<Int>,
+        into image: ImagePlanes,
+        threads: Int,
         verifyChecksums: Bool = true
     ) throws(CompressionError) {
         let grid = header.grid
@@ -286,8 +343,15 @@ enum TileCodec {
                 let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
                 for tile in first..<end {
                     do throws(CompressionError) {
-                        try unsafe decodeTile(grid, tile: tile, from: p, scratch: scratch, stride: stride, into: image,
-                                              verifyChecksums: verifyChecksums)
+                        try unsafe decodeTile(
+                            grid,
+                            tile: tile,
+                            from: p,
+                            scratch: scratch,
+                            stride: stride,
+                            into: image,
+                            verifyChecksums: verifyChecksums
+                        )
                     } catch {
                         unsafe failures[worker] = error
                         return
@@ -299,8 +363,13 @@ enum TileCodec {
     }
 
     private static func decodeTile(
-        _ grid: TileGrid, tile: Int, from p: UnsafeRawPointer, scratch: UnsafeMutableRawPointer, stride: Int,
-        into image: ImagePlanes, verifyChecksums: Bool
+        _ grid: TileGrid,
+        tile: Int,
+        from p: UnsafeRawPointer,
+        scratch: UnsafeMutableRawPointer,
+        stride: Int,
+        into image: ImagePlanes,
+        verifyChecksums: Bool
     ) throws(CompressionError) {
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
@@ -336,16 +405,26 @@ enum TileCodec {
                     throw CompressionError(.corruptPayload, where_ + " (lz4)")
                 }
             case .packed8:
-                guard unsafe ComponentCodec.decodePacked8(
-                    payload, count: e.byteCount, width: extent.width, height: extent.height,
-                    residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt8.self),
-                    into: slot.assumingMemoryBound(to: UInt8.self))
+                guard
+                    unsafe ComponentCodec.decodePacked8(
+                        payload,
+                        count: e.byteCount,
+                        width: extent.width,
+                        height: extent.height,
+                        into: slot.assumingMemoryBound(to: UInt8.self)
+                    )
                 else { throw CompressionError(.corruptPayload, where_) }
             case .packed10, .packed16:
-                guard unsafe ComponentCodec.decodePacked16(
-                    payload, count: e.byteCount, tenBit: mode == .packed10, width: extent.width,
-                    height: extent.height, residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
-                    into: slot.assumingMemoryBound(to: UInt16.self))
+                guard
+                    unsafe ComponentCodec.decodePacked16(
+                        payload,
+                        count: e.byteCount,
+                        tenBit: mode == .packed10,
+                        width: extent.width,
+                        height: extent.height,
+                        residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
+                        into: slot.assumingMemoryBound(to: UInt16.self)
+                    )
                 else { throw CompressionError(.corruptPayload, where_) }
             }
             switch c {

@@ -15,7 +15,11 @@
 /// ("gather" for the encoder, "scatter" for the decoder). Component `c` lives at `scratch + c * stride`.
 enum TileSamples {
     static func gather(
-        _ grid: TileGrid, tile: Int, from image: ImagePlanes, into scratch: UnsafeMutableRawPointer, stride: Int
+        _ grid: TileGrid,
+        tile: Int,
+        from image: ImagePlanes,
+        into scratch: UnsafeMutableRawPointer,
+        stride: Int
     ) {
         let rect = grid.tileRect(tile)
         switch grid.format.kind {
@@ -84,7 +88,10 @@ enum TileSamples {
 
     /// Writes one tile into the image; `components[c]` points at component `c`'s contiguous samples.
     static func scatter(
-        _ grid: TileGrid, tile: Int, components: ComponentPointers, into image: ImagePlanes
+        _ grid: TileGrid,
+        tile: Int,
+        components: ComponentPointers,
+        into image: ImagePlanes
     ) {
         let rect = grid.tileRect(tile)
         switch grid.format.kind {
