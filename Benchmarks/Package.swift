@@ -19,6 +19,15 @@ let package = Package(
             ],
             path: "Codec",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        .executableTarget(
+            name: "Bus",
+            dependencies: [
+                .product(name: "FrameBus", package: "framebus"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Bus",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )

@@ -66,10 +66,11 @@ struct WireReader {
     }
 }
 
-/// Why a datagram could not be decoded. Internal: it becomes a ``FrameBusError`` with code
+/// Why a datagram could not be decoded. Peers see it as a ``FrameBusError`` with code
 /// ``FrameBusError/Code-swift.struct/protocolViolation`` and this as the message.
-struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
-    enum Kind: String, Hashable, Sendable {
+@_spi(Testing) public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kinds of decoding failure.
+    public enum Kind: String, Hashable, Sendable {
         case truncated = "truncated message"
         case wrongLength = "wrong length"
         case unknownType = "unknown message type"
@@ -82,15 +83,17 @@ struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
         case unexpectedMessage = "unexpected message"
     }
 
-    let kind: Kind
-    let detail: String
+    /// What was wrong.
+    public let kind: Kind
+    /// Which field or size.
+    public let detail: String
 
     init(_ kind: Kind, _ detail: String) {
         self.kind = kind
         self.detail = detail
     }
 
-    var description: String { "\(kind.rawValue): \(detail)" }
+    public var description: String { "\(kind.rawValue): \(detail)" }
 
     func busError(_ operation: String) -> FrameBusError {
         FrameBusError(code: .protocolViolation, operation: operation, message: description)

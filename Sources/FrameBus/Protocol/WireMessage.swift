@@ -398,7 +398,7 @@ extension WireMessage {
     ///
     /// Value ranges that depend on the receiver's state (a known surface id, a held frame) are checked by the
     /// receiver, not here.
-    static func decode(_ bytes: [UInt8], descriptorCount: Int) throws(WireError) -> WireMessage {
+    public static func decode(_ bytes: [UInt8], descriptorCount: Int) throws(WireError) -> WireMessage {
         guard bytes.count <= WireProtocol.maximumMessageSize else {
             throw WireError(.oversized, "\(bytes.count) bytes > \(WireProtocol.maximumMessageSize)")
         }
