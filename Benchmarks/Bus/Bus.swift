@@ -33,10 +33,17 @@ private struct Fixture {
         publisher = try Publisher(configuration: .init(path: path, formats: [format]))
         pool = try PixelBufferPool(
             attributes: .init(
-                width: width, height: height, pixelFormat: format, minimumBufferCount: 8, maximumBufferAge: nil,
-                allocationThreshold: 8))
+                width: width,
+                height: height,
+                pixelFormat: format,
+                minimumBufferCount: 8,
+                maximumBufferAge: nil,
+                allocationThreshold: 8
+            )
+        )
         subscriber = try Subscriber(
-            configuration: .init(path: path, acceptedFormats: [format], delivery: .queue(depth: 8)))
+            configuration: .init(path: path, acceptedFormats: [format], delivery: .queue(depth: 8))
+        )
         waiter = Waiter()
         subscriber.setDelegate(waiter, queue: DispatchQueue(label: "benchmark.delegate"))
         let deadline = Date().addingTimeInterval(10)
@@ -87,14 +94,22 @@ let benchmarks: @Sendable () -> Void = {
             teardown: {
                 box.fixture?.close()
                 box.fixture = nil
-            })
+            }
+        )
     }
 
     Benchmark("FRAME message encode + decode") { benchmark in
         let frame = WireMessage.frame(
             WireFrame(
-                sequence: 1, surfaceID: 2, presentationTime: WireTime(value: 1, timescale: 90_000, flags: 1),
-                duration: .invalid, publishTime: 3, bytesUsed: 3_110_400, flags: 0))
+                sequence: 1,
+                surfaceID: 2,
+                presentationTime: WireTime(value: 1, timescale: 90_000, flags: 1),
+                duration: .invalid,
+                publishTime: 3,
+                bytesUsed: 3_110_400,
+                flags: 0
+            )
+        )
         for _ in benchmark.scaledIterations {
             blackHole(try? WireMessage.decode(frame.encoded(), descriptorCount: 0))
         }

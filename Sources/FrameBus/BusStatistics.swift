@@ -54,7 +54,10 @@ public struct FrameStatistics: Hashable, Sendable {
 
 /// Collects latency samples; not thread-safe (callers hold their own lock).
 struct LatencyRecorder {
-    private var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
+    private var histogram = Histogram<UInt64>(
+        highestTrackableValue: 60_000_000_000,
+        numberOfSignificantValueDigits: .three
+    )
 
     mutating func record(nanoseconds: UInt64) {
         _ = histogram.record(min(max(nanoseconds, 1), 60_000_000_000))
@@ -63,7 +66,11 @@ struct LatencyRecorder {
     var summary: LatencySummary {
         guard histogram.totalCount > 0 else { return LatencySummary() }
         return LatencySummary(
-            count: Int(histogram.totalCount), p50: histogram.valueAtPercentile(50),
-            p99: histogram.valueAtPercentile(99), p999: histogram.valueAtPercentile(99.9), maximum: histogram.max)
+            count: Int(histogram.totalCount),
+            p50: histogram.valueAtPercentile(50),
+            p99: histogram.valueAtPercentile(99),
+            p999: histogram.valueAtPercentile(99.9),
+            maximum: histogram.max
+        )
     }
 }

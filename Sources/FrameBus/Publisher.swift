@@ -124,7 +124,7 @@ public final class Publisher: Sendable {
     public func makePixelBuffer(from pool: PixelBufferPool) throws(FrameBusError) -> PixelBuffer {
         do {
             return try pool.makePixelBuffer()
-        } catch where error.code == .wouldExceedAllocationThreshold {
+        } catch  where error.code == .wouldExceedAllocationThreshold {
             reportDroppedFrames(reason: .outOfBuffers)
             throw FrameBusError(.outOfBuffers, "Publisher.makePixelBuffer", message: error.description)
         } catch {
@@ -150,7 +150,12 @@ public final class Publisher: Sendable {
                 state.statistics.droppedAtSource[reason, default: 0] += Int(count)
                 if reason == .discontinuity { state.pendingDiscontinuity = true }
                 let drop = WireMessage.drop(
-                    WireDrop(firstSequence: range.lowerBound, lastSequence: range.upperBound, reason: UInt32(reason.rawValue)))
+                    WireDrop(
+                        firstSequence: range.lowerBound,
+                        lastSequence: range.upperBound,
+                        reason: UInt32(reason.rawValue)
+                    )
+                )
                 for connection in state.connections.values where connection.phase == .active {
                     connection.statistics.dropped[reason, default: 0] += Int(count)
                     connection.enqueue(drop)
@@ -183,7 +188,9 @@ public final class Publisher: Sendable {
     ///   ``FrameBusError/Code-swift.struct/invalidArgument`` for a format that cannot serve the configured ones.
     @discardableResult
     public func publish(
-        _ buffer: PixelBuffer, timing: SampleTimingInfo = .invalid, discontinuity: Bool = false
+        _ buffer: PixelBuffer,
+        timing: SampleTimingInfo = .invalid,
+        discontinuity: Bool = false
     ) throws(FrameBusError) -> UInt64 {
         let publishTime = ProcessInfoShim.monotonicNanoseconds()
         let source = buffer.pixelFormat
@@ -192,7 +199,10 @@ public final class Publisher: Sendable {
         }
         guard servable else {
             throw FrameBusError(
-                .invalidArgument, "Publisher.publish", message: "\(source) cannot serve \(configuration.formats)")
+                .invalidArgument,
+                "Publisher.publish",
+                message: "\(source) cannot serve \(configuration.formats)"
+            )
         }
         return try publishing.withLock { _ throws(FrameBusError) -> UInt64 in
             // 1. A sequence number, the discontinuity flag, and which representations someone needs.
@@ -223,10 +233,15 @@ public final class Publisher: Sendable {
             // each conversion (made once, outside the state lock, since encoding takes milliseconds, and shared by
             // every subscriber of that format).
             let frameBase = WireFrame(
-                sequence: sequence, surfaceID: 0,
-                presentationTime: Self.wireTime(timing.presentationTimeStamp), duration: Self.wireTime(timing.duration),
-                publishTime: publishTime, bytesUsed: 0, flags: isDiscontinuity ? WireFrame.discontinuityFlag : 0,
-                attachments: WireAttachments.encode(buffer.attachments))
+                sequence: sequence,
+                surfaceID: 0,
+                presentationTime: Self.wireTime(timing.presentationTimeStamp),
+                duration: Self.wireTime(timing.duration),
+                publishTime: publishTime,
+                bytesUsed: 0,
+                flags: isDiscontinuity ? WireFrame.discontinuityFlag : 0,
+                attachments: WireAttachments.encode(buffer.attachments)
+            )
             for format in needed {
                 let representation: Representation?
                 if format == source {
@@ -237,12 +252,15 @@ public final class Publisher: Sendable {
                 state.withLock { state in
                     if representation != nil && format != source { state.statistics.conversions += 1 }
                     for connection in state.connections.values
-                    where connection.phase == .active && connection.firstSequence <= sequence && connection.format == format {
+                    where connection.phase == .active && connection.firstSequence <= sequence
+                        && connection.format == format
+                    {
                         guard let representation else {
                             // The conversion failed (its pool is exhausted): this subscriber loses the frame.
                             connection.statistics.dropped[.outOfBuffers, default: 0] += 1
                             connection.enqueue(
-                                .drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: 2)))
+                                .drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: 2))
+                            )
                             flushOrClose(connection, &state)
                             continue
                         }
@@ -255,7 +273,9 @@ public final class Publisher: Sendable {
     }
 
     private func deliver(
-        _ representation: Representation, frame base: WireFrame, to connection: PublisherConnection,
+        _ representation: Representation,
+        frame base: WireFrame,
+        to connection: PublisherConnection,
         _ state: inout State
     ) {
         let sequence = base.sequence
@@ -293,7 +313,10 @@ public final class Publisher: Sendable {
         }
         connection.enqueue(.frame(frame))
         connection.held[sequence] = PublisherConnection.HeldFrame(
-            surfaceID: surfaceID, buffer: representation.buffer, sentAt: base.publishTime)
+            surfaceID: surfaceID,
+            buffer: representation.buffer,
+            sentAt: base.publishTime
+        )
         connection.statistics.delivered += 1
         connection.statistics.bytesDelivered += representation.bytesUsed
         flushOrClose(connection, &state)
@@ -344,9 +367,15 @@ public final class Publisher: Sendable {
         let limit = configuration.conversionBufferLimit
         let pool =
             format.isCompressed
-            ? try SurfaceCodec.makeCompressedPool(width: width, height: height, format: format, allocationThreshold: limit)
+            ? try SurfaceCodec.makeCompressedPool(
+                width: width,
+                height: height,
+                format: format,
+                allocationThreshold: limit
+            )
             : try PixelBufferPool(
-                attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: limit))
+                attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: limit)
+            )
         state.withLock { $0.conversionPools[format] = pool }
         return pool
     }
@@ -365,13 +394,21 @@ public final class Publisher: Sendable {
     static func wireSurface(_ surface: Surface) -> WireSurface {
         let layout = surface.layout
         return WireSurface(
-            surfaceID: surface.id.rawValue, allocationSize: UInt64(layout.allocationSize), pixelFormat: layout.pixelFormat,
-            width: UInt32(layout.width), height: UInt32(layout.height),
+            surfaceID: surface.id.rawValue,
+            allocationSize: UInt64(layout.allocationSize),
+            pixelFormat: layout.pixelFormat,
+            width: UInt32(layout.width),
+            height: UInt32(layout.height),
             planes: layout.planes.map {
                 WirePlane(
-                    offset: UInt64($0.offset), bytesPerRow: UInt32($0.bytesPerRow), width: UInt32($0.width),
-                    height: UInt32($0.height), bytesPerElement: UInt32($0.bytesPerElement))
-            })
+                    offset: UInt64($0.offset),
+                    bytesPerRow: UInt32($0.bytesPerRow),
+                    width: UInt32($0.width),
+                    height: UInt32($0.height),
+                    bytesPerElement: UInt32($0.bytesPerElement)
+                )
+            }
+        )
     }
 
     // MARK: Statistics and lifetime
@@ -453,7 +490,8 @@ public final class Publisher: Sendable {
             for connection in connections {
                 let wantsWrite = state.withLock { _ in !connection.outbound.isEmpty }
                 interests.append(
-                    (connection.socket.descriptor, PollEvents.readable | (wantsWrite ? PollEvents.writable : 0)))
+                    (connection.socket.descriptor, PollEvents.readable | (wantsWrite ? PollEvents.writable : 0))
+                )
             }
             let ready: [Int16]
             switch Syscall.poll(interests, timeout: timeout) {
@@ -483,7 +521,8 @@ public final class Publisher: Sendable {
 
     private func expireHandshakes() {
         let now = ProcessInfoShim.monotonicNanoseconds()
-        let limit = UInt64(configuration.handshakeTimeout.components.seconds) * 1_000_000_000
+        let limit =
+            UInt64(configuration.handshakeTimeout.components.seconds) * 1_000_000_000
             + UInt64(configuration.handshakeTimeout.components.attoseconds / 1_000_000_000)
         state.withLock { state in
             for connection in state.connections.values
@@ -514,8 +553,12 @@ public final class Publisher: Sendable {
                 logger.warning("refused subscriber pid \(credentials.pid): uid \(credentials.uid) is not allowed")
                 _ = socket.send(
                     WireMessage.error(
-                        WireErrorMessage(code: WireErrorCode.notPermitted.rawValue, reason: "uid \(credentials.uid) is not allowed")
-                    ).encoded())
+                        WireErrorMessage(
+                            code: WireErrorCode.notPermitted.rawValue,
+                            reason: "uid \(credentials.uid) is not allowed"
+                        )
+                    ).encoded()
+                )
                 socket.shutdown()
                 continue
             }
@@ -527,8 +570,12 @@ public final class Publisher: Sendable {
                 let id = state.nextConnectionID
                 state.nextConnectionID += 1
                 state.connections[id] = PublisherConnection(
-                    id: id, socket: socket, peerProcessID: credentials.pid, peerUserID: credentials.uid,
-                    now: ProcessInfoShim.monotonicNanoseconds())
+                    id: id,
+                    socket: socket,
+                    peerProcessID: credentials.pid,
+                    peerUserID: credentials.uid,
+                    now: ProcessInfoShim.monotonicNanoseconds()
+                )
             }
         }
     }
@@ -573,9 +620,12 @@ public final class Publisher: Sendable {
         case (.active, .release(let release)):
             guard let held = connection.held[release.sequence], held.surfaceID == release.surfaceID else {
                 close(
-                    connection, code: .invalidRequest,
-                    reason: "RELEASE of frame \(release.sequence) (surface \(release.surfaceID)), which it does not hold",
-                    &state)
+                    connection,
+                    code: .invalidRequest,
+                    reason:
+                        "RELEASE of frame \(release.sequence) (surface \(release.surfaceID)), which it does not hold",
+                    &state
+                )
                 return
             }
             connection.held[release.sequence] = nil
@@ -597,18 +647,24 @@ public final class Publisher: Sendable {
         let active = state.connections.values.filter { $0.phase == .active }.count
         guard active < configuration.maximumSubscribers else {
             close(
-                connection, code: .tooManySubscribers,
-                reason: "\(configuration.maximumSubscribers) subscribers already connected", &state)
+                connection,
+                code: .tooManySubscribers,
+                reason: "\(configuration.maximumSubscribers) subscribers already connected",
+                &state
+            )
             return
         }
-        guard let format = hello.formats.lazy.compactMap({ try? PixelFormat(fourCC: $0) })
-            .first(where: configuration.formats.contains)
+        guard
+            let format = hello.formats.lazy.compactMap({ try? PixelFormat(fourCC: $0) })
+                .first(where: configuration.formats.contains)
         else {
             let wanted = hello.formats.map { (try? PixelFormat(fourCC: $0).name) ?? "0x" + String($0, radix: 16) }
             close(
-                connection, code: .noCommonFormat,
+                connection,
+                code: .noCommonFormat,
                 reason: "no common format: subscriber accepts \(wanted), publisher offers \(configuration.formats)",
-                &state)
+                &state
+            )
             return
         }
         connection.phase = .active
@@ -620,10 +676,18 @@ public final class Publisher: Sendable {
         connection.enqueue(
             .welcome(
                 WireWelcome(
-                    version: WireProtocol.version, deliveryMode: hello.deliveryMode, queueDepth: hello.queueDepth,
-                    maximumHeldFrames: UInt16(connection.maximumHeldFrames), format: format.fourCC,
-                    maximumMessageSize: UInt32(WireProtocol.maximumMessageSize), streamID: streamID,
-                    subscriberID: connection.id, nextSequence: state.nextSequence)))
+                    version: WireProtocol.version,
+                    deliveryMode: hello.deliveryMode,
+                    queueDepth: hello.queueDepth,
+                    maximumHeldFrames: UInt16(connection.maximumHeldFrames),
+                    format: format.fourCC,
+                    maximumMessageSize: UInt32(WireProtocol.maximumMessageSize),
+                    streamID: streamID,
+                    subscriberID: connection.id,
+                    nextSequence: state.nextSequence
+                )
+            )
+        )
         configuration.logger.debug(
             "subscriber \(connection.id) (pid \(connection.peerProcessID)) gets \(format), \(hello.deliveryMode == 0 ? "latest-only" : "queue \(hello.queueDepth)")"
         )
@@ -641,7 +705,10 @@ public final class Publisher: Sendable {
 
     /// Closes one connection: a best-effort ERROR, then shutdown; everything it held is released at once.
     private func close(
-        _ connection: PublisherConnection, code: WireErrorCode?, reason: String, _ state: inout State
+        _ connection: PublisherConnection,
+        code: WireErrorCode?,
+        reason: String,
+        _ state: inout State
     ) {
         guard state.connections.removeValue(forKey: connection.id) != nil else { return }
         if let code {
@@ -649,7 +716,8 @@ public final class Publisher: Sendable {
             connection.enqueue(.error(WireErrorMessage(code: code.rawValue, reason: reason)))
             _ = connection.flush()
             configuration.logger.warning(
-                "closed subscriber \(connection.id) (pid \(connection.peerProcessID)): \(reason)")
+                "closed subscriber \(connection.id) (pid \(connection.peerProcessID)): \(reason)"
+            )
         } else {
             configuration.logger.debug(
                 "subscriber \(connection.id) (pid \(connection.peerProcessID)) left: \(reason); released \(connection.held.count) frames"

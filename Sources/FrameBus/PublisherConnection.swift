@@ -1,6 +1,6 @@
-import SystemPackage
 import PixelBuffers
 import SampleBuffers
+import SystemPackage
 
 /// One subscriber as the publisher sees it.
 ///
@@ -78,11 +78,16 @@ final class PublisherConnection: @unchecked Sendable {
         statistics.queueDepth = outbound.count
         statistics.latency = holdTimes.summary
         return SubscriberRecord(
-            id: id, processID: peerProcessID, userID: peerUserID, format: format, queueDepth: Int(queueDepth),
-            isLatestOnly: deliveryMode == 0, statistics: statistics)
+            id: id,
+            processID: peerProcessID,
+            userID: peerUserID,
+            format: format,
+            queueDepth: Int(queueDepth),
+            isLatestOnly: deliveryMode == 0,
+            statistics: statistics
+        )
     }
 }
-
 
 /// One subscriber in ``PublisherStatistics``.
 public struct SubscriberRecord: Hashable, Sendable {

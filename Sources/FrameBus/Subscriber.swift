@@ -55,7 +55,9 @@ public final class Subscriber: Sendable {
 
         /// Creates a configuration.
         public init(
-            path: String, acceptedFormats: [PixelFormat], delivery: Delivery = .latestOnly,
+            path: String,
+            acceptedFormats: [PixelFormat],
+            delivery: Delivery = .latestOnly,
             logger: Logger = Logger(label: "framebus.subscriber")
         ) {
             self.path = path
@@ -86,7 +88,8 @@ public final class Subscriber: Sendable {
     ///   allowed), ``FrameBusError/Code-swift.struct/timedOut``, ``FrameBusError/Code-swift.struct/systemCall``
     ///   (for example no publisher at the path), ``FrameBusError/Code-swift.struct/invalidArgument``.
     public init(configuration: Configuration) throws(FrameBusError) {
-        guard !configuration.acceptedFormats.isEmpty, configuration.acceptedFormats.count <= WireProtocol.maximumFormatCount,
+        guard !configuration.acceptedFormats.isEmpty,
+            configuration.acceptedFormats.count <= WireProtocol.maximumFormatCount,
             (1...Int(WireProtocol.maximumQueueDepth)).contains(configuration.delivery.depth)
         else {
             throw FrameBusError(.invalidArgument, "Subscriber.init", message: "1…16 formats and a queue depth of 1…64")
@@ -140,7 +143,9 @@ public final class Subscriber: Sendable {
             }
 
             /// The next frame, `nil` after cancellation.
-            public mutating func next(isolation actor: isolated (any Actor)?) async throws(FrameBusError) -> SampleBuffer? {
+            public mutating func next(
+                isolation actor: isolated (any Actor)?
+            ) async throws(FrameBusError) -> SampleBuffer? {
                 try await core.nextFrame()
             }
         }
@@ -212,8 +217,10 @@ final class SubscriberSender: Sendable {
     func sendRelease(_ token: ReleaseToken, notDelivered: Bool) {
         let message = WireMessage.release(
             WireRelease(
-                sequence: token.sequence, surfaceID: token.surfaceID,
-                flags: notDelivered ? WireRelease.notDeliveredFlag : 0)
+                sequence: token.sequence,
+                surfaceID: token.surfaceID,
+                flags: notDelivered ? WireRelease.notDeliveredFlag : 0
+            )
         ).encoded()
         send(message, generation: token.generation)
     }
@@ -343,8 +350,11 @@ final class SubscriberCore: Sendable {
         let socket = try Socket.connect(path: configuration.path, timeoutNanoseconds: timeout).get()
         let hello = WireMessage.hello(
             WireHello(
-                deliveryMode: configuration.delivery.wireMode, queueDepth: UInt16(configuration.delivery.depth),
-                formats: configuration.acceptedFormats.map(\.fourCC)))
+                deliveryMode: configuration.delivery.wireMode,
+                queueDepth: UInt16(configuration.delivery.depth),
+                formats: configuration.acceptedFormats.map(\.fourCC)
+            )
+        )
         // A refused peer may find the socket already closed; the ERROR is still there to read.
         _ = socket.send(hello.encoded())
         while true {
@@ -372,7 +382,11 @@ final class SubscriberCore: Sendable {
                     guard let format = try? PixelFormat(fourCC: welcome.format),
                         configuration.acceptedFormats.contains(format)
                     else {
-                        throw FrameBusError(.protocolViolation, operation, message: "granted a format we did not ask for")
+                        throw FrameBusError(
+                            .protocolViolation,
+                            operation,
+                            message: "granted a format we did not ask for"
+                        )
                     }
                     install(socket, welcome: welcome, format: format)
                     return
@@ -392,8 +406,11 @@ final class SubscriberCore: Sendable {
             state.generation += 1
             state.socket = socket
             state.session = Subscriber.Session(
-                format: format, streamID: welcome.streamID, subscriberID: welcome.subscriberID,
-                maximumHeldFrames: Int(welcome.maximumHeldFrames))
+                format: format,
+                streamID: welcome.streamID,
+                subscriberID: welcome.subscriberID,
+                maximumHeldFrames: Int(welcome.maximumHeldFrames)
+            )
             state.surfaces.removeAll()
             state.lastSequence = nil
             state.endError = nil
@@ -450,7 +467,9 @@ final class SubscriberCore: Sendable {
             case .end(let error): delegate.subscriber(owner, didEndWith: error)
             }
             let duration = ProcessInfoShim.monotonicNanoseconds() &- start
-            state.withLock { $0.slowestRecentCallback = max(duration, $0.slowestRecentCallback - $0.slowestRecentCallback / 8) }
+            state.withLock {
+                $0.slowestRecentCallback = max(duration, $0.slowestRecentCallback - $0.slowestRecentCallback / 8)
+            }
         }
     }
 
@@ -475,7 +494,8 @@ final class SubscriberCore: Sendable {
 
     func nextFrame() async throws(FrameBusError) -> SampleBuffer? {
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<SampleBuffer?, FrameBusError>, Never>) in
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<SampleBuffer?, FrameBusError>, Never>) in
                 let immediate: Result<SampleBuffer?, FrameBusError>? = state.withLock { state in
                     if state.delegate == nil, let sample = takeFrame(&state) { return .success(sample) }
                     if state.isCancelled { return .success(nil) }
@@ -526,7 +546,9 @@ final class SubscriberCore: Sendable {
             // Hand the socket over only when callbacks have lately been slow: waking the other thread costs tens
             // of microseconds here, while a fast callback delays the next read by less than a frame interval
             // (and a datagram that waits meanwhile is still replaced by a newer one, as latest-only requires).
-            let (queue, handOff) = state.withLock { ($0.delegateQueue, $0.slowestRecentCallback > Self.handOffThreshold) }
+            let (queue, handOff) = state.withLock {
+                ($0.delegateQueue, $0.slowestRecentCallback > Self.handOffThreshold)
+            }
             if handOff { readerLock.unlock() }
             if let queue {
                 queue.sync { deliverToDelegate() }
@@ -560,7 +582,8 @@ final class SubscriberCore: Sendable {
             let ready: [Int16]
             switch Syscall.poll(
                 [(doorbell.descriptor, PollEvents.readable), (socket.descriptor, PollEvents.readable | writable)],
-                timeout: 1000)
+                timeout: 1000
+            )
             {
             case .success(let events): ready = events
             case .failure(let errno):
@@ -629,8 +652,11 @@ final class SubscriberCore: Sendable {
             attachments[.busSequenceNumber] = .integer(Int64(bitPattern: drop.firstSequence))
             attachments[.busDroppedFrameCount] = .integer(Int64(clamping: count))
             let marker = SampleBuffer(
-                droppedFrameReason: reason, info: reason == .discontinuity ? .upstreamLoss : nil, timing: .invalid,
-                attachments: attachments)
+                droppedFrameReason: reason,
+                info: reason == .discontinuity ? .upstreamLoss : nil,
+                timing: .invalid,
+                attachments: attachments
+            )
             state.withLock { state in
                 state.statistics.dropped[reason, default: 0] += Int(clamping: count)
                 if reason == .discontinuity { state.markNextDiscontinuity.insert(.samplesDropped) }
@@ -641,7 +667,11 @@ final class SubscriberCore: Sendable {
         case .endOfStream:
             return FrameBusError(.endOfStream, operation, message: "the publisher stopped")
         case .error(let error):
-            return FrameBusError(.protocolViolation, operation, message: "publisher error \(error.code): \(error.reason)")
+            return FrameBusError(
+                .protocolViolation,
+                operation,
+                message: "publisher error \(error.code): \(error.reason)"
+            )
         default:
             return violation(.malformedMessage, "unexpected \(message.type) message")
         }
@@ -652,7 +682,10 @@ final class SubscriberCore: Sendable {
         configuration.logger.warning("closing connection to \(configuration.path): \(reason)")
         sender.send(WireMessage.error(WireErrorMessage(code: code.rawValue, reason: reason)).encoded())
         return FrameBusError(
-            code == .invalidSurface ? .surfaceRejected : .protocolViolation, "Subscriber.receive", message: reason)
+            code == .invalidSurface ? .surfaceRejected : .protocolViolation,
+            "Subscriber.receive",
+            message: reason
+        )
     }
 
     private func importSurface(_ announcement: WireSurface, descriptor: OwnedDescriptor) -> FrameBusError? {
@@ -668,18 +701,26 @@ final class SubscriberCore: Sendable {
             return violation(.invalidSurface, "SURFACE allocation size \(announcement.allocationSize)")
         }
         let layout = SurfaceLayout(
-            pixelFormat: announcement.pixelFormat, width: Int(announcement.width), height: Int(announcement.height),
+            pixelFormat: announcement.pixelFormat,
+            width: Int(announcement.width),
+            height: Int(announcement.height),
             planes: announcement.planes.map {
                 PlaneLayout(
-                    offset: Int(clamping: $0.offset), bytesPerRow: Int($0.bytesPerRow), width: Int($0.width),
-                    height: Int($0.height), bytesPerElement: Int($0.bytesPerElement))
+                    offset: Int(clamping: $0.offset),
+                    bytesPerRow: Int($0.bytesPerRow),
+                    width: Int($0.width),
+                    height: Int($0.height),
+                    bytesPerElement: Int($0.bytesPerElement)
+                )
             },
-            allocationSize: Int(announcement.allocationSize))
+            allocationSize: Int(announcement.allocationSize)
+        )
         guard let fd = descriptor.take() else { return violation(.invalidSurface, "SURFACE without descriptor") }
         let surface: Surface
         do {
             surface = try Surface.importing(
-                SurfaceHandle(id: SurfaceID(rawValue: announcement.surfaceID), layout: layout, descriptor: fd))
+                SurfaceHandle(id: SurfaceID(rawValue: announcement.surfaceID), layout: layout, descriptor: fd)
+            )
         } catch {
             return violation(.invalidSurface, "surface \(announcement.surfaceID) refused: \(error)")
         }
@@ -707,7 +748,11 @@ final class SubscriberCore: Sendable {
         }
         // From here the frame is held: the token releases it whatever happens.
         let token = ReleaseToken(
-            sequence: frame.sequence, surfaceID: frame.surfaceID, generation: lookup.2, sender: sender)
+            sequence: frame.sequence,
+            surfaceID: frame.surfaceID,
+            generation: lookup.2,
+            sender: sender
+        )
         let pixelBuffer: PixelBuffer
         do {
             pixelBuffer = try PixelBuffer(surface: surface, attachments: WireAttachments.decode(frame.attachments))
@@ -732,14 +777,19 @@ final class SubscriberCore: Sendable {
         attachments[.busBytesUsed] = .integer(Int64(clamping: frame.bytesUsed))
         attachments[.busPublishTime] = .integer(Int64(bitPattern: frame.publishTime))
         let timing = SampleTimingInfo(
-            presentationTimeStamp: Self.mediaTime(frame.presentationTime), duration: Self.mediaTime(frame.duration))
+            presentationTimeStamp: Self.mediaTime(frame.presentationTime),
+            duration: Self.mediaTime(frame.duration)
+        )
         let sample: SampleBuffer
         do {
             sample = try SampleBuffer(
-                imageBuffer: pixelBuffer, timing: timing, attachments: attachments,
+                imageBuffer: pixelBuffer,
+                timing: timing,
+                attachments: attachments,
                 invalidationHandler: { _ in token.release() },
                 dataIsReady: true,
-                makeDataReadyHandler: { _ throws(SampleBufferError) in _ = token })
+                makeDataReadyHandler: { _ throws(SampleBufferError) in _ = token }
+            )
         } catch {
             token.release()
             return violation(.invalidSurface, "sample buffer: \(error)")
@@ -753,7 +803,12 @@ final class SubscriberCore: Sendable {
                 var markerAttachments = SampleAttachments()
                 markerAttachments[.busSequenceNumber] = replaced.attachments[.busSequenceNumber]
                 state.events[oldest] = .drop(
-                    SampleBuffer(droppedFrameReason: .frameWasLate, timing: replaced.timing, attachments: markerAttachments))
+                    SampleBuffer(
+                        droppedFrameReason: .frameWasLate,
+                        timing: replaced.timing,
+                        attachments: markerAttachments
+                    )
+                )
                 state.statistics.dropped[.frameWasLate, default: 0] += 1
                 replacedToken.release(notDelivered: true)
                 waiting.removeFirst()
@@ -800,7 +855,8 @@ final class SubscriberCore: Sendable {
     }
 
     func cancel() {
-        let (socket, waiter) = state.withLock { state -> (Socket?, CheckedContinuation<Result<SampleBuffer?, FrameBusError>, Never>?) in
+        let (socket, waiter) = state.withLock {
+            state -> (Socket?, CheckedContinuation<Result<SampleBuffer?, FrameBusError>, Never>?) in
             if state.isCancelled { return (nil, nil) }
             state.isCancelled = true
             defer { state.waiter = nil }

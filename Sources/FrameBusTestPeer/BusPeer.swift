@@ -1,3 +1,4 @@
+import Foundation
 // Bus modes of the test peer.
 //
 // bus-subscriber PATH [--accept 420v,&8v0] [--queue N] [--delay-ms D] [--hold N] [--frames N] [--timeout S]
@@ -16,7 +17,6 @@
 // bus-publisher PATH [--format 420v] [--size 320x240] [--fps 100] [--frames N] [--compressed]
 //   Publishes the moving test pattern until killed or N frames; prints "listening" once ready.
 import FrameBus
-import Foundation
 import Glibc
 import Synchronization
 
@@ -93,7 +93,8 @@ final class PeerSubscriberDelegate: SubscriberDelegate, @unchecked Sendable {
         }
         emit(
             "frame seq=\(sampleBuffer.busSequenceNumber ?? 0) hash=\(String(hash, radix: 16)) "
-                + "disc=\(sampleBuffer.discontinuity.rawValue) bytes=\(sampleBuffer.busBytesUsed ?? 0)")
+                + "disc=\(sampleBuffer.discontinuity.rawValue) bytes=\(sampleBuffer.busBytesUsed ?? 0)"
+        )
         if held.count < options.int("hold", 0) { held.append(sampleBuffer) }
         let delay = options.int("delay-ms", 0)
         if delay > 0 { usleep(UInt32(delay * 1000)) }
@@ -146,7 +147,8 @@ func runBusSubscriber(_ arguments: [String]) -> Int32 {
         emit(
             "stats delivered=\(delegate.delivered) late=\(delegate.dropped[.frameWasLate] ?? 0) "
                 + "outOfBuffers=\(delegate.dropped[.outOfBuffers] ?? 0) "
-                + "discontinuity=\(delegate.dropped[.discontinuity] ?? 0)")
+                + "discontinuity=\(delegate.dropped[.discontinuity] ?? 0)"
+        )
     }
     subscriber.cancel()
     return 0
@@ -160,10 +162,13 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
         let size = (options.values["size"] ?? "320x240").split(separator: "x").compactMap { Int($0) }
         guard size.count == 2 else { return 2 }
         var formats = [format]
-        if options.flags.contains("compressed"), let compressed = format.compressedVariant { formats.append(compressed) }
+        if options.flags.contains("compressed"), let compressed = format.compressedVariant {
+            formats.append(compressed)
+        }
         let publisher = try Publisher(configuration: .init(path: path, formats: formats))
         let pool = try PixelBufferPool(
-            attributes: .init(width: size[0], height: size[1], pixelFormat: format, allocationThreshold: 16))
+            attributes: .init(width: size[0], height: size[1], pixelFormat: format, allocationThreshold: 16)
+        )
         let pattern = try TestPattern(width: size[0], height: size[1], pixelFormat: format)
         emit("listening")
         let interval = UInt32(1_000_000 / max(1, options.int("fps", 100)))

@@ -1,9 +1,8 @@
 import ArgumentParser
 import Foundation
 import FrameBus
-import Histogram
-
 @_spi(Benchmark) import FrameBus
+import Histogram
 
 #if canImport(Glibc)
 import Glibc
@@ -61,10 +60,14 @@ struct BenchBusCommand: ParsableCommand {
         let control = try BenchmarkSocket.listen(path: base + "-control.sock", stream: false)
         defer { unlink(base + "-control.sock") }
         let peer = try Child(
-            try DemoCommand.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
+            try DemoCommand.ownExecutable(),
+            ["bench", "bus", "--peer-control", base + "-control.sock"]
+        )
         let channel = try control.accept(timeoutMilliseconds: 20_000)
         var results: [BenchResult] = []
-        say("framebus bench bus: peer pid \(peer.process.processIdentifier), \(ProcessInfo.processInfo.activeProcessorCount) CPUs")
+        say(
+            "framebus bench bus: peer pid \(peer.process.processIdentifier), \(ProcessInfo.processInfo.activeProcessorCount) CPUs"
+        )
 
         func count(_ rate: Int) -> Int { rate == 0 ? frames * 10 : rate >= 1000 ? frames * 4 : frames }
 
@@ -83,16 +86,36 @@ struct BenchBusCommand: ParsableCommand {
                 // subscriber, so the measured runs see only per-frame costs.
                 let pool = try PixelBufferPool(
                     attributes: .init(
-                        width: width, height: height, pixelFormat: format, minimumBufferCount: 12,
-                        maximumBufferAge: nil, allocationThreshold: 12))
+                        width: width,
+                        height: height,
+                        pixelFormat: format,
+                        minimumBufferCount: 12,
+                        maximumBufferAge: nil,
+                        allocationThreshold: 12
+                    )
+                )
                 try request(channel, "bus \(path)", expect: "ready")
                 _ = try measureBus(
-                    channel, publisher: publisher, pool: pool, format: format, width: width, height: height, rate: 1000,
-                    frames: 48)
+                    channel,
+                    publisher: publisher,
+                    pool: pool,
+                    format: format,
+                    width: width,
+                    height: height,
+                    rate: 1000,
+                    frames: 48
+                )
                 for rate in rateList {
                     let result = try measureBus(
-                        channel, publisher: publisher, pool: pool, format: format, width: width, height: height,
-                        rate: rate, frames: count(rate))
+                        channel,
+                        publisher: publisher,
+                        pool: pool,
+                        format: format,
+                        width: width,
+                        height: height,
+                        rate: rate,
+                        frames: count(rate)
+                    )
                     results.append(result)
                     say(result.line)
                 }
@@ -116,8 +139,15 @@ struct BenchBusCommand: ParsableCommand {
                     let perSecond = byteCount > 8_000_000 ? 150 : 2000
                     let limit = max(20, min(count(rate), (rate == 0 ? perSecond : min(rate, perSecond)) * 4))
                     let result = try measureCopy(
-                        channel, stream: stream, frame: &frame, format: format, width: width, height: height,
-                        rate: rate, frames: limit)
+                        channel,
+                        stream: stream,
+                        frame: &frame,
+                        format: format,
+                        width: width,
+                        height: height,
+                        rate: rate,
+                        frames: limit
+                    )
                     results.append(result)
                     say(result.line)
                 }
@@ -192,14 +222,28 @@ struct BenchBusCommand: ParsableCommand {
         let parentCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
         let peer = try report(channel, "report \(frames)")
         return BenchResult(
-            transport: "seqpacket-floor", format: "9B", width: 0, height: 0, rateHz: rate, frames: peer.frames,
-            framesPerSecond: Double(frames) / (Double(elapsed) / 1e9), latency: peer,
-            publisherCPU: Double(parentCPU) / Double(frames) / 1000, subscriberCPU: peer.cpuPerFrameMicroseconds)
+            transport: "seqpacket-floor",
+            format: "9B",
+            width: 0,
+            height: 0,
+            rateHz: rate,
+            frames: peer.frames,
+            framesPerSecond: Double(frames) / (Double(elapsed) / 1e9),
+            latency: peer,
+            publisherCPU: Double(parentCPU) / Double(frames) / 1000,
+            subscriberCPU: peer.cpuPerFrameMicroseconds
+        )
     }
 
     func measureBus(
-        _ channel: BenchmarkSocket, publisher: Publisher, pool: PixelBufferPool, format: PixelFormat, width: Int,
-        height: Int, rate: Int, frames: Int
+        _ channel: BenchmarkSocket,
+        publisher: Publisher,
+        pool: PixelBufferPool,
+        format: PixelFormat,
+        width: Int,
+        height: Int,
+        rate: Int,
+        frames: Int
     ) throws -> BenchResult {
         try request(channel, "begin", expect: "ok")
         let period: UInt64 = rate > 0 ? 1_000_000_000 / UInt64(rate) : 0
@@ -224,14 +268,28 @@ struct BenchBusCommand: ParsableCommand {
         let parentCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
         let span = Double(max(peer.lastNanoseconds, start + 1) - start) / 1e9
         return BenchResult(
-            transport: "framebus", format: format.name, width: width, height: height, rateHz: rate, frames: peer.frames,
-            framesPerSecond: Double(peer.frames) / span, latency: peer,
-            publisherCPU: Double(parentCPU) / Double(frames) / 1000, subscriberCPU: peer.cpuPerFrameMicroseconds)
+            transport: "framebus",
+            format: format.name,
+            width: width,
+            height: height,
+            rateHz: rate,
+            frames: peer.frames,
+            framesPerSecond: Double(peer.frames) / span,
+            latency: peer,
+            publisherCPU: Double(parentCPU) / Double(frames) / 1000,
+            subscriberCPU: peer.cpuPerFrameMicroseconds
+        )
     }
 
     func measureCopy(
-        _ channel: BenchmarkSocket, stream: BenchmarkSocket, frame: inout [UInt8], format: PixelFormat, width: Int,
-        height: Int, rate: Int, frames: Int
+        _ channel: BenchmarkSocket,
+        stream: BenchmarkSocket,
+        frame: inout [UInt8],
+        format: PixelFormat,
+        width: Int,
+        height: Int,
+        rate: Int,
+        frames: Int
     ) throws -> BenchResult {
         try request(channel, "begin", expect: "ok")
         try channel.send(Array("copy-run \(frames)".utf8))
@@ -257,9 +315,17 @@ struct BenchBusCommand: ParsableCommand {
         let peer = try JSONDecoder().decode(PeerReport.self, from: Data(reply))
         let span = Double(max(peer.lastNanoseconds, start + 1) - start) / 1e9
         return BenchResult(
-            transport: "stream-copy", format: format.name, width: width, height: height, rateHz: rate,
-            frames: peer.frames, framesPerSecond: Double(peer.frames) / span, latency: peer,
-            publisherCPU: Double(parentCPU) / Double(frames) / 1000, subscriberCPU: peer.cpuPerFrameMicroseconds)
+            transport: "stream-copy",
+            format: format.name,
+            width: width,
+            height: height,
+            rateHz: rate,
+            frames: peer.frames,
+            framesPerSecond: Double(peer.frames) / span,
+            latency: peer,
+            publisherCPU: Double(parentCPU) / Double(frames) / 1000,
+            subscriberCPU: peer.cpuPerFrameMicroseconds
+        )
     }
 }
 
@@ -297,8 +363,20 @@ struct BenchResult {
 
     var line: String {
         String(
-            format: "%@ %@ %@ %@: %d frames, %.0f/s, p50 %.1f µs, p99 %.1f µs, p99.9 %.1f µs, CPU %.1f / %.1f µs per frame",
-            transport, format, size, rate, frames, framesPerSecond, p50, p99, p999, publisherCPU, subscriberCPU)
+            format:
+                "%@ %@ %@ %@: %d frames, %.0f/s, p50 %.1f µs, p99 %.1f µs, p99.9 %.1f µs, CPU %.1f / %.1f µs per frame",
+            transport,
+            format,
+            size,
+            rate,
+            frames,
+            framesPerSecond,
+            p50,
+            p99,
+            p999,
+            publisherCPU,
+            subscriberCPU
+        )
     }
 
     var dictionary: [String: Any] {
@@ -337,19 +415,38 @@ struct BenchResult {
                 let ratio = result.p50 / max(floor.p50, 0.001)
                 lines.append(
                     String(
-                        format: "p50 ≤ 2× floor   %@ %@ %@: %.1f µs vs floor %.1f µs (%.2f×) — %@", result.format,
-                        result.size, result.rate, result.p50, floor.p50, ratio, verdict(ratio <= 2)))
+                        format: "p50 ≤ 2× floor   %@ %@ %@: %.1f µs vs floor %.1f µs (%.2f×) — %@",
+                        result.format,
+                        result.size,
+                        result.rate,
+                        result.p50,
+                        floor.p50,
+                        ratio,
+                        verdict(ratio <= 2)
+                    )
+                )
             }
             lines.append(
                 String(
-                    format: "p99 ≤ 100 µs     %@ %@ %@: %.1f µs — %@", result.format, result.size, result.rate, result.p99,
-                    verdict(result.p99 <= 100)))
+                    format: "p99 ≤ 100 µs     %@ %@ %@: %.1f µs — %@",
+                    result.format,
+                    result.size,
+                    result.rate,
+                    result.p99,
+                    verdict(result.p99 <= 100)
+                )
+            )
         }
         for result in bus where result.rateHz == 0 {
             lines.append(
                 String(
-                    format: "≥ 50,000 frames/s unpaced  %@ %@: %.0f — %@", result.format, result.size,
-                    result.framesPerSecond, verdict(result.framesPerSecond >= 50_000)))
+                    format: "≥ 50,000 frames/s unpaced  %@ %@: %.0f — %@",
+                    result.format,
+                    result.size,
+                    result.framesPerSecond,
+                    verdict(result.framesPerSecond >= 50_000)
+                )
+            )
         }
         let sizes = Set(bus.map(\.size))
         if sizes.count >= 2, let small = bus.map(\.width).min(), let large = bus.map(\.width).max(), small != large {
@@ -362,8 +459,15 @@ struct BenchResult {
                 let change = abs(metricB - metricA) / max(metricA, 0.001)
                 lines.append(
                     String(
-                        format: "4K within 20%% of 1080p (%@, %@): %.1f vs %.1f (%+.0f%%) — %@", name, a.rate, metricB,
-                        metricA, (metricB - metricA) / max(metricA, 0.001) * 100, verdict(change <= 0.2)))
+                        format: "4K within 20%% of 1080p (%@, %@): %.1f vs %.1f (%+.0f%%) — %@",
+                        name,
+                        a.rate,
+                        metricB,
+                        metricA,
+                        (metricB - metricA) / max(metricA, 0.001) * 100,
+                        verdict(change <= 0.2)
+                    )
+                )
             }
         }
         return lines
@@ -405,10 +509,13 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
     func makeReport() throws -> String {
         let report = lock.withLock {
             PeerReport(
-                frames: frames, p50: histogram.totalCount > 0 ? histogram.valueAtPercentile(50) : 0,
+                frames: frames,
+                p50: histogram.totalCount > 0 ? histogram.valueAtPercentile(50) : 0,
                 p99: histogram.totalCount > 0 ? histogram.valueAtPercentile(99) : 0,
                 p999: histogram.totalCount > 0 ? histogram.valueAtPercentile(99.9) : 0,
-                cpuNanoseconds: BenchmarkSocket.processCPUNanoseconds() - cpuStart, lastNanoseconds: lastNanoseconds)
+                cpuNanoseconds: BenchmarkSocket.processCPUNanoseconds() - cpuStart,
+                lastNanoseconds: lastNanoseconds
+            )
         }
         return String(decoding: try JSONEncoder().encode(report), as: UTF8.self)
     }
@@ -419,7 +526,9 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 // A floor ping: one-way latency from its stamp, then answer at once.
                 let now = BenchmarkSocket.monotonicNanoseconds()
                 var stamp: UInt64 = 0
-                for index in 0..<8 where index + 1 < message.count { stamp |= UInt64(message[index + 1]) << (8 * index) }
+                for index in 0..<8 where index + 1 < message.count {
+                    stamp |= UInt64(message[index + 1]) << (8 * index)
+                }
                 record(now &- stamp, at: now)
                 try channel.send([1])
                 continue
@@ -449,7 +558,10 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 try reply(try makeReport())
             case "bus":
                 var configuration = Subscriber.Configuration(
-                    path: words[1], acceptedFormats: PixelFormat.all, delivery: .queue(depth: 16))
+                    path: words[1],
+                    acceptedFormats: PixelFormat.all,
+                    delivery: .queue(depth: 16)
+                )
                 configuration.connectTimeout = .seconds(10)
                 let subscriber = try Subscriber(configuration: configuration)
                 subscriber.setDelegate(self, queue: DispatchQueue(label: "bench.delegate", qos: .userInteractive))

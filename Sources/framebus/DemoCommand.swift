@@ -49,13 +49,22 @@ struct DemoCommand: AsyncParsableCommand {
         let executable = try Self.ownExecutable()
         let limit = String(duration + 10)
         let compressed = try Child(
-            executable, ["subscribe", "--path", path, "--accept", compressedFormat.name, "--json", "--decode", "--duration", limit])
-        let raw = try Child(executable, ["subscribe", "--path", path, "--accept", pixelFormat.name, "--json", "--duration", limit])
-        say("  subscriber pid \(compressed.process.processIdentifier)  accepts \(compressedFormat) (decodes each frame)")
+            executable,
+            ["subscribe", "--path", path, "--accept", compressedFormat.name, "--json", "--decode", "--duration", limit]
+        )
+        let raw = try Child(
+            executable,
+            ["subscribe", "--path", path, "--accept", pixelFormat.name, "--json", "--duration", limit]
+        )
+        say(
+            "  subscriber pid \(compressed.process.processIdentifier)  accepts \(compressedFormat) (decodes each frame)"
+        )
         say("  subscriber pid \(raw.process.processIdentifier)  accepts \(pixelFormat)")
 
         let connectDeadline = Date().addingTimeInterval(15)
-        while publisher.subscriberCount < 2, Date() < connectDeadline, compressed.process.isRunning, raw.process.isRunning {
+        while publisher.subscriberCount < 2, Date() < connectDeadline, compressed.process.isRunning,
+            raw.process.isRunning
+        {
             try await Task.sleep(for: .milliseconds(20))
         }
         guard publisher.subscriberCount == 2 else {
@@ -78,7 +87,8 @@ struct DemoCommand: AsyncParsableCommand {
                 lastProgress = Date()
                 say(
                     Self.progress(publisher.statistics, elapsed: Date().timeIntervalSince(start)),
-                    terminator: interactive ? "\r" : "\n")
+                    terminator: interactive ? "\r" : "\n"
+                )
             }
             next = next.addingTimeInterval(interval)
             let wait = next.timeIntervalSinceNow
@@ -92,7 +102,8 @@ struct DemoCommand: AsyncParsableCommand {
 
         say("")
         let header = [
-            "subscriber", "format", "frames", "late", "outOfBuffers", "discontinuity", "p50 µs", "p99 µs", "bytes/frame",
+            "subscriber", "format", "frames", "late", "outOfBuffers", "discontinuity", "p50 µs", "p99 µs",
+            "bytes/frame",
             "decode",
         ]
         var rows: [[String]] = []
@@ -103,7 +114,8 @@ struct DemoCommand: AsyncParsableCommand {
             }
             func number(_ key: String) -> String { (summary[key] as? NSNumber)?.stringValue ?? "-" }
             rows.append([
-                name, summary["format"] as? String ?? "?", number("frames"), number("frameWasLate"), number("outOfBuffers"),
+                name, summary["format"] as? String ?? "?", number("frames"), number("frameWasLate"),
+                number("outOfBuffers"),
                 number("discontinuity"), number("p50us"), number("p99us"), number("bytesPerFrame"),
                 (summary["decodeMs"] as? NSNumber).map { "\($0) ms/frame" } ?? "-",
             ])
@@ -112,7 +124,8 @@ struct DemoCommand: AsyncParsableCommand {
         let dropped = final.droppedAtSource.values.reduce(0, +)
         say(
             "\npublisher: \(final.published) frames published, \(dropped) dropped before fan-out; "
-                + "\(final.conversions) compressed frames encoded (once per frame, shared by every subscriber that asks).")
+                + "\(final.conversions) compressed frames encoded (once per frame, shared by every subscriber that asks)."
+        )
         let rawBytes = rows.first.flatMap { Double($0[8]) } ?? 0
         let compressedBytes = rows.last.flatMap { Double($0[8]) } ?? 0
         if rawBytes > 0, compressedBytes > 0 {
@@ -126,16 +139,23 @@ struct DemoCommand: AsyncParsableCommand {
             "\(record.format?.name ?? "?") \(record.statistics.delivered)"
         }
         return String(
-            format: "  %4.1f s  published %5d  delivered [%@]  held %2d  dropped %d", elapsed, statistics.published,
-            parts.joined(separator: ", "), statistics.total.heldNow,
-            statistics.total.droppedTotal + statistics.droppedAtSource.values.reduce(0, +))
+            format: "  %4.1f s  published %5d  delivered [%@]  held %2d  dropped %d",
+            elapsed,
+            statistics.published,
+            parts.joined(separator: ", "),
+            statistics.total.heldNow,
+            statistics.total.droppedTotal + statistics.droppedAtSource.values.reduce(0, +)
+        )
     }
 
     static func table(_ rows: [[String]]) -> String {
-        let widths = (0..<rows[0].count).map { column in rows.map { $0.count > column ? $0[column].count : 0 }.max() ?? 0 }
+        let widths = (0..<rows[0].count).map { column in
+            rows.map { $0.count > column ? $0[column].count : 0 }.max() ?? 0
+        }
         return rows.map { row in
             row.enumerated().map { column, cell in
-                column < 2 ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                column < 2
+                    ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
                     : String(repeating: " ", count: widths[column] - cell.count) + cell
             }.joined(separator: "  ")
         }.joined(separator: "\n")

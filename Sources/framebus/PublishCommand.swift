@@ -54,8 +54,11 @@ struct PublishCommand: AsyncParsableCommand {
         var formats = [pixelFormat]
         if compressed, let variant = pixelFormat.compressedVariant { formats.append(variant) }
         let producer = try FrameProducer(
-            format: pixelFormat, size: size, imagesFolder: images ?? (source == "images" ? "Corpus/kodak" : nil),
-            buffers: buffers)
+            format: pixelFormat,
+            size: size,
+            imagesFolder: images ?? (source == "images" ? "Corpus/kodak" : nil),
+            buffers: buffers
+        )
         let publisher = try Publisher(configuration: .init(path: path, formats: formats))
         if !quiet { say("publishing \(producer.summary) at \(fps) fps on \(path), offering \(formats)") }
 
@@ -77,7 +80,8 @@ struct PublishCommand: AsyncParsableCommand {
                 say(
                     "\(elapsed)s published \(statistics.published)  subscribers \(statistics.subscribers.count)  "
                         + "delivered \(statistics.total.delivered)  held \(statistics.total.heldNow)  "
-                        + "dropped \(Self.dropSummary(statistics))")
+                        + "dropped \(Self.dropSummary(statistics))"
+                )
             }
         }
         publisher.stop()
@@ -120,7 +124,8 @@ final class FrameProducer {
             guard dimensions.count == 2 else { throw ValidationError("size must be WIDTHxHEIGHT") }
             (width, height) = (dimensions[0], dimensions[1])
             pool = try PixelBufferPool(
-                attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: buffers))
+                attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: buffers)
+            )
             pattern = try TestPattern(width: width, height: height, pixelFormat: format)
             images = []
         }

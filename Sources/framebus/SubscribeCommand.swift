@@ -71,8 +71,13 @@ struct SubscribeCommand: AsyncParsableCommand {
                 second = Int(elapsed)
                 let now = subscriber.statistics
                 let line = StatisticsLine(
-                    seconds: elapsed, interval: elapsed - previousTime, format: format, current: now,
-                    previous: previous, decodeMilliseconds: counter.decodeAverage)
+                    seconds: elapsed,
+                    interval: elapsed - previousTime,
+                    format: format,
+                    current: now,
+                    previous: previous,
+                    decodeMilliseconds: counter.decodeAverage
+                )
                 say(json ? line.json(summary: false) : line.text)
                 previous = now
                 previousTime = elapsed
@@ -82,8 +87,13 @@ struct SubscribeCommand: AsyncParsableCommand {
         subscriber.cancel()
         let elapsed = Date().timeIntervalSince(start)
         let total = StatisticsLine(
-            seconds: elapsed, interval: elapsed, format: format, current: subscriber.statistics,
-            previous: FrameStatistics(), decodeMilliseconds: counter.decodeAverage)
+            seconds: elapsed,
+            interval: elapsed,
+            format: format,
+            current: subscriber.statistics,
+            previous: FrameStatistics(),
+            decodeMilliseconds: counter.decodeAverage
+        )
         say(json ? total.json(summary: true) : "total: " + total.text)
         if let error = counter.ended, !json { say("stream ended: \(error)") }
     }
@@ -114,7 +124,11 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
         if decode, let image = sampleBuffer.imageBuffer, image.pixelFormat.isCompressed {
             let start = DispatchTime.now().uptimeNanoseconds
             if scratch == nil || scratch?.width != image.width || scratch?.height != image.height {
-                scratch = try? PixelBuffer(width: image.width, height: image.height, pixelFormat: image.pixelFormat.base)
+                scratch = try? PixelBuffer(
+                    width: image.width,
+                    height: image.height,
+                    pixelFormat: image.pixelFormat.base
+                )
             }
             if let scratch, (try? SurfaceCodec.decompress(image, into: scratch)) != nil {
                 let elapsed = DispatchTime.now().uptimeNanoseconds - start
@@ -148,14 +162,20 @@ struct StatisticsLine {
     var decodeMilliseconds: Double?
 
     init(
-        seconds: Double, interval: Double, format: String, current: FrameStatistics, previous: FrameStatistics,
+        seconds: Double,
+        interval: Double,
+        format: String,
+        current: FrameStatistics,
+        previous: FrameStatistics,
         decodeMilliseconds: Double?
     ) {
         self.seconds = seconds
         self.format = format
         frames = current.delivered - previous.delivered
         framesPerSecond = Double(frames) / max(interval, 0.001)
-        func delta(_ reason: DroppedFrameReason) -> Int { current.dropped[reason, default: 0] - previous.dropped[reason, default: 0] }
+        func delta(_ reason: DroppedFrameReason) -> Int {
+            current.dropped[reason, default: 0] - previous.dropped[reason, default: 0]
+        }
         late = delta(.frameWasLate)
         outOfBuffers = delta(.outOfBuffers)
         discontinuity = delta(.discontinuity)
@@ -172,7 +192,18 @@ struct StatisticsLine {
         String(
             format: "%5.1fs %@ %6.1f fps  frames %5d  late %4d  outOfBuffers %4d  discontinuity %3d  held %2d  "
                 + "p50 %6.1f µs  p99 %7.1f µs  %8d B/frame",
-            seconds, format, framesPerSecond, frames, late, outOfBuffers, discontinuity, held, p50, p99, bytesPerFrame)
+            seconds,
+            format,
+            framesPerSecond,
+            frames,
+            late,
+            outOfBuffers,
+            discontinuity,
+            held,
+            p50,
+            p99,
+            bytesPerFrame
+        )
     }
 
     func json(summary: Bool) -> String {

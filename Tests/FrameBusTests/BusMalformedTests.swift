@@ -67,7 +67,8 @@ struct RawPeer {
         let good = try PeerProcess(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "60"])
         try #require(waitUntil { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(
-            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 64))
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 64)
+        )
         var published = 0
         func publishOne() throws {
             let buffer = try publisher.makePixelBuffer(from: pool)
@@ -79,7 +80,9 @@ struct RawPeer {
         for scenario in Scenario.allCases {
             try publishOne()
             let raw = try RawPeer(connectingTo: path)
-            let hello = WireMessage.hello(WireHello(deliveryMode: 1, queueDepth: 8, formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]))
+            let hello = WireMessage.hello(
+                WireHello(deliveryMode: 1, queueDepth: 8, formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC])
+            )
             var expected = WireErrorCode.malformedMessage
             switch scenario {
             case .truncated:
@@ -87,7 +90,9 @@ struct RawPeer {
             case .oversized:
                 raw.send([UInt8](repeating: 0, count: 5000))
             case .wrongVersion:
-                raw.send(WireMessage.hello(WireHello(version: 9, deliveryMode: 0, queueDepth: 1, formats: [1])).encoded())
+                raw.send(
+                    WireMessage.hello(WireHello(version: 9, deliveryMode: 0, queueDepth: 1, formats: [1])).encoded()
+                )
                 expected = .unsupportedVersion
             case .unknownType:
                 try #require(raw.handshake() != nil)
@@ -97,7 +102,8 @@ struct RawPeer {
                 raw.send(bytes)
             case .wrongLength:
                 try #require(raw.handshake() != nil)
-                var bytes = WireMessage.release(WireRelease(sequence: 0, surfaceID: 1, flags: 0)).encoded() + [0, 0, 0, 0]
+                var bytes =
+                    WireMessage.release(WireRelease(sequence: 0, surfaceID: 1, flags: 0)).encoded() + [0, 0, 0, 0]
                 bytes[4] = UInt8(bytes.count)
                 raw.send(bytes)
             case .bogusSurfaceID:
@@ -109,8 +115,11 @@ struct RawPeer {
                 }
                 let received = try #require(frame)
                 raw.send(
-                    WireMessage.release(WireRelease(sequence: received.sequence, surfaceID: received.surfaceID &+ 1, flags: 0))
-                        .encoded())
+                    WireMessage.release(
+                        WireRelease(sequence: received.sequence, surfaceID: received.surfaceID &+ 1, flags: 0)
+                    )
+                    .encoded()
+                )
                 expected = .invalidRequest
             case .releaseNotHeld:
                 try #require(raw.handshake() != nil)
@@ -148,12 +157,15 @@ struct RawPeer {
         let path = temporaryBusPath("format")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        #expect(performing: {
-            _ = try Subscriber(configuration: .init(path: path, acceptedFormats: [.bgra8]))
-        }, throws: { error in
-            guard let error = error as? FrameBusError else { return false }
-            return error.code == .refused && (error.message ?? "").contains("no common format")
-        })
+        #expect(
+            performing: {
+                _ = try Subscriber(configuration: .init(path: path, acceptedFormats: [.bgra8]))
+            },
+            throws: { error in
+                guard let error = error as? FrameBusError else { return false }
+                return error.code == .refused && (error.message ?? "").contains("no common format")
+            }
+        )
     }
 
     enum EvilSurface: String, CaseIterable, Sendable { case unsealed, tooSmall, frameWithoutSurface }
@@ -173,10 +185,18 @@ struct RawPeer {
         connection.send(
             WireMessage.welcome(
                 WireWelcome(
-                    version: 1, deliveryMode: 0, queueDepth: 1, maximumHeldFrames: 5,
-                    format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC, maximumMessageSize: 4096, streamID: 1,
-                    subscriberID: 1, nextSequence: 0)
-            ).encoded())
+                    version: 1,
+                    deliveryMode: 0,
+                    queueDepth: 1,
+                    maximumHeldFrames: 5,
+                    format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
+                    maximumMessageSize: 4096,
+                    streamID: 1,
+                    subscriberID: 1,
+                    nextSequence: 0
+                )
+            ).encoded()
+        )
 
         let honest = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
         let announcement = Publisher.wireSurface(honest.surface)
@@ -195,9 +215,16 @@ struct RawPeer {
             connection.send(
                 WireMessage.frame(
                     WireFrame(
-                        sequence: 0, surfaceID: 4242, presentationTime: .invalid, duration: .invalid, publishTime: 0,
-                        bytesUsed: 10, flags: 0)
-                ).encoded())
+                        sequence: 0,
+                        surfaceID: 4242,
+                        presentationTime: .invalid,
+                        duration: .invalid,
+                        publishTime: 0,
+                        bytesUsed: 10,
+                        flags: 0
+                    )
+                ).encoded()
+            )
         }
         let outcome = connection.expectError()
         let expectedCode: WireErrorCode = evil == .frameWithoutSurface ? .malformedMessage : .invalidSurface

@@ -17,14 +17,23 @@ import Testing
     func makePool(threshold: Int? = nil) throws -> PixelBufferPool {
         try PixelBufferPool(
             attributes: .init(
-                width: Self.size.width, height: Self.size.height, pixelFormat: .yuv420BiPlanarVideoRange8,
-                maximumBufferAge: nil, allocationThreshold: threshold))
+                width: Self.size.width,
+                height: Self.size.height,
+                pixelFormat: .yuv420BiPlanarVideoRange8,
+                maximumBufferAge: nil,
+                allocationThreshold: threshold
+            )
+        )
     }
 
     /// Publishes `count` frames from `pool`, `gap` µs apart; returns the expected hash per sequence number.
     @discardableResult
     func publishFrames(
-        _ publisher: Publisher, pool: PixelBufferPool, count: Int, gap: UInt32 = 2000, first: Int = 0
+        _ publisher: Publisher,
+        pool: PixelBufferPool,
+        count: Int,
+        gap: UInt32 = 2000,
+        first: Int = 0
     ) throws -> [UInt64: UInt64] {
         var hashes: [UInt64: UInt64] = [:]
         for index in first..<(first + count) {
@@ -39,10 +48,15 @@ import Testing
 
     @Test func framesArriveBitExactInOtherProcessesWithEachRepresentationMadeOnce() throws {
         let path = temporaryBusPath("exact")
-        let publisher = try makePublisher(path, formats: [.yuv420BiPlanarVideoRange8, .compressedYUV420BiPlanarVideoRange8])
+        let publisher = try makePublisher(
+            path,
+            formats: [.yuv420BiPlanarVideoRange8, .compressedYUV420BiPlanarVideoRange8]
+        )
         defer { publisher.stop() }
         let count = 12
-        let raw = try PeerProcess(["bus-subscriber", path, "--accept", "420v", "--queue", "16", "--frames", "\(count)", "--checksum"])
+        let raw = try PeerProcess([
+            "bus-subscriber", path, "--accept", "420v", "--queue", "16", "--frames", "\(count)", "--checksum",
+        ])
         let compressedA = try PeerProcess(
             ["bus-subscriber", path, "--accept", "&8v0,420v", "--queue", "16", "--frames", "\(count)", "--checksum"])
         let compressedB = try PeerProcess(
@@ -230,7 +244,8 @@ import Testing
         let publisher = try PeerProcess(["bus-publisher", path, "--fps", "200", "--frames", "60"])
         try #require(waitUntil { publisher.output.contains("listening") })
         let subscriber = try Subscriber(
-            configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 64)))
+            configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 64))
+        )
         defer { subscriber.cancel() }
         var sequences: [UInt64] = []
         var ending: FrameBusError?

@@ -72,7 +72,10 @@ func temporarySocketPath(_ tag: String = "t") -> String {
 
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
-        defer { close(fds[0]); close(fds[1]) }
+        defer {
+            close(fds[0])
+            close(fds[1])
+        }
         #expect(try client.send([1, 2, 3, 4], descriptors: [fds[1]]).get() == .sent)
         _ = try server.waitReadable(timeoutMilliseconds: 2000).get()
         guard case .datagram(let datagram) = try server.receive(maximumSize: 64).get() else {

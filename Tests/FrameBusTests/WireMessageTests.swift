@@ -7,22 +7,44 @@ import Testing
         .hello(WireHello(deliveryMode: 1, queueDepth: 4, formats: [0x3432_3076, 0x2638_7630])),
         .welcome(
             WireWelcome(
-                version: 1, deliveryMode: 0, queueDepth: 1, maximumHeldFrames: 5, format: 0x4247_5241,
-                maximumMessageSize: 4096, streamID: 0xDEAD_BEEF, subscriberID: 3, nextSequence: 77)),
+                version: 1,
+                deliveryMode: 0,
+                queueDepth: 1,
+                maximumHeldFrames: 5,
+                format: 0x4247_5241,
+                maximumMessageSize: 4096,
+                streamID: 0xDEAD_BEEF,
+                subscriberID: 3,
+                nextSequence: 77
+            )
+        ),
         .error(WireErrorMessage(code: 2, reason: "no common format: wanted BGRA")),
         .surface(
             WireSurface(
-                surfaceID: 9, allocationSize: 3_110_400, pixelFormat: 0x3432_3076, width: 1920, height: 1080,
+                surfaceID: 9,
+                allocationSize: 3_110_400,
+                pixelFormat: 0x3432_3076,
+                width: 1920,
+                height: 1080,
                 planes: [
                     WirePlane(offset: 0, bytesPerRow: 1920, width: 1920, height: 1080, bytesPerElement: 1),
                     WirePlane(offset: 2_073_600, bytesPerRow: 1920, width: 960, height: 540, bytesPerElement: 2),
-                ])),
+                ]
+            )
+        ),
         .retireSurface(surfaceID: 9),
         .frame(
             WireFrame(
-                sequence: 12, surfaceID: 9, presentationTime: WireTime(value: -5, timescale: 90000, flags: 1),
-                duration: WireTime(value: 1, timescale: 60, flags: 1), publishTime: 123_456_789, bytesUsed: 3_110_400,
-                flags: 3, attachments: (1, 1, 1, 1))),
+                sequence: 12,
+                surfaceID: 9,
+                presentationTime: WireTime(value: -5, timescale: 90000, flags: 1),
+                duration: WireTime(value: 1, timescale: 60, flags: 1),
+                publishTime: 123_456_789,
+                bytesUsed: 3_110_400,
+                flags: 3,
+                attachments: (1, 1, 1, 1)
+            )
+        ),
         .drop(WireDrop(firstSequence: 3, lastSequence: 5, reason: 2)),
         .endOfStream(WireEndOfStream(lastSequence: .max, reason: 0)),
         .release(WireRelease(sequence: 12, surfaceID: 9, flags: 1)),
@@ -65,31 +87,46 @@ import Testing
 
         var padded = WireMessage.release(WireRelease(sequence: 1, surfaceID: 2, flags: 0)).encoded() + [0, 0, 0, 0]
         padded[4] = UInt8(padded.count)
-        #expect(performing: { try WireMessage.decode(padded, descriptorCount: 0) }, throws: { error in
-            (error as? WireError)?.kind == .wrongLength
-        })
+        #expect(
+            performing: { try WireMessage.decode(padded, descriptorCount: 0) },
+            throws: { error in
+                (error as? WireError)?.kind == .wrongLength
+            }
+        )
 
         var lying = WireMessage.goodbye(reason: 0).encoded()
         lying[4] = 99
-        #expect(performing: { try WireMessage.decode(lying, descriptorCount: 0) }, throws: { error in
-            (error as? WireError)?.kind == .wrongLength
-        })
+        #expect(
+            performing: { try WireMessage.decode(lying, descriptorCount: 0) },
+            throws: { error in
+                (error as? WireError)?.kind == .wrongLength
+            }
+        )
 
         let future = WireMessage.hello(WireHello(version: 2, deliveryMode: 0, queueDepth: 1, formats: [1])).encoded()
-        #expect(performing: { try WireMessage.decode(future, descriptorCount: 0) }, throws: { error in
-            (error as? WireError)?.kind == .unsupportedVersion
-        })
+        #expect(
+            performing: { try WireMessage.decode(future, descriptorCount: 0) },
+            throws: { error in
+                (error as? WireError)?.kind == .unsupportedVersion
+            }
+        )
     }
 
     @Test func descriptorsOnlyTravelWithSurfaces() {
         let frame = Self.samples[5].encoded()
-        #expect(performing: { try WireMessage.decode(frame, descriptorCount: 1) }, throws: { error in
-            (error as? WireError)?.kind == .unexpectedDescriptors
-        })
+        #expect(
+            performing: { try WireMessage.decode(frame, descriptorCount: 1) },
+            throws: { error in
+                (error as? WireError)?.kind == .unexpectedDescriptors
+            }
+        )
         let surface = Self.samples[3].encoded()
-        #expect(performing: { try WireMessage.decode(surface, descriptorCount: 0) }, throws: { error in
-            (error as? WireError)?.kind == .missingDescriptor
-        })
+        #expect(
+            performing: { try WireMessage.decode(surface, descriptorCount: 0) },
+            throws: { error in
+                (error as? WireError)?.kind == .missingDescriptor
+            }
+        )
     }
 
     @Test func reservedFieldsAndFlagsMustBeZero() {

@@ -41,7 +41,8 @@ import SystemPackage
 
     /// Receives one datagram, blocking in `poll` (so the wake-up is what a blocking consumer pays); nil at end of
     /// file or after `timeoutMilliseconds`.
-    public func receive(maximumSize: Int = 4096, timeoutMilliseconds: Int32 = 10_000) throws(FrameBusError) -> [UInt8]? {
+    public func receive(maximumSize: Int = 4096, timeoutMilliseconds: Int32 = 10_000) throws(FrameBusError) -> [UInt8]?
+    {
         while true {
             switch socket.receive(maximumSize: maximumSize, maximumDescriptors: 0) {
             case .success(.datagram(let datagram)): return datagram.bytes

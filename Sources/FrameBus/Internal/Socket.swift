@@ -52,7 +52,9 @@ struct ReceivedDatagram {
     init(adopting descriptor: Int32) {
         self.descriptor = descriptor
         unsafe scratch = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: Self.scratchDataSize + Self.scratchControlSize, alignment: 16)
+            byteCount: Self.scratchDataSize + Self.scratchControlSize,
+            alignment: 16
+        )
     }
 
     deinit {
@@ -69,7 +71,10 @@ struct ReceivedDatagram {
     /// accepts is a live publisher and gives ``FrameBusError/Code-swift.struct/addressInUse``. Anything at the
     /// path that is not a socket is never removed.
     static func listen(
-        path: String, mode: mode_t, backlog: Int32 = 64, stream: Bool = false
+        path: String,
+        mode: mode_t,
+        backlog: Int32 = 64,
+        stream: Bool = false
     ) -> Result<Socket, FrameBusError> {
         let operation = "Socket.listen"
         for attempt in 0..<2 {
@@ -93,7 +98,9 @@ struct ReceivedDatagram {
                 return .success(socket)
             case .failure(.addressInUse) where attempt == 0:
                 guard case .success(true) = Syscall.isSocket(path: path) else {
-                    return .failure(FrameBusError(.addressInUse, operation, message: "\(path) exists and is not a socket"))
+                    return .failure(
+                        FrameBusError(.addressInUse, operation, message: "\(path) exists and is not a socket")
+                    )
                 }
                 let probe: Socket
                 switch Syscall.unixSocket(stream: stream) {
@@ -120,7 +127,8 @@ struct ReceivedDatagram {
     }
 
     /// Connects to a listener at `path`, retrying a full backlog until `timeoutNanoseconds` pass.
-    static func connect(path: String, timeoutNanoseconds: UInt64, stream: Bool = false) -> Result<Socket, FrameBusError> {
+    static func connect(path: String, timeoutNanoseconds: UInt64, stream: Bool = false) -> Result<Socket, FrameBusError>
+    {
         let deadline = Syscall.monotonicNanoseconds() &+ timeoutNanoseconds
         while true {
             let socket: Socket
@@ -160,7 +168,9 @@ struct ReceivedDatagram {
 
     /// Sends one datagram, optionally with descriptors (`SCM_RIGHTS`); never blocks, never raises `SIGPIPE`.
     func send(_ bytes: [UInt8], descriptors: [Int32] = []) -> Result<SendOutcome, Errno> {
-        let result = unsafe bytes.withUnsafeBytes { unsafe Syscall.sendMessage(descriptor, $0, descriptors: descriptors) }
+        let result = unsafe bytes.withUnsafeBytes {
+            unsafe Syscall.sendMessage(descriptor, $0, descriptors: descriptors)
+        }
         switch result {
         case .success: return .success(.sent)
         case .failure(.resourceTemporarilyUnavailable): return .success(.wouldBlock)
@@ -183,7 +193,10 @@ struct ReceivedDatagram {
         precondition(maximumSize < Self.scratchDataSize && maximumDescriptors <= 4, "receive limits")
         let data = unsafe UnsafeMutableRawBufferPointer(rebasing: scratch[0..<(maximumSize + 1)])
         let control = unsafe UnsafeMutableRawBufferPointer(
-            rebasing: scratch[Self.scratchDataSize..<(Self.scratchDataSize + Syscall.controlSpace(descriptors: maximumDescriptors))])
+            rebasing: scratch[
+                Self.scratchDataSize..<(Self.scratchDataSize + Syscall.controlSpace(descriptors: maximumDescriptors))
+            ]
+        )
         var result = unsafe Syscall.receiveMessage(descriptor, into: data, control: control)
         if case .failure(.connectionReset) = result {
             // A peer that closed with our data unread leaves ECONNRESET pending, reported (and cleared) before
@@ -271,7 +284,8 @@ final class Doorbell: @unchecked Sendable {
 enum PollEvents {
     static let readable = Int16(POLLIN)
     static let writable = Int16(POLLOUT)
-    static let hangUp = Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL) | Int16(0x2000) /* POLLRDHUP */
+    // 0x2000 is POLLRDHUP, which Swift's Glibc module lacks (it needs _GNU_SOURCE).
+    static let hangUp = Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL) | Int16(0x2000)
 }
 
 /// Process-wide helpers that need the C library.

@@ -303,7 +303,9 @@ extension Syscall {
         var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         while true {
             let result = valueOrErrno {
-                unsafe withUnsafeMutableBytes(of: &bytes) { unsafe Glibc.recv(descriptor, $0.baseAddress, 32, Int32(MSG_DONTWAIT)) }
+                unsafe withUnsafeMutableBytes(of: &bytes) {
+                    unsafe Glibc.recv(descriptor, $0.baseAddress, 32, Int32(MSG_DONTWAIT))
+                }
             }
             guard case .success(let count) = result, count > 0 else { return }
         }

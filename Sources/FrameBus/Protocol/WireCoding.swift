@@ -54,7 +54,9 @@ struct WireReader {
     }
 
     mutating func readBytes(_ count: Int) throws(WireError) -> ArraySlice<UInt8> {
-        guard count >= 0, remaining >= count else { throw WireError(.truncated, "need \(count) bytes at offset \(offset)") }
+        guard count >= 0, remaining >= count else {
+            throw WireError(.truncated, "need \(count) bytes at offset \(offset)")
+        }
         defer { offset += count }
         return bytes[offset..<(offset + count)]
     }

@@ -92,8 +92,15 @@
     public var nextSequence: UInt64
 
     public init(
-        version: UInt16, deliveryMode: UInt16, queueDepth: UInt16, maximumHeldFrames: UInt16, format: UInt32,
-        maximumMessageSize: UInt32, streamID: UInt64, subscriberID: UInt64, nextSequence: UInt64
+        version: UInt16,
+        deliveryMode: UInt16,
+        queueDepth: UInt16,
+        maximumHeldFrames: UInt16,
+        format: UInt32,
+        maximumMessageSize: UInt32,
+        streamID: UInt64,
+        subscriberID: UInt64,
+        nextSequence: UInt64
     ) {
         self.version = version
         self.deliveryMode = deliveryMode
@@ -157,7 +164,11 @@
     public var planes: [WirePlane]
 
     public init(
-        surfaceID: UInt64, allocationSize: UInt64, pixelFormat: UInt32, width: UInt32, height: UInt32,
+        surfaceID: UInt64,
+        allocationSize: UInt64,
+        pixelFormat: UInt32,
+        width: UInt32,
+        height: UInt32,
         planes: [WirePlane]
     ) {
         self.surfaceID = surfaceID
@@ -202,8 +213,14 @@
     public var attachments: (UInt8, UInt8, UInt8, UInt8)
 
     public init(
-        sequence: UInt64, surfaceID: UInt64, presentationTime: WireTime, duration: WireTime, publishTime: UInt64,
-        bytesUsed: UInt64, flags: UInt32, attachments: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
+        sequence: UInt64,
+        surfaceID: UInt64,
+        presentationTime: WireTime,
+        duration: WireTime,
+        publishTime: UInt64,
+        bytesUsed: UInt64,
+        flags: UInt32,
+        attachments: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
     ) {
         self.sequence = sequence
         self.surfaceID = surfaceID
@@ -345,7 +362,8 @@
             for index in 0..<WireProtocol.maximumPlaneCount {
                 let plane =
                     index < surface.planes.count
-                    ? surface.planes[index] : WirePlane(offset: 0, bytesPerRow: 0, width: 0, height: 0, bytesPerElement: 0)
+                    ? surface.planes[index]
+                    : WirePlane(offset: 0, bytesPerRow: 0, width: 0, height: 0, bytesPerElement: 0)
                 writer.write(plane.offset)
                 writer.write(plane.bytesPerRow)
                 writer.write(plane.width)
@@ -463,9 +481,16 @@ extension WireMessage {
                 throw WireError(.unsupportedVersion, "publisher speaks \(version)")
             }
             let welcome = WireWelcome(
-                version: version, deliveryMode: try reader.read(), queueDepth: try reader.read(),
-                maximumHeldFrames: try reader.read(), format: try reader.read(), maximumMessageSize: try reader.read(),
-                streamID: try reader.read(), subscriberID: try reader.read(), nextSequence: try reader.read())
+                version: version,
+                deliveryMode: try reader.read(),
+                queueDepth: try reader.read(),
+                maximumHeldFrames: try reader.read(),
+                format: try reader.read(),
+                maximumMessageSize: try reader.read(),
+                streamID: try reader.read(),
+                subscriberID: try reader.read(),
+                nextSequence: try reader.read()
+            )
             guard welcome.deliveryMode <= 1, welcome.queueDepth >= 1, welcome.maximumHeldFrames >= 1 else {
                 throw WireError(.invalidField, "WELCOME mode/depth/held")
             }
@@ -494,8 +519,12 @@ extension WireMessage {
             var planes: [WirePlane] = []
             for index in 0..<WireProtocol.maximumPlaneCount {
                 let plane = WirePlane(
-                    offset: try reader.read(), bytesPerRow: try reader.read(), width: try reader.read(),
-                    height: try reader.read(), bytesPerElement: try reader.read())
+                    offset: try reader.read(),
+                    bytesPerRow: try reader.read(),
+                    width: try reader.read(),
+                    height: try reader.read(),
+                    bytesPerElement: try reader.read()
+                )
                 if index < planeCount {
                     planes.append(plane)
                 } else if plane != WirePlane(offset: 0, bytesPerRow: 0, width: 0, height: 0, bytesPerElement: 0) {
@@ -504,8 +533,14 @@ extension WireMessage {
             }
             return .surface(
                 WireSurface(
-                    surfaceID: surfaceID, allocationSize: allocationSize, pixelFormat: pixelFormat, width: width,
-                    height: height, planes: planes))
+                    surfaceID: surfaceID,
+                    allocationSize: allocationSize,
+                    pixelFormat: pixelFormat,
+                    width: width,
+                    height: height,
+                    planes: planes
+                )
+            )
         case .retireSurface:
             try expectLength(WireProtocol.retireSurfaceSize)
             return .retireSurface(surfaceID: try reader.read())
@@ -513,7 +548,11 @@ extension WireMessage {
             try expectLength(WireProtocol.frameSize)
             let sequence: UInt64 = try reader.read()
             let surfaceID: UInt64 = try reader.read()
-            let presentation = WireTime(value: try reader.read(), timescale: try reader.read(), flags: try reader.read())
+            let presentation = WireTime(
+                value: try reader.read(),
+                timescale: try reader.read(),
+                flags: try reader.read()
+            )
             let duration = WireTime(value: try reader.read(), timescale: try reader.read(), flags: try reader.read())
             let publishTime: UInt64 = try reader.read()
             let bytesUsed: UInt64 = try reader.read()
@@ -526,11 +565,23 @@ extension WireMessage {
             )
             return .frame(
                 WireFrame(
-                    sequence: sequence, surfaceID: surfaceID, presentationTime: presentation, duration: duration,
-                    publishTime: publishTime, bytesUsed: bytesUsed, flags: flags, attachments: attachments))
+                    sequence: sequence,
+                    surfaceID: surfaceID,
+                    presentationTime: presentation,
+                    duration: duration,
+                    publishTime: publishTime,
+                    bytesUsed: bytesUsed,
+                    flags: flags,
+                    attachments: attachments
+                )
+            )
         case .drop:
             try expectLength(WireProtocol.dropSize)
-            let drop = WireDrop(firstSequence: try reader.read(), lastSequence: try reader.read(), reason: try reader.read())
+            let drop = WireDrop(
+                firstSequence: try reader.read(),
+                lastSequence: try reader.read(),
+                reason: try reader.read()
+            )
             try reader.readReserved(UInt32.self, "DROP reserved")
             guard drop.firstSequence <= drop.lastSequence, WireDropReason(rawValue: drop.reason) != nil else {
                 throw WireError(.invalidField, "DROP range or reason")
@@ -543,7 +594,11 @@ extension WireMessage {
             return .endOfStream(end)
         case .release:
             try expectLength(WireProtocol.releaseSize)
-            let release = WireRelease(sequence: try reader.read(), surfaceID: try reader.read(), flags: try reader.read())
+            let release = WireRelease(
+                sequence: try reader.read(),
+                surfaceID: try reader.read(),
+                flags: try reader.read()
+            )
             try reader.readReserved(UInt32.self, "RELEASE reserved")
             guard release.flags & ~WireRelease.notDeliveredFlag == 0 else {
                 throw WireError(.invalidField, "RELEASE flags 0x\(String(release.flags, radix: 16))")
