@@ -694,10 +694,22 @@ public final class Publisher: Sendable {
         flushOrClose(connection, &state)
     }
 
+    /// Most messages queued for one subscriber whose socket buffer is full before it is disconnected.
+    static let maximumOutboundMessages = 1024
+
     private func flushOrClose(_ connection: PublisherConnection, _ state: inout State) {
         guard state.connections[connection.id] != nil else { return }
         if let errno = connection.flush() {
             close(connection, code: nil, reason: "send failed: \(errno)", &state)
+        } else if connection.outbound.count > Self.maximumOutboundMessages {
+            // Held frames bound the FRAMEs waiting here, but not DROPs: a subscriber that stopped reading would
+            // make this queue grow without end.
+            close(
+                connection,
+                code: nil,
+                reason: "subscriber stopped reading (\(connection.outbound.count) messages queued)",
+                &state
+            )
         } else if !connection.outbound.isEmpty {
             doorbell.ring()  // the loop must poll for POLLOUT
         }

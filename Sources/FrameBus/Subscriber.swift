@@ -292,6 +292,8 @@ final class SubscriberCore: Sendable {
     let sender: SubscriberSender
     private let loopDone = DispatchSemaphore(value: 0)
     private let readerLock = NSLock()
+    /// Most surfaces a subscriber keeps mapped for one connection (docs/PROTOCOL.md §8).
+    static let maximumSurfaces = 256
     /// Callbacks slower than this (recently) make the delivering thread hand the socket to the other reader.
     static let handOffThreshold: UInt64 = 500_000
 
@@ -689,8 +691,14 @@ final class SubscriberCore: Sendable {
     }
 
     private func importSurface(_ announcement: WireSurface, descriptor: OwnedDescriptor) -> FrameBusError? {
-        let (session, known) = state.withLock { ($0.session, $0.surfaces[announcement.surfaceID] != nil) }
+        let (session, known, count) = state.withLock {
+            ($0.session, $0.surfaces[announcement.surfaceID] != nil, $0.surfaces.count)
+        }
         guard let session else { return violation(.malformedMessage, "SURFACE before WELCOME") }
+        // A publisher retires surfaces long before this; more is a publisher trying to exhaust our memory map.
+        guard count < Self.maximumSurfaces else {
+            return violation(.invalidSurface, "more than \(Self.maximumSurfaces) surfaces announced")
+        }
         guard !known, announcement.surfaceID != 0 else {
             return violation(.malformedMessage, "SURFACE \(announcement.surfaceID) announced twice")
         }

@@ -255,7 +255,7 @@ struct BenchBusCommand: ParsableCommand {
             while buffer == nil {
                 // Unpaced, the pool (12 surfaces) is the back-pressure: wait for a release instead of dropping.
                 buffer = try? pool.makePixelBuffer()
-                if buffer == nil { usleep(20) }
+                if buffer == nil { sched_yield() }
             }
             try publisher.publish(buffer!)
             buffer = nil

@@ -143,6 +143,24 @@ struct RawPeer {
         #expect(good.records("end").isEmpty)
     }
 
+    @Test func aSubscriberThatStopsReadingIsDisconnectedAndReleased() throws {
+        let path = temporaryBusPath("stalled")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        defer { publisher.stop() }
+        let raw = try RawPeer(connectingTo: path)
+        try #require(raw.handshake() != nil)
+        let pool = try PixelBufferPool(
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 32))
+        var published = 0
+        while publisher.subscriberCount == 1, published < 20_000 {
+            try publisher.publish(try publisher.makePixelBuffer(from: pool))
+            published += 1
+        }
+        #expect(publisher.subscriberCount == 0)
+        #expect(publisher.heldFrameCount == 0)
+        #expect(pool.inUseBufferCount == 0)
+    }
+
     @Test func aConnectionThatNeverSaysHelloIsClosedAfterTheTimeout() throws {
         let path = temporaryBusPath("silent")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
