@@ -162,19 +162,20 @@ enum TileCodec {
         for index in 0..<grid.entryCount {
             let e = unsafe readEntry(index: index, from: p)
             let raw = grid.rawByteCount(tile: index / components, component: index % components)
-            let where_ = "\(op): tile \(index / components) component \(index % components)"
+            // Formatted only on failure: string interpolation per entry would cost more than the check.
+            func where_() -> String { "\(op): tile \(index / components) component \(index % components)" }
             guard e.offset >= grid.payloadStart, e.byteCount <= raw, e.offset + e.byteCount <= used else {
-                throw CompressionError(.tableOutOfRange, where_)
+                throw CompressionError(.tableOutOfRange, where_())
             }
-            guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_) }
+            guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_()) }
             guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
                 mode.isValid(bytesPerSample: format.bytesPerSample)
-            else { throw CompressionError(.invalidTileMode, where_) }
+            else { throw CompressionError(.invalidTileMode, where_()) }
             switch mode {
-            case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_) }
+            case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_()) }
             case .solid:
-                guard e.byteCount == format.bytesPerSample else { throw CompressionError(.corruptPayload, where_) }
-            default: guard e.byteCount > 0 else { throw CompressionError(.corruptPayload, where_) }
+                guard e.byteCount == format.bytesPerSample else { throw CompressionError(.corruptPayload, where_()) }
+            default: guard e.byteCount > 0 else { throw CompressionError(.corruptPayload, where_()) }
             }
             expected += e.byteCount
         }
@@ -380,10 +381,10 @@ enum TileCodec {
             let slot = unsafe scratch + c * stride
             let extent = grid.componentExtent(tile: tile, component: c)
             let n = extent.width * extent.height
-            let where_ = "SurfaceCodec.decode: tile \(tile) component \(c)"
+            func where_() -> String { "SurfaceCodec.decode: tile \(tile) component \(c)" }
             if verifyChecksums {
                 guard unsafe UInt32(truncatingIfNeeded: Checksum.hash(payload, count: e.byteCount)) == e.checksum else {
-                    throw CompressionError(.checksumMismatch, where_)
+                    throw CompressionError(.checksumMismatch, where_())
                 }
             }
             // parse() validated the mode.
@@ -402,7 +403,7 @@ enum TileCodec {
             case .lz4:
                 let raw = n * bytesPerSample
                 guard unsafe LZ4Block.decompress(payload, count: e.byteCount, into: slot, capacity: raw) == raw else {
-                    throw CompressionError(.corruptPayload, where_ + " (lz4)")
+                    throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
             case .packed8:
                 guard
@@ -413,7 +414,7 @@ enum TileCodec {
                         height: extent.height,
                         into: slot.assumingMemoryBound(to: UInt8.self)
                     )
-                else { throw CompressionError(.corruptPayload, where_) }
+                else { throw CompressionError(.corruptPayload, where_()) }
             case .packed10, .packed16:
                 guard
                     unsafe ComponentCodec.decodePacked16(
@@ -425,7 +426,7 @@ enum TileCodec {
                         residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
                         into: slot.assumingMemoryBound(to: UInt16.self)
                     )
-                else { throw CompressionError(.corruptPayload, where_) }
+                else { throw CompressionError(.corruptPayload, where_()) }
             }
             switch c {
             case 0: unsafe pointers.c0 = source
