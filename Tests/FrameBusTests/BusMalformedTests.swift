@@ -150,7 +150,8 @@ struct RawPeer {
         let raw = try RawPeer(connectingTo: path)
         try #require(raw.handshake() != nil)
         let pool = try PixelBufferPool(
-            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 32))
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 32)
+        )
         var published = 0
         while publisher.subscriberCount == 1, published < 20_000 {
             try publisher.publish(try publisher.makePixelBuffer(from: pool))
