@@ -480,19 +480,26 @@ public final class Publisher: Sendable {
     private func runOnce() -> Bool {
         let logger = configuration.logger
         do {
-            let (stopped, connections, timeout) = state.withLock { state in
-                (state.isStopped, Array(state.connections.values), nextTimeout(state))
-            }
-            if stopped { return false }
+            // One lock for the whole poll set: which sockets, and which of them wait for room to write.
             var interests: [(descriptor: Int32, events: Int16)] = [
                 (doorbell.descriptor, PollEvents.readable), (listener.descriptor, PollEvents.readable),
             ]
-            for connection in connections {
-                let wantsWrite = state.withLock { _ in !connection.outbound.isEmpty }
-                interests.append(
-                    (connection.socket.descriptor, PollEvents.readable | (wantsWrite ? PollEvents.writable : 0))
-                )
+            let (stopped, connections, handshaking) = state.withLock { state in
+                var connections: [PublisherConnection] = []
+                var handshaking = false
+                connections.reserveCapacity(state.connections.count)
+                for connection in state.connections.values {
+                    connections.append(connection)
+                    handshaking = handshaking || connection.phase == .awaitingHello
+                    let wantsWrite = !connection.outbound.isEmpty
+                    interests.append(
+                        (connection.socket.descriptor, PollEvents.readable | (wantsWrite ? PollEvents.writable : 0))
+                    )
+                }
+                return (state.isStopped, connections, handshaking)
             }
+            if stopped { return false }
+            let timeout: Int32 = handshaking ? 100 : 1000
             let ready: [Int16]
             switch Syscall.poll(interests, timeout: timeout) {
             case .success(let events): ready = events
@@ -508,15 +515,9 @@ public final class Publisher: Sendable {
                 }
                 if ready[index + 2] & ~PollEvents.writable != 0 { readPending(connection) }
             }
-            expireHandshakes()
+            if handshaking { expireHandshakes() }
         }
         return true
-    }
-
-    private func nextTimeout(_ state: State) -> Int32 {
-        let pending = state.connections.values.filter { $0.phase == .awaitingHello }
-        guard !pending.isEmpty else { return 1000 }
-        return 100
     }
 
     private func expireHandshakes() {
@@ -581,9 +582,8 @@ public final class Publisher: Sendable {
     }
 
     private func readPending(_ connection: PublisherConnection) {
+        // A connection closed meanwhile was shut down: its receive ends at once, and `handle`/`close` ignore it.
         while true {
-            let isOpen = state.withLock { $0.connections[connection.id] != nil }
-            guard isOpen else { return }
             switch connection.socket.receive(maximumSize: WireProtocol.maximumMessageSize) {
             case .success(.wouldBlock):
                 return
