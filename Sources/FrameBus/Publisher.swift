@@ -259,7 +259,13 @@ public final class Publisher: Sendable {
                             // The conversion failed (its pool is exhausted): this subscriber loses the frame.
                             connection.statistics.dropped[.outOfBuffers, default: 0] += 1
                             connection.enqueue(
-                                .drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue)))
+                                .drop(
+                                    WireDrop(
+                                        firstSequence: sequence,
+                                        lastSequence: sequence,
+                                        reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue)
+                                    )
+                                )
                             )
                             flushOrClose(connection, &state)
                             continue
@@ -281,7 +287,15 @@ public final class Publisher: Sendable {
         let sequence = base.sequence
         guard connection.held.count < connection.maximumHeldFrames else {
             connection.statistics.dropped[.outOfBuffers, default: 0] += 1
-            connection.enqueue(.drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue))))
+            connection.enqueue(
+                .drop(
+                    WireDrop(
+                        firstSequence: sequence,
+                        lastSequence: sequence,
+                        reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue)
+                    )
+                )
+            )
             flushOrClose(connection, &state)
             return
         }
@@ -295,7 +309,15 @@ public final class Publisher: Sendable {
             } catch {
                 configuration.logger.error("cannot export \(surface.id) to subscriber \(connection.id): \(error)")
                 connection.statistics.dropped[.outOfBuffers, default: 0] += 1
-                connection.enqueue(.drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue))))
+                connection.enqueue(
+                    .drop(
+                        WireDrop(
+                            firstSequence: sequence,
+                            lastSequence: sequence,
+                            reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue)
+                        )
+                    )
+                )
                 flushOrClose(connection, &state)
                 return
             }
@@ -459,7 +481,14 @@ public final class Publisher: Sendable {
                 if connection.phase == .active {
                     connection.enqueue(.endOfStream(WireEndOfStream(lastSequence: last, reason: 0)))
                 } else {
-                    connection.enqueue(.error(WireErrorMessage(code: WireErrorCode.shuttingDown.rawValue, reason: "publisher shutting down")))
+                    connection.enqueue(
+                        .error(
+                            WireErrorMessage(
+                                code: WireErrorCode.shuttingDown.rawValue,
+                                reason: "publisher shutting down"
+                            )
+                        )
+                    )
                 }
                 _ = connection.flush()
                 connection.socket.shutdown()

@@ -5,8 +5,8 @@
 // bytesPerElement)*" plus one descriptor. Reply: "ok bytes=N readWriteLock=<error code> mmapWrite=<errno>" or
 // "error <SurfaceError code>".
 import CFrameBusShims
-import FrameBus
 import Foundation
+import FrameBus
 import Glibc
 import SystemPackage
 
@@ -28,8 +28,13 @@ func runImportSurface(_ arguments: [String]) -> Int32 {
         let f = Array(fields[(6 + 5 * index)..<(11 + 5 * index)])
         planes.append(PlaneLayout(offset: f[0], bytesPerRow: f[1], width: f[2], height: f[3], bytesPerElement: f[4]))
     }
-    let layout = SurfaceLayout(pixelFormat: UInt32(fields[2]), width: fields[3], height: fields[4], planes: planes,
-                               allocationSize: fields[1])
+    let layout = SurfaceLayout(
+        pixelFormat: UInt32(fields[2]),
+        width: fields[3],
+        height: fields[4],
+        planes: planes,
+        allocationSize: fields[1]
+    )
     // Before importing: can this descriptor be mapped for writing? It must not (the exporter reopened it O_RDONLY).
     let writableMapping = mmap(nil, max(1, layout.allocationSize), PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0)
     let mmapWrite: String
@@ -39,8 +44,11 @@ func runImportSurface(_ arguments: [String]) -> Int32 {
         munmap(writableMapping, max(1, layout.allocationSize))
         mmapWrite = "succeeded"
     }
-    let handle = SurfaceHandle(id: SurfaceID(rawValue: UInt64(fields[0])), layout: layout,
-                               descriptor: FileDescriptor(rawValue: descriptor))
+    let handle = SurfaceHandle(
+        id: SurfaceID(rawValue: UInt64(fields[0])),
+        layout: layout,
+        descriptor: FileDescriptor(rawValue: descriptor)
+    )
     let surface: Surface
     do {
         surface = try Surface.importing(handle)
@@ -56,7 +64,9 @@ func runImportSurface(_ arguments: [String]) -> Int32 {
             surface.withUnsafeBytes(ofPlane: index) { bytes in
                 for row in 0..<plane.height {
                     for column in 0..<(plane.width * plane.bytesPerElement) {
-                        if bytes[row * plane.bytesPerRow + column] != testPatternByte(plane: index, row: row, column: column) {
+                        if bytes[row * plane.bytesPerRow + column]
+                            != testPatternByte(plane: index, row: row, column: column)
+                        {
                             mismatches += 1
                         }
                         checked += 1
@@ -71,7 +81,10 @@ func runImportSurface(_ arguments: [String]) -> Int32 {
     }
     var readWriteLock = "succeeded"
     do { try surface.lock() } catch { readWriteLock = "\(error.code)" }
-    sendText(socket, "ok bytes=\(checked) mismatches=\(mismatches) readWriteLock=\(readWriteLock) mmapWrite=\(mmapWrite) id=\(surface.id.rawValue)")
+    sendText(
+        socket,
+        "ok bytes=\(checked) mismatches=\(mismatches) readWriteLock=\(readWriteLock) mmapWrite=\(mmapWrite) id=\(surface.id.rawValue)"
+    )
     return 0
 }
 

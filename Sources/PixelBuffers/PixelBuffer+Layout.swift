@@ -7,12 +7,18 @@ extension PixelBuffer {
     /// - Throws: ``PixelBufferError/Code-swift.struct/invalidSize``, ``PixelBufferError/Code-swift.struct/invalidAlignment``,
     ///   ``PixelBufferError/Code-swift.struct/opaqueFormat``.
     public static func layout(
-        width: Int, height: Int, pixelFormat: PixelFormat, bytesPerRowAlignment: Int = defaultBytesPerRowAlignment
+        width: Int,
+        height: Int,
+        pixelFormat: PixelFormat,
+        bytesPerRowAlignment: Int = defaultBytesPerRowAlignment
     ) throws(PixelBufferError) -> SurfaceLayout {
         let operation = "PixelBuffer.layout(\(width)x\(height) \(pixelFormat))"
         if pixelFormat.isCompressed { throw PixelBufferError(.opaqueFormat, operation) }
-        guard pixelFormat.isValidSize(width: width, height: height) else { throw PixelBufferError(.invalidSize, operation) }
-        guard bytesPerRowAlignment > 0, bytesPerRowAlignment <= 4096, bytesPerRowAlignment & (bytesPerRowAlignment - 1) == 0
+        guard pixelFormat.isValidSize(width: width, height: height) else {
+            throw PixelBufferError(.invalidSize, operation)
+        }
+        guard bytesPerRowAlignment > 0, bytesPerRowAlignment <= 4096,
+            bytesPerRowAlignment & (bytesPerRowAlignment - 1) == 0
         else { throw PixelBufferError(.invalidAlignment, operation + " alignment \(bytesPerRowAlignment)") }
         func align(_ value: Int, _ alignment: Int) -> Int { (value + alignment - 1) / alignment * alignment }
         var offset = 0
@@ -22,24 +28,46 @@ extension PixelBuffer {
             let planeHeight = height / plane.verticalSubsampling
             let bytesPerRow = align(planeWidth * plane.bytesPerElement, bytesPerRowAlignment)
             offset = align(offset, bytesPerRowAlignment)
-            planes.append(PlaneLayout(offset: offset, bytesPerRow: bytesPerRow, width: planeWidth, height: planeHeight,
-                                      bytesPerElement: plane.bytesPerElement))
+            planes.append(
+                PlaneLayout(
+                    offset: offset,
+                    bytesPerRow: bytesPerRow,
+                    width: planeWidth,
+                    height: planeHeight,
+                    bytesPerElement: plane.bytesPerElement
+                )
+            )
             offset += bytesPerRow * planeHeight
         }
-        return SurfaceLayout(pixelFormat: pixelFormat.fourCC, width: width, height: height, planes: planes,
-                             allocationSize: align(offset, 4096))
+        return SurfaceLayout(
+            pixelFormat: pixelFormat.fourCC,
+            width: width,
+            height: height,
+            planes: planes,
+            allocationSize: align(offset, 4096)
+        )
     }
 
     static func opaqueLayout(
-        width: Int, height: Int, compressedFormat: PixelFormat, opaqueByteCount: Int
+        width: Int,
+        height: Int,
+        compressedFormat: PixelFormat,
+        opaqueByteCount: Int
     ) throws(PixelBufferError) -> SurfaceLayout {
         let operation = "PixelBuffer(\(width)x\(height) \(compressedFormat), \(opaqueByteCount) bytes)"
-        guard compressedFormat.isCompressed else { throw PixelBufferError(.formatMismatch, operation + ": not compressed") }
+        guard compressedFormat.isCompressed else {
+            throw PixelBufferError(.formatMismatch, operation + ": not compressed")
+        }
         guard compressedFormat.isValidSize(width: width, height: height), opaqueByteCount > 0,
             opaqueByteCount <= SurfaceLayout.maximumAllocationSize
         else { throw PixelBufferError(.invalidSize, operation) }
-        return SurfaceLayout(pixelFormat: compressedFormat.fourCC, width: width, height: height, planes: [],
-                             allocationSize: opaqueByteCount)
+        return SurfaceLayout(
+            pixelFormat: compressedFormat.fourCC,
+            width: width,
+            height: height,
+            planes: [],
+            allocationSize: opaqueByteCount
+        )
     }
 
     /// Checks that an imported layout is what `format` needs: the right planes with the right geometry.
@@ -49,7 +77,9 @@ extension PixelBuffer {
             throw PixelBufferError(.invalidSize, operation)
         }
         if format.isCompressed {
-            guard layout.planes.isEmpty else { throw PixelBufferError(.formatMismatch, operation + ": planes on opaque") }
+            guard layout.planes.isEmpty else {
+                throw PixelBufferError(.formatMismatch, operation + ": planes on opaque")
+            }
             return
         }
         let expected = format.planes

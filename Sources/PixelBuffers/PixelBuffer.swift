@@ -46,12 +46,18 @@ public final class PixelBuffer: @unchecked Sendable {
     ///   (a compressed format needs ``init(width:height:compressedFormat:opaqueByteCount:attachments:)``),
     ///   ``PixelBufferError/Code-swift.struct/surface``.
     public convenience init(
-        width: Int, height: Int, pixelFormat: PixelFormat,
+        width: Int,
+        height: Int,
+        pixelFormat: PixelFormat,
         bytesPerRowAlignment: Int = PixelBuffer.defaultBytesPerRowAlignment,
         attachments: PixelBufferAttachments = PixelBufferAttachments()
     ) throws(PixelBufferError) {
         let layout = try Self.layout(
-            width: width, height: height, pixelFormat: pixelFormat, bytesPerRowAlignment: bytesPerRowAlignment)
+            width: width,
+            height: height,
+            pixelFormat: pixelFormat,
+            bytesPerRowAlignment: bytesPerRowAlignment
+        )
         let surface: Surface
         do { surface = try Surface.makeMemFD(layout: layout, name: "framebus-\(pixelFormat.name)") } catch {
             throw PixelBufferError(.surface, "PixelBuffer(\(width)x\(height) \(pixelFormat))", underlying: error)
@@ -64,11 +70,18 @@ public final class PixelBuffer: @unchecked Sendable {
     /// - Throws: ``PixelBufferError/Code-swift.struct/invalidSize``, ``PixelBufferError/Code-swift.struct/formatMismatch``
     ///   if `compressedFormat` is a base format, ``PixelBufferError/Code-swift.struct/surface``.
     public convenience init(
-        width: Int, height: Int, compressedFormat: PixelFormat, opaqueByteCount: Int,
+        width: Int,
+        height: Int,
+        compressedFormat: PixelFormat,
+        opaqueByteCount: Int,
         attachments: PixelBufferAttachments = PixelBufferAttachments()
     ) throws(PixelBufferError) {
         let layout = try Self.opaqueLayout(
-            width: width, height: height, compressedFormat: compressedFormat, opaqueByteCount: opaqueByteCount)
+            width: width,
+            height: height,
+            compressedFormat: compressedFormat,
+            opaqueByteCount: opaqueByteCount
+        )
         let surface: Surface
         do { surface = try Surface.makeMemFD(layout: layout, name: "framebus-\(compressedFormat.name)") } catch {
             throw PixelBufferError(.surface, "PixelBuffer(\(width)x\(height) \(compressedFormat))", underlying: error)
@@ -81,7 +94,8 @@ public final class PixelBuffer: @unchecked Sendable {
     /// - Throws: ``PixelBufferError/Code-swift.struct/unknownPixelFormat``, or
     ///   ``PixelBufferError/Code-swift.struct/formatMismatch`` if the surface's planes do not fit the format.
     public convenience init(
-        surface: Surface, attachments: PixelBufferAttachments = PixelBufferAttachments()
+        surface: Surface,
+        attachments: PixelBufferAttachments = PixelBufferAttachments()
     ) throws(PixelBufferError) {
         let format = try PixelFormat(fourCC: surface.layout.pixelFormat)
         try Self.check(surface.layout, fits: format)
@@ -89,7 +103,9 @@ public final class PixelBuffer: @unchecked Sendable {
     }
 
     init(
-        surface: Surface, pixelFormat: PixelFormat, attachments: PixelBufferAttachments,
+        surface: Surface,
+        pixelFormat: PixelFormat,
+        attachments: PixelBufferAttachments,
         recycler: (@Sendable (Surface) -> Void)?
     ) {
         self.surface = surface
@@ -135,7 +151,8 @@ public final class PixelBuffer: @unchecked Sendable {
     }
 
     /// Sets one attachment (`CVBufferSetAttachment`).
-    public func setAttachment(_ key: AttachmentKey, _ value: AttachmentValue?, mode: AttachmentMode = .shouldPropagate) {
+    public func setAttachment(_ key: AttachmentKey, _ value: AttachmentValue?, mode: AttachmentMode = .shouldPropagate)
+    {
         attachmentStorage.withLock { $0.set(key, value, mode: mode) }
     }
 
@@ -152,14 +169,18 @@ public final class PixelBuffer: @unchecked Sendable {
     /// - Throws: ``PixelBufferError/Code-swift.struct/surface`` wrapping the surface's error (for example a
     ///   read-write lock on a read-only imported buffer).
     public func lock(_ options: Surface.LockOptions = []) throws(PixelBufferError) {
-        do { try surface.lock(options) } catch { throw PixelBufferError(.surface, "PixelBuffer.lock", underlying: error) }
+        do { try surface.lock(options) } catch {
+            throw PixelBufferError(.surface, "PixelBuffer.lock", underlying: error)
+        }
     }
 
     /// Unlocks the buffer (`CVPixelBufferUnlockBaseAddress`).
     ///
     /// - Throws: ``PixelBufferError/Code-swift.struct/surface`` for an unbalanced unlock.
     public func unlock(_ options: Surface.LockOptions = []) throws(PixelBufferError) {
-        do { try surface.unlock(options) } catch { throw PixelBufferError(.surface, "PixelBuffer.unlock", underlying: error) }
+        do { try surface.unlock(options) } catch {
+            throw PixelBufferError(.surface, "PixelBuffer.unlock", underlying: error)
+        }
     }
 
     /// Locks, calls `body`, and unlocks, even if `body` throws.
@@ -175,7 +196,11 @@ public final class PixelBuffer: @unchecked Sendable {
             throw PixelBufferError(.planeOutOfRange, "\(operation)(ofPlane: \(index)) of \(planeCount)")
         }
         guard surface.isLocked else {
-            throw PixelBufferError(.surface, operation, underlying: SurfaceError(code: .notLocked, operation: operation))
+            throw PixelBufferError(
+                .surface,
+                operation,
+                underlying: SurfaceError(code: .notLocked, operation: operation)
+            )
         }
     }
 
@@ -195,13 +220,16 @@ public final class PixelBuffer: @unchecked Sendable {
     /// - Throws: as ``withUnsafeBytes(ofPlane:_:)``, and ``PixelBufferError/Code-swift.struct/surface`` wrapping
     ///   ``SurfaceError/Code-swift.struct/readOnly`` for a read-only buffer.
     public func withUnsafeMutableBytes<R>(
-        ofPlane index: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R
+        ofPlane index: Int,
+        _ body: (UnsafeMutableRawBufferPointer) throws -> R
     ) throws -> R {
         try checkPlane(index, "PixelBuffer.withUnsafeMutableBytes")
         if surface.isReadOnly {
             throw PixelBufferError(
-                .surface, "PixelBuffer.withUnsafeMutableBytes",
-                underlying: SurfaceError(code: .readOnly, operation: "PixelBuffer.withUnsafeMutableBytes"))
+                .surface,
+                "PixelBuffer.withUnsafeMutableBytes",
+                underlying: SurfaceError(code: .readOnly, operation: "PixelBuffer.withUnsafeMutableBytes")
+            )
         }
         // SAFETY: as above, and the surface is writable.
         return try unsafe surface.withUnsafeMutableBytes(ofPlane: index, body)
@@ -225,7 +253,9 @@ public final class PixelBuffer: @unchecked Sendable {
             // SAFETY: the rows read lie inside the plane's bytes (bytesPerRow >= rowBytes, checked by the layout).
             try unsafe withUnsafeBytes(ofPlane: index) { bytes in
                 for row in 0..<plane.height {
-                    unsafe result.append(contentsOf: bytes[(row * plane.bytesPerRow)..<(row * plane.bytesPerRow + rowBytes)])
+                    unsafe result.append(
+                        contentsOf: bytes[(row * plane.bytesPerRow)..<(row * plane.bytesPerRow + rowBytes)]
+                    )
                 }
             }
         }

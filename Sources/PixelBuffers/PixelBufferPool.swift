@@ -33,9 +33,14 @@ public final class PixelBufferPool: Sendable {
         public var attachments: PixelBufferAttachments
 
         public init(
-            width: Int, height: Int, pixelFormat: PixelFormat,
-            bytesPerRowAlignment: Int = PixelBuffer.defaultBytesPerRowAlignment, opaqueByteCount: Int? = nil,
-            minimumBufferCount: Int = 0, maximumBufferAge: Duration? = .seconds(1), allocationThreshold: Int? = nil,
+            width: Int,
+            height: Int,
+            pixelFormat: PixelFormat,
+            bytesPerRowAlignment: Int = PixelBuffer.defaultBytesPerRowAlignment,
+            opaqueByteCount: Int? = nil,
+            minimumBufferCount: Int = 0,
+            maximumBufferAge: Duration? = .seconds(1),
+            allocationThreshold: Int? = nil,
             attachments: PixelBufferAttachments = PixelBufferAttachments()
         ) {
             self.width = width
@@ -76,12 +81,18 @@ public final class PixelBufferPool: Sendable {
         let format = attributes.pixelFormat
         if format.isCompressed {
             layout = try PixelBuffer.opaqueLayout(
-                width: attributes.width, height: attributes.height, compressedFormat: format,
-                opaqueByteCount: attributes.opaqueByteCount ?? 0)
+                width: attributes.width,
+                height: attributes.height,
+                compressedFormat: format,
+                opaqueByteCount: attributes.opaqueByteCount ?? 0
+            )
         } else {
             layout = try PixelBuffer.layout(
-                width: attributes.width, height: attributes.height, pixelFormat: format,
-                bytesPerRowAlignment: attributes.bytesPerRowAlignment)
+                width: attributes.width,
+                height: attributes.height,
+                pixelFormat: format,
+                bytesPerRowAlignment: attributes.bytesPerRowAlignment
+            )
         }
         guard attributes.minimumBufferCount >= 0, attributes.minimumBufferCount <= 1024,
             attributes.allocationThreshold.map({ $0 >= max(1, attributes.minimumBufferCount) }) ?? true
@@ -90,7 +101,10 @@ public final class PixelBufferPool: Sendable {
         let now = ContinuousClock.now
         for _ in 0..<attributes.minimumBufferCount {
             let surface = try makeSurface()
-            state.value.withLock { $0.idle.append((surface, now)); $0.allocated += 1 }
+            state.value.withLock {
+                $0.idle.append((surface, now))
+                $0.allocated += 1
+            }
         }
     }
 
@@ -111,7 +125,10 @@ public final class PixelBufferPool: Sendable {
     ///   ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
     public func makePixelBuffer() throws(PixelBufferError) -> PixelBuffer {
         let now = ContinuousClock.now
-        enum Plan { case reuse(Surface), allocate, refuse }
+        enum Plan {
+            case reuse(Surface)
+            case allocate, refuse
+        }
         let threshold = attributes.allocationThreshold
         let plan: Plan = state.value.withLock { state in
             if let (surface, _) = state.idle.popLast() { return .reuse(surface) }
@@ -126,7 +143,8 @@ public final class PixelBufferPool: Sendable {
         case .refuse:
             throw PixelBufferError(
                 .wouldExceedAllocationThreshold,
-                "PixelBufferPool.makePixelBuffer: \(threshold ?? 0) buffers of \(attributes.pixelFormat) in use")
+                "PixelBufferPool.makePixelBuffer: \(threshold ?? 0) buffers of \(attributes.pixelFormat) in use"
+            )
         case .allocate:
             do { surface = try makeSurface() } catch {
                 state.value.withLock { $0.allocated -= 1 }
@@ -136,10 +154,13 @@ public final class PixelBufferPool: Sendable {
         trimIdle(now: now)
         let shared = state
         return PixelBuffer(
-            surface: surface, pixelFormat: attributes.pixelFormat, attachments: attributes.attachments,
+            surface: surface,
+            pixelFormat: attributes.pixelFormat,
+            attachments: attributes.attachments,
             recycler: { surface in
                 shared.value.withLock { $0.idle.append((surface, ContinuousClock.now)) }
-            })
+            }
+        )
     }
 
     /// Frees idle buffers older than the maximum age, keeping the minimum count (`CVPixelBufferPoolFlush`).

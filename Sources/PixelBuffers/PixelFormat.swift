@@ -162,10 +162,18 @@ public struct PixelFormat: Hashable, Sendable, CustomStringConvertible {
         let bytesPerSample = bitDepth > 8 ? 2 : 1
         if isYCbCr {
             return [
-                Plane(horizontalSubsampling: 1, verticalSubsampling: 1, bytesPerElement: bytesPerSample,
-                      samplesPerElement: 1),
-                Plane(horizontalSubsampling: 2, verticalSubsampling: 2, bytesPerElement: 2 * bytesPerSample,
-                      samplesPerElement: 2),
+                Plane(
+                    horizontalSubsampling: 1,
+                    verticalSubsampling: 1,
+                    bytesPerElement: bytesPerSample,
+                    samplesPerElement: 1
+                ),
+                Plane(
+                    horizontalSubsampling: 2,
+                    verticalSubsampling: 2,
+                    bytesPerElement: 2 * bytesPerSample,
+                    samplesPerElement: 2
+                ),
             ]
         }
         return [Plane(horizontalSubsampling: 1, verticalSubsampling: 1, bytesPerElement: 4, samplesPerElement: 4)]

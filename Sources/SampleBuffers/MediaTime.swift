@@ -135,10 +135,18 @@ public struct MediaTime: Sendable {
     public static let indefinite = MediaTime(uncheckedValue: 0, timescale: 0, flags: [.valid, .indefinite], epoch: 0)
     /// +∞ (`kCMTimePositiveInfinity`).
     public static let positiveInfinity = MediaTime(
-        uncheckedValue: 0, timescale: 0, flags: [.valid, .positiveInfinity], epoch: 0)
+        uncheckedValue: 0,
+        timescale: 0,
+        flags: [.valid, .positiveInfinity],
+        epoch: 0
+    )
     /// −∞ (`kCMTimeNegativeInfinity`).
     public static let negativeInfinity = MediaTime(
-        uncheckedValue: 0, timescale: 0, flags: [.valid, .negativeInfinity], epoch: 0)
+        uncheckedValue: 0,
+        timescale: 0,
+        flags: [.valid, .negativeInfinity],
+        epoch: 0
+    )
 
     /// The largest timescale (`kCMTimeMaxTimescale`).
     public static let maximumTimescale: Int32 = .max
@@ -221,8 +229,11 @@ extension MediaTime {
             return scaled > 0 ? .positiveInfinity : .negativeInfinity
         }
         return MediaTime(
-            uncheckedValue: newValue, timescale: timescale,
-            flags: exact ? flags : flags.union(.hasBeenRounded), epoch: epoch)
+            uncheckedValue: newValue,
+            timescale: timescale,
+            flags: exact ? flags : flags.union(.hasBeenRounded),
+            epoch: epoch
+        )
     }
 
     /// `numerator / denominator` expressed in `timescale` units, rounded with `method`, and whether it was exact.
@@ -230,7 +241,10 @@ extension MediaTime {
     /// Requires `denominator > 0`. Splitting `numerator` into quotient and remainder keeps every intermediate
     /// product within 128 bits as long as `denominator < 2^96`: `remainder * timescale < 2^96 * 2^31`.
     static func rescale(
-        _ numerator: Int128, over denominator: Int128, to timescale: Int32, method: RoundingMethod
+        _ numerator: Int128,
+        over denominator: Int128,
+        to timescale: Int32,
+        method: RoundingMethod
     ) -> (value: Int128, exact: Bool) {
         let (quotient, remainder) = numerator.quotientAndRemainder(dividingBy: denominator)
         let scale = Int128(timescale)
@@ -243,7 +257,11 @@ extension MediaTime {
         let rounded =
             partQuotient
             + roundingAdjustment(
-                quotient: partQuotient, remainder: partRemainder, divisor: denominator, method: method)
+                quotient: partQuotient,
+                remainder: partRemainder,
+                divisor: denominator,
+                method: method
+            )
         let (total, totalOverflow) = whole.addingReportingOverflow(rounded)
         if totalOverflow { return (whole.signum() >= 0 ? .max : .min, false) }
         return (total, partRemainder == 0)
@@ -252,7 +270,10 @@ extension MediaTime {
     /// The correction (−1, 0 or +1) to add to a truncated quotient `quotient` (with `remainder` from dividing by
     /// the positive `divisor`) to round it with `method`.
     static func roundingAdjustment(
-        quotient: Int128, remainder: Int128, divisor: Int128, method: RoundingMethod
+        quotient: Int128,
+        remainder: Int128,
+        divisor: Int128,
+        method: RoundingMethod
     ) -> Int128 {
         guard remainder != 0 else { return 0 }
         // The remainder has the sign of the dividend; the true value lies strictly between quotient and
@@ -278,7 +299,11 @@ extension MediaTime {
     /// of `preferred` in which it is exact, then `denominator` itself, then rounding to `preferred[0]` (halving the
     /// timescale until the value fits), then ±∞.
     static func make(
-        numerator: Int128, denominator: Int128, preferred: [Int32], rounded: Bool, epoch: Int64
+        numerator: Int128,
+        denominator: Int128,
+        preferred: [Int32],
+        rounded: Bool,
+        epoch: Int64
     ) -> MediaTime {
         precondition(denominator > 0 && !preferred.isEmpty)
         let baseFlags: Flags = rounded ? [.valid, .hasBeenRounded] : .valid
@@ -340,20 +365,30 @@ extension MediaTime {
             let sum = Int128(lhs.value) + Int128(rhs.value)
             if let value = Int64(exactly: sum) {
                 return MediaTime(
-                    uncheckedValue: value, timescale: lhs.timescale,
-                    flags: rounded ? [.valid, .hasBeenRounded] : .valid, epoch: lhs.epoch)
+                    uncheckedValue: value,
+                    timescale: lhs.timescale,
+                    flags: rounded ? [.valid, .hasBeenRounded] : .valid,
+                    epoch: lhs.epoch
+                )
             }
             return make(
-                numerator: sum, denominator: Int128(lhs.timescale), preferred: [lhs.timescale], rounded: rounded,
-                epoch: lhs.epoch)
+                numerator: sum,
+                denominator: Int128(lhs.timescale),
+                preferred: [lhs.timescale],
+                rounded: rounded,
+                epoch: lhs.epoch
+            )
         }
         let (a, b) = (Int128(lhs.timescale), Int128(rhs.timescale))
         let lcm = a / greatestCommonDivisor(a, b) * b  // < 2^62
         let numerator = Int128(lhs.value) * (lcm / a) + Int128(rhs.value) * (lcm / b)  // < 2^126
         return make(
-            numerator: numerator, denominator: lcm,
-            preferred: [max(lhs.timescale, rhs.timescale), min(lhs.timescale, rhs.timescale)], rounded: rounded,
-            epoch: lhs.epoch)
+            numerator: numerator,
+            denominator: lcm,
+            preferred: [max(lhs.timescale, rhs.timescale), min(lhs.timescale, rhs.timescale)],
+            rounded: rounded,
+            epoch: lhs.epoch
+        )
     }
 
     /// The difference (`CMTimeSubtract`): `lhs + (-rhs)`, so `+∞ - +∞` is ``invalid``.
@@ -373,11 +408,19 @@ extension MediaTime {
         }
         if time.value != .min {
             return MediaTime(
-                uncheckedValue: -time.value, timescale: time.timescale, flags: time.flags, epoch: time.epoch)
+                uncheckedValue: -time.value,
+                timescale: time.timescale,
+                flags: time.flags,
+                epoch: time.epoch
+            )
         }
         return make(
-            numerator: -Int128(time.value), denominator: Int128(time.timescale), preferred: [time.timescale],
-            rounded: time.hasBeenRounded, epoch: time.epoch)
+            numerator: -Int128(time.value),
+            denominator: Int128(time.timescale),
+            preferred: [time.timescale],
+            rounded: time.hasBeenRounded,
+            epoch: time.epoch
+        )
     }
 
     /// Adds in place.
@@ -419,8 +462,12 @@ extension MediaTime {
         let common = Self.greatestCommonDivisor(numerator, denominator)
         if common > 1 { (numerator, denominator) = (numerator / common, denominator / common) }
         return Self.make(
-            numerator: numerator, denominator: denominator, preferred: [timescale], rounded: hasBeenRounded,
-            epoch: epoch)
+            numerator: numerator,
+            denominator: denominator,
+            preferred: [timescale],
+            rounded: hasBeenRounded,
+            epoch: epoch
+        )
     }
 
     /// The absolute value (`CMTimeAbsoluteValue`); −∞ becomes +∞.
@@ -531,7 +578,11 @@ extension MediaTime {
     public func nanoseconds(rounding method: RoundingMethod = .default) -> Int64? {
         guard isNumeric else { return nil }
         let (scaled, _) = Self.rescale(
-            Int128(value), over: Int128(timescale), to: Self.nanosecondTimescale, method: method)
+            Int128(value),
+            over: Int128(timescale),
+            to: Self.nanosecondTimescale,
+            method: method
+        )
         return Int64(exactly: scaled)
     }
 
@@ -545,14 +596,21 @@ extension MediaTime {
             Int128(duration.components.seconds) * 1_000_000_000_000_000_000
             + Int128(duration.components.attoseconds)
         let (scaled, exact) = Self.rescale(
-            attoseconds, over: 1_000_000_000_000_000_000, to: Self.nanosecondTimescale, method: .default)
+            attoseconds,
+            over: 1_000_000_000_000_000_000,
+            to: Self.nanosecondTimescale,
+            method: .default
+        )
         guard let value = Int64(exactly: scaled) else {
             self = attoseconds > 0 ? .positiveInfinity : .negativeInfinity
             return
         }
         self.init(
-            uncheckedValue: value, timescale: Self.nanosecondTimescale,
-            flags: exact ? .valid : [.valid, .hasBeenRounded], epoch: 0)
+            uncheckedValue: value,
+            timescale: Self.nanosecondTimescale,
+            flags: exact ? .valid : [.valid, .hasBeenRounded],
+            epoch: 0
+        )
     }
 
     /// The time as a `Duration`, to the nearest attosecond; `nil` unless numeric.
@@ -565,7 +623,11 @@ extension MediaTime {
         let rounded =
             quotient
             + Self.roundingAdjustment(
-                quotient: quotient, remainder: rest, divisor: Int128(timescale), method: .default)
+                quotient: quotient,
+                remainder: rest,
+                divisor: Int128(timescale),
+                method: .default
+            )
         return Duration(secondsComponent: whole, attosecondsComponent: Int64(rounded))
     }
 }

@@ -25,8 +25,10 @@ public struct SampleAttachments: Hashable, Sendable {
 
     /// Creates attachments; all empty by default.
     public init(
-        droppedFrameReason: DroppedFrameReason? = nil, droppedFrameReasonInfo: DroppedFrameReasonInfo? = nil,
-        discontinuity: DiscontinuityFlags = [], custom: [AttachmentKey: AttachmentValue] = [:]
+        droppedFrameReason: DroppedFrameReason? = nil,
+        droppedFrameReasonInfo: DroppedFrameReasonInfo? = nil,
+        discontinuity: DiscontinuityFlags = [],
+        custom: [AttachmentKey: AttachmentValue] = [:]
     ) {
         self.droppedFrameReason = droppedFrameReason
         self.droppedFrameReasonInfo = droppedFrameReasonInfo

@@ -58,9 +58,13 @@ public final class SampleBuffer: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: ``SampleBufferError/Code-swift.struct/formatDescriptionMismatch`` if `formatDescription` does
     ///   not match `imageBuffer` (``VideoFormatDescription/matches(_:)``).
     public init(
-        imageBuffer: PixelBuffer, formatDescription: VideoFormatDescription? = nil, timing: SampleTimingInfo,
-        attachments: SampleAttachments = SampleAttachments(), invalidationHandler: InvalidationHandler? = nil,
-        dataIsReady: Bool = true, makeDataReadyHandler: MakeDataReadyHandler? = nil
+        imageBuffer: PixelBuffer,
+        formatDescription: VideoFormatDescription? = nil,
+        timing: SampleTimingInfo,
+        attachments: SampleAttachments = SampleAttachments(),
+        invalidationHandler: InvalidationHandler? = nil,
+        dataIsReady: Bool = true,
+        makeDataReadyHandler: MakeDataReadyHandler? = nil
     ) throws(SampleBufferError) {
         let description: VideoFormatDescription
         if let formatDescription {
@@ -68,7 +72,8 @@ public final class SampleBuffer: Sendable, Hashable, CustomStringConvertible {
                 throw SampleBufferError(
                     .formatDescriptionMismatch,
                     "SampleBuffer(imageBuffer: \(imageBuffer.pixelFormat) \(imageBuffer.width)x\(imageBuffer.height), "
-                        + "formatDescription: \(formatDescription))")
+                        + "formatDescription: \(formatDescription))"
+                )
             }
             description = formatDescription
         } else {
@@ -79,8 +84,12 @@ public final class SampleBuffer: Sendable, Hashable, CustomStringConvertible {
         self.timing = timing
         self.state = Mutex(
             State(
-                dataIsReady: dataIsReady, attachments: attachments, invalidationHandler: invalidationHandler,
-                makeDataReadyHandler: makeDataReadyHandler))
+                dataIsReady: dataIsReady,
+                attachments: attachments,
+                invalidationHandler: invalidationHandler,
+                makeDataReadyHandler: makeDataReadyHandler
+            )
+        )
     }
 
     /// Creates a marker for a dropped frame: no image, the drop's timing, and its reason.
@@ -93,8 +102,11 @@ public final class SampleBuffer: Sendable, Hashable, CustomStringConvertible {
     ///   - attachments: further attachments; its ``SampleAttachments/droppedFrameReason`` and
     ///     ``SampleAttachments/droppedFrameReasonInfo`` are replaced by the arguments.
     public init(
-        droppedFrameReason: DroppedFrameReason, info: DroppedFrameReasonInfo? = nil, timing: SampleTimingInfo,
-        formatDescription: VideoFormatDescription? = nil, attachments: SampleAttachments = SampleAttachments(),
+        droppedFrameReason: DroppedFrameReason,
+        info: DroppedFrameReasonInfo? = nil,
+        timing: SampleTimingInfo,
+        formatDescription: VideoFormatDescription? = nil,
+        attachments: SampleAttachments = SampleAttachments(),
         invalidationHandler: InvalidationHandler? = nil
     ) {
         var attachments = attachments
@@ -105,8 +117,12 @@ public final class SampleBuffer: Sendable, Hashable, CustomStringConvertible {
         self.timing = timing
         self.state = Mutex(
             State(
-                dataIsReady: true, attachments: attachments, invalidationHandler: invalidationHandler,
-                makeDataReadyHandler: nil))
+                dataIsReady: true,
+                attachments: attachments,
+                invalidationHandler: invalidationHandler,
+                makeDataReadyHandler: nil
+            )
+        )
     }
 
     // MARK: Timing

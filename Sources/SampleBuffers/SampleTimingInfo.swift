@@ -12,7 +12,9 @@ public struct SampleTimingInfo: Hashable, Sendable, CustomStringConvertible {
 
     /// Creates timing information; the decode time stamp and the duration default to ``MediaTime/invalid``.
     public init(
-        presentationTimeStamp: MediaTime, decodeTimeStamp: MediaTime = .invalid, duration: MediaTime = .invalid
+        presentationTimeStamp: MediaTime,
+        decodeTimeStamp: MediaTime = .invalid,
+        duration: MediaTime = .invalid
     ) {
         self.presentationTimeStamp = presentationTimeStamp
         self.decodeTimeStamp = decodeTimeStamp

@@ -52,9 +52,12 @@ public struct VideoFormatDescription: Hashable, Sendable, CustomStringConvertibl
 
         /// Creates extensions; every one defaults to unspecified.
         public init(
-            colorPrimaries: ColorPrimaries? = nil, transferFunction: TransferFunction? = nil,
-            yCbCrMatrix: YCbCrMatrix? = nil, chromaLocationTopField: ChromaLocation? = nil,
-            chromaLocationBottomField: ChromaLocation? = nil, cleanAperture: CleanAperture? = nil,
+            colorPrimaries: ColorPrimaries? = nil,
+            transferFunction: TransferFunction? = nil,
+            yCbCrMatrix: YCbCrMatrix? = nil,
+            chromaLocationTopField: ChromaLocation? = nil,
+            chromaLocationBottomField: ChromaLocation? = nil,
+            cleanAperture: CleanAperture? = nil,
             pixelAspectRatio: PixelAspectRatio? = nil
         ) {
             self.colorPrimaries = colorPrimaries
@@ -69,10 +72,14 @@ public struct VideoFormatDescription: Hashable, Sendable, CustomStringConvertibl
         /// The extensions found in pixel buffer attachments (custom keys are not extensions and are ignored).
         public init(attachments: PixelBufferAttachments) {
             self.init(
-                colorPrimaries: attachments.colorPrimaries, transferFunction: attachments.transferFunction,
-                yCbCrMatrix: attachments.yCbCrMatrix, chromaLocationTopField: attachments.chromaLocationTopField,
+                colorPrimaries: attachments.colorPrimaries,
+                transferFunction: attachments.transferFunction,
+                yCbCrMatrix: attachments.yCbCrMatrix,
+                chromaLocationTopField: attachments.chromaLocationTopField,
                 chromaLocationBottomField: attachments.chromaLocationBottomField,
-                cleanAperture: attachments.cleanAperture, pixelAspectRatio: attachments.pixelAspectRatio)
+                cleanAperture: attachments.cleanAperture,
+                pixelAspectRatio: attachments.pixelAspectRatio
+            )
         }
 
         /// The same values as pixel buffer attachments, all ``AttachmentMode/shouldPropagate``, for stamping onto
@@ -110,7 +117,8 @@ public struct VideoFormatDescription: Hashable, Sendable, CustomStringConvertibl
         self.init(
             pixelFormat: imageBuffer.pixelFormat,
             dimensions: Dimensions(width: imageBuffer.width, height: imageBuffer.height),
-            extensions: Extensions(attachments: imageBuffer.attachments))
+            extensions: Extensions(attachments: imageBuffer.attachments)
+        )
     }
 
     /// Whether the pixel buffer has this description's dimensions, pixel format and extensions

@@ -40,7 +40,9 @@ public struct DMABufAllocator: Hashable, Sendable {
     ///   ``SurfaceError/Code-swift.struct/invalidLayout``; ``SurfaceError/Code-swift.struct/systemCall``.
     public func makeSurface(layout: SurfaceLayout) throws(SurfaceError) -> Surface {
         try layout.validate()
-        guard isAvailable else { throw SurfaceError(.deviceUnavailable, "open(\(devicePath))", errno: .noSuchFileOrDirectory) }
+        guard isAvailable else {
+            throw SurfaceError(.deviceUnavailable, "open(\(devicePath))", errno: .noSuchFileOrDirectory)
+        }
         // Both interfaces allocate whole pages.
         let pageSize = Syscall.pageSize
         let byteCount = (layout.allocationSize + pageSize - 1) / pageSize * pageSize
@@ -67,7 +69,9 @@ public struct DMABufAllocator: Hashable, Sendable {
         defer { Syscall.close(buffer) }
         var sized = layout
         sized.allocationSize = byteCount
-        let planes = layout.planes.map { DMABufPlane(descriptor: buffer, offset: $0.offset, bytesPerRow: $0.bytesPerRow) }
+        let planes = layout.planes.map {
+            DMABufPlane(descriptor: buffer, offset: $0.offset, bytesPerRow: $0.bytesPerRow)
+        }
         return try Surface.importDMABuf(planes: planes, layout: sized, modifier: DRMModifier.linear, readOnly: false)
     }
 }

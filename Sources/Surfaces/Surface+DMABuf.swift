@@ -32,19 +32,32 @@ extension Surface {
     /// - Throws: ``SurfaceError/Code-swift.struct/invalidLayout`` (plane count, a plane outside its buffer, a
     ///   non-linear modifier), ``SurfaceError/Code-swift.struct/systemCall``.
     public static func importDMABuf(
-        planes: [DMABufPlane], layout: SurfaceLayout, modifier: UInt64, readOnly: Bool = false
+        planes: [DMABufPlane],
+        layout: SurfaceLayout,
+        modifier: UInt64,
+        readOnly: Bool = false
     ) throws(SurfaceError) -> Surface {
         try importDMABuf(planes: planes, layout: layout, modifier: modifier, readOnly: readOnly, id: .next())
     }
 
     static func importDMABuf(
-        planes: [DMABufPlane], layout: SurfaceLayout, modifier: UInt64, readOnly: Bool, id: SurfaceID
+        planes: [DMABufPlane],
+        layout: SurfaceLayout,
+        modifier: UInt64,
+        readOnly: Bool,
+        id: SurfaceID
     ) throws(SurfaceError) -> Surface {
         guard planes.count == layout.planes.count, !planes.isEmpty else {
-            throw SurfaceError(.invalidLayout, "Surface.importDMABuf: \(planes.count) planes for \(layout.planes.count)")
+            throw SurfaceError(
+                .invalidLayout,
+                "Surface.importDMABuf: \(planes.count) planes for \(layout.planes.count)"
+            )
         }
         guard modifier == DRMModifier.linear else {
-            throw SurfaceError(.invalidLayout, "Surface.importDMABuf: modifier 0x\(String(modifier, radix: 16)) is not linear")
+            throw SurfaceError(
+                .invalidLayout,
+                "Surface.importDMABuf: modifier 0x\(String(modifier, radix: 16)) is not linear"
+            )
         }
         // Group planes by buffer (same inode), so each buffer is duplicated and mapped once.
         var descriptors: [FileDescriptor] = []
@@ -93,8 +106,14 @@ extension Surface {
             finalLayout.planes = planeLayouts
             finalLayout.allocationSize = mappings.count == 1 ? mappings[0].byteCount : totalSize
             return Surface(
-                id: id, layout: finalLayout, backing: .dmaBuf(modifier: modifier), isReadOnly: readOnly,
-                descriptors: descriptors, mappings: mappings, planeLocations: locations)
+                id: id,
+                layout: finalLayout,
+                backing: .dmaBuf(modifier: modifier),
+                isReadOnly: readOnly,
+                descriptors: descriptors,
+                mappings: mappings,
+                planeLocations: locations
+            )
         } catch {
             cleanUp()
             throw error

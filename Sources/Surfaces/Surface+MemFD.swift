@@ -28,8 +28,14 @@ extension Surface {
                 .mapError { SurfaceError(.systemCall, "mmap", errno: $0) }.get()
             mapping.populate()
             return Surface(
-                id: .next(), layout: layout, backing: .memfd, isReadOnly: false, descriptors: [descriptor],
-                mappings: [mapping], planeLocations: layout.planes.map { (0, $0.offset) })
+                id: .next(),
+                layout: layout,
+                backing: .memfd,
+                isReadOnly: false,
+                descriptors: [descriptor],
+                mappings: [mapping],
+                planeLocations: layout.planes.map { (0, $0.offset) }
+            )
         } catch {
             Syscall.close(descriptor)
             throw error

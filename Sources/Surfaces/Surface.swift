@@ -63,8 +63,13 @@ public final class Surface: @unchecked Sendable {
     private let state = Mutex(State())
 
     init(
-        id: SurfaceID, layout: SurfaceLayout, backing: Backing, isReadOnly: Bool, descriptors: [FileDescriptor],
-        mappings: [Mapping], planeLocations: [(mapping: Int, offset: Int)]
+        id: SurfaceID,
+        layout: SurfaceLayout,
+        backing: Backing,
+        isReadOnly: Bool,
+        descriptors: [FileDescriptor],
+        mappings: [Mapping],
+        planeLocations: [(mapping: Int, offset: Int)]
     ) {
         self.id = id
         self.layout = layout
@@ -187,12 +192,16 @@ public final class Surface: @unchecked Sendable {
     ///
     /// - Precondition: a lock is held and `index` is a plane of the layout.
     public func withUnsafeBytes<R, E: Error>(
-        ofPlane index: Int, _ body: (UnsafeRawBufferPointer) throws(E) -> R
+        ofPlane index: Int,
+        _ body: (UnsafeRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {
         precondition(isLocked, "Surface bytes accessed without a lock")
         let location = planeLocations[index]
         // SAFETY: validated layouts keep every plane inside its mapping, which lives as long as self.
-        let bytes = unsafe mappings[location.mapping].bytes(from: location.offset, count: layout.planes[index].byteCount)
+        let bytes = unsafe mappings[location.mapping].bytes(
+            from: location.offset,
+            count: layout.planes[index].byteCount
+        )
         return try unsafe body(UnsafeRawBufferPointer(bytes))
     }
 
@@ -200,12 +209,16 @@ public final class Surface: @unchecked Sendable {
     ///
     /// - Precondition: a read-write lock is held and `index` is a plane of the layout.
     public func withUnsafeMutableBytes<R, E: Error>(
-        ofPlane index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
+        ofPlane index: Int,
+        _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {
         precondition(state.withLock { $0.writeLocks > 0 }, "Surface written without a read-write lock")
         let location = planeLocations[index]
         // SAFETY: as above, and the mapping is writable (read-write locks fail on read-only surfaces).
-        let bytes = unsafe mappings[location.mapping].bytes(from: location.offset, count: layout.planes[index].byteCount)
+        let bytes = unsafe mappings[location.mapping].bytes(
+            from: location.offset,
+            count: layout.planes[index].byteCount
+        )
         return try unsafe body(bytes)
     }
 }

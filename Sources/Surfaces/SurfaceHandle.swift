@@ -49,12 +49,18 @@ extension Surface {
         let exported: FileDescriptor
         switch backing {
         case .memfd:
-            exported = try Syscall.open("/proc/self/fd/\(descriptors[0].rawValue)", flags: SystemPackage.FileDescriptor
-                .AccessMode.readOnly.rawValue)
-                .mapError { SurfaceError(.systemCall, "open(/proc/self/fd, O_RDONLY)", errno: $0) }.get()
+            exported = try Syscall.open(
+                "/proc/self/fd/\(descriptors[0].rawValue)",
+                flags: SystemPackage.FileDescriptor
+                    .AccessMode.readOnly.rawValue
+            )
+            .mapError { SurfaceError(.systemCall, "open(/proc/self/fd, O_RDONLY)", errno: $0) }.get()
         case .dmaBuf:
             guard descriptors.count == 1 else {
-                throw SurfaceError(.invalidHandle, "Surface.makeHandle: a multi-descriptor DMA-BUF has no single handle")
+                throw SurfaceError(
+                    .invalidHandle,
+                    "Surface.makeHandle: a multi-descriptor DMA-BUF has no single handle"
+                )
             }
             exported = try Syscall.duplicate(descriptors[0])
                 .mapError { SurfaceError(.systemCall, "fcntl(F_DUPFD_CLOEXEC)", errno: $0) }.get()
@@ -90,9 +96,14 @@ extension Surface {
             let mapping = try Mapping.map(descriptor, byteCount: layout.allocationSize, writable: false)
                 .mapError { SurfaceError(.systemCall, "mmap", errno: $0) }.get()
             return Surface(
-                id: id, layout: layout, backing: .memfd, isReadOnly: true, descriptors: [descriptor],
+                id: id,
+                layout: layout,
+                backing: .memfd,
+                isReadOnly: true,
+                descriptors: [descriptor],
                 mappings: [mapping],
-                planeLocations: layout.planes.map { (0, $0.offset) })
+                planeLocations: layout.planes.map { (0, $0.offset) }
+            )
         } catch {
             if case .memfd = backing { Syscall.close(descriptor) }
             throw error
@@ -113,7 +124,9 @@ extension Surface {
         let info = try Syscall.fileSize(descriptor).mapError { SurfaceError(.systemCall, "fstat", errno: $0) }.get()
         guard info.byteCount >= layout.allocationSize else {
             throw SurfaceError(
-                .tooSmall, "Surface.importing: file has \(info.byteCount) bytes, layout needs \(layout.allocationSize)")
+                .tooSmall,
+                "Surface.importing: file has \(info.byteCount) bytes, layout needs \(layout.allocationSize)"
+            )
         }
     }
 }

@@ -6,7 +6,9 @@ struct FrameBusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "framebus",
         abstract: "A compressed shared-memory video frame bus for Linux.",
-        subcommands: [FormatsCommand.self, BenchCommand.self, PublishCommand.self, SubscribeCommand.self, DemoCommand.self]
+        subcommands: [
+            FormatsCommand.self, BenchCommand.self, PublishCommand.self, SubscribeCommand.self, DemoCommand.self,
+        ]
     )
 }
 

@@ -20,7 +20,12 @@ import Testing
     @Test func customAlignmentIsHonouredAndBadOnesRefused() throws {
         let buffer = try PixelBuffer(width: 100, height: 2, pixelFormat: .bgra8, bytesPerRowAlignment: 256)
         #expect(buffer.bytesPerRow(ofPlane: 0) == 512)
-        let tight = try PixelBuffer(width: 6, height: 2, pixelFormat: .yuv420BiPlanarVideoRange8, bytesPerRowAlignment: 1)
+        let tight = try PixelBuffer(
+            width: 6,
+            height: 2,
+            pixelFormat: .yuv420BiPlanarVideoRange8,
+            bytesPerRowAlignment: 1
+        )
         #expect(tight.bytesPerRow(ofPlane: 0) == 6)
         for alignment in [0, 3, 48, 8192] {
             #expect(throws: PixelBufferError.self) {
@@ -31,7 +36,8 @@ import Testing
 
     @Test(arguments: [(0, 16), (16, 0), (-2, 16), (17, 16), (16, 15), (40000, 16)])
     func badSizesAreTypedErrors(width: Int, height: Int) {
-        #expect(throws: PixelBufferError(code: .invalidSize, operation: "PixelBuffer.layout(\(width)x\(height) 420v)")) {
+        #expect(throws: PixelBufferError(code: .invalidSize, operation: "PixelBuffer.layout(\(width)x\(height) 420v)"))
+        {
             try PixelBuffer(width: width, height: height, pixelFormat: .yuv420BiPlanarVideoRange8)
         }
     }
@@ -40,8 +46,12 @@ import Testing
         #expect(throws: PixelBufferError(code: .opaqueFormat, operation: "PixelBuffer.layout(64x64 &8v0)")) {
             try PixelBuffer(width: 64, height: 64, pixelFormat: .compressedYUV420BiPlanarVideoRange8)
         }
-        let opaque = try PixelBuffer(width: 64, height: 64, compressedFormat: .compressedYUV420BiPlanarVideoRange8,
-                                     opaqueByteCount: 10_000)
+        let opaque = try PixelBuffer(
+            width: 64,
+            height: 64,
+            compressedFormat: .compressedYUV420BiPlanarVideoRange8,
+            opaqueByteCount: 10_000
+        )
         #expect(opaque.planeCount == 0)
         #expect(opaque.allocationSize == 10_000)
         try opaque.lock()
@@ -58,7 +68,9 @@ import Testing
         let buffer = try PixelBuffer(width: 16, height: 16, pixelFormat: .yuv420BiPlanarFullRange8)
         #expect(throws: PixelBufferError.self) { try unsafe buffer.withUnsafeBytes(ofPlane: 0) { _ in } }
         try buffer.lock(.readOnly)
-        #expect(throws: PixelBufferError(code: .planeOutOfRange, operation: "PixelBuffer.withUnsafeBytes(ofPlane: 2) of 2")) {
+        #expect(
+            throws: PixelBufferError(code: .planeOutOfRange, operation: "PixelBuffer.withUnsafeBytes(ofPlane: 2) of 2")
+        ) {
             try unsafe buffer.withUnsafeBytes(ofPlane: 2) { _ in }
         }
         #expect(try unsafe buffer.withUnsafeBytes(ofPlane: 1) { $0.count } == 64 * 8)
@@ -109,9 +121,16 @@ import Testing
 }
 
 @Suite struct PixelBufferPoolTests {
-    private func attributes(minimum: Int = 0, threshold: Int? = nil, age: Duration? = nil) -> PixelBufferPool.Attributes {
-        PixelBufferPool.Attributes(width: 64, height: 32, pixelFormat: .yuv420BiPlanarVideoRange8,
-                                   minimumBufferCount: minimum, maximumBufferAge: age, allocationThreshold: threshold)
+    private func attributes(minimum: Int = 0, threshold: Int? = nil, age: Duration? = nil) -> PixelBufferPool.Attributes
+    {
+        PixelBufferPool.Attributes(
+            width: 64,
+            height: 32,
+            pixelFormat: .yuv420BiPlanarVideoRange8,
+            minimumBufferCount: minimum,
+            maximumBufferAge: age,
+            allocationThreshold: threshold
+        )
     }
 
     @Test func minimumBuffersArePreallocated() throws {

@@ -9,7 +9,11 @@ import Testing
             #expect(try PixelFormat(fourCC: format.fourCC) == format)
         }
         #expect(PixelFormat.yuv420BiPlanarVideoRange8.fourCC == 0x3432_3076)
-        #expect(PixelFormat.all.map(\.name) == ["420v", "420f", "x420", "xf20", "BGRA", "&8v0", "&8f0", "&xv0", "&xf0", "&BGA"])
+        #expect(
+            PixelFormat.all.map(\.name) == [
+                "420v", "420f", "x420", "xf20", "BGRA", "&8v0", "&8f0", "&xv0", "&xf0", "&BGA",
+            ]
+        )
     }
 
     @Test func unknownCodesAreTypedErrors() {
@@ -46,7 +50,9 @@ import Testing
 
     @Test func geometryMatchesTheFormatTable() {
         let nv12 = PixelFormat.yuv420BiPlanarVideoRange8
-        #expect(nv12.planes.count == 2 && nv12.bitDepth == 8 && nv12.range == .video && nv12.chromaSubsampling == .yuv420)
+        #expect(
+            nv12.planes.count == 2 && nv12.bitDepth == 8 && nv12.range == .video && nv12.chromaSubsampling == .yuv420
+        )
         #expect(nv12.planes[1].horizontalSubsampling == 2 && nv12.planes[1].bytesPerElement == 2)
         let p010 = PixelFormat.yuv420BiPlanarFullRange10
         #expect(p010.bitDepth == 10 && p010.range == .full && p010.planes[0].bytesPerElement == 2)

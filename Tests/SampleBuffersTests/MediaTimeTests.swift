@@ -28,7 +28,8 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
 
     @Test func fieldInitializerAcceptsEveryConsistentCombination() {
         #expect(
-            MediaTime(value: 3, timescale: 4, flags: .valid, epoch: 2) == MediaTime(value: 3, timescale: 4, epoch: 2))
+            MediaTime(value: 3, timescale: 4, flags: .valid, epoch: 2) == MediaTime(value: 3, timescale: 4, epoch: 2)
+        )
         #expect(MediaTime(value: 3, timescale: 4, flags: [.valid, .hasBeenRounded]).hasBeenRounded)
         // Special values are stored canonically whatever value and timescale came with them.
         let infinity = MediaTime(value: 99, timescale: -5, flags: [.valid, .positiveInfinity], epoch: 7)
@@ -57,7 +58,8 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
         #expect(time(1, 2).description == "1/2 (0.5 s)")
         #expect(
             MediaTime(value: 1, timescale: 4, flags: [.valid, .hasBeenRounded], epoch: 3).description
-                == "~1/4 (0.25 s) epoch 3")
+                == "~1/4 (0.25 s) epoch 3"
+        )
         #expect(specials.map(\.description) == ["invalid", "indefinite", "+infinity", "-infinity"])
     }
 }
@@ -269,7 +271,8 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
         #expect(
             shuffled.sorted().map(\.kind) == [
                 .negativeInfinity, .numeric, .numeric, .indefinite, .positiveInfinity, .invalid,
-            ])
+            ]
+        )
         #expect(MediaTime.invalid == .invalid && MediaTime.indefinite == .indefinite)
         #expect(MediaTime.negativeInfinity < time(.min, 1) && time(.max, 1) < .indefinite)
         #expect(Set(specials + specials).count == 4)
@@ -302,7 +305,11 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
         (.towardNegativeInfinity, 333, -334, 0, -1),
     ])
     func convertScaleRoundsByMethod(
-        method: MediaTime.RoundingMethod, third: Int64, minusThird: Int64, half: Int64, minusHalf: Int64
+        method: MediaTime.RoundingMethod,
+        third: Int64,
+        minusThird: Int64,
+        half: Int64,
+        minusHalf: Int64
     ) {
         #expect(time(1, 3).convertScale(1000, method: method).value == third)
         #expect(time(-1, 3).convertScale(1000, method: method).value == minusThird)

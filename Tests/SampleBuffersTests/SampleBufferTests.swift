@@ -6,11 +6,14 @@ import Testing
 private func timing(_ frame: Int64) -> SampleTimingInfo {
     SampleTimingInfo(
         presentationTimeStamp: MediaTime(value: frame * 1001, timescale: 30000),
-        duration: MediaTime(value: 1001, timescale: 30000))
+        duration: MediaTime(value: 1001, timescale: 30000)
+    )
 }
 
 private func makeBuffer(
-    _ format: PixelFormat = .yuv420BiPlanarVideoRange8, width: Int = 64, height: Int = 48,
+    _ format: PixelFormat = .yuv420BiPlanarVideoRange8,
+    width: Int = 64,
+    height: Int = 48,
     attachments: PixelBufferAttachments = .bt709
 ) throws -> PixelBuffer {
     try PixelBuffer(width: width, height: height, pixelFormat: format, attachments: attachments)
@@ -40,8 +43,10 @@ private func makeBuffer(
         #expect(!description.matches(try makeBuffer(attachments: other)))
         // A description made from scratch with the same values matches.
         let made = VideoFormatDescription(
-            pixelFormat: .yuv420BiPlanarVideoRange8, dimensions: .init(width: 64, height: 48),
-            extensions: .init(attachments: .bt709))
+            pixelFormat: .yuv420BiPlanarVideoRange8,
+            dimensions: .init(width: 64, height: 48),
+            extensions: .init(attachments: .bt709)
+        )
         #expect(made == description && made.hashValue == description.hashValue)
         #expect(made.description == "420v 64x48")
     }
@@ -58,17 +63,25 @@ private func makeBuffer(
 
     @Test func extensionsRoundTripThroughAttachments() {
         let extensions = VideoFormatDescription.Extensions(
-            colorPrimaries: .itu2020, transferFunction: .hlg, yCbCrMatrix: .itu2020,
-            chromaLocationTopField: .topLeft, chromaLocationBottomField: .left,
+            colorPrimaries: .itu2020,
+            transferFunction: .hlg,
+            yCbCrMatrix: .itu2020,
+            chromaLocationTopField: .topLeft,
+            chromaLocationBottomField: .left,
             cleanAperture: CleanAperture(width: 1916, height: 1076, horizontalOffset: 1, verticalOffset: -1),
-            pixelAspectRatio: PixelAspectRatio(horizontalSpacing: 4, verticalSpacing: 3))
+            pixelAspectRatio: PixelAspectRatio(horizontalSpacing: 4, verticalSpacing: 3)
+        )
         #expect(VideoFormatDescription.Extensions(attachments: extensions.attachments) == extensions)
         #expect(VideoFormatDescription.Extensions().attachments.isEmpty)
     }
 
     @Test func compressedFormatsAreDescribedToo() throws {
         let buffer = try PixelBuffer(
-            width: 64, height: 48, compressedFormat: .compressedYUV420BiPlanarVideoRange8, opaqueByteCount: 8192)
+            width: 64,
+            height: 48,
+            compressedFormat: .compressedYUV420BiPlanarVideoRange8,
+            opaqueByteCount: 8192
+        )
         let description = VideoFormatDescription(imageBuffer: buffer)
         #expect(description.pixelFormat == .compressedYUV420BiPlanarVideoRange8 && description.matches(buffer))
         #expect(!description.matches(try makeBuffer(attachments: PixelBufferAttachments())))
@@ -145,8 +158,11 @@ private func makeBuffer(
     @Test func makeDataReadyCallsTheHandlerThenMarksReady() throws {
         let calls = Mutex(0)
         let sample = try SampleBuffer(
-            imageBuffer: try makeBuffer(), timing: timing(0), dataIsReady: false,
-            makeDataReadyHandler: { _ in calls.withLock { $0 += 1 } })
+            imageBuffer: try makeBuffer(),
+            timing: timing(0),
+            dataIsReady: false,
+            makeDataReadyHandler: { _ in calls.withLock { $0 += 1 } }
+        )
         #expect(!sample.dataIsReady)
         try sample.makeDataReady()
         #expect(sample.dataIsReady && calls.withLock { $0 } == 1)
@@ -164,10 +180,13 @@ private func makeBuffer(
         #expect(noHandler.dataIsReady)
 
         let failing = try SampleBuffer(
-            imageBuffer: try makeBuffer(), timing: timing(0), dataIsReady: false,
+            imageBuffer: try makeBuffer(),
+            timing: timing(0),
+            dataIsReady: false,
             makeDataReadyHandler: { _ throws(SampleBufferError) in
                 throw SampleBufferError(code: .dataFailed, operation: "decode")
-            })
+            }
+        )
         #expect(throws: SampleBufferError(code: .dataFailed, operation: "decode")) { try failing.makeDataReady() }
         #expect(!failing.dataIsReady)
 
@@ -179,8 +198,10 @@ private func makeBuffer(
 
     @Test func attachmentsAreReadAndWrittenThroughTheBuffer() throws {
         let sample = try SampleBuffer(
-            imageBuffer: try makeBuffer(), timing: timing(0),
-            attachments: SampleAttachments(discontinuity: [.streamDiscontinuity]))
+            imageBuffer: try makeBuffer(),
+            timing: timing(0),
+            attachments: SampleAttachments(discontinuity: [.streamDiscontinuity])
+        )
         #expect(sample.isDiscontinuity && sample.discontinuity == .streamDiscontinuity)
         sample.discontinuity = []
         #expect(!sample.isDiscontinuity)
@@ -199,8 +220,11 @@ private func makeBuffer(
     @Test(arguments: DroppedFrameReason.allCases)
     func droppedFrameMarkerCarriesItsReason(reason: DroppedFrameReason) {
         let marker = SampleBuffer(
-            droppedFrameReason: reason, info: reason == .discontinuity ? .cameraModeSwitch : nil, timing: timing(7),
-            attachments: SampleAttachments(droppedFrameReason: .frameWasLate, discontinuity: [.samplesDropped]))
+            droppedFrameReason: reason,
+            info: reason == .discontinuity ? .cameraModeSwitch : nil,
+            timing: timing(7),
+            attachments: SampleAttachments(droppedFrameReason: .frameWasLate, discontinuity: [.samplesDropped])
+        )
         #expect(marker.imageBuffer == nil && marker.formatDescription == nil)
         #expect(marker.droppedFrameReason == reason)
         #expect(marker.droppedFrameReasonInfo == (reason == .discontinuity ? .cameraModeSwitch : nil))
@@ -216,7 +240,8 @@ private func makeBuffer(
         sample.droppedFrameReasonInfo = .upstreamLoss
         #expect(
             sample.attachments
-                == SampleAttachments(droppedFrameReason: .outOfBuffers, droppedFrameReasonInfo: .upstreamLoss))
+                == SampleAttachments(droppedFrameReason: .outOfBuffers, droppedFrameReasonInfo: .upstreamLoss)
+        )
     }
 
     @Test func sampleBuffersAreEqualOnlyToThemselves() throws {

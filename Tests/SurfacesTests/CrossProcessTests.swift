@@ -33,14 +33,19 @@ struct PeerError: Error, CustomStringConvertible {
 func exchangeWithPeer(mode: String, text: String, descriptor: Int32) throws -> String {
     let path = "/tmp/framebus-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
     let listener = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    defer { close(listener); unlink(path) }
+    defer {
+        close(listener)
+        unlink(path)
+    }
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     withUnsafeMutableBytes(of: &address.sun_path) { raw in
         for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
     }
     let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
     }
     guard bound == 0, listen(listener, 1) == 0 else { throw PeerError("bind/listen: errno \(errno)") }
 
@@ -48,7 +53,10 @@ func exchangeWithPeer(mode: String, text: String, descriptor: Int32) throws -> S
     process.executableURL = try peerExecutable()
     process.arguments = [mode, path]
     try process.run()
-    defer { if process.isRunning { process.terminate() } ; process.waitUntilExit() }
+    defer {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
 
     // Never hang: wait at most 20 s for the peer to connect and to answer.
     var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
@@ -87,8 +95,10 @@ func exchangeWithPeer(mode: String, text: String, descriptor: Int32) throws -> S
 }
 
 func describe(_ layout: SurfaceLayout, id: SurfaceID) -> String {
-    var fields = [Int(id.rawValue & 0x7fff_ffff_ffff_ffff), layout.allocationSize, Int(layout.pixelFormat), layout.width,
-                  layout.height, layout.planes.count]
+    var fields = [
+        Int(id.rawValue & 0x7fff_ffff_ffff_ffff), layout.allocationSize, Int(layout.pixelFormat), layout.width,
+        layout.height, layout.planes.count,
+    ]
     for plane in layout.planes {
         fields += [plane.offset, plane.bytesPerRow, plane.width, plane.height, plane.bytesPerElement]
     }
@@ -104,7 +114,11 @@ func describe(_ layout: SurfaceLayout, id: SurfaceID) -> String {
             unsafe surface.withUnsafeMutableBytes(ofPlane: index) { bytes in
                 for row in 0..<plane.height {
                     for column in 0..<(plane.width * plane.bytesPerElement) {
-                        unsafe bytes[row * plane.bytesPerRow + column] = testPatternByte(plane: index, row: row, column: column)
+                        unsafe bytes[row * plane.bytesPerRow + column] = testPatternByte(
+                            plane: index,
+                            row: row,
+                            column: column
+                        )
                     }
                 }
             }
@@ -112,10 +126,16 @@ func describe(_ layout: SurfaceLayout, id: SurfaceID) -> String {
         try surface.unlock()
         let handle = try surface.makeHandle()
         let sentID = SurfaceID(rawValue: surface.id.rawValue & 0x7fff_ffff_ffff_ffff)
-        let reply = try exchangeWithPeer(mode: "import-surface", text: describe(layout, id: surface.id),
-                                         descriptor: handle.borrowedDescriptor.rawValue)
+        let reply = try exchangeWithPeer(
+            mode: "import-surface",
+            text: describe(layout, id: surface.id),
+            descriptor: handle.borrowedDescriptor.rawValue
+        )
         let expectedBytes = layout.planes.reduce(0) { $0 + $1.width * $1.bytesPerElement * $1.height }
-        #expect(reply == "ok bytes=\(expectedBytes) mismatches=0 readWriteLock=surface is read-only mmapWrite=Permission denied id=\(sentID.rawValue)")
+        #expect(
+            reply
+                == "ok bytes=\(expectedBytes) mismatches=0 readWriteLock=surface is read-only mmapWrite=Permission denied id=\(sentID.rawValue)"
+        )
     }
 
     @Test func anotherProcessRefusesAnUnsealedMemfd() throws {

@@ -9,8 +9,13 @@ private let hasUDMABuf = access("/dev/udmabuf", F_OK) == 0
 @Suite struct DMABufTests {
     @Test func allocatorsReportAbsentDeviceNodes() throws {
         for allocator in [DMABufAllocator.systemHeap, .udmabuf] where !allocator.isAvailable {
-            #expect(throws: SurfaceError(code: .deviceUnavailable, operation: "open(\(allocator.devicePath))",
-                                         errno: .noSuchFileOrDirectory)) {
+            #expect(
+                throws: SurfaceError(
+                    code: .deviceUnavailable,
+                    operation: "open(\(allocator.devicePath))",
+                    errno: .noSuchFileOrDirectory
+                )
+            ) {
                 try allocator.makeSurface(layout: makeTestLayout())
             }
         }
@@ -51,7 +56,10 @@ private let hasUDMABuf = access("/dev/udmabuf", F_OK) == 0
     }
 
     private func roundTrip(_ surface: Surface) throws {
-        guard case .dmaBuf(let modifier) = surface.backing else { Issue.record("not a DMA-BUF"); return }
+        guard case .dmaBuf(let modifier) = surface.backing else {
+            Issue.record("not a DMA-BUF")
+            return
+        }
         #expect(modifier == DRMModifier.linear)
         try surface.lock()
         unsafe surface.withUnsafeMutableBytes(ofPlane: 0) { bytes in

@@ -10,11 +10,21 @@ func makeTestLayout(width: Int = 64, height: Int = 32) -> SurfaceLayout {
     let lumaRow = (width + 63) / 64 * 64
     let planes = [
         PlaneLayout(offset: 0, bytesPerRow: lumaRow, width: width, height: height, bytesPerElement: 1),
-        PlaneLayout(offset: lumaRow * height, bytesPerRow: lumaRow, width: width / 2, height: height / 2,
-                    bytesPerElement: 2),
+        PlaneLayout(
+            offset: lumaRow * height,
+            bytesPerRow: lumaRow,
+            width: width / 2,
+            height: height / 2,
+            bytesPerElement: 2
+        ),
     ]
-    return SurfaceLayout(pixelFormat: 0x3432_3076, width: width, height: height, planes: planes,
-                         allocationSize: lumaRow * height * 3 / 2)
+    return SurfaceLayout(
+        pixelFormat: 0x3432_3076,
+        width: width,
+        height: height,
+        planes: planes,
+        allocationSize: lumaRow * height * 3 / 2
+    )
 }
 
 /// The error importing `handle` gives, or `nil` if it imports.
@@ -129,7 +139,9 @@ func importError(_ handle: consuming SurfaceHandle) -> SurfaceError? {
         let handle = SurfaceHandle(id: .next(), layout: layout, descriptor: FileDescriptor(rawValue: fd))
         let expected = SurfaceError(
             code: .tooSmall,
-            operation: "Surface.importing: file has \(layout.allocationSize / 2) bytes, layout needs \(layout.allocationSize)")
+            operation:
+                "Surface.importing: file has \(layout.allocationSize / 2) bytes, layout needs \(layout.allocationSize)"
+        )
         #expect(importError(handle) == expected)
     }
 
@@ -148,15 +160,26 @@ func importError(_ handle: consuming SurfaceHandle) -> SurfaceError? {
         SurfaceLayout(pixelFormat: 0, width: 0, height: 8, planes: [], allocationSize: 64),
         SurfaceLayout(pixelFormat: 0, width: 8, height: 8, planes: [], allocationSize: 0),
         SurfaceLayout(
-            pixelFormat: 0, width: 8, height: 8,
-            planes: [PlaneLayout(offset: 0, bytesPerRow: 8, width: 8, height: 8, bytesPerElement: 1)], allocationSize: 63),
+            pixelFormat: 0,
+            width: 8,
+            height: 8,
+            planes: [PlaneLayout(offset: 0, bytesPerRow: 8, width: 8, height: 8, bytesPerElement: 1)],
+            allocationSize: 63
+        ),
         SurfaceLayout(
-            pixelFormat: 0, width: 8, height: 8,
-            planes: [PlaneLayout(offset: 0, bytesPerRow: 4, width: 8, height: 8, bytesPerElement: 1)], allocationSize: 64),
+            pixelFormat: 0,
+            width: 8,
+            height: 8,
+            planes: [PlaneLayout(offset: 0, bytesPerRow: 4, width: 8, height: 8, bytesPerElement: 1)],
+            allocationSize: 64
+        ),
         SurfaceLayout(
-            pixelFormat: 0, width: 8, height: 8,
+            pixelFormat: 0,
+            width: 8,
+            height: 8,
             planes: [PlaneLayout(offset: Int.max - 8, bytesPerRow: 8, width: 8, height: 8, bytesPerElement: 1)],
-            allocationSize: 64),
+            allocationSize: 64
+        ),
     ])
     func impossibleLayoutsAreRefused(layout: SurfaceLayout) {
         #expect(throws: SurfaceError.self) { try Surface.makeMemFD(layout: layout) }

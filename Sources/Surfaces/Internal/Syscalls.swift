@@ -51,7 +51,11 @@ enum Syscall {
     }
 
     /// `mmap(2)` of a whole shared file from offset 0.
-    static func mapShared(_ fd: FileDescriptor, byteCount: Int, writable: Bool) -> Result<UnsafeMutableRawPointer, Errno> {
+    static func mapShared(
+        _ fd: FileDescriptor,
+        byteCount: Int,
+        writable: Bool
+    ) -> Result<UnsafeMutableRawPointer, Errno> {
         let protection = writable ? PROT_READ | PROT_WRITE : PROT_READ
         let address = unsafe mmap(nil, byteCount, protection, MAP_SHARED, fd.rawValue, 0)
         let failed = unsafe address == MAP_FAILED
@@ -97,7 +101,11 @@ enum Syscall {
     }
 
     /// `UDMABUF_CREATE`.
-    static func udmabufCreate(_ device: FileDescriptor, memfd: FileDescriptor, byteCount: Int)
+    static func udmabufCreate(
+        _ device: FileDescriptor,
+        memfd: FileDescriptor,
+        byteCount: Int
+    )
         -> Result<FileDescriptor, Errno>
     {
         valueOrErrno { cfb_udmabuf_create(device.rawValue, memfd.rawValue, 0, UInt64(byteCount)) }
