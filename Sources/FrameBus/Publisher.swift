@@ -257,17 +257,7 @@ public final class Publisher: Sendable {
                     {
                         guard let representation else {
                             // The conversion failed (its pool is exhausted): this subscriber loses the frame.
-                            connection.statistics.dropped[.outOfBuffers, default: 0] += 1
-                            connection.enqueue(
-                                .drop(
-                                    WireDrop(
-                                        firstSequence: sequence,
-                                        lastSequence: sequence,
-                                        reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue)
-                                    )
-                                )
-                            )
-                            flushOrClose(connection, &state)
+                            dropOutOfBuffers(sequence, for: connection, &state)
                             continue
                         }
                         deliver(representation, frame: frameBase, to: connection, &state)
@@ -278,6 +268,14 @@ public final class Publisher: Sendable {
         }
     }
 
+    /// Tells one subscriber it will not get frame `sequence` because buffers ran out (DROP `outOfBuffers`).
+    private func dropOutOfBuffers(_ sequence: UInt64, for connection: PublisherConnection, _ state: inout State) {
+        connection.statistics.dropped[.outOfBuffers, default: 0] += 1
+        let reason = UInt32(DroppedFrameReason.outOfBuffers.rawValue)
+        connection.enqueue(.drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: reason)))
+        flushOrClose(connection, &state)
+    }
+
     private func deliver(
         _ representation: Representation,
         frame base: WireFrame,
@@ -286,17 +284,7 @@ public final class Publisher: Sendable {
     ) {
         let sequence = base.sequence
         guard connection.held.count < connection.maximumHeldFrames else {
-            connection.statistics.dropped[.outOfBuffers, default: 0] += 1
-            connection.enqueue(
-                .drop(
-                    WireDrop(
-                        firstSequence: sequence,
-                        lastSequence: sequence,
-                        reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue)
-                    )
-                )
-            )
-            flushOrClose(connection, &state)
+            dropOutOfBuffers(sequence, for: connection, &state)
             return
         }
         let surface = representation.buffer.surface
@@ -308,17 +296,7 @@ public final class Publisher: Sendable {
                 descriptor = OwnedDescriptor(handle.takeDescriptor().rawValue)
             } catch {
                 configuration.logger.error("cannot export \(surface.id) to subscriber \(connection.id): \(error)")
-                connection.statistics.dropped[.outOfBuffers, default: 0] += 1
-                connection.enqueue(
-                    .drop(
-                        WireDrop(
-                            firstSequence: sequence,
-                            lastSequence: sequence,
-                            reason: UInt32(DroppedFrameReason.outOfBuffers.rawValue)
-                        )
-                    )
-                )
-                flushOrClose(connection, &state)
+                dropOutOfBuffers(sequence, for: connection, &state)
                 return
             }
             connection.enqueue(.surface(Self.wireSurface(surface)), descriptor: descriptor)
