@@ -70,6 +70,16 @@ enum ComponentCodec {
             unsafe out.storeBytes(of: first, as: UInt8.self)
             return unsafe Choice(mode: .solid, payload: UnsafeRawPointer(out), byteCount: 1)
         }
+        let lz4Written = unsafe tryLZ4First(
+            UnsafeRawPointer(s),
+            rowBytes: width,
+            rows: height,
+            blocks: ((width &+ 7) &>> 3) &* height,
+            into: alt
+        )
+        if lz4Written < 0 {
+            return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4Written)
+        }
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
         // Residuals for both predictors, rows padded to whole blocks with zeros. The loops are flat: they vectorise.
@@ -94,42 +104,68 @@ enum ComponentCodec {
         let blockCount = blocksPerRow &* height
         let nibbleBytes = (blockCount &+ 1) &>> 1
         let bitBytes = (blockCount &+ 7) &>> 3
-        var total = nibbleBytes &+ bitBytes
+        // One pass: choose each block's predictor and width, and pack it at once (8-byte stores; the slot has
+        // room for the worst case plus 8). Widths and predictor bits gather in registers and are stored a whole
+        // word at a time; only full words are stored in the loop, so they never reach past their own region.
         var zeroBlocks = 0
         let nibbles = unsafe out.assumingMemoryBound(to: UInt8.self)
         let bits = unsafe nibbles + nibbleBytes
-        for i in 0..<(nibbleBytes &+ bitBytes) { unsafe nibbles[i] = 0 }
+        var position = nibbleBytes &+ bitBytes
+        var nibbleWord: UInt64 = 0
+        var bitWord: UInt64 = 0
         for block in 0..<blockCount {
-            let wu = unsafe width8(UnsafeRawPointer(ru + block &<< 3).loadUnaligned(as: UInt64.self))
-            let wl = unsafe width8(UnsafeRawPointer(rl + block &<< 3).loadUnaligned(as: UInt64.self))
+            let u = unsafe UnsafeRawPointer(ru + block &<< 3).loadUnaligned(as: UInt64.self)
+            let l = unsafe UnsafeRawPointer(rl + block &<< 3).loadUnaligned(as: UInt64.self)
+            let wu = width8(u)
+            let wl = width8(l)
             let useLeft = wl < wu
             let w = useLeft ? wl : wu
+            let chosen = useLeft ? l : u
             zeroBlocks &+= w == 0 ? 1 : 0
-            unsafe nibbles[block &>> 1] |= UInt8(truncatingIfNeeded: w) &<< ((block & 1) &* 4)
-            unsafe bits[block &>> 3] |= (useLeft ? 1 : 0) &<< UInt8(truncatingIfNeeded: block & 7)
-            total &+= w
+            unsafe out.storeBytes(of: compact8(chosen, UInt64(w)), toByteOffset: position, as: UInt64.self)
+            position &+= w
+            nibbleWord |= UInt64(truncatingIfNeeded: w) &<< UInt64((block & 15) &<< 2)
+            bitWord |= (useLeft ? 1 : 0) &<< UInt64(block & 63)
+            if block & 15 == 15 {
+                unsafe out.storeBytes(of: nibbleWord, toByteOffset: (block &>> 4) &<< 3, as: UInt64.self)
+                nibbleWord = 0
+            }
+            if block & 63 == 63 {
+                unsafe UnsafeMutableRawPointer(bits).storeBytes(
+                    of: bitWord,
+                    toByteOffset: (block &>> 6) &<< 3,
+                    as: UInt64.self
+                )
+                bitWord = 0
+            }
         }
+        // The last partial words, byte by byte.
+        var index = (blockCount &>> 4) &<< 3
+        while index < nibbleBytes {
+            unsafe nibbles[index] = UInt8(truncatingIfNeeded: nibbleWord)
+            nibbleWord &>>= 8
+            index &+= 1
+        }
+        index = (blockCount &>> 6) &<< 3
+        while index < bitBytes {
+            unsafe bits[index] = UInt8(truncatingIfNeeded: bitWord)
+            bitWord &>>= 8
+            index &+= 1
+        }
+        let total = position
         let rawBytes = n
         // LZ4 only where many residual blocks are zero (flat or repetitive screen content): it is slow and poor
-        // on photographs. It must beat the packed size, which is known exactly without packing.
-        if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
+        // on photographs. It must beat the packed size.
+        if lz4Written > 0 {
+            if lz4Written < min(total, rawBytes) {
+                return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: lz4Written)
+            }
+        } else if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
             let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
             if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
         guard total < rawBytes else {
             return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
-        }
-        var position = nibbleBytes &+ bitBytes
-        for block in 0..<blockCount {
-            let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
-            let useLeft = unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1 == 1
-            let source = unsafe UnsafeRawPointer((useLeft ? rl : ru) + block &<< 3)
-            unsafe out.storeBytes(
-                of: compact8(source.loadUnaligned(as: UInt64.self), w),
-                toByteOffset: position,
-                as: UInt64.self
-            )
-            position &+= Int(w)
         }
         return unsafe Choice(mode: .packed8, payload: UnsafeRawPointer(out), byteCount: total)
     }
@@ -145,6 +181,39 @@ enum ComponentCodec {
 
     /// LZ4 is tried when at least 1/divisor of the residual blocks are zero.
     static let lz4ZeroBlockDivisor = 4
+
+    /// Screen content: when at least half of the 8-byte words of a component equal the word above them, LZ4 is
+    /// tried before any residual is computed. If it is no larger than the smallest possible packed payload (the
+    /// width nibbles and predictor bits alone), nothing else can beat it and the residual passes are skipped.
+    ///
+    /// Returns −(LZ4 size) to take LZ4 now, the LZ4 size (> 0) to compare with the packed size later, 0 if LZ4 was
+    /// not tried, or `Int.max` if it was tried and does not beat raw.
+    static func tryLZ4First(
+        _ s: UnsafeRawPointer,
+        rowBytes: Int,
+        rows: Int,
+        blocks: Int,
+        into alt: UnsafeMutableRawPointer
+    ) -> Int {
+        let words = rowBytes &>> 3
+        guard rows > 1, words > 0 else { return 0 }
+        var equal = 0
+        for y in 1..<rows {
+            let row = unsafe s + y &* rowBytes
+            let above = unsafe row - rowBytes
+            for i in 0..<words {
+                let a = unsafe above.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
+                let b = unsafe row.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
+                equal &+= a == b ? 1 : 0
+            }
+        }
+        guard equal &* 2 >= words &* (rows &- 1) else { return 0 }
+        let rawBytes = rowBytes &* rows
+        let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: rawBytes &- 1)
+        guard written > 0 else { return Int.max }
+        let smallestPacked = ((blocks &+ 1) &>> 1) &+ ((blocks &+ 7) &>> 3)
+        return written <= smallestPacked ? -written : written
+    }
 
     /// Decodes an 8-bit packed payload into `x` (width × height samples, plus 8 bytes of slack). Returns false if
     /// the payload is not exactly the packed form.
@@ -325,6 +394,16 @@ enum ComponentCodec {
             unsafe out.storeBytes(of: first.littleEndian, as: UInt16.self)
             return unsafe Choice(mode: .solid, payload: UnsafeRawPointer(out), byteCount: 2)
         }
+        let lz4Written = unsafe tryLZ4First(
+            UnsafeRawPointer(s),
+            rowBytes: 2 &* width,
+            rows: height,
+            blocks: ((width &+ 7) &>> 3) &* height,
+            into: alt
+        )
+        if lz4Written < 0 {
+            return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4Written)
+        }
         let tenBit = padding & 0x3F == 0
         let down: UInt16 = tenBit ? 6 : 0  // value shift
         let signShift: Int16 = tenBit ? 6 : 0  // sign-extends a 10-bit difference
@@ -371,7 +450,11 @@ enum ComponentCodec {
             total &+= w
         }
         let rawBytes = 2 &* n
-        if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
+        if lz4Written > 0 {
+            if lz4Written < min(total, rawBytes) {
+                return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: lz4Written)
+            }
+        } else if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
             let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
             if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
