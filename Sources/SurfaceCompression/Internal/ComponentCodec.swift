@@ -242,86 +242,70 @@ enum ComponentCodec {
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard widest <= 8, total == count else { return false }
-        // One pass over the blocks, row by row: unpack 8 residuals (SWAR), undo the zig-zag, add the row above
-        // (bytewise, without carries between bytes) and store 8 samples. Rows are written 8 bytes at a time, so
-        // a row's last block may spill into the next row, which is written after it (the scratch has slack).
-        // Then the left-predicted blocks of the row are redone, in order, from their left neighbour.
+        // One pass over the blocks, row by row. Each block: unpack 8 residuals (SWAR, masks from a table by width),
+        // undo the zig-zag, then either add the row above (bytewise, without carries between bytes) or, for a
+        // left-predicted block, form the running sum: prefix sums of byte pairs in 16-bit lanes by one multiply
+        // (odd bytes), minus the odd byte of each pair (even bytes), plus the left neighbour carried broadcast in
+        // 16-bit lanes. Column 0 of a left block is predicted from above: the neighbour carried into column 0 is
+        // the sample above it (0 in the first row, which is predicted from the left throughout). Rows are written
+        // 8 bytes at a time, so a row's last block may spill into the next row, which is written after it (the
+        // scratch has slack).
         let low7: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
         let ones: UInt64 = 0x0101_0101_0101_0101
         let high1: UInt64 = 0x8080_8080_8080_8080
-        var position = nibbleBytes &+ bitBytes
-        for y in 0..<height {
-            let current = unsafe UnsafeMutableRawPointer(x + y &* width)
-            let above = unsafe UnsafeRawPointer(x + (y == 0 ? 0 : (y &- 1) &* width))
-            let firstBlock = y &* blocksPerRow
-            for column in 0..<blocksPerRow {
-                let block = firstBlock &+ column
-                let w = UInt64(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
-                let v =
-                    position &+ 8 <= count
-                    ? unsafe payload.loadUnaligned(fromByteOffset: position, as: UInt64.self)
-                    : unsafe load64(payload, at: position, count: count)
-                position &+= Int(w)
-                let z = spread8(v, w)
-                let d = ((z &>> 1) & low7) ^ ((z & ones) &* 0xFF)
-                if y == 0 {
-                    unsafe current.storeBytes(of: d, toByteOffset: column &<< 3, as: UInt64.self)
-                } else {
-                    let a = unsafe above.loadUnaligned(fromByteOffset: column &<< 3, as: UInt64.self)
-                    let sum = ((a & low7) &+ (d & low7)) ^ ((a ^ d) & high1)
-                    unsafe current.storeBytes(of: sum, toByteOffset: column &<< 3, as: UInt64.self)
-                }
+        let lanes8: UInt64 = 0x00FF_00FF_00FF_00FF
+        let lanes16: UInt64 = 0x0001_0001_0001_0001
+        return unsafe withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 36) { table in
+            for w in 0...8 {
+                let w64 = UInt64(w)
+                unsafe table[w &* 4] = (UInt64(1) &<< (4 &* w64)) &- 1
+                unsafe table[w &* 4 &+ 1] = ((UInt64(1) &<< (2 &* w64)) &- 1) &* 0x0000_0001_0000_0001
+                unsafe table[w &* 4 &+ 2] = ((UInt64(1) &<< w64) &- 1) &* 0x0001_0001_0001_0001
+                unsafe table[w &* 4 &+ 3] = 0
             }
-            let row = unsafe x + y &* width
-            if y == 0 {
-                // The first row is predicted from the left throughout: a running sum of the differences.
-                var previous: UInt8 = 0
-                for i in 0..<width {
-                    previous = unsafe previous &+ row[i]
-                    unsafe row[i] = previous
-                }
-                continue
-            }
-            let rowAbove = unsafe UnsafePointer(x + (y &- 1) &* width)
-            var block = firstBlock
-            let endBlock = firstBlock &+ blocksPerRow
-            while block < endBlock {
-                // Skip whole bytes of "up" bits at once.
-                let byte = unsafe bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)
-                if byte == 0 {
-                    block = (block | 7) &+ 1
-                    continue
-                }
-                block &+= byte.trailingZeroBitCount
-                guard block < endBlock else { break }
-                let column = (block &- firstBlock) &<< 3
-                if column != 0 && column &+ 8 <= width {
-                    // row holds above + difference: take the differences back (bytewise), form their running sum
-                    // in three SWAR steps, and add the left neighbour to every byte.
-                    let sum = unsafe UnsafeRawPointer(row).loadUnaligned(fromByteOffset: column, as: UInt64.self)
-                    let a = unsafe UnsafeRawPointer(rowAbove).loadUnaligned(fromByteOffset: column, as: UInt64.self)
-                    var p = ((sum | high1) &- (a & low7)) ^ ((sum ^ ~a) & high1)
-                    p = ((p & low7) &+ ((p &<< 8) & low7)) ^ ((p ^ (p &<< 8)) & high1)
-                    p = ((p & low7) &+ ((p &<< 16) & low7)) ^ ((p ^ (p &<< 16)) & high1)
-                    p = ((p & low7) &+ ((p &<< 32) & low7)) ^ ((p ^ (p &<< 32)) & high1)
-                    let left = UInt64(unsafe row[column &- 1]) &* ones
-                    p = ((p & low7) &+ (left & low7)) ^ ((p ^ left) & high1)
-                    unsafe UnsafeMutableRawPointer(row).storeBytes(of: p, toByteOffset: column, as: UInt64.self)
-                } else {
-                    let start = max(column, 1)
-                    let end = min(column &+ 8, width)
-                    if start < end {
-                        var left = unsafe row[start &- 1]
-                        for i in start..<end {
-                            left = unsafe left &+ (row[i] &- rowAbove[i])
-                            unsafe row[i] = left
-                        }
+            guard let masks = table.baseAddress else { return false }
+            var position = nibbleBytes &+ bitBytes
+            for y in 0..<height {
+                let current = unsafe UnsafeMutableRawPointer(x + y &* width)
+                let above = unsafe UnsafeRawPointer(x + (y == 0 ? 0 : (y &- 1) &* width))
+                let forceLeft: UInt8 = y == 0 ? 1 : 0
+                var neighbour: UInt64 = y == 0 ? 0 : UInt64(unsafe above.load(as: UInt8.self)) &* lanes16
+                let firstBlock = y &* blocksPerRow
+                var column = 0
+                while column < blocksPerRow {
+                    let block = firstBlock &+ column
+                    let w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
+                    let isLeft = (unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1) | forceLeft
+                    let v =
+                        position &+ 8 <= count
+                        ? unsafe payload.loadUnaligned(fromByteOffset: position, as: UInt64.self)
+                        : unsafe load64(payload, at: position, count: count)
+                    position &+= w
+                    let m = unsafe masks + w &* 4
+                    let w64 = UInt64(truncatingIfNeeded: w)
+                    let halves = unsafe (v & m[0]) | ((v &>> (4 &* w64)) & m[0]) &<< 32
+                    let quads = unsafe (halves & m[1]) | ((halves &>> (2 &* w64)) & m[1]) &<< 16
+                    let z = unsafe (quads & m[2]) | ((quads &>> w64) & m[2]) &<< 8
+                    let d = ((z &>> 1) & low7) ^ ((z & ones) &* 0xFF)
+                    if isLeft != 0 {
+                        let even = d & lanes8
+                        let odd = (d &>> 8) & lanes8
+                        let prefixOdd = (even &+ odd) &* lanes16
+                        let prefixEven = prefixOdd &- odd
+                        let left = ((prefixEven &+ neighbour) & lanes8) | (((prefixOdd &+ neighbour) & lanes8) &<< 8)
+                        unsafe current.storeBytes(of: left, toByteOffset: column &<< 3, as: UInt64.self)
+                        neighbour = ((prefixOdd &>> 48) &* lanes16 &+ neighbour) & lanes8
+                    } else {
+                        let a = unsafe above.loadUnaligned(fromByteOffset: column &<< 3, as: UInt64.self)
+                        let up = ((a & low7) &+ (d & low7)) ^ ((a ^ d) & high1)
+                        unsafe current.storeBytes(of: up, toByteOffset: column &<< 3, as: UInt64.self)
+                        neighbour = (up &>> 56) &* lanes16
                     }
+                    column &+= 1
                 }
-                block &+= 1
             }
+            return true
         }
-        return true
     }
 
     /// Packs 8 bytes, each below 2^w, into the low 8·w bits (byte i at bit w·i), branch-free (SWAR: pairs of
