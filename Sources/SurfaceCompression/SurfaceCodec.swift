@@ -4,8 +4,8 @@ import PixelBuffers
 ///
 /// A compressed surface is tiled: a 64-byte header (magic, layout version, base format, size, tile size,
 /// bytes used, checksum), a table with one entry per tile and component (offset, size, mode, checksum), and
-/// the payloads. Each component of each tile is stored as the smallest of: one solid value, LZ4, "up"
-/// prediction with bit-packed residuals in blocks of 16 samples, or raw. 4:2:0 formats code Y, Cb and Cr
+/// the payloads. Each component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left"
+/// prediction (chosen per block of 8 samples) with bit-packed residuals, or raw. 4:2:0 formats code Y, Cb and Cr
 /// separately; BGRA codes G, B−G, R−G and A. 10-bit formats drop their six padding bits only where they are
 /// all zero, so every bit survives. The surface is allocated for the worst case
 /// (``maximumCompressedByteCount(width:height:format:tileSize:)``), and only the bytes used are ever read.

@@ -6,8 +6,9 @@ enum TileMode: UInt8, Sendable, CaseIterable {
     case solid = 1
     /// The raw samples through LZ4 (screen content).
     case lz4 = 2
-    /// 8-bit samples: "up" prediction (left in the first row), zig-zag residuals in blocks of 16, each block
-    /// bit-packed at its own width (0...8). Widths come first, one nibble per block (low nibble first).
+    /// 8-bit samples: "up" or "left" prediction per block of 8 samples within a row (left throughout the first
+    /// row), zig-zag residuals, each block bit-packed at its own width (0...8). Widths come first, one nibble per
+    /// block (low nibble first), then one predictor bit per block (see ``ComponentCodec/encode8``).
     case packed8 = 3
     /// 16-bit samples whose 6 low padding bits are all zero: the same on the 10-bit values (widths 0...10).
     case packed10 = 4
@@ -25,9 +26,9 @@ enum TileMode: UInt8, Sendable, CaseIterable {
 
 /// Encoding and decoding of one component of one tile held as contiguous samples (width × height, row-major).
 ///
-/// Residual blocks run over the samples in row-major order, so a block may span two rows; the last block is
-/// padded with zero residuals. A block of 16 samples at width w takes exactly 2·w bytes, so blocks stay
-/// byte-aligned: 8 samples are packed into one w-byte group with a single wide store.
+/// Residual blocks are 8 samples within one row; a row's last block is padded with zero residuals. A block at
+/// width w takes exactly w bytes (8 fields of w bits), so blocks stay byte-aligned and are packed and
+/// unpacked with single wide loads and stores.
 enum ComponentCodec {
     /// The encoder's choice: where the payload is and how long it is.
     @unsafe struct Choice {
