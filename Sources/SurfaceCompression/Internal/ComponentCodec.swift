@@ -348,14 +348,6 @@ enum ComponentCodec {
         return v
     }
 
-    @inline(__always)
-    static func load128(_ p: UnsafeRawPointer, at offset: Int, count: Int) -> UInt128 {
-        if offset + 16 <= count { return unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt128.self) }
-        let low = unsafe load64(p, at: offset, count: count)
-        let high = offset + 8 < count ? unsafe load64(p, at: offset + 8, count: count) : 0
-        return UInt128(low) | UInt128(high) &<< 64
-    }
-
     // MARK: 16-bit
 
     /// Encodes 16-bit samples: packed10 when every padding bit is zero (the 10-bit values are coded), otherwise
@@ -525,10 +517,10 @@ enum ComponentCodec {
         for block in 0..<blockCount {
             var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
             if w == 15 { w = 16 }
-            let v = unsafe load128(payload, at: position, count: count)
-            let half = UInt128(1) &<< (4 &* w) &- 1
-            let low = UInt64(truncatingIfNeeded: v & half)
-            let high = UInt64(truncatingIfNeeded: (v &>> (4 &* w)) & half)
+            // The first 4 residuals are bits 0..<4w, the last 4 bits 4w..<8w: two 64-bit loads (spread4 ignores
+            // the bits above 4w), the second from byte w/2, shifted by the half byte an odd w leaves.
+            let low = unsafe load64(payload, at: position, count: count)
+            let high = unsafe load64(payload, at: position &+ (w &>> 1), count: count) &>> UInt64((w & 1) &<< 2)
             let target = unsafe UnsafeMutableRawPointer(r + block &<< 3)
             unsafe target.storeBytes(of: spread4(low, UInt64(w)), as: UInt64.self)
             unsafe target.storeBytes(of: spread4(high, UInt64(w)), toByteOffset: 8, as: UInt64.self)
