@@ -162,7 +162,8 @@ enum TileSamples {
                     let alpha = unsafe UnsafeRawPointer(a + o + i).loadUnaligned(as: SIMD16<UInt8>.self)
                     let p =
                         SIMD16<UInt32>(truncatingIfNeeded: blue) | SIMD16<UInt32>(truncatingIfNeeded: green) &<< 8
-                        | SIMD16<UInt32>(truncatingIfNeeded: red) &<< 16 | SIMD16<UInt32>(truncatingIfNeeded: alpha) &<< 24
+                        | SIMD16<UInt32>(truncatingIfNeeded: red) &<< 16 | SIMD16<UInt32>(truncatingIfNeeded: alpha)
+                        &<< 24
                     unsafe UnsafeMutableRawPointer(dst + i).storeBytes(of: p, as: SIMD16<UInt32>.self)
                     i += 16
                 }
