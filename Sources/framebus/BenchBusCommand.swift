@@ -227,11 +227,10 @@ struct BenchBusCommand: ParsableCommand {
             width: 0,
             height: 0,
             rateHz: rate,
-            frames: peer.frames,
-            framesPerSecond: Double(frames) / (Double(elapsed) / 1e9),
-            latency: peer,
-            publisherCPU: Double(parentCPU) / Double(frames) / 1000,
-            subscriberCPU: peer.cpuPerFrameMicroseconds
+            sentFrames: frames,
+            seconds: Double(elapsed) / 1e9,
+            peer: peer,
+            publisherCPUNanoseconds: parentCPU
         )
     }
 
@@ -273,11 +272,10 @@ struct BenchBusCommand: ParsableCommand {
             width: width,
             height: height,
             rateHz: rate,
-            frames: peer.frames,
-            framesPerSecond: Double(peer.frames) / span,
-            latency: peer,
-            publisherCPU: Double(parentCPU) / Double(frames) / 1000,
-            subscriberCPU: peer.cpuPerFrameMicroseconds
+            sentFrames: frames,
+            seconds: span,
+            peer: peer,
+            publisherCPUNanoseconds: parentCPU
         )
     }
 
@@ -320,11 +318,10 @@ struct BenchBusCommand: ParsableCommand {
             width: width,
             height: height,
             rateHz: rate,
-            frames: peer.frames,
-            framesPerSecond: Double(peer.frames) / span,
-            latency: peer,
-            publisherCPU: Double(parentCPU) / Double(frames) / 1000,
-            subscriberCPU: peer.cpuPerFrameMicroseconds
+            sentFrames: frames,
+            seconds: span,
+            peer: peer,
+            publisherCPUNanoseconds: parentCPU
         )
     }
 }
@@ -353,6 +350,31 @@ struct BenchResult {
     var latency: PeerReport
     var publisherCPU: Double
     var subscriberCPU: Double
+
+    /// A result from what the publishing side sent and timed and what the peer reported: frames per second are
+    /// the peer's received frames over `seconds`; CPU is per frame sent.
+    init(
+        transport: String,
+        format: String,
+        width: Int,
+        height: Int,
+        rateHz: Int,
+        sentFrames: Int,
+        seconds: Double,
+        peer: PeerReport,
+        publisherCPUNanoseconds: UInt64
+    ) {
+        self.transport = transport
+        self.format = format
+        self.width = width
+        self.height = height
+        self.rateHz = rateHz
+        self.frames = peer.frames
+        self.framesPerSecond = Double(peer.frames) / seconds
+        self.latency = peer
+        self.publisherCPU = Double(publisherCPUNanoseconds) / Double(sentFrames) / 1000
+        self.subscriberCPU = peer.cpuPerFrameMicroseconds
+    }
 
     var p50: Double { Double(latency.p50) / 1000 }
     var p99: Double { Double(latency.p99) / 1000 }
