@@ -140,4 +140,5 @@ enum MemFD {
     static let sealGrow = CFB_F_SEAL_GROW
     static let sealSeal = CFB_F_SEAL_SEAL
     static let sealWrite = CFB_F_SEAL_WRITE
+    static let sealFutureWrite = CFB_F_SEAL_FUTURE_WRITE
 }
