@@ -229,13 +229,8 @@ enum CodecDriver {
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
         defer { PixelBufferAccess.unlock(compressed, readOnly: true) }
         let header = try header(of: compressed, verifyChecksums: false, op)
-        return try unsafe PixelBufferAccess.withOpaqueBytes(of: compressed) { bytes in
-            var counts = [Int](repeating: 0, count: TileMode.allCases.count)
-            for index in 0..<header.grid.entryCount {
-                let mode = Int(unsafe TileCodec.readEntry(index: index, from: bytes.baseAddress!).mode)
-                if mode < counts.count { counts[mode] += 1 }
-            }
-            return counts
-        }
+        var counts = [Int](repeating: 0, count: TileMode.allCases.count)
+        for entry in header.entries { counts[Int(entry.mode.rawValue)] += 1 }
+        return counts
     }
 }

@@ -23,11 +23,13 @@ enum TileCodec {
     static let magic: UInt32 = 0x4353_4246  // "FBSC" little-endian
     static let version: UInt16 = 1
 
+    /// One validated table entry, in private memory: the decoder takes every bound from here, never from the
+    /// surface again (a publisher may rewrite the table while a subscriber decodes).
     struct Entry: Hashable, Sendable {
         var offset: Int
         var byteCount: Int
         var mode: TileMode
-        var checksum: UInt32
+        var checksum: UInt64
     }
 
     // MARK: Header
@@ -72,7 +74,11 @@ enum TileCodec {
         unsafe e.storeBytes(of: UInt32(entry.offset).littleEndian, toByteOffset: 0, as: UInt32.self)
         unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 4, as: UInt32.self)
         unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 8, as: UInt32.self)
-        unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 12, as: UInt32.self)
+        unsafe e.storeBytes(
+            of: UInt32(truncatingIfNeeded: entry.checksum).littleEndian,
+            toByteOffset: 12,
+            as: UInt32.self
+        )
     }
 
     static func readEntry(
@@ -88,17 +94,32 @@ enum TileCodec {
         )
     }
 
-    /// What a parsed, validated header says.
+    /// What a parsed, validated header and table say, copied out of the surface.
+    ///
+    /// Everything here lives in private memory and was validated once; the decoder takes every offset, size
+    /// and mode from `entries`, never from the surface again.
     struct Header: Hashable, Sendable {
         var baseFourCC: UInt32
         var grid: TileGrid
         var bytesUsed: Int
+        /// One validated entry per tile and component, in table order.
+        var entries: [Entry]
+    }
+
+    /// Reusable private memory for ``parse(_:count:verifyChecksums:storage:)``, so that parsing allocates
+    /// nothing once it has seen a table of the same size.
+    struct ParseStorage {
+        /// The private copy of the header and table bytes.
+        var tableBytes: [UInt8] = []
+        /// Entries of the previous parse, handed back for their capacity.
+        var entries: [Entry] = []
     }
 
     /// Reads only the first 64 bytes: magic, version and bytes used, without validating the table.
     static func bytesUsed(_ p: UnsafeRawPointer, count: Int) throws(CompressionError) -> Int {
         let op = "SurfaceCodec.bytesUsed"
         guard count >= TileGrid.headerByteCount else { throw CompressionError(.truncated, op) }
+        // Each field is loaded once into a local and checked there.
         guard UInt32(littleEndian: unsafe p.loadUnaligned(as: UInt32.self)) == magic else {
             throw CompressionError(.badMagic, op)
         }
@@ -110,21 +131,91 @@ enum TileCodec {
         return Int(used)
     }
 
-    /// Validates the header and the whole tile table of `count` bytes at `p`.
+    /// Validates the header and the whole tile table of `count` bytes at `p`, which another process may be
+    /// writing while this runs.
+    ///
+    /// The header and the table are copied into private memory once (`storage`), and every check and every
+    /// value returned comes from that copy; the surface is not read again here.
     static func parse(
         _ p: UnsafeRawPointer,
         count: Int,
         verifyChecksums: Bool = true
     ) throws(CompressionError) -> Header {
+        var storage = ParseStorage()
+        return try unsafe parse(p, count: count, verifyChecksums: verifyChecksums, storage: &storage)
+    }
+
+    /// ``parse(_:count:verifyChecksums:)`` reusing `storage`'s memory.
+    static func parse(
+        _ p: UnsafeRawPointer,
+        count: Int,
+        verifyChecksums: Bool,
+        storage: inout ParseStorage
+    ) throws(CompressionError) -> Header {
         let op = "SurfaceCodec.decode"
-        let used = try unsafe bytesUsed(p, count: count)
-        let headerBytes = Int(UInt16(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
+        guard count >= TileGrid.headerByteCount else { throw CompressionError(.truncated, op) }
+        if storage.tableBytes.count < TileGrid.headerByteCount {
+            storage.tableBytes = [UInt8](repeating: 0, count: TileGrid.headerByteCount)
+        }
+        unsafe storage.tableBytes.withUnsafeMutableBytes { copy in
+            unsafe copy.baseAddress!.copyMemory(from: p, byteCount: TileGrid.headerByteCount)
+        }
+        let header = try unsafe storage.tableBytes.withUnsafeBytes { copy in
+            Result { () throws(CompressionError) in try unsafe parseHeader(copy.baseAddress!, count: count, op) }
+        }.get()
+        let grid = header.grid
+        let tableEnd = grid.payloadStart  // <= bytes used <= count: parseHeader checked
+        if storage.tableBytes.count < tableEnd {
+            storage.tableBytes = [UInt8](repeating: 0, count: tableEnd)
+            unsafe storage.tableBytes.withUnsafeMutableBytes { copy in
+                unsafe copy.baseAddress!.copyMemory(from: p, byteCount: TileGrid.headerByteCount)
+            }
+        }
+        unsafe storage.tableBytes.withUnsafeMutableBytes { copy in
+            unsafe (copy.baseAddress! + TileGrid.headerByteCount).copyMemory(
+                from: p + TileGrid.headerByteCount,
+                byteCount: tableEnd - TileGrid.headerByteCount
+            )
+        }
+        var entries: [Entry] = []
+        swap(&entries, &storage.entries)
+        entries.removeAll(keepingCapacity: true)
+        try unsafe storage.tableBytes.withUnsafeBytes { copy in
+            Result { () throws(CompressionError) in
+                try unsafe parseTable(
+                    copy.baseAddress!,
+                    grid: grid,
+                    bytesUsed: header.bytesUsed,
+                    verifyChecksums: verifyChecksums,
+                    into: &entries,
+                    op
+                )
+            }
+        }.get()
+        var result = header
+        result.entries = entries
+        return result
+    }
+
+    /// Checks the 64 header bytes at `h` (private memory) against a surface of `count` bytes.
+    private static func parseHeader(_ h: UnsafeRawPointer, count: Int, _ op: String) throws(CompressionError) -> Header
+    {
+        guard UInt32(littleEndian: unsafe h.loadUnaligned(as: UInt32.self)) == magic else {
+            throw CompressionError(.badMagic, op)
+        }
+        guard UInt16(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 4, as: UInt16.self)) == version else {
+            throw CompressionError(.unsupportedVersion, op)
+        }
+        let used64 = UInt64(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
+        guard used64 <= UInt64(Int.max) else { throw CompressionError(.invalidHeader, op) }
+        let used = Int(used64)
+        let headerBytes = Int(UInt16(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
         guard headerBytes == TileGrid.headerByteCount else {
             throw CompressionError(.invalidHeader, op + ": header size")
         }
-        let fourCC = UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        let fourCC = UInt32(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
         func field(_ offset: Int) -> Int {
-            Int(UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            Int(UInt32(littleEndian: unsafe h.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
         }
         guard let format = CodecFormat(baseFourCC: fourCC) else {
             throw CompressionError(.invalidHeader, op + ": unknown base format")
@@ -143,7 +234,7 @@ enum TileCodec {
         }
         guard field(28) == grid.entryCount else { throw CompressionError(.invalidHeader, op + ": entry count") }
         for offset in stride(from: 48, to: 64, by: 8) {
-            guard unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == 0 else {
+            guard unsafe h.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == 0 else {
                 throw CompressionError(.invalidHeader, op + ": reserved bytes")
             }
         }
@@ -151,16 +242,30 @@ enum TileCodec {
             throw CompressionError(.invalidHeader, op + ": bytes used \(used)")
         }
         guard count >= used else { throw CompressionError(.truncated, op + ": \(count) of \(used) bytes") }
+        return Header(baseFourCC: fourCC, grid: grid, bytesUsed: used, entries: [])
+    }
+
+    /// Checks the header checksum and every entry of the private copy `t` of header and table, appending the
+    /// entries to `entries`.
+    private static func parseTable(
+        _ t: UnsafeRawPointer,
+        grid: TileGrid,
+        bytesUsed used: Int,
+        verifyChecksums: Bool,
+        into entries: inout [Entry],
+        _ op: String
+    ) throws(CompressionError) {
         if verifyChecksums {
-            let stored = UInt64(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 40, as: UInt64.self))
-            guard unsafe headerChecksum(p, entryCount: grid.entryCount) == stored else {
+            let stored = UInt64(littleEndian: unsafe t.loadUnaligned(fromByteOffset: 40, as: UInt64.self))
+            guard unsafe headerChecksum(t, entryCount: grid.entryCount) == stored else {
                 throw CompressionError(.checksumMismatch, op + ": header")
             }
         }
         var expected = grid.payloadStart
         let components = grid.componentCount
+        let bytesPerSample = grid.format.bytesPerSample
         for index in 0..<grid.entryCount {
-            let e = unsafe readEntry(index: index, from: p)
+            let e = unsafe readEntry(index: index, from: t)
             let raw = grid.rawByteCount(tile: index / components, component: index % components)
             // Formatted only on failure: string interpolation per entry would cost more than the check.
             func where_() -> String { "\(op): tile \(index / components) component \(index % components)" }
@@ -169,20 +274,20 @@ enum TileCodec {
             }
             guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_()) }
             guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
-                mode.isValid(bytesPerSample: format.bytesPerSample)
+                mode.isValid(bytesPerSample: bytesPerSample)
             else { throw CompressionError(.invalidTileMode, where_()) }
             switch mode {
             case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_()) }
             case .solid:
-                guard e.byteCount == format.bytesPerSample else { throw CompressionError(.corruptPayload, where_()) }
+                guard e.byteCount == bytesPerSample else { throw CompressionError(.corruptPayload, where_()) }
             default: guard e.byteCount > 0 else { throw CompressionError(.corruptPayload, where_()) }
             }
+            entries.append(Entry(offset: e.offset, byteCount: e.byteCount, mode: mode, checksum: UInt64(e.checksum)))
             expected += e.byteCount
         }
         guard expected == used else {
             throw CompressionError(.overlappingTiles, op + ": payloads end at \(expected), not \(used)")
         }
-        return Header(baseFourCC: fourCC, grid: grid, bytesUsed: used)
     }
 
     // MARK: Encoding
@@ -313,7 +418,12 @@ enum TileCodec {
             let checksum = unsafe UInt32(
                 truncatingIfNeeded: Checksum.hash(UnsafeRawPointer(target), count: choice.byteCount)
             )
-            let entry = unsafe Entry(offset: cursor, byteCount: choice.byteCount, mode: choice.mode, checksum: checksum)
+            let entry = unsafe Entry(
+                offset: cursor,
+                byteCount: choice.byteCount,
+                mode: choice.mode,
+                checksum: UInt64(checksum)
+            )
             unsafe writeEntry(entry, index: tile * grid.componentCount + c, into: destination)
             cursor += unsafe choice.byteCount
         }
@@ -321,7 +431,14 @@ enum TileCodec {
 
     // MARK: Decoding
 
+    /// Scratch slots a decoding worker needs: 0..<4 components, 4 residuals (16-bit), 5 a private copy of a
+    /// payload's control bytes or of an LZ4 payload.
+    static let decodeScratchSlots = 6
+
     /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
+    ///
+    /// Every offset, size and mode comes from `header.entries` (private, validated); `p` is read only for
+    /// payload bytes, within those bounds, so a surface rewritten meanwhile gives wrong pixels or an error.
     static func decode(
         _ header: Header,
         from p: UnsafeRawPointer,
@@ -331,31 +448,38 @@ enum TileCodec {
         verifyChecksums: Bool = true
     ) throws(CompressionError) {
         let grid = header.grid
+        precondition(header.entries.count == grid.entryCount, "decode needs a parsed header")
         let workers = min(tiles.count, max(1, threads))
         guard workers > 0 else { return }
         var failures = [CompressionError?](repeating: nil, count: workers)
         unsafe failures.withUnsafeMutableBufferPointer { failures in
-            System.parallel(workers: workers) { worker in
-                let stride = grid.scratchComponentStride
-                let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 5, alignment: 64)
-                defer { unsafe scratch.deallocate() }
-                // Contiguous runs of tiles per worker keep neighbouring rows on one core.
-                let first = tiles.lowerBound + tiles.count * worker / workers
-                let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
-                for tile in first..<end {
-                    do throws(CompressionError) {
-                        try unsafe decodeTile(
-                            grid,
-                            tile: tile,
-                            from: p,
-                            scratch: scratch,
-                            stride: stride,
-                            into: image,
-                            verifyChecksums: verifyChecksums
-                        )
-                    } catch {
-                        unsafe failures[worker] = error
-                        return
+            unsafe header.entries.withUnsafeBufferPointer { entries in
+                System.parallel(workers: workers) { worker in
+                    let stride = grid.scratchComponentStride
+                    let scratch = UnsafeMutableRawPointer.allocate(
+                        byteCount: stride * decodeScratchSlots,
+                        alignment: 64
+                    )
+                    defer { unsafe scratch.deallocate() }
+                    // Contiguous runs of tiles per worker keep neighbouring rows on one core.
+                    let first = tiles.lowerBound + tiles.count * worker / workers
+                    let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
+                    for tile in first..<end {
+                        do throws(CompressionError) {
+                            try unsafe decodeTile(
+                                grid,
+                                tile: tile,
+                                entries: entries,
+                                from: p,
+                                scratch: scratch,
+                                stride: stride,
+                                into: image,
+                                verifyChecksums: verifyChecksums
+                            )
+                        } catch {
+                            unsafe failures[worker] = error
+                            return
+                        }
                     }
                 }
             }
@@ -363,9 +487,10 @@ enum TileCodec {
         for failure in failures { if let failure { throw failure } }
     }
 
-    private static func decodeTile(
+    static func decodeTile(
         _ grid: TileGrid,
         tile: Int,
+        entries: UnsafeBufferPointer<Entry>,
         from p: UnsafeRawPointer,
         scratch: UnsafeMutableRawPointer,
         stride: Int,
@@ -374,24 +499,26 @@ enum TileCodec {
     ) throws(CompressionError) {
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
+        let privateCopy = unsafe scratch + 5 * stride
         for c in 0..<grid.componentCount {
-            let index = tile * grid.componentCount + c
-            let e = unsafe readEntry(index: index, from: p)
+            let e = unsafe entries[tile * grid.componentCount + c]
             let payload = unsafe p + e.offset
             let slot = unsafe scratch + c * stride
             let extent = grid.componentExtent(tile: tile, component: c)
             let n = extent.width * extent.height
             func where_() -> String { "SurfaceCodec.decode: tile \(tile) component \(c)" }
             if verifyChecksums {
-                guard unsafe UInt32(truncatingIfNeeded: Checksum.hash(payload, count: e.byteCount)) == e.checksum else {
+                guard
+                    unsafe UInt32(truncatingIfNeeded: Checksum.hash(payload, count: e.byteCount))
+                        == UInt32(truncatingIfNeeded: e.checksum)
+                else {
                     throw CompressionError(.checksumMismatch, where_())
                 }
             }
-            // parse() validated the mode.
-            let mode = TileMode(rawValue: UInt8(truncatingIfNeeded: e.mode)) ?? .raw
             var source = UnsafeRawPointer(slot)
-            switch mode {
+            switch e.mode {
             case .raw:
+                // Read where it is: the size is private and equals the component's (parse checked it).
                 unsafe source = payload
             case .solid:
                 if bytesPerSample == 1 {
@@ -401,8 +528,13 @@ enum TileCodec {
                     unsafe slot.initializeMemory(as: UInt16.self, repeating: v, count: n)
                 }
             case .lz4:
+                // liblz4 reads lengths and offsets from its input more than once in places; give it a private
+                // copy, so a rewrite under it cannot move its bounds (e.byteCount <= raw <= the slot).
+                unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
                 let raw = n * bytesPerSample
-                guard unsafe LZ4Block.decompress(payload, count: e.byteCount, into: slot, capacity: raw) == raw else {
+                guard
+                    unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: slot, capacity: raw) == raw
+                else {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
             case .packed8:
@@ -412,6 +544,7 @@ enum TileCodec {
                         count: e.byteCount,
                         width: extent.width,
                         height: extent.height,
+                        controls: privateCopy.assumingMemoryBound(to: UInt8.self),
                         into: slot.assumingMemoryBound(to: UInt8.self)
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
@@ -420,9 +553,10 @@ enum TileCodec {
                     unsafe ComponentCodec.decodePacked16(
                         payload,
                         count: e.byteCount,
-                        tenBit: mode == .packed10,
+                        tenBit: e.mode == .packed10,
                         width: extent.width,
                         height: extent.height,
+                        controls: privateCopy.assumingMemoryBound(to: UInt8.self),
                         residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
                         into: slot.assumingMemoryBound(to: UInt16.self)
                     )
