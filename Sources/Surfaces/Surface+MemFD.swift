@@ -1,7 +1,8 @@
 import SystemPackage
 
 extension Surface {
-    /// Makes a surface backed by a new memfd, sealed against shrinking and growing, with every page populated.
+    /// Makes a surface backed by a new memfd, sealed against shrinking and growing, with every page populated
+    /// unless asked otherwise.
     ///
     /// The memfd is created with `MFD_CLOEXEC | MFD_ALLOW_SEALING`, sized once to
     /// ``SurfaceLayout/allocationSize``, sealed with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`, mapped
@@ -13,9 +14,16 @@ extension Surface {
     /// - Parameters:
     ///   - layout: the memory layout; validated first.
     ///   - name: the memfd's name, shown in `/proc/PID/fd` (for debugging only).
+    ///   - populatesPages: whether every page is allocated now. Pass `false` for a surface that is mostly
+    ///     unused, such as a compressed surface sized for the worst case: its pages are then committed only
+    ///     when first written, and the rest stay sparse.
     /// - Throws: ``SurfaceError/Code-swift.struct/invalidLayout``, or
     ///   ``SurfaceError/Code-swift.struct/systemCall`` with the errno of the call that failed.
-    public static func makeMemFD(layout: SurfaceLayout, name: String = "framebus") throws(SurfaceError) -> Surface {
+    public static func makeMemFD(
+        layout: SurfaceLayout,
+        name: String = "framebus",
+        populatesPages: Bool = true
+    ) throws(SurfaceError) -> Surface {
         try layout.validate()
         let descriptor = try Syscall.memfdCreate(name: name, flags: MemFD.createFlags)
             .mapError { SurfaceError(.systemCall, "memfd_create", errno: $0) }.get()
@@ -26,7 +34,7 @@ extension Surface {
                 .mapError { SurfaceError(.systemCall, "fcntl(F_ADD_SEALS)", errno: $0) }.get()
             let mapping = try Mapping.map(descriptor, byteCount: layout.allocationSize, writable: true)
                 .mapError { SurfaceError(.systemCall, "mmap", errno: $0) }.get()
-            mapping.populate()
+            if populatesPages { mapping.populate() }
             return Surface(
                 id: .next(),
                 layout: layout,
