@@ -76,7 +76,8 @@ func race(_ grid: TileGrid, fourCC: UInt32, seconds: Double, seed: UInt64) -> (d
     defer { output.deallocate() }
     let flags = RaceFlags()
     let entries = grid.entryCount
-    let tableEnd = 64 + 16 * entries
+    let entryBytes = grid.entryByteCount
+    let tableEnd = grid.payloadStart
     let writer = Thread { [surface, flags] in
         var random = Generator(state: seed ^ 0x5555)
         while !flags.stop.load(ordering: .relaxed) {
@@ -84,10 +85,10 @@ func race(_ grid: TileGrid, fourCC: UInt32, seconds: Double, seed: UInt64) -> (d
             let hostile: UInt32
             switch random.next() % 5 {
             case 0:
-                offset = 64 + 16 * Int(random.next() % UInt64(entries)) + 4 * Int(random.next() % 2)
+                offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 4 * Int(random.next() % 2)
                 hostile = [1, 0, 0xFFFF_FFF0, 0x7FFF_FFFF][Int(random.next() % 4)]
             case 1:
-                offset = 64 + 16 * Int(random.next() % UInt64(entries)) + 8
+                offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 8
                 hostile = UInt32(truncatingIfNeeded: random.next() % 8)
             case 2:
                 offset = Int(random.next() % UInt64(64)) & ~3
