@@ -24,6 +24,8 @@ let package = Package(
         .systemLibrary(name: "CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
+        // The codec's vector kernels: per-function target attributes and a runtime CPU check, no global -march.
+        .target(name: "CSurfaceCodecKernels"),
 
         // The layers, bottom up; each imports only the ones above it (DESIGN.md).
         .target(
@@ -38,7 +40,7 @@ let package = Package(
         ),
         .target(
             name: "SurfaceCompression",
-            dependencies: ["PixelBuffers", "Surfaces", "CLZ4"],
+            dependencies: ["PixelBuffers", "Surfaces", "CLZ4", "CSurfaceCodecKernels"],
             swiftSettings: librarySettings
         ),
         .target(

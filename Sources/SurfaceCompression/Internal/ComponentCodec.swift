@@ -233,7 +233,8 @@ enum ComponentCodec {
         width: Int,
         height: Int,
         controls: UnsafeMutablePointer<UInt8>,
-        into x: UnsafeMutablePointer<UInt8>
+        into x: UnsafeMutablePointer<UInt8>,
+        usesVectorKernels: Bool = true
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let blockCount = blocksPerRow &* height
@@ -254,6 +255,21 @@ enum ComponentCodec {
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard widest <= 8, total == count else { return false }
+        // AVX2 where the processor has it: four blocks per step (see CSurfaceCodecKernels).
+        if usesVectorKernels,
+            unsafe Kernels.decodePacked8(
+                payload,
+                count: count,
+                position: nibbleBytes &+ bitBytes,
+                nibbles: nibbles,
+                bits: bits,
+                width: width,
+                height: height,
+                into: x
+            )
+        {
+            return true
+        }
         // One pass over the blocks, row by row. Each block: unpack 8 residuals (SWAR, masks from a table by width),
         // undo the zig-zag, then either add the row above (bytewise, without carries between bytes) or, for a
         // left-predicted block, form the running sum: prefix sums of byte pairs in 16-bit lanes by one multiply

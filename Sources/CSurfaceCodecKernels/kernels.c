@@ -1,0 +1,153 @@
+#include "CSurfaceCodecKernels.h"
+
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+int csck_cpu_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+
+/// 8 bytes at `offset`, zero-filled past `count`.
+static inline uint64_t load64(const uint8_t *p, size_t offset, size_t count) {
+    uint64_t v = 0;
+    if (offset + 8 <= count) {
+        memcpy(&v, p + offset, 8);
+        return v;
+    }
+    for (size_t i = 0; offset + i < count && i < 8; i++) v |= (uint64_t)p[offset + i] << (8 * i);
+    return v;
+}
+
+static inline unsigned width_of(const uint8_t *nibbles, size_t block) {
+    unsigned w = (nibbles[block >> 1] >> ((block & 1) * 4)) & 15;
+    return w > 8 ? 8 : w;
+}
+
+static inline unsigned is_left(const uint8_t *bits, size_t block) { return (bits[block >> 3] >> (block & 7)) & 1; }
+
+/// Byte-wise a + b (no carries between bytes).
+static inline uint64_t add_bytes(uint64_t a, uint64_t b) {
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL, high1 = 0x8080808080808080ULL;
+    return ((a & low7) + (b & low7)) ^ ((a ^ b) & high1);
+}
+
+/// One block the portable way (SWAR), for the blocks the vector loop leaves: returns the last sample.
+static inline uint8_t decode_block(uint64_t v, unsigned w, unsigned left, uint8_t previous, const uint8_t *above,
+                                   uint8_t *out) {
+    uint64_t w64 = w;
+    uint64_t m4 = (1ULL << (4 * w64)) - 1;
+    uint64_t halves = (v & m4) | ((v >> (4 * w64)) & m4) << 32;
+    uint64_t m2 = ((1ULL << (2 * w64)) - 1) * 0x0000000100000001ULL;
+    uint64_t quads = (halves & m2) | ((halves >> (2 * w64)) & m2) << 16;
+    uint64_t m1 = ((1ULL << w64) - 1) * 0x0001000100010001ULL;
+    uint64_t z = (quads & m1) | ((quads >> w64) & m1) << 8;
+    uint64_t d = ((z >> 1) & 0x7F7F7F7F7F7F7F7FULL) ^ ((z & 0x0101010101010101ULL) * 0xFF);
+    uint64_t result;
+    if (left) {
+        // Prefix sums of the bytes, plus the previous sample in every byte.
+        uint64_t s = add_bytes(d, d << 8);
+        s = add_bytes(s, s << 16);
+        s = add_bytes(s, s << 32);
+        result = add_bytes(s, (uint64_t)previous * 0x0101010101010101ULL);
+    } else {
+        uint64_t a;
+        memcpy(&a, above, 8);
+        result = add_bytes(a, d);
+    }
+    memcpy(out, &result, 8);
+    return (uint8_t)(result >> 56);
+}
+
+__attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *payload, size_t count,
+                                                                size_t position, const uint8_t *nibbles,
+                                                                const uint8_t *bits, size_t width, size_t height,
+                                                                uint8_t *x) {
+    const size_t blocksPerRow = (width + 7) >> 3;
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i low7 = _mm256_set1_epi8(0x7F);
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i zero = _mm256_setzero_si256();
+    _Alignas(32) uint8_t prefixes[32];
+    _Alignas(32) uint8_t ups[32];
+    for (size_t y = 0; y < height; y++) {
+        uint8_t *current = x + y * width;
+        // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
+        const uint8_t *above = y == 0 ? x : x + (y - 1) * width;
+        const unsigned forceLeft = y == 0;
+        uint8_t previous = y == 0 ? 0 : above[0];
+        const size_t firstBlock = y * blocksPerRow;
+        size_t column = 0;
+        for (; column + 4 <= blocksPerRow; column += 4) {
+            const size_t block = firstBlock + column;
+            unsigned w0 = width_of(nibbles, block), w1 = width_of(nibbles, block + 1);
+            unsigned w2 = width_of(nibbles, block + 2), w3 = width_of(nibbles, block + 3);
+            size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2;
+            if (p3 + 8 > count) break;  // near the end of the payload: the careful path below
+            uint64_t v0, v1, v2, v3;
+            memcpy(&v0, payload + position, 8);
+            memcpy(&v1, payload + p1, 8);
+            memcpy(&v2, payload + p2, 8);
+            memcpy(&v3, payload + p3, 8);
+            position = p3 + w3;
+            __m256i v = _mm256_set_epi64x((long long)v3, (long long)v2, (long long)v1, (long long)v0);
+            __m256i w = _mm256_set_epi64x(w3, w2, w1, w0);
+            // Spread 8 fields of w bits into 8 bytes, per 64-bit lane (variable shifts).
+            __m256i w2v = _mm256_add_epi64(w, w), w4v = _mm256_add_epi64(w2v, w2v);
+            __m256i m4 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w4v), one);
+            __m256i halves = _mm256_or_si256(_mm256_and_si256(v, m4),
+                                             _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w4v), m4), 32));
+            __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
+            m2 = _mm256_or_si256(m2, _mm256_slli_epi64(m2, 32));
+            __m256i quads = _mm256_or_si256(
+                _mm256_and_si256(halves, m2),
+                _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w2v), m2), 16));
+            __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
+            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 16));
+            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
+            __m256i z = _mm256_or_si256(_mm256_and_si256(quads, m1),
+                                        _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(quads, w), m1), 8));
+            // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
+            __m256i d = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(z, 1), low7),
+                                         _mm256_sub_epi8(zero, _mm256_and_si256(z, ones8)));
+            __m256i up = _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(above + column * 8)), d);
+            // Prefix sums within each block of 8 bytes.
+            __m256i s = _mm256_add_epi8(d, _mm256_slli_epi64(d, 8));
+            s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 16));
+            s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 32));
+            _mm256_store_si256((__m256i *)prefixes, s);
+            _mm256_store_si256((__m256i *)ups, up);
+            // The only serial part: the sample carried into each block.
+            unsigned l0 = is_left(bits, block) | forceLeft, l1 = is_left(bits, block + 1) | forceLeft;
+            unsigned l2 = is_left(bits, block + 2) | forceLeft, l3 = is_left(bits, block + 3) | forceLeft;
+            uint8_t n0 = previous;
+            uint8_t n1 = l0 ? (uint8_t)(n0 + prefixes[7]) : ups[7];
+            uint8_t n2 = l1 ? (uint8_t)(n1 + prefixes[15]) : ups[15];
+            uint8_t n3 = l2 ? (uint8_t)(n2 + prefixes[23]) : ups[23];
+            previous = l3 ? (uint8_t)(n3 + prefixes[31]) : ups[31];
+            __m256i carried = _mm256_set_epi64x((long long)(n3 * 0x0101010101010101ULL),
+                                                (long long)(n2 * 0x0101010101010101ULL),
+                                                (long long)(n1 * 0x0101010101010101ULL),
+                                                (long long)(n0 * 0x0101010101010101ULL));
+            __m256i leftValues = _mm256_add_epi8(s, carried);
+            __m256i select = _mm256_set_epi64x(-(long long)l3, -(long long)l2, -(long long)l1, -(long long)l0);
+            _mm256_storeu_si256((__m256i *)(current + column * 8), _mm256_blendv_epi8(up, leftValues, select));
+        }
+        for (; column < blocksPerRow; column++) {
+            const size_t block = firstBlock + column;
+            unsigned w = width_of(nibbles, block);
+            uint64_t v = load64(payload, position, count);
+            position += w;
+            previous = decode_block(v, w, is_left(bits, block) | forceLeft, previous, above + column * 8,
+                                    current + column * 8);
+        }
+    }
+}
+
+#else
+
+int csck_cpu_has_avx2(void) { return 0; }
+
+#endif
