@@ -61,39 +61,59 @@ static inline uint8_t decode_block(uint64_t v, unsigned w, unsigned left, uint8_
     return (uint8_t)(result >> 56);
 }
 
+/// Per 4-bit predictor pattern (bit k: block k is left-predicted), a mask of 0xFF bytes over those blocks.
+static const uint64_t leftMasks[16][4] __attribute__((aligned(32))) = {
+#define M(k, i) (((k) >> (i)) & 1 ? ~0ULL : 0ULL)
+#define ROW(k) {M(k, 0), M(k, 1), M(k, 2), M(k, 3)}
+    ROW(0), ROW(1), ROW(2),  ROW(3),  ROW(4),  ROW(5),  ROW(6),  ROW(7),
+    ROW(8), ROW(9), ROW(10), ROW(11), ROW(12), ROW(13), ROW(14), ROW(15),
+#undef ROW
+#undef M
+};
+
 __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *payload, size_t count,
                                                                 size_t position, const uint8_t *nibbles,
                                                                 const uint8_t *bits, size_t width, size_t height,
                                                                 uint8_t *x) {
     const size_t blocksPerRow = (width + 7) >> 3;
     const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i fifteen = _mm256_set1_epi64x(15);
+    const __m256i eight = _mm256_set1_epi64x(8);
+    const __m256i nibbleShifts = _mm256_set_epi64x(12, 8, 4, 0);
     const __m256i low7 = _mm256_set1_epi8(0x7F);
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i zero = _mm256_setzero_si256();
-    _Alignas(32) uint8_t prefixes[32];
-    _Alignas(32) uint8_t ups[32];
+    // Byte 7 of each 64-bit lane, copied to the whole lane.
+    const __m256i lastByte = _mm256_set_epi8(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7, 15, 15, 15, 15, 15,
+                                             15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7);
+    const __m256i notLane0 = _mm256_set_epi64x(-1, -1, -1, 0);
+    const __m256i notLanes01 = _mm256_set_epi64x(-1, -1, 0, 0);
     for (size_t y = 0; y < height; y++) {
         uint8_t *current = x + y * width;
         // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
         const uint8_t *above = y == 0 ? x : x + (y - 1) * width;
-        const unsigned forceLeft = y == 0;
-        uint8_t previous = y == 0 ? 0 : above[0];
+        const unsigned forceLeft = y == 0 ? 15 : 0;
+        // The sample carried into the next block, in every byte.
+        __m256i previous = _mm256_set1_epi8((char)(y == 0 ? 0 : above[0]));
         const size_t firstBlock = y * blocksPerRow;
         size_t column = 0;
         for (; column + 4 <= blocksPerRow; column += 4) {
             const size_t block = firstBlock + column;
-            unsigned w0 = width_of(nibbles, block), w1 = width_of(nibbles, block + 1);
-            unsigned w2 = width_of(nibbles, block + 2), w3 = width_of(nibbles, block + 3);
-            size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2;
+            // Four width nibbles from the private controls (the slot has room past their end).
+            uint32_t nib;
+            memcpy(&nib, nibbles + (block >> 1), 4);
+            nib >>= (block & 1) * 4;
+            size_t p1 = position + (nib & 15), p2 = p1 + ((nib >> 4) & 15), p3 = p2 + ((nib >> 8) & 15);
             if (p3 + 8 > count) break;  // near the end of the payload: the careful path below
             uint64_t v0, v1, v2, v3;
             memcpy(&v0, payload + position, 8);
             memcpy(&v1, payload + p1, 8);
             memcpy(&v2, payload + p2, 8);
             memcpy(&v3, payload + p3, 8);
-            position = p3 + w3;
+            position = p3 + ((nib >> 12) & 15);
             __m256i v = _mm256_set_epi64x((long long)v3, (long long)v2, (long long)v1, (long long)v0);
-            __m256i w = _mm256_set_epi64x(w3, w2, w1, w0);
+            __m256i w = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(nib), nibbleShifts), fifteen);
+            w = _mm256_min_epu32(w, eight);
             // Spread 8 fields of w bits into 8 bytes, per 64-bit lane (variable shifts).
             __m256i w2v = _mm256_add_epi64(w, w), w4v = _mm256_add_epi64(w2v, w2v);
             __m256i m4 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w4v), one);
@@ -117,31 +137,41 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
             __m256i s = _mm256_add_epi8(d, _mm256_slli_epi64(d, 8));
             s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 16));
             s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 32));
-            _mm256_store_si256((__m256i *)prefixes, s);
-            _mm256_store_si256((__m256i *)ups, up);
-            // The only serial part: the sample carried into each block.
-            unsigned l0 = is_left(bits, block) | forceLeft, l1 = is_left(bits, block + 1) | forceLeft;
-            unsigned l2 = is_left(bits, block + 2) | forceLeft, l3 = is_left(bits, block + 3) | forceLeft;
-            uint8_t n0 = previous;
-            uint8_t n1 = l0 ? (uint8_t)(n0 + prefixes[7]) : ups[7];
-            uint8_t n2 = l1 ? (uint8_t)(n1 + prefixes[15]) : ups[15];
-            uint8_t n3 = l2 ? (uint8_t)(n2 + prefixes[23]) : ups[23];
-            previous = l3 ? (uint8_t)(n3 + prefixes[31]) : ups[31];
-            __m256i carried = _mm256_set_epi64x((long long)(n3 * 0x0101010101010101ULL),
-                                                (long long)(n2 * 0x0101010101010101ULL),
-                                                (long long)(n1 * 0x0101010101010101ULL),
-                                                (long long)(n0 * 0x0101010101010101ULL));
-            __m256i leftValues = _mm256_add_epi8(s, carried);
-            __m256i select = _mm256_set_epi64x(-(long long)l3, -(long long)l2, -(long long)l1, -(long long)l0);
-            _mm256_storeu_si256((__m256i *)(current + column * 8), _mm256_blendv_epi8(up, leftValues, select));
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = ((bitWord >> (block & 7)) & 15) | forceLeft;
+            const __m256i left = _mm256_load_si256((const __m256i *)leftMasks[pattern]);
+            // Each block before its carry: the up result, or the prefix sums of a left block.
+            __m256i b = _mm256_blendv_epi8(up, s, left);
+            // The carry is the one serial part: the last sample of block k is n_k = b_k + (left_k ? n_(k-1) : 0).
+            // A scan over the four lanes (two steps) gives every n_k from b and the left masks, with the
+            // sample carried into the group added last.
+            __m256i x0 = _mm256_shuffle_epi8(b, lastByte);
+            __m256i shifted = _mm256_and_si256(_mm256_permute4x64_epi64(x0, 0x90), notLane0);
+            __m256i x1 = _mm256_add_epi8(x0, _mm256_and_si256(left, shifted));
+            __m256i a1 = _mm256_and_si256(left, _mm256_or_si256(_mm256_permute4x64_epi64(left, 0x90),
+                                                         _mm256_andnot_si256(notLane0, _mm256_set1_epi8(-1))));
+            __m256i shifted2 = _mm256_and_si256(_mm256_permute4x64_epi64(x1, 0x40), notLanes01);
+            __m256i a1s2 = _mm256_or_si256(_mm256_permute4x64_epi64(a1, 0x40),
+                                           _mm256_andnot_si256(notLanes01, _mm256_set1_epi8(-1)));
+            __m256i x2 = _mm256_add_epi8(x1, _mm256_and_si256(a1, shifted2));
+            __m256i a2 = _mm256_and_si256(a1, a1s2);
+            __m256i n = _mm256_add_epi8(x2, _mm256_and_si256(a2, previous));
+            // The sample carried into block k is n_(k-1) (into block 0: previous).
+            __m256i carried = _mm256_or_si256(_mm256_and_si256(_mm256_permute4x64_epi64(n, 0x90), notLane0),
+                                              _mm256_andnot_si256(notLane0, previous));
+            _mm256_storeu_si256((__m256i *)(current + column * 8),
+                                _mm256_add_epi8(b, _mm256_and_si256(carried, left)));
+            previous = _mm256_permute4x64_epi64(n, 0xFF);
         }
+        uint8_t last = (uint8_t)_mm256_extract_epi8(previous, 0);
         for (; column < blocksPerRow; column++) {
             const size_t block = firstBlock + column;
             unsigned w = width_of(nibbles, block);
             uint64_t v = load64(payload, position, count);
             position += w;
-            previous = decode_block(v, w, is_left(bits, block) | forceLeft, previous, above + column * 8,
-                                    current + column * 8);
+            last = decode_block(v, w, is_left(bits, block) | (forceLeft & 1), last, above + column * 8,
+                                current + column * 8);
         }
     }
 }

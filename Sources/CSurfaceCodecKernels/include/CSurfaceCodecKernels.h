@@ -25,7 +25,7 @@ int csck_cpu_has_avx2(void);
 /// height bytes, row-major, plus at least 32 bytes of slack: rows are written 8 bytes per block).
 ///
 /// `nibbles` and `bits` are private copies of the payload's width nibbles and predictor bits, already
-/// validated; `payload` (count bytes) may be shared memory that changes meanwhile: every width is clamped to 8
+/// validated, each readable 4 bytes past its end; `payload` (count bytes) may be shared memory that changes meanwhile: every width is clamped to 8
 /// and every load is bounded by `count`, so a change gives wrong samples, never an out-of-bounds access.
 /// `position` is where the residual blocks start. Call only when csck_cpu_has_avx2() returned 1.
 void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
