@@ -176,6 +176,120 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
     }
 }
 
+/// Per 2-bit predictor pattern (bit k: block k is left-predicted), a mask over the 128-bit lanes of those blocks.
+static const uint64_t leftMasks2[4][4] __attribute__((aligned(32))) = {
+    {0, 0, 0, 0},
+    {~0ULL, ~0ULL, 0, 0},
+    {0, 0, ~0ULL, ~0ULL},
+    {~0ULL, ~0ULL, ~0ULL, ~0ULL},
+};
+
+/// One packed10 block the portable way: returns the last value (10 bits).
+static inline uint16_t decode_block10(const uint8_t *payload, size_t position, size_t count, unsigned w,
+                                      unsigned left, uint16_t previous, const uint16_t *above, uint16_t *out) {
+    uint16_t z[8];
+    uint64_t low = load64(payload, position, count);
+    uint64_t high = load64(payload, position + (w >> 1), count) >> ((w & 1) * 4);
+    uint64_t mask = (1ULL << w) - 1;
+    for (unsigned k = 0; k < 4; k++) {
+        z[k] = (uint16_t)((low >> (k * w)) & mask);
+        z[k + 4] = (uint16_t)((high >> (k * w)) & mask);
+    }
+    uint16_t value = previous;
+    for (unsigned k = 0; k < 8; k++) {
+        uint16_t d = (uint16_t)((z[k] >> 1) ^ (0u - (z[k] & 1u)));
+        uint16_t p = left ? value : (uint16_t)(above[k] >> 6);
+        value = (uint16_t)((p + d) & 0x3FF);
+        out[k] = (uint16_t)(value << 6);
+    }
+    return value;
+}
+
+__attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *payload, size_t count,
+                                                                 size_t position, const uint8_t *nibbles,
+                                                                 const uint8_t *bits, size_t width, size_t height,
+                                                                 uint16_t *x) {
+    const size_t blocksPerRow = (width + 7) >> 3;
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i mask10 = _mm256_set1_epi16(0x3FF);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256i zero = _mm256_setzero_si256();
+    // The last 16-bit value of each 128-bit lane, copied to the whole lane.
+    const __m256i lastWord = _mm256_set_epi8(15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14,
+                                             15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14);
+    const __m256i allOnes = _mm256_set1_epi8(-1);
+    for (size_t y = 0; y < height; y++) {
+        uint16_t *current = x + y * width;
+        const uint16_t *above = y == 0 ? x : x + (y - 1) * width;
+        const unsigned forceLeft = y == 0 ? 3 : 0;
+        __m256i previous = _mm256_set1_epi16((short)(y == 0 ? 0 : above[0] >> 6));
+        const size_t firstBlock = y * blocksPerRow;
+        size_t column = 0;
+        for (; column + 2 <= blocksPerRow; column += 2) {
+            const size_t block = firstBlock + column;
+            uint16_t nib;
+            memcpy(&nib, nibbles + (block >> 1), 2);
+            nib = (uint16_t)(nib >> ((block & 1) * 4));
+            unsigned w0 = nib & 15, w1 = (nib >> 4) & 15;
+            w0 = w0 > 10 ? 10 : w0;
+            w1 = w1 > 10 ? 10 : w1;
+            size_t p1 = position + w0;
+            if (p1 + 16 > count) break;  // near the end of the payload: the careful path below
+            uint64_t a0, b0, a1, b1;
+            memcpy(&a0, payload + position, 8);
+            memcpy(&b0, payload + position + (w0 >> 1), 8);
+            memcpy(&a1, payload + p1, 8);
+            memcpy(&b1, payload + p1 + (w1 >> 1), 8);
+            position = p1 + w1;
+            __m256i v = _mm256_set_epi64x((long long)b1, (long long)a1, (long long)b0, (long long)a0);
+            v = _mm256_srlv_epi64(v, _mm256_set_epi64x((w1 & 1) * 4, 0, (w0 & 1) * 4, 0));
+            __m256i w = _mm256_set_epi64x(w1, w1, w0, w0);
+            // Four fields of w bits into four 16-bit lanes, per 64-bit lane.
+            __m256i w2v = _mm256_add_epi64(w, w);
+            __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
+            __m256i halves = _mm256_or_si256(_mm256_and_si256(v, m2),
+                                             _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w2v), m2), 32));
+            __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
+            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
+            __m256i z = _mm256_or_si256(_mm256_and_si256(halves, m1),
+                                        _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w), m1), 16));
+            __m256i d = _mm256_and_si256(
+                _mm256_xor_si256(_mm256_srli_epi16(z, 1), _mm256_sub_epi16(zero, _mm256_and_si256(z, ones16))), mask10);
+            __m256i aboveValues = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(above + column * 8)), 6);
+            __m256i up = _mm256_and_si256(_mm256_add_epi16(aboveValues, d), mask10);
+            // Prefix sums within each block (a 128-bit lane).
+            __m256i s = _mm256_add_epi16(d, _mm256_slli_si256(d, 2));
+            s = _mm256_add_epi16(s, _mm256_slli_si256(s, 4));
+            s = _mm256_add_epi16(s, _mm256_slli_si256(s, 8));
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = ((bitWord >> (block & 7)) & 3) | forceLeft;
+            const __m256i left = _mm256_load_si256((const __m256i *)leftMasks2[pattern]);
+            __m256i b = _mm256_blendv_epi8(up, s, left);
+            // The carry: n_k = b_k + (left_k ? n_(k-1) : 0), over the two lanes, then the group's carry.
+            __m256i x0 = _mm256_and_si256(_mm256_shuffle_epi8(b, lastWord), mask10);
+            __m256i shifted = _mm256_permute2x128_si256(x0, x0, 0x08);
+            __m256i x1 = _mm256_add_epi16(x0, _mm256_and_si256(left, shifted));
+            __m256i leftShifted = _mm256_permute2x128_si256(left, allOnes, 0x02);
+            __m256i chain = _mm256_and_si256(left, leftShifted);
+            __m256i n = _mm256_and_si256(_mm256_add_epi16(x1, _mm256_and_si256(chain, previous)), mask10);
+            __m256i carried = _mm256_permute2x128_si256(n, previous, 0x02);
+            __m256i result = _mm256_and_si256(_mm256_add_epi16(b, _mm256_and_si256(carried, left)), mask10);
+            _mm256_storeu_si256((__m256i *)(current + column * 8), _mm256_slli_epi16(result, 6));
+            previous = _mm256_permute2x128_si256(n, n, 0x11);
+        }
+        uint16_t last = (uint16_t)_mm256_extract_epi16(previous, 0);
+        for (; column < blocksPerRow; column++) {
+            const size_t block = firstBlock + column;
+            unsigned w = (nibbles[block >> 1] >> ((block & 1) * 4)) & 15;
+            w = w > 10 ? 10 : w;
+            last = decode_block10(payload, position, count, w, is_left(bits, block) | (forceLeft & 1), last,
+                                  above + column * 8, current + column * 8);
+            position += w;
+        }
+    }
+}
+
 #else
 
 int csck_cpu_has_avx2(void) { return 0; }

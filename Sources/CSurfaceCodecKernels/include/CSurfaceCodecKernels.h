@@ -31,6 +31,12 @@ int csck_cpu_has_avx2(void);
 void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                               const uint8_t *bits, size_t width, size_t height, uint8_t *x);
 
+/// Decodes the residual blocks of a packed10 component (docs/COMPRESSED-LAYOUT.md §6.2) into `x` (width ×
+/// height 16-bit samples plus at least 32 bytes of slack), under the same rules as csck_decode_packed8_avx2
+/// (widths clamped to 10).
+void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                               const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+
 #pragma clang assume_nonnull end
 
 #endif

@@ -581,7 +581,8 @@ enum ComponentCodec {
         height: Int,
         controls: UnsafeMutablePointer<UInt8>,
         residuals r: UnsafeMutablePointer<UInt16>,
-        into x: UnsafeMutablePointer<UInt16>
+        into x: UnsafeMutablePointer<UInt16>,
+        usesVectorKernels: Bool = true
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
@@ -605,6 +606,20 @@ enum ComponentCodec {
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard total == count else { return false }
         if tenBit {
+            if usesVectorKernels,
+                unsafe Kernels.decodePacked10(
+                    payload,
+                    count: count,
+                    position: nibbleBytes &+ bitBytes,
+                    nibbles: nibbles,
+                    bits: bits,
+                    width: width,
+                    height: height,
+                    into: x
+                )
+            {
+                return true
+            }
             unsafe decodePacked10Rows(
                 payload,
                 count: count,

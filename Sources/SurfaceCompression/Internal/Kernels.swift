@@ -41,4 +41,34 @@ enum Kernels {
         return false
         #endif
     }
+
+    /// The packed10 residual blocks with AVX2 (see `csck_decode_packed10_avx2`). Returns false, having done
+    /// nothing, where AVX2 is not available.
+    static func decodePacked10(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        position: Int,
+        nibbles: UnsafePointer<UInt8>,
+        bits: UnsafePointer<UInt8>,
+        width: Int,
+        height: Int,
+        into x: UnsafeMutablePointer<UInt16>
+    ) -> Bool {
+        #if arch(x86_64)
+        guard hasAVX2 else { return false }
+        unsafe csck_decode_packed10_avx2(
+            payload.assumingMemoryBound(to: UInt8.self),
+            count,
+            position,
+            nibbles,
+            bits,
+            width,
+            height,
+            x
+        )
+        return true
+        #else
+        return false
+        #endif
+    }
 }
