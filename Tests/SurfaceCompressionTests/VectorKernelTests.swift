@@ -180,4 +180,44 @@ import Testing
             #expect(vector == portable, "\(width)x\(height)")
         }
     }
+
+    /// The AVX2 block packer writes exactly the portable encoder's bytes (same mode, same payload).
+    @Test(arguments: sizes.indices)
+    func bothEncodersWriteTheSameBytes(index: Int) {
+        let (width, height) = Self.sizes[index]
+        var random = SplitMix(seed: UInt64(300 + index))
+        for style in 0..<4 {
+            var samples = [UInt8](repeating: 0, count: width * height + 64)
+            for i in 0..<width * height {
+                let smooth = UInt8(truncatingIfNeeded: (i % width) * 3 + (i / width) * 5)
+                let range: UInt64 = [2, 9, 60, 256][style]
+                samples[i] = smooth &+ UInt8(truncatingIfNeeded: random.next() % range)
+            }
+            func encode(vector: Bool) -> (TileMode, [UInt8]) {
+                let stride = (width + 16) * height * 2 + 128
+                var scratch = [UInt8](repeating: 0, count: stride * 4)
+                var copy = samples
+                return scratch.withUnsafeMutableBytes { s in
+                    let base = s.baseAddress!
+                    let choice = copy.withUnsafeMutableBufferPointer { samples in
+                        ComponentCodec.encode8(
+                            samples: samples.baseAddress!,
+                            width: width,
+                            height: height,
+                            residuals: base.assumingMemoryBound(to: UInt8.self),
+                            residuals2: (base + stride).assumingMemoryBound(to: UInt8.self),
+                            packed: base + 2 * stride,
+                            alternative: base + 3 * stride,
+                            usesVectorKernels: vector
+                        )
+                    }
+                    return (choice.mode, Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount)))
+                }
+            }
+            let vector = encode(vector: true)
+            let portable = encode(vector: false)
+            #expect(vector.0 == portable.0, "\(width)x\(height) style \(style)")
+            #expect(vector.1 == portable.1, "\(width)x\(height) style \(style)")
+        }
+    }
 }

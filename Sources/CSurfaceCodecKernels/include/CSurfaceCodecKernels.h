@@ -37,6 +37,14 @@ void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t posit
 void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                                const uint8_t *bits, size_t width, size_t height, uint16_t *x);
 
+/// Chooses and packs the blocks of a packed8 payload (docs/COMPRESSED-LAYOUT.md §6.1): `up` and `left` hold
+/// the zig-zagged residuals of each block under each predictor (8 bytes a block); writes the width nibbles,
+/// the predictor bits and the packed blocks to `out` (room for the worst case plus 8 bytes) and returns the
+/// payload's size; `zeroBlocks` receives the number of blocks of width 0. The same bytes as the portable
+/// encoder. Call only when csck_cpu_has_avx2() returned 1.
+size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out,
+                       size_t *zeroBlocks);
+
 #pragma clang assume_nonnull end
 
 #endif

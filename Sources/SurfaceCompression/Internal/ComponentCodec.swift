@@ -60,7 +60,8 @@ enum ComponentCodec {
         residuals ru: UnsafeMutablePointer<UInt8>,
         residuals2 rl: UnsafeMutablePointer<UInt8>,
         packed out: UnsafeMutableRawPointer,
-        alternative alt: UnsafeMutableRawPointer
+        alternative alt: UnsafeMutableRawPointer,
+        usesVectorKernels: Bool = true
     ) -> Choice {
         let n = width &* height
         // Solid?
@@ -114,7 +115,18 @@ enum ComponentCodec {
         var position = nibbleBytes &+ bitBytes
         var nibbleWord: UInt64 = 0
         var bitWord: UInt64 = 0
-        for block in 0..<blockCount {
+        // AVX2 where the processor has it: four blocks per step, the same bytes (see CSurfaceCodecKernels).
+        let packedByKernel =
+            unsafe usesVectorKernels
+            && Kernels.pack8(
+                up: UnsafePointer(ru),
+                left: UnsafePointer(rl),
+                blockCount: blockCount,
+                into: out,
+                size: &position,
+                zeroBlocks: &zeroBlocks
+            )
+        for block in 0..<(packedByKernel ? 0 : blockCount) {
             let u = unsafe UnsafeRawPointer(ru + block &<< 3).loadUnaligned(as: UInt64.self)
             let l = unsafe UnsafeRawPointer(rl + block &<< 3).loadUnaligned(as: UInt64.self)
             let wu = width8(u)
@@ -141,13 +153,13 @@ enum ComponentCodec {
             }
         }
         // The last partial words, byte by byte.
-        var index = (blockCount &>> 4) &<< 3
+        var index = packedByKernel ? nibbleBytes : (blockCount &>> 4) &<< 3
         while index < nibbleBytes {
             unsafe nibbles[index] = UInt8(truncatingIfNeeded: nibbleWord)
             nibbleWord &>>= 8
             index &+= 1
         }
-        index = (blockCount &>> 6) &<< 3
+        index = packedByKernel ? bitBytes : (blockCount &>> 6) &<< 3
         while index < bitBytes {
             unsafe bits[index] = UInt8(truncatingIfNeeded: bitWord)
             bitWord &>>= 8

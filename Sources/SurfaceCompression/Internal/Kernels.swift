@@ -71,4 +71,25 @@ enum Kernels {
         return false
         #endif
     }
+
+    /// Chooses and packs the blocks of a packed8 payload with AVX2 (see `csck_pack8_avx2`): sets `size` and
+    /// `zeroBlocks`. Returns false, having done nothing, where AVX2 is not available.
+    static func pack8(
+        up: UnsafePointer<UInt8>,
+        left: UnsafePointer<UInt8>,
+        blockCount: Int,
+        into out: UnsafeMutableRawPointer,
+        size: inout Int,
+        zeroBlocks: inout Int
+    ) -> Bool {
+        #if arch(x86_64)
+        guard hasAVX2 else { return false }
+        var zeros = 0
+        size = unsafe csck_pack8_avx2(up, left, blockCount, out.assumingMemoryBound(to: UInt8.self), &zeros)
+        zeroBlocks = zeros
+        return true
+        #else
+        return false
+        #endif
+    }
 }
