@@ -220,4 +220,29 @@ import Testing
             #expect(vector.1 == portable.1, "\(width)x\(height) style \(style)")
         }
     }
+
+    /// Widths above 8 are refused wherever they sit among the nibbles (the validation reads 16 at a time), even
+    /// when the payload's size adds up.
+    @Test func aWidthAboveEightIsRefusedAnywhere() {
+        let width = 64
+        let height = 5
+        let blocks = width / 8 * height
+        for position in [0, 1, 7, 15, 16, 17, blocks - 1] {
+            for bad in [9, 12, 15] {
+                var nibbles = [UInt8](repeating: 0x33, count: blocks / 2)
+                nibbles[position / 2] = position % 2 == 0 ? (0x30 | UInt8(bad)) : (0x03 | UInt8(bad) << 4)
+                let total = 3 * (blocks - 1) + bad
+                let payload = nibbles + [UInt8](repeating: 0, count: blocks / 8) + [UInt8](repeating: 1, count: total)
+                let (vector, portable) = Self.decodeBoth(payload, width: width, height: height)
+                #expect(vector == nil, "nibble \(position) = \(bad)")
+                #expect(portable == nil, "nibble \(position) = \(bad)")
+            }
+            // The same with width 8 is valid.
+            var nibbles = [UInt8](repeating: 0x33, count: blocks / 2)
+            nibbles[position / 2] = position % 2 == 0 ? 0x38 : 0x83
+            let payload =
+                nibbles + [UInt8](repeating: 0, count: blocks / 8) + [UInt8](repeating: 1, count: 3 * (blocks - 1) + 8)
+            #expect(Self.decodeBoth(payload, width: width, height: height).0 != nil)
+        }
+    }
 }
