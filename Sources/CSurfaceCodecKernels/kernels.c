@@ -74,8 +74,10 @@ static const uint64_t leftMasks[16][4] __attribute__((aligned(32))) = {
 __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *payload, size_t count,
                                                                 size_t position, const uint8_t *nibbles,
                                                                 const uint8_t *bits, size_t width, size_t height,
-                                                                uint8_t *x) {
+                                                                uint8_t *x, size_t stride) {
     const size_t blocksPerRow = (width + 7) >> 3;
+    // Blocks wholly inside a row: the vector loop writes only those, so nothing is written past a row's end.
+    const size_t wholeBlocks = width >> 3;
     const __m256i one = _mm256_set1_epi64x(1);
     const __m256i fifteen = _mm256_set1_epi64x(15);
     const __m256i eight = _mm256_set1_epi64x(8);
@@ -89,15 +91,15 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
     const __m256i notLane0 = _mm256_set_epi64x(-1, -1, -1, 0);
     const __m256i notLanes01 = _mm256_set_epi64x(-1, -1, 0, 0);
     for (size_t y = 0; y < height; y++) {
-        uint8_t *current = x + y * width;
+        uint8_t *current = x + y * stride;
         // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
-        const uint8_t *above = y == 0 ? x : x + (y - 1) * width;
+        const uint8_t *above = y == 0 ? x : x + (y - 1) * stride;
         const unsigned forceLeft = y == 0 ? 15 : 0;
         // The sample carried into the next block, in every byte.
         __m256i previous = _mm256_set1_epi8((char)(y == 0 ? 0 : above[0]));
         const size_t firstBlock = y * blocksPerRow;
         size_t column = 0;
-        for (; column + 4 <= blocksPerRow; column += 4) {
+        for (; column + 4 <= wholeBlocks; column += 4) {
             const size_t block = firstBlock + column;
             // Four width nibbles from the private controls (the slot has room past their end).
             uint32_t nib;
@@ -170,8 +172,14 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
             unsigned w = width_of(nibbles, block);
             uint64_t v = load64(payload, position, count);
             position += w;
-            last = decode_block(v, w, is_left(bits, block) | (forceLeft & 1), last, above + column * 8,
-                                current + column * 8);
+            // The last block of a row may be partial: decoded aside, and only its samples copied.
+            uint8_t decoded[8];
+            uint8_t aboveBytes[8] = {0};
+            const size_t samples = width - column * 8 < 8 ? width - column * 8 : 8;
+            if (y > 0) memcpy(aboveBytes, above + column * 8, samples);
+            last = decode_block(v, w, is_left(bits, block) | (forceLeft & 1), last, aboveBytes, decoded);
+            memcpy(current + column * 8, decoded, samples);
+            if (samples < 8) last = decoded[samples - 1];
         }
     }
 }

@@ -245,4 +245,49 @@ import Testing
             #expect(Self.decodeBoth(payload, width: width, height: height).0 != nil)
         }
     }
+
+    /// Straight into a plane: rows `stride` apart, and not one byte written past a row's end (the bytes between
+    /// rows keep their canary), since other threads write beside the component.
+    @Test(arguments: sizes.indices)
+    func theKernelWritesExactlyTheSamplesOfAStridedPlane(index: Int) throws {
+        try #require(Kernels.hasAVX2, "the strided path is the AVX2 kernel's")
+        let (width, height) = Self.sizes[index]
+        var random = SplitMix(seed: UInt64(400 + index))
+        let blocks = (width + 7) / 8 * height
+        var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
+        var total = 0
+        for block in 0..<blocks {
+            let w = Int(random.next() % 9)
+            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
+            total += w
+        }
+        var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
+        for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
+        let payload = nibbles + bits + (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        let contiguous = try #require(Self.decodeBoth(payload, width: width, height: height).1)
+        let stride = width + 5
+        var plane = [UInt8](repeating: 0xA5, count: stride * height + 64)
+        var controls = [UInt8](repeating: 0, count: payload.count + 64)
+        let ok = payload.withUnsafeBytes { p in
+            plane.withUnsafeMutableBufferPointer { x in
+                controls.withUnsafeMutableBufferPointer { c in
+                    ComponentCodec.decodePacked8(
+                        p.baseAddress!,
+                        count: p.count,
+                        width: width,
+                        height: height,
+                        controls: c.baseAddress!,
+                        into: x.baseAddress!,
+                        rowStride: stride
+                    )
+                }
+            }
+        }
+        #expect(ok)
+        for y in 0..<height {
+            #expect(Array(plane[y * stride..<y * stride + width]) == Array(contiguous[y * width..<(y + 1) * width]))
+            #expect(plane[y * stride + width..<(y + 1) * stride].allSatisfy { $0 == 0xA5 }, "row \(y) spilled")
+        }
+        #expect(plane[(stride * height)..<plane.count].allSatisfy { $0 == 0xA5 })
+    }
 }

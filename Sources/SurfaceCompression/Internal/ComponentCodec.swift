@@ -246,8 +246,12 @@ enum ComponentCodec {
         height: Int,
         controls: UnsafeMutablePointer<UInt8>,
         into x: UnsafeMutablePointer<UInt8>,
+        rowStride: Int? = nil,
         usesVectorKernels: Bool = true
     ) -> Bool {
+        // Rows `rowStride` apart (straight into a plane) only through the AVX2 kernel, which writes nothing past
+        // a row's end; the portable decoder below writes whole blocks into contiguous rows.
+        precondition(rowStride == nil || (usesVectorKernels && Kernels.hasAVX2), "a row stride needs the kernel")
         let blocksPerRow = (width &+ 7) &>> 3
         let blockCount = blocksPerRow &* height
         let nibbleBytes = (blockCount &+ 1) &>> 1
@@ -289,7 +293,8 @@ enum ComponentCodec {
                 bits: bits,
                 width: width,
                 height: height,
-                into: x
+                into: x,
+                rowStride: rowStride ?? width
             )
         {
             return true
