@@ -81,6 +81,22 @@ import Testing
         #expect(assembled.flatMap { $0 } == bytes)
     }
 
+    /// Contexts with several threads, made and released again and again, encode and decode exactly.
+    @Test func contextsWithThreadsCanBeMadeAndReleasedRepeatedly() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange8
+        let bytes = syntheticBytes(format, width: 128, height: 128, seed: 9)
+        let source = try makeBuffer(bytes, width: 128, height: 128, format: format)
+        let tiles = SurfaceCodec.TileSize(width: nil, height: 16)
+        let compressed = try SurfaceCodec.makeCompressedBuffer(width: 128, height: 128, format: format, tileSize: tiles)
+        let output = try PixelBuffer(width: 128, height: 128, pixelFormat: format)
+        for round in 0..<40 {
+            let codec = SurfaceCodecContext(threadCount: 2 + round % 3, tileSize: tiles)
+            try codec.compress(source, into: compressed)
+            try codec.decompress(compressed, into: output)
+        }
+        #expect(try packed(output) == bytes)
+    }
+
     struct Stop: Error, Equatable {}
 
     /// An error thrown by the body stops decoding at once and comes back to the caller unchanged.
