@@ -4,7 +4,8 @@
 //   cd Benchmarks && swift package benchmark --target Codec
 //
 // Throughput is frames per second; the compression ratio is reported as the custom metric "ratio x1000".
-// Malloc counts are deterministic and are what CI may gate on; time is noisy on a shared machine.
+// Malloc counts are deterministic and are what CI may gate on; time is noisy on a shared machine. Encode and
+// decode run through a warm SurfaceCodecContext (one thread), so their malloc count per frame must be 0.
 import Benchmark
 import Foundation
 import FrameBus
@@ -54,7 +55,39 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(2),
         maxIterations: 200
     )
-    let single = SurfaceCodec.Options(threadCount: 1)
+    let single = SurfaceCodecContext(threadCount: 1)
+    // The malloc count of a sample that does nothing: package-benchmark's own per-sample overhead, to subtract
+    // from the codec's counts (which must equal it: zero allocations per frame).
+    Benchmark("empty (malloc overhead)") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(0) }
+    }
+    // The same frame decoded 1000 times per sample: a per-frame allocation would show as ≥ 1000 here.
+    if let frame = loadFrame("kodak/kodim23.png", "kodim23", format: .yuv420BiPlanarVideoRange8) {
+        Benchmark("decode 420v kodim23 x1000", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try single.decompress(frame.compressed, into: frame.output) }
+        } setup: {
+            try single.compress(frame.source, into: frame.compressed)
+            try single.decompress(frame.compressed, into: frame.output)
+        }
+        Benchmark("encode 420v kodim23 x1000", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try single.compress(frame.source, into: frame.compressed) }
+        } setup: {
+            try single.compress(frame.source, into: frame.compressed)
+        }
+        // Two threads: the context's own worker thread, so no allocation per frame either.
+        let two = SurfaceCodecContext(threadCount: 2)
+        Benchmark("encode 420v kodim23 x1000 2 threads", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try two.compress(frame.source, into: frame.compressed) }
+        } setup: {
+            try two.compress(frame.source, into: frame.compressed)
+        }
+        Benchmark("decode 420v kodim23 x1000 2 threads", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try two.decompress(frame.compressed, into: frame.output) }
+        } setup: {
+            try two.compress(frame.source, into: frame.compressed)
+            try two.decompress(frame.compressed, into: frame.output)
+        }
+    }
     let sources = [("kodak/kodim23.png", "kodim23"), ("synthetic/ui_windows_1920x1080.png", "ui_windows")]
     for format in PixelFormat.baseFormats {
         for (path, name) in sources {
@@ -63,18 +96,22 @@ let benchmarks: @Sendable () -> Void = {
                 "encode \(format) \(name)",
                 configuration: .init(metrics: [.wallClock, .throughput, .mallocCountTotal, .cpuTotal, ratio])
             ) { benchmark in
-                var statistics = try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
+                // Warm-up outside the measurement: the context sizes its memory on the first frame.
+                var statistics = try single.compress(frame.source, into: frame.compressed)
+                benchmark.startMeasurement()
                 for _ in benchmark.scaledIterations {
-                    statistics = try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
+                    statistics = try single.compress(frame.source, into: frame.compressed)
                 }
+                benchmark.stopMeasurement()
                 benchmark.measurement(ratio, Int(statistics.ratio * 1000))
             }
             Benchmark("decode \(format) \(name)") { benchmark in
                 for _ in benchmark.scaledIterations {
-                    try SurfaceCodec.decompress(frame.compressed, into: frame.output, options: single)
+                    try single.decompress(frame.compressed, into: frame.output)
                 }
             } setup: {
-                try SurfaceCodec.compress(frame.source, into: frame.compressed, options: single)
+                try single.compress(frame.source, into: frame.compressed)
+                try single.decompress(frame.compressed, into: frame.output)
             }
             Benchmark(
                 "lz4 encode \(format) \(name)",

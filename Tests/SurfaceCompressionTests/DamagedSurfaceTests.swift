@@ -26,13 +26,28 @@ import Testing
         buffer.surface.withUnsafeMutableBytes { bytes in
             edit(bytes)
             if reseal {
-                let entries = min(Int(bytes.load(fromByteOffset: 28, as: UInt32.self)), (bytes.count - 64) / 16)
-                TileCodec.sealHeader(bytes.baseAddress!, entryCount: entries)
+                let entries = min(
+                    Int(bytes.load(fromByteOffset: 28, as: UInt32.self)),
+                    (bytes.count - 64) / entryByteCount
+                )
+                TileCodec.sealHeader(bytes.baseAddress!, tableByteCount: entries * entryByteCount)
             }
         }
     }
 
-    static func entryOffset(_ index: Int) -> Int { 64 + 16 * index }
+    /// Table entries of the layout the encoder writes (version 2): size u32, mode u8 and 3 zero bytes,
+    /// checksum u64; offsets are implied.
+    static let entryByteCount = 16
+
+    static func entryOffset(_ index: Int) -> Int { 64 + entryByteCount * index }
+    static func modeOffset(_ index: Int) -> Int { entryOffset(index) + 4 }
+
+    /// Where entry `index`'s payload starts: after the table and the payloads before it.
+    static func payloadOffset(_ bytes: UnsafeMutableRawBufferPointer, entry index: Int, entryCount: Int) -> Int {
+        var offset = 64 + entryByteCount * entryCount
+        for i in 0..<index { offset += Int(bytes.load(fromByteOffset: entryOffset(i), as: UInt32.self)) }
+        return offset
+    }
 
     static func expectDecode(
         _ compressed: PixelBuffer,
@@ -94,9 +109,11 @@ import Testing
         var (compressed, _) = try Self.makeCompressed()
         try Self.damage(compressed) { $0[0] ^= 0x20 }
         try Self.expectDecode(compressed, fails: .badMagic)
-        (compressed, _) = try Self.makeCompressed()
-        try Self.damage(compressed) { $0[4] = 2 }
-        try Self.expectDecode(compressed, fails: .unsupportedVersion)
+        for version in [0, 3, 0x101] {
+            (compressed, _) = try Self.makeCompressed()
+            try Self.damage(compressed) { $0.storeBytes(of: UInt16(version), toByteOffset: 4, as: UInt16.self) }
+            try Self.expectDecode(compressed, fails: .unsupportedVersion)
+        }
     }
 
     @Test func impossibleHeaderFieldsAreRejected() throws {
@@ -134,7 +151,8 @@ import Testing
     @Test func bitFlipsInTheHeaderTableOrPayloadFailTheChecksum() throws {
         let (_, used) = try Self.makeCompressed()
         for position in [
-            13, 21, 41, Self.entryOffset(0) + 2, Self.entryOffset(7) + 13, used - 1, used / 2, 64 + 16 * 18 + 3,
+            13, 21, 41, Self.entryOffset(0) + 2, Self.entryOffset(7) + 13, used - 1, used / 2,
+            64 + Self.entryByteCount * 18 + 3,
         ] {
             let (compressed, _) = try Self.makeCompressed()
             try Self.damage(compressed) { $0[position] ^= 0x10 }
@@ -152,7 +170,7 @@ import Testing
         }
     }
 
-    @Test func tileOffsetsOutsideTheBytesUsedAreOutOfRange() throws {
+    @Test func tileSizesOutsideTheBytesUsedAreOutOfRange() throws {
         let (compressed, used) = try Self.makeCompressed()
         try Self.damage(compressed, reseal: true) {
             $0.storeBytes(of: UInt32(used + 10), toByteOffset: Self.entryOffset(4), as: UInt32.self)
@@ -160,43 +178,46 @@ import Testing
         try Self.expectDecode(compressed, fails: .tableOutOfRange)
         let (second, _) = try Self.makeCompressed()
         try Self.damage(second, reseal: true) {
-            $0.storeBytes(of: UInt32.max, toByteOffset: Self.entryOffset(2) + 4, as: UInt32.self)
+            $0.storeBytes(of: UInt32.max, toByteOffset: Self.entryOffset(2), as: UInt32.self)
         }
         try Self.expectDecode(second, fails: .tableOutOfRange)
+        // One byte more in the first entry pushes the last payload past the bytes used.
         let (third, _) = try Self.makeCompressed()
         try Self.damage(third, reseal: true) {
-            $0.storeBytes(of: UInt32(3), toByteOffset: Self.entryOffset(0), as: UInt32.self)
+            let size = $0.load(fromByteOffset: Self.entryOffset(0), as: UInt32.self)
+            $0.storeBytes(of: size + 1, toByteOffset: Self.entryOffset(0), as: UInt32.self)
         }
         try Self.expectDecode(third, fails: .tableOutOfRange)
     }
 
-    @Test func overlappingOrReorderedTilesAreRejected() throws {
+    @Test func payloadsThatDoNotEndAtTheBytesUsedOrAreSwappedAreRejected() throws {
         let (compressed, _) = try Self.makeCompressed()
         try Self.damage(compressed, reseal: true) {
-            let offset = $0.load(fromByteOffset: Self.entryOffset(5), as: UInt32.self)
-            $0.storeBytes(of: offset - 1, toByteOffset: Self.entryOffset(5), as: UInt32.self)
+            let size = $0.load(fromByteOffset: Self.entryOffset(5), as: UInt32.self)
+            $0.storeBytes(of: size - 1, toByteOffset: Self.entryOffset(5), as: UInt32.self)
         }
         try Self.expectDecode(compressed, fails: .overlappingTiles)
-        // Two entries swapped: each is in range, the order is not.
+        // Two entries of the same size class (Cb and Cr of one tile) swapped: the table is consistent, but each
+        // payload is now checked against the other's checksum.
         let (swapped, _) = try Self.makeCompressed()
         try Self.damage(swapped, reseal: true) {
-            let a = $0.load(fromByteOffset: Self.entryOffset(3), as: (UInt64, UInt64).self)
-            let b = $0.load(fromByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
-            $0.storeBytes(of: b, toByteOffset: Self.entryOffset(3), as: (UInt64, UInt64).self)
-            $0.storeBytes(of: a, toByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
+            let a = $0.load(fromByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
+            let b = $0.load(fromByteOffset: Self.entryOffset(5), as: (UInt64, UInt64).self)
+            $0.storeBytes(of: b, toByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
+            $0.storeBytes(of: a, toByteOffset: Self.entryOffset(5), as: (UInt64, UInt64).self)
         }
-        try Self.expectDecode(swapped, fails: .overlappingTiles)
+        try Self.expectDecode(swapped, fails: .checksumMismatch)
     }
 
     @Test func unknownTileModesAreRejected() throws {
         let (compressed, _) = try Self.makeCompressed()
-        try Self.damage(compressed, reseal: true) { $0[Self.entryOffset(1) + 8] = 9 }
+        try Self.damage(compressed, reseal: true) { $0[Self.modeOffset(1)] = 9 }
         try Self.expectDecode(compressed, fails: .invalidTileMode)
         // A 10-bit mode in an 8-bit surface.
         let (other, _) = try Self.makeCompressed()
         try Self.damage(other, reseal: true) {
-            if $0[Self.entryOffset(1) + 8] == TileMode.packed8.rawValue {
-                $0[Self.entryOffset(1) + 8] = TileMode.packed10.rawValue
+            if $0[Self.modeOffset(1)] == TileMode.packed8.rawValue {
+                $0[Self.modeOffset(1)] = TileMode.packed10.rawValue
             }
         }
         try Self.expectDecode(other, fails: .invalidTileMode)
@@ -207,9 +228,8 @@ import Testing
         let (compressed, _) = try Self.makeCompressed()
         var damaged = false
         try Self.damage(compressed) { bytes in
-            for index in 0..<18 where !damaged && bytes[Self.entryOffset(index) + 8] == TileMode.packed8.rawValue {
-                let offset = Int(bytes.load(fromByteOffset: Self.entryOffset(index), as: UInt32.self))
-                bytes[offset] ^= 0x01
+            for index in 0..<18 where !damaged && bytes[Self.modeOffset(index)] == TileMode.packed8.rawValue {
+                bytes[Self.payloadOffset(bytes, entry: index, entryCount: 18)] ^= 0x01
                 damaged = true
             }
         }
@@ -219,8 +239,8 @@ import Testing
         // A raw tile whose size is not the raw size.
         let (raw, _) = try Self.makeCompressed()
         try Self.damage(raw, reseal: true) { bytes in
-            #expect(bytes[Self.entryOffset(0) + 8] == TileMode.packed8.rawValue)
-            bytes[Self.entryOffset(0) + 8] = TileMode.raw.rawValue
+            #expect(bytes[Self.modeOffset(0)] == TileMode.packed8.rawValue)
+            bytes[Self.modeOffset(0)] = TileMode.raw.rawValue
         }
         try Self.expectDecode(raw, fails: .corruptPayload)
     }
@@ -236,9 +256,8 @@ import Testing
         #expect(try SurfaceCodec.modeCounts(of: compressed)["lz4", default: 0] > 0)
         var damaged = false
         try Self.damage(compressed) { bytes in
-            for index in 0..<16 where !damaged && bytes[Self.entryOffset(index) + 8] == TileMode.lz4.rawValue {
-                let offset = Int(bytes.load(fromByteOffset: Self.entryOffset(index), as: UInt32.self))
-                bytes[offset] = 0xFF  // a literal run longer than the payload
+            for index in 0..<16 where !damaged && bytes[Self.modeOffset(index)] == TileMode.lz4.rawValue {
+                bytes[Self.payloadOffset(bytes, entry: index, entryCount: 16)] = 0xFF  // a literal run too long
                 damaged = true
             }
         }
@@ -259,7 +278,7 @@ import Testing
                 bytes.copyBytes(from: original)
                 for _ in 0..<(1 + Int(random.next() % 4)) {
                     // Mostly the header and table, where the structure is.
-                    let limit = random.next() % 3 == 0 ? used : 64 + 16 * 18
+                    let limit = random.next() % 3 == 0 ? used : 64 + Self.entryByteCount * 18
                     bytes[Int(random.next() % UInt64(limit))] ^= UInt8(1 << (random.next() % 8))
                 }
             }

@@ -60,7 +60,8 @@ enum ComponentCodec {
         residuals ru: UnsafeMutablePointer<UInt8>,
         residuals2 rl: UnsafeMutablePointer<UInt8>,
         packed out: UnsafeMutableRawPointer,
-        alternative alt: UnsafeMutableRawPointer
+        alternative alt: UnsafeMutableRawPointer,
+        usesVectorKernels: Bool = true
     ) -> Choice {
         let n = width &* height
         // Solid?
@@ -114,7 +115,18 @@ enum ComponentCodec {
         var position = nibbleBytes &+ bitBytes
         var nibbleWord: UInt64 = 0
         var bitWord: UInt64 = 0
-        for block in 0..<blockCount {
+        // AVX2 where the processor has it: four blocks per step, the same bytes (see CSurfaceCodecKernels).
+        let packedByKernel =
+            unsafe usesVectorKernels
+            && Kernels.pack8(
+                up: UnsafePointer(ru),
+                left: UnsafePointer(rl),
+                blockCount: blockCount,
+                into: out,
+                size: &position,
+                zeroBlocks: &zeroBlocks
+            )
+        for block in 0..<(packedByKernel ? 0 : blockCount) {
             let u = unsafe UnsafeRawPointer(ru + block &<< 3).loadUnaligned(as: UInt64.self)
             let l = unsafe UnsafeRawPointer(rl + block &<< 3).loadUnaligned(as: UInt64.self)
             let wu = width8(u)
@@ -141,13 +153,13 @@ enum ComponentCodec {
             }
         }
         // The last partial words, byte by byte.
-        var index = (blockCount &>> 4) &<< 3
+        var index = packedByKernel ? nibbleBytes : (blockCount &>> 4) &<< 3
         while index < nibbleBytes {
             unsafe nibbles[index] = UInt8(truncatingIfNeeded: nibbleWord)
             nibbleWord &>>= 8
             index &+= 1
         }
-        index = (blockCount &>> 6) &<< 3
+        index = packedByKernel ? bitBytes : (blockCount &>> 6) &<< 3
         while index < bitBytes {
             unsafe bits[index] = UInt8(truncatingIfNeeded: bitWord)
             bitWord &>>= 8
@@ -222,31 +234,71 @@ enum ComponentCodec {
 
     /// Decodes an 8-bit packed payload into `x` (width × height samples, plus 8 bytes of slack). Returns false if
     /// the payload is not exactly the packed form.
+    ///
+    /// The payload may be shared memory that another process rewrites meanwhile: the width nibbles and predictor
+    /// bits are copied once into `controls` (private, at least as large as the component) and read only from
+    /// there, so every position and width is validated once and cannot change; residual bytes are read from the
+    /// payload within the bounds those give.
     static func decodePacked8(
         _ payload: UnsafeRawPointer,
         count: Int,
         width: Int,
         height: Int,
-        into x: UnsafeMutablePointer<UInt8>
+        controls: UnsafeMutablePointer<UInt8>,
+        into x: UnsafeMutablePointer<UInt8>,
+        rowStride: Int? = nil,
+        usesVectorKernels: Bool = true
     ) -> Bool {
+        // Rows `rowStride` apart (straight into a plane) only through the AVX2 kernel, which writes nothing past
+        // a row's end; the portable decoder below writes whole blocks into contiguous rows.
+        precondition(rowStride == nil || (usesVectorKernels && Kernels.hasAVX2), "a row stride needs the kernel")
         let blocksPerRow = (width &+ 7) &>> 3
         let blockCount = blocksPerRow &* height
         let nibbleBytes = (blockCount &+ 1) &>> 1
         let bitBytes = (blockCount &+ 7) &>> 3
         guard count >= nibbleBytes &+ bitBytes else { return false }
-        let nibbles = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        unsafe UnsafeMutableRawPointer(controls).copyMemory(from: payload, byteCount: nibbleBytes &+ bitBytes)
+        let nibbles = unsafe UnsafePointer(controls)
         let bits = unsafe nibbles + nibbleBytes
+        // The widths' sum and whether any exceeds 8, 16 nibbles at a time (SWAR): a nibble is above 8 when its
+        // bit 3 and any of its low 3 bits are set; 8 bytes of nibble pairs sum to at most 240, so one multiply
+        // adds them up.
         var total = nibbleBytes &+ bitBytes
-        var widest: UInt8 = 0
-        for i in 0..<nibbleBytes {
+        var tooWide: UInt64 = 0
+        var i = 0
+        while i &+ 8 <= nibbleBytes {
+            let word = unsafe UnsafeRawPointer(nibbles + i).loadUnaligned(as: UInt64.self)
+            tooWide |= word & 0x8888_8888_8888_8888 & ((word & 0x7777_7777_7777_7777) &+ 0x7777_7777_7777_7777)
+            let pairs = (word & 0x0F0F_0F0F_0F0F_0F0F) &+ ((word &>> 4) & 0x0F0F_0F0F_0F0F_0F0F)
+            total &+= Int(truncatingIfNeeded: (pairs &* 0x0101_0101_0101_0101) &>> 56)
+            i &+= 8
+        }
+        while i < nibbleBytes {
             let pair = unsafe nibbles[i]
-            widest = max(widest, pair & 15, pair &>> 4)
+            tooWide |= UInt64((pair & 15) > 8 || (pair &>> 4) > 8 ? 1 : 0)
             total &+= Int(pair & 15) &+ Int(pair &>> 4)
+            i &+= 1
         }
         // Unused trailing nibble and bits must be zero (one canonical form).
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
-        guard widest <= 8, total == count else { return false }
+        guard tooWide == 0, total == count else { return false }
+        // AVX2 where the processor has it: four blocks per step (see CSurfaceCodecKernels).
+        if usesVectorKernels,
+            unsafe Kernels.decodePacked8(
+                payload,
+                count: count,
+                position: nibbleBytes &+ bitBytes,
+                nibbles: nibbles,
+                bits: bits,
+                width: width,
+                height: height,
+                into: x,
+                rowStride: rowStride ?? width
+            )
+        {
+            return true
+        }
         // One pass over the blocks, row by row. Each block: unpack 8 residuals (SWAR, masks from a table by width),
         // undo the zig-zag, then either add the row above (bytewise, without carries between bytes) or, for a
         // left-predicted block, form the running sum: prefix sums of byte pairs in 16-bit lanes by one multiply
@@ -279,7 +331,8 @@ enum ComponentCodec {
                 var column = 0
                 while column < blocksPerRow {
                     let block = firstBlock &+ column
-                    let w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
+                    // Validated above (<= 8); the clamp keeps the table index in range whatever happens.
+                    let w = min(Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15), 8)
                     let isLeft = (unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1) | forceLeft
                     let v =
                         position &+ 8 <= count
@@ -484,6 +537,70 @@ enum ComponentCodec {
         return (halves & mask1) | ((halves &>> w) & mask1) &<< 16
     }
 
+    /// The 10-bit decode in one pass per block, as ``decodePacked8``'s: unpack 8 residuals (two 64-bit loads,
+    /// four 16-bit lanes each), undo the zig-zag, then add the row above (lanes of 10-bit values, no carries
+    /// between lanes) or, for a left-predicted block, form the running sum: prefix sums of the four lanes by one
+    /// multiply (each lane stays below 2^12), plus the left neighbour carried broadcast, modulo 1024. Column 0 of
+    /// a left block is predicted from above, row 0 from the left throughout (the neighbour carried into column
+    /// 0 is the value above it, 0 in row 0). Rows are written 8 samples at a time, so a row's last block may
+    /// spill into the next row, which is written after it (the scratch has slack). The widths were validated
+    /// (<= 10, their sum is the payload size) from the private `nibbles`; they are clamped again here anyway.
+    @inline(__always)
+    static func decodePacked10Rows(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        width: Int,
+        height: Int,
+        nibbles: UnsafePointer<UInt8>,
+        bits: UnsafePointer<UInt8>,
+        into x: UnsafeMutablePointer<UInt16>
+    ) {
+        let blocksPerRow = (width &+ 7) &>> 3
+        let blockCount = blocksPerRow &* height
+        let lanes16: UInt64 = 0x0001_0001_0001_0001
+        let mask10: UInt64 = 0x03FF_03FF_03FF_03FF
+        let low15: UInt64 = 0x7FFF_7FFF_7FFF_7FFF
+        var position = ((blockCount &+ 1) &>> 1) &+ ((blockCount &+ 7) &>> 3)
+        for y in 0..<height {
+            let current = unsafe UnsafeMutableRawPointer(x + y &* width)
+            let above = unsafe UnsafeRawPointer(x + (y == 0 ? 0 : (y &- 1) &* width))
+            let forceLeft: UInt8 = y == 0 ? 1 : 0
+            var neighbour: UInt64 =
+                y == 0 ? 0 : UInt64(unsafe above.load(as: UInt16.self) &>> 6) &* lanes16
+            let firstBlock = y &* blocksPerRow
+            for column in 0..<blocksPerRow {
+                let block = firstBlock &+ column
+                let w = min(Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15), 10)
+                let isLeft = (unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1) | forceLeft
+                let w64 = UInt64(truncatingIfNeeded: w)
+                let low = unsafe spread4(load64(payload, at: position, count: count), w64)
+                let high = unsafe spread4(
+                    load64(payload, at: position &+ (w &>> 1), count: count) &>> UInt64((w & 1) &<< 2),
+                    w64
+                )
+                position &+= w
+                let dLow = (((low &>> 1) & low15) ^ ((low & lanes16) &* 0xFFFF)) & mask10
+                let dHigh = (((high &>> 1) & low15) ^ ((high & lanes16) &* 0xFFFF)) & mask10
+                let resultLow: UInt64
+                let resultHigh: UInt64
+                if isLeft != 0 {
+                    resultLow = (dLow &* lanes16 &+ neighbour) & mask10
+                    resultHigh = (dHigh &* lanes16 &+ (resultLow &>> 48) &* lanes16) & mask10
+                } else {
+                    let offset = column &<< 4
+                    let aLow = unsafe (above.loadUnaligned(fromByteOffset: offset, as: UInt64.self) &>> 6) & mask10
+                    let aHigh =
+                        unsafe (above.loadUnaligned(fromByteOffset: offset &+ 8, as: UInt64.self) &>> 6) & mask10
+                    resultLow = (aLow &+ dLow) & mask10
+                    resultHigh = (aHigh &+ dHigh) & mask10
+                }
+                neighbour = (resultHigh &>> 48) &* lanes16
+                unsafe current.storeBytes(of: resultLow &<< 6, toByteOffset: column &<< 4, as: UInt64.self)
+                unsafe current.storeBytes(of: resultHigh &<< 6, toByteOffset: (column &<< 4) &+ 8, as: UInt64.self)
+            }
+        }
+    }
+
     /// Decodes a packed10 or packed16 payload into `x`; `r` is residual scratch (rows rounded up to 8).
     static func decodePacked16(
         _ payload: UnsafeRawPointer,
@@ -491,8 +608,10 @@ enum ComponentCodec {
         tenBit: Bool,
         width: Int,
         height: Int,
+        controls: UnsafeMutablePointer<UInt8>,
         residuals r: UnsafeMutablePointer<UInt16>,
-        into x: UnsafeMutablePointer<UInt16>
+        into x: UnsafeMutablePointer<UInt16>,
+        usesVectorKernels: Bool = true
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
@@ -500,7 +619,9 @@ enum ComponentCodec {
         let nibbleBytes = (blockCount &+ 1) &>> 1
         let bitBytes = (blockCount &+ 7) &>> 3
         guard count >= nibbleBytes &+ bitBytes else { return false }
-        let nibbles = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        // Control bytes are read once, into private memory (see decodePacked8).
+        unsafe UnsafeMutableRawPointer(controls).copyMemory(from: payload, byteCount: nibbleBytes &+ bitBytes)
+        let nibbles = unsafe UnsafePointer(controls)
         let bits = unsafe nibbles + nibbleBytes
         let maximumWidth = tenBit ? 10 : 16
         var total = nibbleBytes &+ bitBytes
@@ -513,10 +634,37 @@ enum ComponentCodec {
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard total == count else { return false }
+        if tenBit {
+            if usesVectorKernels,
+                unsafe Kernels.decodePacked10(
+                    payload,
+                    count: count,
+                    position: nibbleBytes &+ bitBytes,
+                    nibbles: nibbles,
+                    bits: bits,
+                    width: width,
+                    height: height,
+                    into: x
+                )
+            {
+                return true
+            }
+            unsafe decodePacked10Rows(
+                payload,
+                count: count,
+                width: width,
+                height: height,
+                nibbles: nibbles,
+                bits: bits,
+                into: x
+            )
+            return true
+        }
         var position = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
             var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
             if w == 15 { w = 16 }
+            w = min(w, maximumWidth)
             // The first 4 residuals are bits 0..<4w, the last 4 bits 4w..<8w: two 64-bit loads (spread4 ignores
             // the bits above 4w), the second from byte w/2, shifted by the half byte an odd w leaves.
             let low = unsafe load64(payload, at: position, count: count)
