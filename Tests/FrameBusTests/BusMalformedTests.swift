@@ -36,7 +36,7 @@ struct RawPeer {
     }
 
     func handshake(formats: [UInt32] = [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]) -> WireWelcome? {
-        send(WireMessage.hello(WireHello(deliveryMode: 1, queueDepth: 8, formats: formats)).encoded())
+        send(WireMessage.hello(WireHello(version: 1, deliveryMode: 1, queueDepth: 8, formats: formats)).encoded())
         if case .welcome(let welcome) = next() { return welcome }
         return nil
     }
@@ -218,7 +218,7 @@ struct RawPeer {
         )
 
         let honest = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
-        let announcement = Publisher.wireSurface(honest.surface)
+        let announcement = Publisher.wireSurfaceV1(honest.surface)
         let size = honest.surface.layout.allocationSize
         switch evil {
         case .unsealed, .tooSmall:
@@ -229,7 +229,7 @@ struct RawPeer {
             if evil == .tooSmall {
                 #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_SEAL) == 0)
             }
-            connection.send(WireMessage.surface(announcement).encoded(), descriptors: [fd])
+            connection.send(WireMessage.surfaceV1(announcement).encoded(), descriptors: [fd])
         case .frameWithoutSurface:
             connection.send(
                 WireMessage.frame(
