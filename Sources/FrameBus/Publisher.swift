@@ -764,9 +764,9 @@ public final class Publisher: Sendable {
                 interests.append((socket.descriptor, events))
             }
             var timeout: Int32 = 1000
-            var deadlines = [machine.nextDeadline()].compactMap { $0 }
-            if paused { deadlines.append(state.acceptPausedUntil) }
-            if let deadline = deadlines.min() {
+            var deadline = machine.nextDeadline()
+            if paused { deadline = min(deadline ?? .max, state.acceptPausedUntil) }
+            if let deadline {
                 let wait = deadline > now ? (deadline - now) / 1_000_000 + 1 : 0
                 timeout = Int32(min(wait, 1000))
             }
