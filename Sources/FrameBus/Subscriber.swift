@@ -352,6 +352,7 @@ final class SubscriberCore: Sendable {
         let socket = try Socket.connect(path: configuration.path, timeoutNanoseconds: timeout).get()
         let hello = WireMessage.hello(
             WireHello(
+                version: 1,
                 deliveryMode: configuration.delivery.wireMode,
                 queueDepth: UInt16(configuration.delivery.depth),
                 formats: configuration.acceptedFormats.map(\.fourCC)
@@ -638,7 +639,7 @@ final class SubscriberCore: Sendable {
             return violation(.malformedMessage, error.description)
         }
         switch message {
-        case .surface(let announcement):
+        case .surfaceV1(let announcement):
             return importSurface(announcement, descriptor: datagram.descriptors[0])
         case .retireSurface(let id):
             let known = state.withLock { $0.surfaces.removeValue(forKey: id) != nil }
@@ -690,7 +691,7 @@ final class SubscriberCore: Sendable {
         )
     }
 
-    private func importSurface(_ announcement: WireSurface, descriptor: OwnedDescriptor) -> FrameBusError? {
+    private func importSurface(_ announcement: WireSurfaceV1, descriptor: OwnedDescriptor) -> FrameBusError? {
         let (session, known, count) = state.withLock {
             ($0.session, $0.surfaces[announcement.surfaceID] != nil, $0.surfaces.count)
         }

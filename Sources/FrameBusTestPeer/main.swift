@@ -14,6 +14,8 @@ case "import-surface":
     exit(runImportSurface(rest))
 case "bus-subscriber": exit(runBusSubscriber(rest))
 case "bus-publisher": exit(runBusPublisher(rest))
+case "bus-hoarder": exit(runBusHoarder(rest))
+case "bus-flood": exit(runBusFlood(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)
