@@ -172,19 +172,19 @@ struct RawPeer {
         #expect(raw.expectError(timeout: 5).closed)
     }
 
-    @Test func aFormatNobodyOffersIsRefusedWithAReason() throws {
+    @Test func aFormatNobodyOffersIsRefusedWithAReason() async throws {
         let path = temporaryBusPath("format")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        #expect(
-            performing: {
-                _ = try Subscriber(configuration: .init(path: path, acceptedFormats: [.bgra8]))
-            },
-            throws: { error in
-                guard let error = error as? FrameBusError else { return false }
-                return error.code == .refused && (error.message ?? "").contains("no common format")
-            }
-        )
+        let subscriber = try Subscriber(configuration: .init(path: path, acceptedFormats: [.bgra8]))
+        var events: [SubscriberEvent] = []
+        for try await event in subscriber.events { events.append(event) }
+        guard events.count == 1, case .ended(let error) = events[0] else {
+            Issue.record("expected one ended event, got \(events)")
+            return
+        }
+        #expect(error.code == .refused)
+        #expect((error.message ?? "").contains("no common format"))
     }
 
     enum EvilSurface: String, CaseIterable, Sendable { case unsealed, tooSmall, frameWithoutSurface }
