@@ -14,6 +14,7 @@ case "import-surface":
     exit(runImportSurface(rest))
 case "bus-subscriber": exit(runBusSubscriber(rest))
 case "bus-publisher": exit(runBusPublisher(rest))
+case "hostile-publisher": exit(runHostilePublisher(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)

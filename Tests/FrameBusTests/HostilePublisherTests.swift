@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+
+@testable @_spi(Testing) import FrameBus
+
+/// A real ``Subscriber`` in this process against a publisher process that breaks the protocol on purpose
+/// (FrameBusTestPeer's `hostile-publisher` mode). The subscriber must report what happened and live on.
+@Suite struct HostilePublisherTests {
+    /// Starts the hostile publisher, subscribes, and collects every event until the stream ends for good.
+    func run(
+        _ scenario: String,
+        accepting formats: [PixelFormat] = [.yuv420BiPlanarVideoRange8],
+        delivery: Subscriber.Delivery = .queue(depth: 4)
+    ) async throws -> (events: [SubscriberEvent], peer: PeerProcess, statistics: FrameStatistics) {
+        let path = temporaryBusPath("hostile")
+        let peer = try PeerProcess(["hostile-publisher", path, scenario])
+        try #require(waitUntil { peer.output.contains("listening") }, "the hostile publisher did not start")
+        var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats, delivery: delivery)
+        configuration.connectTimeout = .seconds(20)
+        let subscriber = try Subscriber(configuration: configuration)
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            subscriber.cancel()
+        }
+        defer {
+            watchdog.cancel()
+            subscriber.cancel()
+        }
+        var events: [SubscriberEvent] = []
+        for try await event in subscriber.events { events.append(event) }
+        return (events, peer, subscriber.statistics)
+    }
+
+    func drops(_ events: [SubscriberEvent]) -> [SubscriberDrop] {
+        events.compactMap { if case .dropped(let drop) = $0 { drop } else { nil } }
+    }
+
+    func frames(_ events: [SubscriberEvent]) -> [SampleBuffer] {
+        events.compactMap { if case .frame(let frame) = $0 { frame } else { nil } }
+    }
+
+    func ending(_ events: [SubscriberEvent]) -> FrameBusError? {
+        if case .ended(let error)? = events.last { return error }
+        return nil
+    }
+
+    @Test func aDropOfEverySequenceNumberIsReportedAndTheStreamGoesOn() async throws {
+        let (events, _, statistics) = try await run("drop-everything")
+        #expect(drops(events) == [SubscriberDrop(reason: .outOfBuffers, sequences: 0...UInt64.max)])
+        #expect(frames(events).map(\.busSequenceNumber) == [0])
+        #expect(ending(events)?.code == .endOfStream, "\(events)")
+        #expect(statistics.dropped[.outOfBuffers] == Int.max)
+    }
+
+    @Test func twoDropsOfTwoToTheSixtyThreeFramesSaturateTheCounters() async throws {
+        let (events, _, statistics) = try await run("drop-overflow")
+        let half = UInt64(Int64.max)
+        // Contiguous, so one report; its count is exact in UInt64, the Int statistics saturate.
+        #expect(drops(events) == [SubscriberDrop(reason: .outOfBuffers, sequences: 0...(2 * half - 1))])
+        #expect(statistics.dropped[.outOfBuffers] == Int.max)
+        #expect(frames(events).map(\.busSequenceNumber) == [2 * half])
+        #expect(ending(events)?.code == .endOfStream, "\(events)")
+    }
+
+    @Test func aSurfaceWithoutSealsIsRefusedWithInvalidSurface() async throws {
+        let (events, peer, _) = try await run("unsealed-surface")
+        #expect(ending(events)?.code == .surfaceRejected, "\(events)")
+        #expect(frames(events).isEmpty)
+        #expect(
+            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            "\(peer.output)"
+        )
+    }
+
+    @Test func aSurfaceIdAnnouncedTwiceWhileLiveIsMalformed() async throws {
+        let (events, peer, _) = try await run("reannounce")
+        #expect(ending(events)?.code == .protocolViolation, "\(events)")
+        #expect(
+            waitUntil { peer.output.contains("error code=\(WireErrorCode.malformedMessage.rawValue)") },
+            "\(peer.output)"
+        )
+    }
+
+    @Test func aFloodOfSurfacesIsCutOffAtTheLimit() async throws {
+        let (events, peer, _) = try await run("surface-flood")
+        #expect(ending(events)?.code == .surfaceRejected, "\(events)")
+        #expect(ending(events)?.message?.contains("more than 256 surfaces") == true, "\(events)")
+        #expect(
+            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            "\(peer.output)"
+        )
+    }
+
+    @Test func aPublisherThatNeverReadsOurReleasesIsDisconnectedWithBoundedMemory() async throws {
+        let (events, peer, _) = try await run("never-read", delivery: .latestOnly)
+        let error = ending(events)
+        #expect(error?.code == .protocolViolation, "\(events.suffix(3))")
+        #expect(error?.message?.contains("stopped reading") == true, "\(String(describing: error))")
+        #expect(waitUntil { peer.output.contains("closed after") }, "\(peer.output)")
+    }
+
+    @Test func aTinyCompressedSurfaceClaimingSixteenThousandPixelsSquareIsRefused() async throws {
+        let (events, peer, _) = try await run("huge-compressed", accepting: [.compressedYUV420BiPlanarVideoRange8])
+        #expect(frames(events).map(\.busSequenceNumber) == [0])
+        #expect(ending(events)?.code == .surfaceRejected, "\(events)")
+        #expect(
+            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            "\(peer.output)"
+        )
+    }
+
+    @Test func memoryRewrittenWhileReadGivesWrongPixelsOrADecodeErrorNeverACrash() async throws {
+        let path = temporaryBusPath("rewrite")
+        let peer = try PeerProcess(["hostile-publisher", path, "rewrite"])
+        try #require(waitUntil { peer.output.contains("listening") })
+        let subscriber = try Subscriber(
+            configuration: .init(path: path, acceptedFormats: [.compressedYUV420BiPlanarVideoRange8])
+        )
+        defer { subscriber.cancel() }
+        let output = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
+        var decoded = 0
+        var failed = 0
+        var iterator = subscriber.frames.makeAsyncIterator()
+        while let frame = try await { () async throws -> SampleBuffer? in
+            do { return try await iterator.next() } catch {
+                Issue.record("\(error); peer: \(peer.output)")
+                return nil
+            }
+        }() {
+            let image = try #require(frame.imageBuffer)
+            do {
+                try SurfaceCodec.decompress(image, into: output)
+                decoded += 1
+            } catch {
+                failed += 1
+            }
+            if decoded + failed >= 50 { break }
+        }
+        #expect(decoded + failed >= 50)
+        // The scribbler overwrote the codec's header, so some decodes must have been refused.
+        #expect(failed > 0)
+    }
+}
