@@ -1,7 +1,7 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// Library targets check every unsafe expression (SE-0458); see STYLE.md §4.
+/// Library targets check every unsafe expression (SE-0458): unsafe code lives in each module's `Internal/`.
 let librarySettings: [SwiftSetting] = [.strictMemorySafety()]
 
 let package = Package(
@@ -9,11 +9,13 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FrameBus", targets: ["FrameBus"]),
+        // Image input for tests, demos and benchmarks (PNG via libpng, RGB conversion, test patterns); not part of
+        // FrameBus, so a producer linking FrameBus needs only liblz4.
+        .library(name: "ImageSources", targets: ["ImageSources"]),
         .executable(name: "framebus", targets: ["framebus"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
-        .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
@@ -21,11 +23,10 @@ let package = Package(
     targets: [
         // Native libraries, found through pkg-config.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
-        .systemLibrary(name: "CDRM", pkgConfig: "libdrm", providers: [.apt(["libdrm-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
 
-        // The layers, bottom up; each imports only the ones above it (DESIGN.md).
+        // The layers, bottom up; each imports only the layers below it.
         .target(
             name: "Surfaces",
             dependencies: ["CFrameBusShims", .product(name: "SystemPackage", package: "swift-system")],
@@ -33,7 +34,7 @@ let package = Package(
         ),
         .target(
             name: "PixelBuffers",
-            dependencies: ["Surfaces", "CFrameBusShims", "CDRM", "CPNG"],
+            dependencies: ["Surfaces"],
             swiftSettings: librarySettings
         ),
         .target(
@@ -51,24 +52,36 @@ let package = Package(
             dependencies: [
                 "Surfaces", "PixelBuffers", "SurfaceCompression", "SampleBuffers", "CFrameBusShims",
                 .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             swiftSettings: librarySettings
         ),
 
+        // Beside the stack, not in it: image input for tests, demos and benchmarks.
+        .target(
+            name: "ImageSources",
+            dependencies: ["PixelBuffers", "Surfaces", "CPNG"],
+            swiftSettings: librarySettings
+        ),
+
         // The command line, and the peer process the cross-process tests start.
         .executableTarget(
             name: "framebus",
-            dependencies: ["FrameBus", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "FrameBus", "ImageSources", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
-        .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus"]),
+        .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "ImageSources"]),
 
         .testTarget(name: "SurfacesTests", dependencies: ["Surfaces", "CFrameBusShims"]),
         .testTarget(name: "PixelBuffersTests", dependencies: ["PixelBuffers", "CFrameBusShims"]),
-        .testTarget(name: "SurfaceCompressionTests", dependencies: ["SurfaceCompression", "PixelBuffers"]),
+        .testTarget(name: "ImageSourcesTests", dependencies: ["ImageSources", "PixelBuffers"]),
+        .testTarget(
+            name: "SurfaceCompressionTests",
+            dependencies: ["SurfaceCompression", "PixelBuffers", "ImageSources"]
+        ),
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers"]),
-        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus"]),
+        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources"]),
     ]
 )

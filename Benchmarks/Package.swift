@@ -15,6 +15,7 @@ let package = Package(
             name: "Codec",
             dependencies: [
                 .product(name: "FrameBus", package: "framebus"),
+                .product(name: "ImageSources", package: "framebus"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Codec",

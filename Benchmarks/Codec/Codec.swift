@@ -8,6 +8,7 @@
 import Benchmark
 import Foundation
 import FrameBus
+import ImageSources
 
 private let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().appendingPathComponent("Corpus")

@@ -9,7 +9,16 @@
 #include <linux/dma-buf.h>
 #include <linux/dma-heap.h>
 #include <linux/udmabuf.h>
+// DRM fourccs come from the kernel UAPI header; nothing links libdrm. Debian's linux-libc-dev does not ship
+// <drm/drm_fourcc.h>, but libdrm-dev carries the same header as <libdrm/drm_fourcc.h>. With neither installed the
+// mirrored constants in the header are simply not cross-checked.
+#if __has_include(<drm/drm_fourcc.h>)
+#include <drm/drm_fourcc.h>
+#define CFB_HAVE_DRM_FOURCC_H 1
+#elif __has_include(<libdrm/drm_fourcc.h>)
 #include <libdrm/drm_fourcc.h>
+#define CFB_HAVE_DRM_FOURCC_H 1
+#endif
 
 _Static_assert(CFB_MFD_CLOEXEC == MFD_CLOEXEC, "MFD_CLOEXEC");
 _Static_assert(CFB_MFD_ALLOW_SEALING == MFD_ALLOW_SEALING, "MFD_ALLOW_SEALING");
@@ -25,11 +34,13 @@ _Static_assert(CFB_DMA_BUF_SYNC_WRITE == DMA_BUF_SYNC_WRITE, "DMA_BUF_SYNC_WRITE
 _Static_assert(CFB_DMA_BUF_SYNC_RW == DMA_BUF_SYNC_RW, "DMA_BUF_SYNC_RW");
 _Static_assert(CFB_DMA_BUF_SYNC_START == DMA_BUF_SYNC_START, "DMA_BUF_SYNC_START");
 _Static_assert(CFB_DMA_BUF_SYNC_END == DMA_BUF_SYNC_END, "DMA_BUF_SYNC_END");
+#ifdef CFB_HAVE_DRM_FOURCC_H
 _Static_assert(CFB_DRM_FORMAT_NV12 == DRM_FORMAT_NV12, "DRM_FORMAT_NV12");
 _Static_assert(CFB_DRM_FORMAT_P010 == DRM_FORMAT_P010, "DRM_FORMAT_P010");
 _Static_assert(CFB_DRM_FORMAT_ARGB8888 == DRM_FORMAT_ARGB8888, "DRM_FORMAT_ARGB8888");
 _Static_assert(CFB_DRM_FORMAT_MOD_LINEAR == DRM_FORMAT_MOD_LINEAR, "DRM_FORMAT_MOD_LINEAR");
 _Static_assert(CFB_DRM_FORMAT_MOD_INVALID == DRM_FORMAT_MOD_INVALID, "DRM_FORMAT_MOD_INVALID");
+#endif
 
 int cfb_memfd_create(const char *name, unsigned int flags) { return memfd_create(name, flags); }
 int cfb_add_seals(int fd, int seals) { return fcntl(fd, F_ADD_SEALS, seals); }

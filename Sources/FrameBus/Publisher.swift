@@ -240,7 +240,7 @@ public final class Publisher: Sendable {
                 publishTime: publishTime,
                 bytesUsed: 0,
                 flags: isDiscontinuity ? WireFrame.discontinuityFlag : 0,
-                attachments: WireAttachments.encode(buffer.attachments)
+                attachments: WireAttachments.encode(buffer.attachments).tuple
             )
             for format in needed {
                 let representation: Representation?
@@ -299,7 +299,10 @@ public final class Publisher: Sendable {
                 dropOutOfBuffers(sequence, for: connection, &state)
                 return
             }
-            connection.enqueue(.surface(Self.wireSurface(surface)), descriptor: descriptor)
+            connection.enqueue(
+                connection.version == 1 ? .surfaceV1(Self.wireSurfaceV1(surface)) : .surface(Self.wireSurface(surface)),
+                descriptor: descriptor
+            )
             connection.announced.insert(surfaceID)
             connection.announcedOrder.append(surfaceID)
             retireOldSurfaces(of: connection)
@@ -394,6 +397,26 @@ public final class Publisher: Sendable {
     static func wireSurface(_ surface: Surface) -> WireSurface {
         let layout = surface.layout
         return WireSurface(
+            surfaceID: surface.id.rawValue,
+            pixelFormat: layout.pixelFormat,
+            width: UInt32(layout.width),
+            height: UInt32(layout.height),
+            descriptorByteCounts: [UInt64(layout.allocationSize)],
+            planes: layout.planes.map {
+                WireSurfacePlane(
+                    offset: UInt64($0.offset),
+                    bytesPerRow: UInt32($0.bytesPerRow),
+                    width: UInt32($0.width),
+                    height: UInt32($0.height),
+                    bytesPerElement: UInt32($0.bytesPerElement)
+                )
+            }
+        )
+    }
+
+    static func wireSurfaceV1(_ surface: Surface) -> WireSurfaceV1 {
+        let layout = surface.layout
+        return WireSurfaceV1(
             surfaceID: surface.id.rawValue,
             allocationSize: UInt64(layout.allocationSize),
             pixelFormat: layout.pixelFormat,
@@ -675,6 +698,7 @@ public final class Publisher: Sendable {
             return
         }
         connection.phase = .active
+        connection.version = hello.version
         connection.format = format
         connection.deliveryMode = hello.deliveryMode
         connection.queueDepth = hello.queueDepth
@@ -683,7 +707,7 @@ public final class Publisher: Sendable {
         connection.enqueue(
             .welcome(
                 WireWelcome(
-                    version: WireProtocol.version,
+                    version: hello.version,
                     deliveryMode: hello.deliveryMode,
                     queueDepth: hello.queueDepth,
                     maximumHeldFrames: UInt16(connection.maximumHeldFrames),
@@ -691,7 +715,8 @@ public final class Publisher: Sendable {
                     maximumMessageSize: UInt32(WireProtocol.maximumMessageSize),
                     streamID: streamID,
                     subscriberID: connection.id,
-                    nextSequence: state.nextSequence
+                    nextSequence: state.nextSequence,
+                    maximumAnnouncedSurfaces: UInt16(clamping: configuration.maximumAnnouncedSurfaces)
                 )
             )
         )

@@ -40,7 +40,8 @@ final class PublisherConnection: @unchecked Sendable {
     var announcedOrder: [UInt64] = []
     var held: [UInt64: HeldFrame] = [:]
     var outbound: [Outbound] = []
-    var lastAttachments: (UInt8, UInt8, UInt8, UInt8)?
+    var lastAttachments: WireAttachmentCodes?
+    var version: UInt16 = 1
     var statistics = FrameStatistics()
     var holdTimes = LatencyRecorder()
 

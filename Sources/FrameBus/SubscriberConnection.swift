@@ -228,7 +228,7 @@ final class SubscriberConnection {
             core.established(session, isReconnect: isReconnect)
             return true
         case .importSurface(let announcement):
-            return importSurface(announcement, descriptor: descriptors.first)
+            return importSurface(announcement, descriptors: descriptors)
         case .retireSurface(let surfaceID):
             surfaces.removeValue(forKey: surfaceID)
             return true
@@ -259,14 +259,15 @@ final class SubscriberConnection {
         }
     }
 
-    private func importSurface(_ announcement: WireSurface, descriptor: OwnedDescriptor?) -> Bool {
-        guard let fd = descriptor?.take() else {
+    private func importSurface(_ announcement: WireSurface, descriptors: [OwnedDescriptor]) -> Bool {
+        // The decoder checked that as many fds came as the SURFACE names; the machine bounded every field, so these
+        // conversions cannot trap (u32 → Int on 64-bit; byte counts ≤ 2³²).
+        guard descriptors.count == announcement.descriptorByteCounts.count else {
             return perform(
-                machine.surfaceImportFailed(surfaceID: announcement.surfaceID, reason: "no descriptor"),
+                machine.surfaceImportFailed(surfaceID: announcement.surfaceID, reason: "descriptor count"),
                 descriptors: []
             )
         }
-        // The machine bounded every field; these conversions cannot trap (UInt32 → Int on 64-bit, offsets clamp).
         let layout = SurfaceLayout(
             pixelFormat: announcement.pixelFormat,
             width: Int(announcement.width),
@@ -280,13 +281,39 @@ final class SubscriberConnection {
                     bytesPerElement: Int($0.bytesPerElement)
                 )
             },
-            allocationSize: Int(clamping: announcement.allocationSize)
+            allocationSize: Int(clamping: announcement.descriptorByteCounts.reduce(0) { Saturating.add($0, $1) })
         )
         let surface: Surface
         do {
-            surface = try Surface.importing(
-                SurfaceHandle(id: SurfaceID(rawValue: announcement.surfaceID), layout: layout, descriptor: fd)
-            )
+            switch announcement.backing {
+            case .memfd:
+                guard descriptors.count == 1, let fd = descriptors[0].take() else {
+                    throw SurfaceError(
+                        code: .invalidHandle,
+                        operation:
+                            "memfd surfaces of \(descriptors.count) descriptors are not supported by this subscriber"
+                    )
+                }
+                surface = try Surface.importing(
+                    SurfaceHandle(id: SurfaceID(rawValue: announcement.surfaceID), layout: layout, descriptor: fd)
+                )
+            case .dmaBuf:
+                // Each plane names its descriptor; the import duplicates what it keeps (our fds close after) and
+                // brackets every CPU access with DMA_BUF_IOCTL_SYNC.
+                let planes = announcement.planes.map {
+                    DMABufPlane(
+                        descriptor: FileDescriptor(rawValue: descriptors[Int($0.descriptorIndex)].rawValue),
+                        offset: Int(clamping: $0.offset),
+                        bytesPerRow: Int($0.bytesPerRow)
+                    )
+                }
+                surface = try Surface.importDMABuf(
+                    planes: planes,
+                    layout: layout,
+                    modifier: announcement.modifier,
+                    readOnly: true
+                )
+            }
             _ = try PixelBuffer(surface: surface)
         } catch {
             return perform(

@@ -23,7 +23,8 @@ struct SubscriberStateMachine {
 
     /// What the machine remembers of an announced surface.
     struct SurfaceRecord: Hashable, Sendable {
-        var allocationSize: UInt64
+        /// Bytes of all its descriptors together (saturating), the most a FRAME's `bytesUsed` may say.
+        var byteCount: UInt64
         var pixelFormat: UInt32
         var width: UInt32
         var height: UInt32
@@ -61,6 +62,8 @@ struct SubscriberStateMachine {
 
     struct Active {
         var session: Subscriber.Session
+        /// Most surfaces announced at once: WELCOME's `maximumAnnouncedSurfaces`, never more than our own limit.
+        var maximumSurfaces: Int
         var surfaces: [UInt64: SurfaceRecord] = [:]
         var lastSequence: UInt64?
         var lastGeometry: SurfaceRecord?
@@ -94,8 +97,11 @@ struct SubscriberStateMachine {
         state = .awaitingWelcome
         return .hello(
             WireHello(
+                version: WireProtocol.version,
+                kind: .subscriber,
                 deliveryMode: delivery.wireMode,
                 queueDepth: delivery.wireDepth,
+                flags: WireHello.acceptsDMABufFlag,
                 formats: acceptedFormats.map(\.fourCC)
             )
         )
@@ -139,6 +145,9 @@ struct SubscriberStateMachine {
     private mutating func receivedDuringHandshake(_ message: WireMessage) -> Action {
         switch message {
         case .welcome(let welcome):
+            guard welcome.version == WireProtocol.version, welcome.kind == .subscriber else {
+                return fail(.malformedMessage, "WELCOME of version \(welcome.version), kind \(welcome.kind)")
+            }
             guard let format = acceptedFormats.first(where: { $0.fourCC == welcome.format }) else {
                 return fail(.malformedMessage, "WELCOME grants format 0x\(String(welcome.format, radix: 16))")
             }
@@ -155,7 +164,17 @@ struct SubscriberStateMachine {
             previousStreamID = welcome.streamID
             let isReconnect = hasConnectedBefore
             hasConnectedBefore = true
-            state = .active(Active(session: session, pendingDiscontinuity: discontinuity))
+            let announced = Int(welcome.maximumAnnouncedSurfaces)
+            state = .active(
+                Active(
+                    session: session,
+                    // One more than granted: a publisher that announces the new surface just before it retires
+                    // the oldest (as the reference publisher does) is honest, and the bound stays fixed.
+                    maximumSurfaces: announced > 0
+                        ? min(announced + 1, limits.maximumSurfaces) : limits.maximumSurfaces,
+                    pendingDiscontinuity: discontinuity
+                )
+            )
             return .established(session, isReconnect: isReconnect)
         case .error(let error):
             state = .closed
@@ -166,7 +185,7 @@ struct SubscriberStateMachine {
                 reply: nil
             )
         default:
-            return fail(.malformedMessage, "expected WELCOME, got \(message.type)")
+            return fail(.malformedMessage, "expected WELCOME, got \(message.type.name)")
         }
     }
 
@@ -196,8 +215,8 @@ struct SubscriberStateMachine {
                 ),
                 reply: nil
             )
-        case .hello, .welcome, .release, .goodbye:
-            return fail(.malformedMessage, "unexpected \(message.type) message")
+        case .hello, .welcome, .release, .goodbye, .surfaceV1, .monitorReport:
+            return fail(.malformedMessage, "unexpected \(message.type.name) in a version-2 subscription")
         }
     }
 
@@ -205,36 +224,44 @@ struct SubscriberStateMachine {
         guard surface.surfaceID != 0, active.surfaces[surface.surfaceID] == nil else {
             return fail(.malformedMessage, "SURFACE \(surface.surfaceID) announced while it is live")
         }
-        guard active.surfaces.count < limits.maximumSurfaces else {
-            return fail(.invalidSurface, "more than \(limits.maximumSurfaces) surfaces announced")
+        guard active.surfaces.count < active.maximumSurfaces else {
+            return fail(.invalidSurface, "more than \(active.maximumSurfaces) surfaces announced")
         }
         guard surface.pixelFormat == active.session.format.fourCC else {
             return fail(.invalidSurface, "SURFACE format differs from the granted \(active.session.format)")
         }
-        guard surface.allocationSize > 0, surface.allocationSize <= UInt64(SurfaceLayout.maximumAllocationSize)
+        // The decoder bounded each descriptor to 1…2³² bytes and each plane inside its descriptor.
+        guard !surface.descriptorByteCounts.isEmpty,
+            surface.descriptorByteCounts.allSatisfy({ $0 > 0 && $0 <= UInt64(SurfaceLayout.maximumAllocationSize) })
         else {
-            return fail(.invalidSurface, "SURFACE allocation size \(surface.allocationSize)")
+            return fail(.invalidSurface, "SURFACE descriptor sizes \(surface.descriptorByteCounts)")
+        }
+        if surface.backing == .dmaBuf && surface.modifier != WireSurface.linearModifier {
+            // We read frames with the CPU, which needs a linear layout.
+            return fail(.invalidSurface, "DMA-BUF modifier 0x\(String(surface.modifier, radix: 16)) is not linear")
         }
         if active.session.format.isCompressed {
-            // A compressed surface is allocated for the worst case (every tile raw), so its memory bounds what a
-            // decoder must allocate for it. A tiny surface that claims a huge image is refused here, before anyone
-            // sizes a decode buffer from its width and height.
-            guard
+            // A compressed surface is one memfd allocated for the worst case (every tile raw), so its memory
+            // bounds what a decoder must allocate for it. A tiny surface that claims a huge image is refused here,
+            // before anyone sizes a decode buffer from its width and height.
+            guard surface.planes.isEmpty, surface.backing == .memfd, surface.descriptorByteCounts.count == 1,
                 let needed = try? SurfaceCodec.maximumCompressedByteCount(
                     width: Int(surface.width),
                     height: Int(surface.height),
                     format: active.session.format
                 ),
-                UInt64(needed) <= surface.allocationSize
+                UInt64(needed) <= surface.descriptorByteCounts[0]
             else {
                 return fail(
                     .invalidSurface,
-                    "compressed SURFACE of \(surface.width)x\(surface.height) in \(surface.allocationSize) bytes"
+                    "compressed SURFACE of \(surface.width)x\(surface.height) in \(surface.descriptorByteCounts) bytes"
                 )
             }
+        } else if surface.planes.isEmpty {
+            return fail(.invalidSurface, "SURFACE of \(active.session.format) without planes")
         }
         active.surfaces[surface.surfaceID] = SurfaceRecord(
-            allocationSize: surface.allocationSize,
+            byteCount: surface.descriptorByteCounts.reduce(0) { Saturating.add($0, $1) },
             pixelFormat: surface.pixelFormat,
             width: surface.width,
             height: surface.height
@@ -249,8 +276,8 @@ struct SubscriberStateMachine {
         if let last = active.lastSequence, frame.sequence <= last {
             return fail(.malformedMessage, "FRAME sequence \(frame.sequence) after \(last)")
         }
-        guard frame.bytesUsed <= surface.allocationSize else {
-            return fail(.malformedMessage, "FRAME bytesUsed \(frame.bytesUsed) > \(surface.allocationSize)")
+        guard frame.bytesUsed <= surface.byteCount else {
+            return fail(.malformedMessage, "FRAME bytesUsed \(frame.bytesUsed) > \(surface.byteCount)")
         }
         var discontinuity = active.pendingDiscontinuity
         if let last = active.lastGeometry,

@@ -19,6 +19,7 @@ import Foundation
 //   Publishes the moving test pattern until killed or N frames; prints "listening" once ready.
 import FrameBus
 import Glibc
+import ImageSources
 import Synchronization
 
 /// FNV-1a, 64-bit.

@@ -188,12 +188,12 @@ func honestSurface(
     let layout = buffer.surface.layout
     let announcement = WireSurface(
         surfaceID: 1,
-        allocationSize: UInt64(layout.allocationSize),
         pixelFormat: layout.pixelFormat,
         width: UInt32(layout.width),
         height: UInt32(layout.height),
+        descriptorByteCounts: [UInt64(layout.allocationSize)],
         planes: layout.planes.map {
-            WirePlane(
+            WireSurfacePlane(
                 offset: UInt64($0.offset),
                 bytesPerRow: UInt32($0.bytesPerRow),
                 width: UInt32($0.width),
@@ -235,7 +235,7 @@ func runHostilePublisher(_ arguments: [String]) -> Int32 {
     connection.send(
         .welcome(
             WireWelcome(
-                version: 1,
+                version: 2,
                 deliveryMode: hello.deliveryMode,
                 queueDepth: hello.queueDepth,
                 maximumHeldFrames: 8,
@@ -243,7 +243,8 @@ func runHostilePublisher(_ arguments: [String]) -> Int32 {
                 maximumMessageSize: 4096,
                 streamID: 99,
                 subscriberID: 1,
-                nextSequence: 0
+                nextSequence: 0,
+                maximumAnnouncedSurfaces: 256
             )
         )
     )
@@ -279,7 +280,7 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
     case "unsealed-surface":
         let surface = try honestSurface(format)
         let fd = cfb_memfd_create("hostile", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
-        guard fd >= 0, ftruncate(fd, off_t(surface.announcement.allocationSize)) == 0 else { return }
+        guard fd >= 0, ftruncate(fd, off_t(surface.announcement.descriptorByteCounts[0])) == 0 else { return }
         connection.send(.surface(surface.announcement), fds: [fd])
         connection.send(hostileFrame(0))
         emit("sent 2")
@@ -339,7 +340,7 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         huge.surfaceID = 2
         huge.width = 16384
         huge.height = 16384
-        huge.allocationSize = 4096
+        huge.descriptorByteCounts = [4096]
         connection.send(.surface(huge), fds: [tiny])
         connection.send(hostileFrame(1, surface: 2, bytesUsed: 64))
         emit("sent 4")

@@ -15,7 +15,7 @@ public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertib
         self.underlying = underlying
     }
 
-    init(_ code: Code, _ operation: String, underlying: SurfaceError? = nil) {
+    package init(_ code: Code, _ operation: String, underlying: SurfaceError? = nil) {
         self.init(code: code, operation: operation, underlying: underlying)
     }
 

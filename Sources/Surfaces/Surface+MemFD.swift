@@ -1,11 +1,14 @@
 import SystemPackage
 
 extension Surface {
-    /// Makes a surface backed by a new memfd, sealed against shrinking and growing, with every page populated.
+    /// Makes a surface backed by a new memfd, sealed against shrinking, growing and writes through any mapping but
+    /// its own, with every page populated.
     ///
     /// The memfd is created with `MFD_CLOEXEC | MFD_ALLOW_SEALING`, sized once to
-    /// ``SurfaceLayout/allocationSize``, sealed with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`, mapped
-    /// read-write once, and populated (`MADV_POPULATE_WRITE`, or a write per page on older kernels): a first
+    /// ``SurfaceLayout/allocationSize``, sealed with `F_SEAL_SHRINK | F_SEAL_GROW`, mapped read-write once, then
+    /// sealed with `F_SEAL_FUTURE_WRITE | F_SEAL_SEAL`: from then on only this surface's own mapping can write. No
+    /// other process (nor this one) can reopen it writable through `/proc/self/fd`, map it `PROT_WRITE`, or
+    /// `write(2)` to it. It is then populated (`MADV_POPULATE_WRITE`, or a write per page on older kernels): a first
     /// touch of a page costs about 3 µs per 4 KiB in a VM, which a frame pool must not pay per frame.
     ///
     /// The corresponding system calls are `memfd_create(2)`, `ftruncate(2)`, `fcntl(F_ADD_SEALS)`, `mmap(2)`.
@@ -22,10 +25,16 @@ extension Surface {
         do throws(SurfaceError) {
             try Syscall.truncate(descriptor, byteCount: layout.allocationSize)
                 .mapError { SurfaceError(.systemCall, "ftruncate", errno: $0) }.get()
-            try Syscall.addSeals(descriptor, MemFD.sealShrink | MemFD.sealGrow | MemFD.sealSeal)
+            try Syscall.addSeals(descriptor, MemFD.sealShrink | MemFD.sealGrow)
                 .mapError { SurfaceError(.systemCall, "fcntl(F_ADD_SEALS)", errno: $0) }.get()
             let mapping = try Mapping.map(descriptor, byteCount: layout.allocationSize, writable: true)
                 .mapError { SurfaceError(.systemCall, "mmap", errno: $0) }.get()
+            // F_SEAL_FUTURE_WRITE keeps the writable mapping made above and refuses every later one (and write(2));
+            // F_SEAL_SEAL, added last, stops anyone from changing the seals again.
+            if case .failure(let errno) = Syscall.addSeals(descriptor, MemFD.sealFutureWrite | MemFD.sealSeal) {
+                mapping.unmap()
+                throw SurfaceError(.systemCall, "fcntl(F_ADD_SEALS)", errno: errno)
+            }
             mapping.populate()
             return Surface(
                 id: .next(),

@@ -31,7 +31,7 @@ public struct SurfaceError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case systemCall, invalidLayout, notSealed, tooSmall, notLocked, alreadyLocked, readOnly
-            case unbalancedUnlock, notAMemFD, deviceUnavailable, invalidHandle
+            case unbalancedUnlock, notAMemFD, deviceUnavailable, invalidHandle, notWriteSealed
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -42,6 +42,9 @@ public struct SurfaceError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let invalidLayout = Code(.invalidLayout)
         /// An imported memfd lacks `F_SEAL_SHRINK` or `F_SEAL_GROW`: the peer could shrink it under us (SIGBUS).
         public static let notSealed = Code(.notSealed)
+        /// An imported memfd lacks `F_SEAL_FUTURE_WRITE` (or `F_SEAL_WRITE`): any process holding it could reopen
+        /// it writable and change the pixels every other consumer reads.
+        public static let notWriteSealed = Code(.notWriteSealed)
         /// An imported file is smaller than its layout says.
         public static let tooSmall = Code(.tooSmall)
         /// The bytes were accessed without a lock.
@@ -64,6 +67,7 @@ public struct SurfaceError: Error, Hashable, Sendable, CustomStringConvertible {
             case .systemCall: "system call failed"
             case .invalidLayout: "invalid layout"
             case .notSealed: "memfd is not sealed against shrinking and growing"
+            case .notWriteSealed: "memfd is not sealed against writes"
             case .tooSmall: "file is smaller than the layout"
             case .notLocked: "surface is not locked"
             case .alreadyLocked: "surface is already locked"

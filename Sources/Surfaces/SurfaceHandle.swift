@@ -70,12 +70,15 @@ extension Surface {
 
     /// Imports a surface from a handle that came from another process, read-only.
     ///
-    /// The file must be a memfd sealed with at least `F_SEAL_SHRINK` and `F_SEAL_GROW`, and at least as large as
-    /// the layout says; otherwise a peer could shrink it and make us SIGBUS. The file is mapped once here.
+    /// The file must be a memfd sealed with at least `F_SEAL_SHRINK` and `F_SEAL_GROW` (otherwise a peer could
+    /// shrink it and make us SIGBUS), sealed against writes with `F_SEAL_FUTURE_WRITE` or `F_SEAL_WRITE` (otherwise
+    /// anyone holding it could reopen it writable and change what others read), and at least as large as the layout
+    /// says. The file is mapped once here.
     /// A DMA-BUF handle is imported with ``importDMABuf(planes:layout:modifier:readOnly:)`` instead.
     ///
     /// - Throws: ``SurfaceError/Code-swift.struct/invalidLayout``, ``SurfaceError/Code-swift.struct/notAMemFD``,
-    ///   ``SurfaceError/Code-swift.struct/notSealed``, ``SurfaceError/Code-swift.struct/tooSmall``,
+    ///   ``SurfaceError/Code-swift.struct/notSealed``, ``SurfaceError/Code-swift.struct/notWriteSealed``,
+    ///   ``SurfaceError/Code-swift.struct/tooSmall``,
     ///   ``SurfaceError/Code-swift.struct/systemCall``. The descriptor is closed on failure.
     public static func importing(_ handle: consuming SurfaceHandle) throws(SurfaceError) -> Surface {
         let id = handle.id
@@ -120,6 +123,10 @@ extension Surface {
         let required = MemFD.sealShrink | MemFD.sealGrow
         guard seals & required == required else {
             throw SurfaceError(.notSealed, "Surface.importing: seals 0x\(String(seals, radix: 16))")
+        }
+        // Without a write seal, whoever holds the file can reopen it O_RDWR through /proc and write the frame.
+        guard seals & (MemFD.sealFutureWrite | MemFD.sealWrite) != 0 else {
+            throw SurfaceError(.notWriteSealed, "Surface.importing: seals 0x\(String(seals, radix: 16))")
         }
         let info = try Syscall.fileSize(descriptor).mapError { SurfaceError(.systemCall, "fstat", errno: $0) }.get()
         guard info.byteCount >= layout.allocationSize else {

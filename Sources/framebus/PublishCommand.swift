@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import FrameBus
+import ImageSources
 
 #if canImport(Glibc)
 import Glibc

@@ -36,7 +36,7 @@ struct RawPeer {
     }
 
     func handshake(formats: [UInt32] = [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]) -> WireWelcome? {
-        send(WireMessage.hello(WireHello(deliveryMode: 1, queueDepth: 8, formats: formats)).encoded())
+        send(WireMessage.hello(WireHello(version: 1, deliveryMode: 1, queueDepth: 8, formats: formats)).encoded())
         if case .welcome(let welcome) = next() { return welcome }
         return nil
     }
@@ -204,7 +204,7 @@ struct RawPeer {
         connection.send(
             WireMessage.welcome(
                 WireWelcome(
-                    version: 1,
+                    version: 2,
                     deliveryMode: 0,
                     queueDepth: 1,
                     maximumHeldFrames: 5,
@@ -212,7 +212,8 @@ struct RawPeer {
                     maximumMessageSize: 4096,
                     streamID: 1,
                     subscriberID: 1,
-                    nextSequence: 0
+                    nextSequence: 0,
+                    maximumAnnouncedSurfaces: 64
                 )
             ).encoded()
         )

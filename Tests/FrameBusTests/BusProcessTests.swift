@@ -102,7 +102,7 @@ import Testing
             try #require(waitUntil { publisher.heldFrameCount <= 3 })
             let hash = try fillFrame(buffer, index: index)
             hashes[try publisher.publish(buffer)] = hash
-            try #require(waitUntil { peer.records("frame").count == index + 1 })
+            try #require(waitUntil { peer.records("frame").count == index + 1 }, "\(peer.output)")
         }
         #expect(peer.waitForExit())
         let frames = peer.records("frame")

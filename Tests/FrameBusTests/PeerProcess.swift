@@ -1,4 +1,5 @@
 import Foundation
+import ImageSources
 import Testing
 
 @testable @_spi(Testing) import FrameBus

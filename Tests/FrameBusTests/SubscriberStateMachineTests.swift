@@ -6,10 +6,10 @@ import Testing
 @Suite struct SubscriberStateMachineTests {
     static let format = PixelFormat.yuv420BiPlanarVideoRange8
 
-    static func welcome(format: PixelFormat = format, stream: UInt64 = 7) -> WireMessage {
+    static func welcome(format: PixelFormat = format, stream: UInt64 = 7, version: UInt16 = 2) -> WireMessage {
         .welcome(
             WireWelcome(
-                version: 1,
+                version: version,
                 deliveryMode: 1,
                 queueDepth: 4,
                 maximumHeldFrames: 8,
@@ -17,7 +17,8 @@ import Testing
                 maximumMessageSize: 4096,
                 streamID: stream,
                 subscriberID: 1,
-                nextSequence: 0
+                nextSequence: 0,
+                maximumAnnouncedSurfaces: 256
             )
         )
     }
@@ -27,19 +28,25 @@ import Testing
         format: PixelFormat = format,
         width: UInt32 = 64,
         height: UInt32 = 48,
-        allocationSize: UInt64 = 64 * 48 * 3 / 2
+        allocationSize: UInt64 = 64 * 48 * 3 / 2,
+        backing: WireBacking = .memfd,
+        modifier: UInt64 = WireSurface.linearModifier
     ) -> WireMessage {
         .surface(
             WireSurface(
                 surfaceID: id,
-                allocationSize: allocationSize,
                 pixelFormat: format.fourCC,
                 width: width,
                 height: height,
-                planes: [
-                    WirePlane(offset: 0, bytesPerRow: 64, width: 64, height: 48, bytesPerElement: 1),
-                    WirePlane(offset: 64 * 48, bytesPerRow: 64, width: 32, height: 24, bytesPerElement: 2),
-                ]
+                backing: backing,
+                modifier: modifier,
+                descriptorByteCounts: [allocationSize],
+                planes: format.isCompressed
+                    ? []
+                    : [
+                        WireSurfacePlane(offset: 0, bytesPerRow: 64, width: 64, height: 48, bytesPerElement: 1),
+                        WireSurfacePlane(offset: 64 * 48, bytesPerRow: 64, width: 32, height: 24, bytesPerElement: 2),
+                    ]
             )
         )
     }
@@ -96,8 +103,11 @@ import Testing
             hello
                 == .hello(
                     WireHello(
+                        version: 2,
+                        kind: .subscriber,
                         deliveryMode: 1,
                         queueDepth: 16,
+                        flags: WireHello.acceptsDMABufFlag,
                         formats: [
                             PixelFormat.compressedYUV420BiPlanarVideoRange8.fourCC,
                             PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
@@ -132,6 +142,11 @@ import Testing
             expectedCode: .protocolViolation
         ),
         HandshakeCase(name: "frame before welcome", reply: frame(0), expectedCode: .protocolViolation),
+        HandshakeCase(
+            name: "a version-1 WELCOME to our version-2 HELLO",
+            reply: welcome(version: 1),
+            expectedCode: .protocolViolation
+        ),
     ])
     func handshakeRepliesAreCheckedInEveryState(_ testCase: HandshakeCase) {
         var machine = SubscriberStateMachine(acceptedFormats: [Self.format], delivery: .latestOnly)

@@ -48,6 +48,17 @@ import Testing
         #expect(PixelFormat.bgra8.drmFormatName == "AR24")
     }
 
+    /// libdrm's drmGetFormatName spellings, without libdrm: trailing spaces trimmed, `_BE`, `INVALID`.
+    @Test(
+        arguments: [
+            (UInt32(0x3231_564E), "NV12"), (UInt32(0x2020_3852), "R8"), (UInt32(0x3631_4752) | 1 << 31, "RG16_BE"),
+            (UInt32(0), "INVALID"), (UInt32(1), "0x1"),
+        ] as [(UInt32, String)]
+    )
+    func drmFormatNamesAreSpelledAsLibdrmSpellsThem(code: UInt32, name: String) {
+        #expect(PixelFormat.drmFormatName(code) == name)
+    }
+
     @Test func geometryMatchesTheFormatTable() {
         let nv12 = PixelFormat.yuv420BiPlanarVideoRange8
         #expect(

@@ -1,3 +1,4 @@
+import ImageSources
 import PixelBuffers
 import SurfaceCompression
 import Testing

@@ -38,12 +38,22 @@ func importError(_ handle: consuming SurfaceHandle) -> SurfaceError? {
 }
 
 @Suite struct SurfaceTests {
-    @Test func memfdSurfaceIsSealedAgainstShrinkingAndGrowing() throws {
+    @Test func memfdSurfaceIsSealedAgainstShrinkingGrowingAndLaterWrites() throws {
         let surface = try Surface.makeMemFD(layout: makeTestLayout())
         let seals = cfb_get_seals(surface.descriptors[0].rawValue)
         #expect(seals & CFB_F_SEAL_SHRINK != 0)
         #expect(seals & CFB_F_SEAL_GROW != 0)
+        #expect(seals & CFB_F_SEAL_FUTURE_WRITE != 0)
         #expect(seals & CFB_F_SEAL_SEAL != 0)
+        // Not even the producer's own descriptor can make a new writable mapping or write(2); its mapping can.
+        let size = surface.allocationSize
+        #expect(mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, surface.descriptors[0].rawValue, 0) == MAP_FAILED)
+        #expect(errno == EPERM)
+        var byte: UInt8 = 7
+        #expect(pwrite(surface.descriptors[0].rawValue, &byte, 1, 0) == -1)
+        try surface.lock()
+        unsafe surface.withUnsafeMutableBytes { unsafe $0[0] = 7 }
+        try surface.unlock()
         #expect(ftruncate(surface.descriptors[0].rawValue, 0) == -1)
         #expect(ftruncate(surface.descriptors[0].rawValue, off_t(surface.allocationSize * 2)) == -1)
     }
@@ -108,9 +118,24 @@ func importError(_ handle: consuming SurfaceHandle) -> SurfaceError? {
         #expect(throws: SurfaceError(code: .readOnly, operation: "Surface.lock(readWrite) on \(imported.id)")) {
             try imported.lock()
         }
-        // The exported descriptor is O_RDONLY: the kernel refuses a writable shared mapping.
-        let handle = try surface.makeHandle()
-        #expect(cfb_get_status_flags(handle.borrowedDescriptor.rawValue) & O_ACCMODE == O_RDONLY)
+    }
+
+    @Test func memfdWithoutAWriteSealIsRefused() throws {
+        let layout = makeTestLayout()
+        let fd = cfb_memfd_create("writable", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
+        #expect(ftruncate(fd, off_t(layout.allocationSize)) == 0)
+        #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_SEAL) == 0)
+        let handle = SurfaceHandle(id: .next(), layout: layout, descriptor: FileDescriptor(rawValue: fd))
+        #expect(importError(handle) == SurfaceError(code: .notWriteSealed, operation: "Surface.importing: seals 0x7"))
+    }
+
+    @Test func memfdSealedWithFWriteSealIsAccepted() throws {
+        let layout = makeTestLayout()
+        let fd = cfb_memfd_create("write-sealed", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
+        #expect(ftruncate(fd, off_t(layout.allocationSize)) == 0)
+        #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_WRITE) == 0)
+        let handle = SurfaceHandle(id: .next(), layout: layout, descriptor: FileDescriptor(rawValue: fd))
+        #expect(importError(handle) == nil)
     }
 
     @Test func unsealedMemfdIsRefused() throws {
@@ -135,7 +160,7 @@ func importError(_ handle: consuming SurfaceHandle) -> SurfaceError? {
         let layout = makeTestLayout()
         let fd = cfb_memfd_create("small", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
         #expect(ftruncate(fd, off_t(layout.allocationSize / 2)) == 0)
-        #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW) == 0)
+        #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_FUTURE_WRITE) == 0)
         let handle = SurfaceHandle(id: .next(), layout: layout, descriptor: FileDescriptor(rawValue: fd))
         let expected = SurfaceError(
             code: .tooSmall,

@@ -1,5 +1,6 @@
 // Raw transports for `framebus bench bus`: the SEQPACKET floor and the stream-socket copy the bus is compared with.
 // Not API: exposed to the command line and benchmarks as SPI.
+import Surfaces
 import SystemPackage
 
 /// A blocking-style Unix socket for measuring the transports the bus is compared against.

@@ -1,6 +1,7 @@
 // A Unix SOCK_SEQPACKET socket: listen at a path (replacing a stale socket file), connect, accept, peer
 // credentials, and one-datagram send/receive with SCM_RIGHTS.
 import Glibc
+import Surfaces
 import SystemPackage
 
 /// A descriptor received with `SCM_RIGHTS`; closed on deinit unless ``take()`` gave it away.

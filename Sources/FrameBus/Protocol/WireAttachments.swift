@@ -18,19 +18,22 @@ enum WireAttachments {
         return table[Int(code) - 1]
     }
 
-    static func encode(_ attachments: PixelBufferAttachments) -> (UInt8, UInt8, UInt8, UInt8) {
-        (
-            code(attachments.colorPrimaries, in: primaries), code(attachments.transferFunction, in: transfers),
-            code(attachments.yCbCrMatrix, in: matrices), code(attachments.chromaLocationTopField, in: chromaLocations)
+    static func encode(_ attachments: PixelBufferAttachments) -> WireAttachmentCodes {
+        WireAttachmentCodes(
+            (
+                code(attachments.colorPrimaries, in: primaries), code(attachments.transferFunction, in: transfers),
+                code(attachments.yCbCrMatrix, in: matrices),
+                code(attachments.chromaLocationTopField, in: chromaLocations)
+            )
         )
     }
 
-    static func decode(_ codes: (UInt8, UInt8, UInt8, UInt8)) -> PixelBufferAttachments {
+    static func decode(_ codes: WireAttachmentCodes) -> PixelBufferAttachments {
         var attachments = PixelBufferAttachments()
-        attachments.colorPrimaries = value(codes.0, in: primaries)
-        attachments.transferFunction = value(codes.1, in: transfers)
-        attachments.yCbCrMatrix = value(codes.2, in: matrices)
-        attachments.chromaLocationTopField = value(codes.3, in: chromaLocations)
+        attachments.colorPrimaries = value(codes.colorPrimaries, in: primaries)
+        attachments.transferFunction = value(codes.transferFunction, in: transfers)
+        attachments.yCbCrMatrix = value(codes.yCbCrMatrix, in: matrices)
+        attachments.chromaLocationTopField = value(codes.chromaLocation, in: chromaLocations)
         return attachments
     }
 }

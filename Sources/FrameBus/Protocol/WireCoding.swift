@@ -97,6 +97,12 @@ struct WireReader {
 
     public var description: String { "\(kind.rawValue): \(detail)" }
 
+    /// The ERROR code a receiver answers with (docs/PROTOCOL.md §8): `unsupportedVersion` for a bad magic or an
+    /// unknown version, `malformedMessage` for everything else.
+    public var errorCode: WireErrorCode {
+        kind == .unsupportedVersion || kind == .badMagic ? .unsupportedVersion : .malformedMessage
+    }
+
     func busError(_ operation: String) -> FrameBusError {
         FrameBusError(code: .protocolViolation, operation: operation, message: description)
     }

@@ -1,19 +1,26 @@
-// The FrameBus wire protocol, version 1. docs/PROTOCOL.md is the normative description; this file implements it.
-// Every message is one SOCK_SEQPACKET datagram: an 8-byte header, then a body whose size is fixed per type
-// (HELLO and ERROR have one variable-length tail). All integers are little-endian.
+// The FrameBus wire protocol, versions 1 and 2. docs/PROTOCOL.md is the normative description; these files
+// implement it. Every message is one SOCK_SEQPACKET datagram: an 8-byte header, then a body whose size is fixed
+// per type (HELLO, ERROR and MONITOR_REPORT have one counted tail). All integers are little-endian.
+//
+// The message structs are plain values: the encoder writes whatever they hold (tests and hostile peers need to
+// write bad messages), and the decoder is the one place that range-checks every field of a received datagram
+// (WireMessage+Decoding.swift). A decoded message is therefore valid on its own; checks that need the
+// receiver's state (a known surface id, a held frame) belong to the state machines.
 
 /// Message type codes (header offset 0, `u16`).
 @_spi(Testing) public enum WireMessageType: UInt16, Sendable, CaseIterable {
-    /// Subscriber → publisher, first message: version, delivery mode, accepted formats.
+    /// Subscriber or monitor → publisher, first message: version, kind, delivery mode, accepted formats.
     case hello = 0x0001
     /// Publisher → subscriber: the subscription is accepted.
     case welcome = 0x0002
     /// Either direction: a refusal or a fatal error, with a reason; the sender closes right after.
     case error = 0x0003
-    /// Publisher → subscriber: a surface, with its fd (`SCM_RIGHTS`), before the first frame that uses it.
-    case surface = 0x0010
-    /// Publisher → subscriber: a surface will not be used again.
+    /// Publisher → version-1 subscriber: a memfd surface, with its fd, before the first frame that uses it.
+    case surfaceV1 = 0x0010
+    /// Publisher → subscriber: a surface will not be used again (until announced again).
     case retireSurface = 0x0011
+    /// Publisher → version-2 subscriber: a surface (memfd or DMA-BUF, 1…4 fds) before the first frame on it.
+    case surface = 0x0012
     /// Publisher → subscriber: one frame.
     case frame = 0x0020
     /// Publisher → subscriber: frames that were not delivered, and why.
@@ -22,16 +29,40 @@
     case endOfStream = 0x0030
     /// Subscriber → publisher: a frame is returned.
     case release = 0x0040
-    /// Subscriber → publisher: the subscriber leaves.
+    /// Subscriber or monitor → publisher: it leaves.
     case goodbye = 0x0041
+    /// Publisher → monitor (version 2): a snapshot of the publisher's counters.
+    case monitorReport = 0x0050
+
+    /// The name docs/PROTOCOL.md uses.
+    public var name: String {
+        switch self {
+        case .hello: "HELLO"
+        case .welcome: "WELCOME"
+        case .error: "ERROR"
+        case .surfaceV1: "SURFACE_V1"
+        case .retireSurface: "RETIRE_SURFACE"
+        case .surface: "SURFACE"
+        case .frame: "FRAME"
+        case .drop: "DROP"
+        case .endOfStream: "END_OF_STREAM"
+        case .release: "RELEASE"
+        case .goodbye: "GOODBYE"
+        case .monitorReport: "MONITOR_REPORT"
+        }
+    }
 }
 
-/// Constants of protocol version 1.
+/// Constants of the protocol (docs/PROTOCOL.md §1, §3, §9).
 @_spi(Testing) public enum WireProtocol {
-    /// The only version this implementation speaks.
-    public static let version: UInt16 = 1
-    /// `"FBUS"` read as a little-endian `u32`.
-    public static let magic: UInt32 = 0x5355_4246
+    /// The newest version this implementation speaks.
+    public static let version: UInt16 = 2
+    /// Every version this implementation speaks, oldest first.
+    public static let supportedVersions: ClosedRange<UInt16> = 1...2
+    /// Version 1's magic: the bytes `F` `B` `U` `S` read as a little-endian `u32` (the opposite of a FourCC).
+    public static let magicV1: UInt32 = 0x5355_4246
+    /// Version 2's magic: `'FBUS'` as a FourCC (first character in the most significant byte), like formats.
+    public static let magic: UInt32 = 0x4642_5553
     /// Size of the common header.
     public static let headerSize = 8
     /// Largest datagram either side sends or accepts.
@@ -42,47 +73,90 @@
     public static let maximumReasonLength = 1024
     /// Most planes a SURFACE describes (the remaining plane records are zero).
     public static let maximumPlaneCount = 4
+    /// Most descriptors (fds) a version-2 SURFACE carries.
+    public static let maximumDescriptorCount = 4
     /// Largest queue depth a HELLO may ask for.
     public static let maximumQueueDepth: UInt16 = 64
+    /// Largest surface memory object, and largest `bytesUsed`: 2³² bytes.
+    public static let maximumByteCount: UInt64 = 1 << 32
+    /// Largest surface width or height in pixels.
+    public static let maximumDimension: UInt32 = 65536
+    /// Most subscriber records in one MONITOR_REPORT.
+    public static let maximumMonitorRecords = 32
 
-    static let welcomeSize = 48
-    static let surfaceSize = 136
+    /// Bytes of a HELLO before anything version-dependent: header, magic, version. Frozen for every version.
+    public static let helloVersionPrefixSize = 14
+    static let helloFixedSize = 24
+    static let welcomeV1Size = 48
+    static let welcomeSize = 56
+    static let errorFixedSize = 12
+    static let surfaceV1Size = 136
+    static let surfaceSize = 200
     static let retireSurfaceSize = 16
     static let frameSize = 80
     static let dropSize = 32
     static let endOfStreamSize = 24
     static let releaseSize = 32
     static let goodbyeSize = 16
-    static let helloFixedSize = 24
-    static let errorFixedSize = 12
+    static let monitorReportFixedSize = 40
+    static let monitorRecordSize = 96
 }
 
-/// HELLO: what the subscriber wants.
+/// What a connection is for (HELLO and WELCOME `kind`, version 2).
+@_spi(Testing) public enum WireConnectionKind: UInt16, Sendable, CaseIterable {
+    /// Receives frames.
+    case subscriber = 0
+    /// Receives a MONITOR_REPORT each second and no frames (`framebus top`).
+    case monitor = 1
+}
+
+/// HELLO: what the subscriber (or monitor) wants.
 @_spi(Testing) public struct WireHello: Hashable, Sendable {
-    public var version: UInt16 = WireProtocol.version
+    /// Bit of ``flags``: the subscriber can import DMA-BUF surfaces (version 2).
+    public static let acceptsDMABufFlag: UInt16 = 1 << 0
+
+    /// 1 (the version-1 layout and magic) or 2.
+    public var version: UInt16
+    /// Subscriber or monitor; version 1 knows only subscribers.
+    public var kind: WireConnectionKind
     /// 0 = latest-only, 1 = queue.
     public var deliveryMode: UInt16
-    /// 1 for latest-only; 1…64 for queue.
+    /// 1 for latest-only; 1…64 for queue; 0 for a monitor.
     public var queueDepth: UInt16
-    /// FourCC codes in order of preference, 1…16 of them.
+    /// Version 2: bit 0 ``acceptsDMABufFlag``.
+    public var flags: UInt16
+    /// FourCC codes in order of preference, 1…16 of them (none for a monitor).
     public var formats: [UInt32]
 
-    public init(version: UInt16 = WireProtocol.version, deliveryMode: UInt16, queueDepth: UInt16, formats: [UInt32]) {
+    public init(
+        version: UInt16 = WireProtocol.version,
+        kind: WireConnectionKind = .subscriber,
+        deliveryMode: UInt16,
+        queueDepth: UInt16,
+        flags: UInt16 = 0,
+        formats: [UInt32]
+    ) {
         self.version = version
+        self.kind = kind
         self.deliveryMode = deliveryMode
         self.queueDepth = queueDepth
+        self.flags = flags
         self.formats = formats
     }
+
+    /// A version-2 monitor's HELLO.
+    public static let monitor = WireHello(kind: .monitor, deliveryMode: 0, queueDepth: 0, formats: [])
 }
 
 /// WELCOME: what the publisher granted.
 @_spi(Testing) public struct WireWelcome: Hashable, Sendable {
+    /// The version of this session (the HELLO's).
     public var version: UInt16
     public var deliveryMode: UInt16
     public var queueDepth: UInt16
-    /// Frames this subscriber may hold at once (delivered or queued, not yet released).
+    /// Frames this subscriber may hold at once (delivered or queued, not yet released); 0 for a monitor.
     public var maximumHeldFrames: UInt16
-    /// The format this subscriber will receive.
+    /// The format this subscriber will receive; 0 for a monitor.
     public var format: UInt32
     public var maximumMessageSize: UInt32
     /// Random per publisher instance: a new value means the publisher restarted.
@@ -90,6 +164,10 @@
     public var subscriberID: UInt64
     /// Sequence number the next published frame will carry.
     public var nextSequence: UInt64
+    /// Version 2: most surfaces announced and not retired on this connection at once.
+    public var maximumAnnouncedSurfaces: UInt16
+    /// Version 2: subscriber or monitor.
+    public var kind: WireConnectionKind
 
     public init(
         version: UInt16,
@@ -100,7 +178,9 @@
         maximumMessageSize: UInt32,
         streamID: UInt64,
         subscriberID: UInt64,
-        nextSequence: UInt64
+        nextSequence: UInt64,
+        maximumAnnouncedSurfaces: UInt16 = 0,
+        kind: WireConnectionKind = .subscriber
     ) {
         self.version = version
         self.deliveryMode = deliveryMode
@@ -111,10 +191,12 @@
         self.streamID = streamID
         self.subscriberID = subscriberID
         self.nextSequence = nextSequence
+        self.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
+        self.kind = kind
     }
 }
 
-/// ERROR codes.
+/// ERROR codes. Receivers accept unknown codes.
 @_spi(Testing) public enum WireErrorCode: UInt16, Sendable, CaseIterable {
     case unsupportedVersion = 1
     case noCommonFormat = 2
@@ -124,20 +206,29 @@
     case invalidRequest = 6
     case shuttingDown = 7
     case invalidSurface = 8
+    /// Version 2: the subscriber stopped reading and its outbound queue overflowed.
+    case tooSlow = 9
+    /// Version 2: no HELLO within the handshake timeout.
+    case handshakeTimeout = 10
 }
 
-/// ERROR: a refusal or fatal error with a UTF-8 reason.
+/// ERROR: a refusal or fatal error with a UTF-8 reason. Its layout is the same in every version.
 @_spi(Testing) public struct WireErrorMessage: Hashable, Sendable {
     public var code: UInt16
+    /// Text for people; untrusted (print it escaped).
     public var reason: String
 
     public init(code: UInt16, reason: String) {
         self.code = code
         self.reason = reason
     }
+
+    public init(_ code: WireErrorCode, _ reason: String) {
+        self.init(code: code.rawValue, reason: reason)
+    }
 }
 
-/// One plane record of a SURFACE.
+/// One plane record of a version-1 SURFACE (`SURFACE_V1`).
 @_spi(Testing) public struct WirePlane: Hashable, Sendable {
     public var offset: UInt64
     public var bytesPerRow: UInt32
@@ -152,10 +243,12 @@
         self.height = height
         self.bytesPerElement = bytesPerElement
     }
+
+    static let zero = WirePlane(offset: 0, bytesPerRow: 0, width: 0, height: 0, bytesPerElement: 0)
 }
 
-/// SURFACE: a surface's id and layout; its read-only memfd travels with it.
-@_spi(Testing) public struct WireSurface: Hashable, Sendable {
+/// SURFACE_V1 (`0x0010`): a memfd surface's id and layout; its read-only memfd travels with it.
+@_spi(Testing) public struct WireSurfaceV1: Hashable, Sendable {
     public var surfaceID: UInt64
     public var allocationSize: UInt64
     public var pixelFormat: UInt32
@@ -180,8 +273,95 @@
     }
 }
 
+/// What backs a version-2 surface.
+@_spi(Testing) public enum WireBacking: UInt16, Sendable, CaseIterable {
+    /// Sealed memfds (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL`), sent read-only.
+    case memfd = 1
+    /// DMA-BUFs (CPU access bracketed with `DMA_BUF_IOCTL_SYNC`).
+    case dmaBuf = 2
+}
+
+/// One plane record of a version-2 SURFACE: which descriptor holds it and where.
+@_spi(Testing) public struct WireSurfacePlane: Hashable, Sendable {
+    /// Index into the SURFACE's descriptors (and fds), 0…descriptorCount−1.
+    public var descriptorIndex: UInt32
+    /// Byte offset of the plane's first row in that descriptor.
+    public var offset: UInt64
+    /// Bytes from one row to the next (≥ width × bytesPerElement; the rest is padding).
+    public var bytesPerRow: UInt32
+    /// Elements per row.
+    public var width: UInt32
+    /// Rows.
+    public var height: UInt32
+    /// Bytes per element (an interleaved CbCr pair is one element).
+    public var bytesPerElement: UInt32
+
+    public init(
+        descriptorIndex: UInt32 = 0,
+        offset: UInt64,
+        bytesPerRow: UInt32,
+        width: UInt32,
+        height: UInt32,
+        bytesPerElement: UInt32
+    ) {
+        self.descriptorIndex = descriptorIndex
+        self.offset = offset
+        self.bytesPerRow = bytesPerRow
+        self.width = width
+        self.height = height
+        self.bytesPerElement = bytesPerElement
+    }
+
+    static let zero = WireSurfacePlane(offset: 0, bytesPerRow: 0, width: 0, height: 0, bytesPerElement: 0)
+}
+
+/// SURFACE (`0x0012`, version 2): a surface's id, backing, modifier, descriptors and planes; its fds travel with it
+/// (one per entry of ``descriptorByteCounts``, in order).
+@_spi(Testing) public struct WireSurface: Hashable, Sendable {
+    /// `DRM_FORMAT_MOD_LINEAR`.
+    public static let linearModifier: UInt64 = 0
+    /// `DRM_FORMAT_MOD_INVALID`: never valid on the wire.
+    public static let invalidModifier: UInt64 = 0x00FF_FFFF_FFFF_FFFF
+
+    public var surfaceID: UInt64
+    public var pixelFormat: UInt32
+    public var width: UInt32
+    public var height: UInt32
+    public var backing: WireBacking
+    /// The DRM format modifier; `linearModifier` for memfds.
+    public var modifier: UInt64
+    /// Bytes of each descriptor's memory object the subscriber may map, 1…2³² each, 1…4 descriptors.
+    public var descriptorByteCounts: [UInt64]
+    /// 0…4 planes; none for a compressed (opaque) format.
+    public var planes: [WireSurfacePlane]
+
+    public init(
+        surfaceID: UInt64,
+        pixelFormat: UInt32,
+        width: UInt32,
+        height: UInt32,
+        backing: WireBacking = .memfd,
+        modifier: UInt64 = WireSurface.linearModifier,
+        descriptorByteCounts: [UInt64],
+        planes: [WireSurfacePlane]
+    ) {
+        self.surfaceID = surfaceID
+        self.pixelFormat = pixelFormat
+        self.width = width
+        self.height = height
+        self.backing = backing
+        self.modifier = modifier
+        self.descriptorByteCounts = descriptorByteCounts
+        self.planes = planes
+    }
+}
+
 /// A rational time as CMTime spells it.
 @_spi(Testing) public struct WireTime: Hashable, Sendable {
+    /// Bits of ``flags``: valid, hasBeenRounded, +∞, −∞, indefinite.
+    public static let knownFlags: UInt32 = 0x1F
+    public static let validFlag: UInt32 = 1
+
     public var value: Int64
     public var timescale: Int32
     public var flags: UInt32
@@ -207,10 +387,11 @@
     public var duration: WireTime
     /// `CLOCK_MONOTONIC` nanoseconds when the publisher sent it (for latency).
     public var publishTime: UInt64
+    /// Raw formats: Σ bytesPerRow × height over the planes (row padding included); compressed: the codec's bytes.
     public var bytesUsed: UInt64
     public var flags: UInt32
-    /// Colour primaries, transfer function, Y'CbCr matrix and chroma location codes (PROTOCOL.md §5.6).
-    public var attachments: (UInt8, UInt8, UInt8, UInt8)
+    /// Colour primaries, transfer function, Y'CbCr matrix and chroma location codes (PROTOCOL.md §5.7).
+    public var attachments: WireAttachmentCodes
 
     public init(
         sequence: UInt64,
@@ -229,19 +410,23 @@
         self.publishTime = publishTime
         self.bytesUsed = bytesUsed
         self.flags = flags
-        self.attachments = attachments
+        self.attachments = WireAttachmentCodes(attachments)
+    }
+}
+
+/// The four attachment code bytes of a FRAME, as a hashable value.
+@_spi(Testing) public struct WireAttachmentCodes: Hashable, Sendable {
+    public var colorPrimaries: UInt8
+    public var transferFunction: UInt8
+    public var yCbCrMatrix: UInt8
+    public var chromaLocation: UInt8
+
+    public init(_ codes: (UInt8, UInt8, UInt8, UInt8)) {
+        (colorPrimaries, transferFunction, yCbCrMatrix, chromaLocation) = codes
     }
 
-    public static func == (lhs: WireFrame, rhs: WireFrame) -> Bool {
-        lhs.sequence == rhs.sequence && lhs.surfaceID == rhs.surfaceID && lhs.presentationTime == rhs.presentationTime
-            && lhs.duration == rhs.duration && lhs.publishTime == rhs.publishTime && lhs.bytesUsed == rhs.bytesUsed
-            && lhs.flags == rhs.flags && lhs.attachments == rhs.attachments
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(sequence)
-        hasher.combine(surfaceID)
-    }
+    /// The codes as a tuple, in wire order.
+    public var tuple: (UInt8, UInt8, UInt8, UInt8) { (colorPrimaries, transferFunction, yCbCrMatrix, chromaLocation) }
 }
 
 /// DROP reason codes.
@@ -254,6 +439,7 @@
 /// DROP: frames `firstSequence...lastSequence` were not delivered to this subscriber.
 @_spi(Testing) public struct WireDrop: Hashable, Sendable {
     public var firstSequence: UInt64
+    /// ≥ ``firstSequence`` (inclusive).
     public var lastSequence: UInt64
     public var reason: UInt32
 
@@ -262,13 +448,24 @@
         self.lastSequence = lastSequence
         self.reason = reason
     }
+
+    public init(_ range: ClosedRange<UInt64>, reason: WireDropReason) {
+        self.init(firstSequence: range.lowerBound, lastSequence: range.upperBound, reason: reason.rawValue)
+    }
+
+    /// The frames in the range, saturating at `UInt64.max` (the range 0…UInt64.max has 2⁶⁴ frames).
+    public var frameCount: UInt64 {
+        let (difference, _) = lastSequence.subtractingReportingOverflow(firstSequence)
+        let (count, overflow) = difference.addingReportingOverflow(1)
+        return overflow ? .max : count
+    }
 }
 
 /// END_OF_STREAM.
 @_spi(Testing) public struct WireEndOfStream: Hashable, Sendable {
-    /// Last sequence number published, `UInt64.max` if none.
+    /// Last sequence published; `UInt64.max` if none.
     public var lastSequence: UInt64
-    /// 0 = the publisher stopped.
+    /// 0 = stopped by its owner; other values are treated as 0.
     public var reason: UInt32
 
     public init(lastSequence: UInt64, reason: UInt32) {
@@ -277,9 +474,9 @@
     }
 }
 
-/// RELEASE: the subscriber returns a frame it holds.
+/// RELEASE: the subscriber returns a frame.
 @_spi(Testing) public struct WireRelease: Hashable, Sendable {
-    /// Bit of ``flags``: the frame was replaced before the consumer saw it (a `frameWasLate` drop).
+    /// Bit of ``flags``: the frame was replaced in the subscriber's queue before its consumer saw it.
     public static let notDeliveredFlag: UInt32 = 1 << 0
 
     public var sequence: UInt64
@@ -293,11 +490,12 @@
     }
 }
 
-/// Every message of protocol version 1.
+/// Every message of protocol versions 1 and 2.
 @_spi(Testing) public enum WireMessage: Hashable, Sendable {
     case hello(WireHello)
     case welcome(WireWelcome)
     case error(WireErrorMessage)
+    case surfaceV1(WireSurfaceV1)
     case surface(WireSurface)
     case retireSurface(surfaceID: UInt64)
     case frame(WireFrame)
@@ -305,12 +503,14 @@
     case endOfStream(WireEndOfStream)
     case release(WireRelease)
     case goodbye(reason: UInt32)
+    case monitorReport(WireMonitorReport)
 
     public var type: WireMessageType {
         switch self {
         case .hello: .hello
         case .welcome: .welcome
         case .error: .error
+        case .surfaceV1: .surfaceV1
         case .surface: .surface
         case .retireSurface: .retireSurface
         case .frame: .frame
@@ -318,297 +518,19 @@
         case .endOfStream: .endOfStream
         case .release: .release
         case .goodbye: .goodbye
+        case .monitorReport: .monitorReport
         }
     }
 
-    /// Whether exactly one fd travels with this message (SURFACE) or none (everything else).
-    public var carriesDescriptor: Bool { type == .surface }
-
-    /// The datagram for this message.
-    public func encoded() -> [UInt8] {
-        var writer = WireWriter(capacity: 136)
-        writer.writeHeader(type)
+    /// How many fds travel with this message: 1 for SURFACE_V1, one per descriptor for SURFACE, else 0.
+    public var descriptorCount: Int {
         switch self {
-        case .hello(let hello):
-            writer.write(WireProtocol.magic)
-            writer.write(hello.version)
-            writer.write(hello.deliveryMode)
-            writer.write(hello.queueDepth)
-            writer.write(UInt16(truncatingIfNeeded: hello.formats.count))
-            writer.write(UInt32(0))
-            for format in hello.formats { writer.write(format) }
-        case .welcome(let welcome):
-            writer.write(welcome.version)
-            writer.write(welcome.deliveryMode)
-            writer.write(welcome.queueDepth)
-            writer.write(welcome.maximumHeldFrames)
-            writer.write(welcome.format)
-            writer.write(welcome.maximumMessageSize)
-            writer.write(welcome.streamID)
-            writer.write(welcome.subscriberID)
-            writer.write(welcome.nextSequence)
-        case .error(let error):
-            let reason = Array(error.reason.utf8.prefix(WireProtocol.maximumReasonLength))
-            writer.write(error.code)
-            writer.write(UInt16(reason.count))
-            writer.write(bytes: reason)
-        case .surface(let surface):
-            writer.write(surface.surfaceID)
-            writer.write(surface.allocationSize)
-            writer.write(surface.pixelFormat)
-            writer.write(surface.width)
-            writer.write(surface.height)
-            writer.write(UInt32(truncatingIfNeeded: surface.planes.count))
-            for index in 0..<WireProtocol.maximumPlaneCount {
-                let plane =
-                    index < surface.planes.count
-                    ? surface.planes[index]
-                    : WirePlane(offset: 0, bytesPerRow: 0, width: 0, height: 0, bytesPerElement: 0)
-                writer.write(plane.offset)
-                writer.write(plane.bytesPerRow)
-                writer.write(plane.width)
-                writer.write(plane.height)
-                writer.write(plane.bytesPerElement)
-            }
-        case .retireSurface(let surfaceID):
-            writer.write(surfaceID)
-        case .frame(let frame):
-            writer.write(frame.sequence)
-            writer.write(frame.surfaceID)
-            writer.write(frame.presentationTime.value)
-            writer.write(frame.presentationTime.timescale)
-            writer.write(frame.presentationTime.flags)
-            writer.write(frame.duration.value)
-            writer.write(frame.duration.timescale)
-            writer.write(frame.duration.flags)
-            writer.write(frame.publishTime)
-            writer.write(frame.bytesUsed)
-            writer.write(frame.flags)
-            writer.write(frame.attachments.0)
-            writer.write(frame.attachments.1)
-            writer.write(frame.attachments.2)
-            writer.write(frame.attachments.3)
-        case .drop(let drop):
-            writer.write(drop.firstSequence)
-            writer.write(drop.lastSequence)
-            writer.write(drop.reason)
-            writer.write(UInt32(0))
-        case .endOfStream(let end):
-            writer.write(end.lastSequence)
-            writer.write(end.reason)
-            writer.write(UInt32(0))
-        case .release(let release):
-            writer.write(release.sequence)
-            writer.write(release.surfaceID)
-            writer.write(release.flags)
-            writer.write(UInt32(0))
-        case .goodbye(let reason):
-            writer.write(reason)
-            writer.write(UInt32(0))
-        }
-        return writer.finish()
-    }
-}
-
-extension WireMessage {
-    /// Decodes one datagram, checking its header, its length against its type, every reserved field, and the
-    /// descriptor count (1 for SURFACE, 0 otherwise).
-    ///
-    /// Value ranges that depend on the receiver's state (a known surface id, a held frame) are checked by the
-    /// receiver, not here.
-    public static func decode(_ bytes: [UInt8], descriptorCount: Int) throws(WireError) -> WireMessage {
-        guard bytes.count <= WireProtocol.maximumMessageSize else {
-            throw WireError(.oversized, "\(bytes.count) bytes > \(WireProtocol.maximumMessageSize)")
-        }
-        guard bytes.count >= WireProtocol.headerSize else {
-            throw WireError(.truncated, "\(bytes.count) bytes, shorter than the 8-byte header")
-        }
-        var reader = WireReader(bytes)
-        let rawType: UInt16 = try reader.read()
-        try reader.readReserved(UInt16.self, "header flags")
-        let length: UInt32 = try reader.read()
-        guard let type = WireMessageType(rawValue: rawType) else {
-            throw WireError(.unknownType, "type 0x\(String(rawType, radix: 16))")
-        }
-        guard Int(length) == bytes.count else {
-            throw WireError(.wrongLength, "\(type) header says \(length) bytes, datagram has \(bytes.count)")
-        }
-        func expectLength(_ expected: Int) throws(WireError) {
-            guard bytes.count == expected else {
-                throw WireError(.wrongLength, "\(type) must be \(expected) bytes, is \(bytes.count)")
-            }
-        }
-        if type == .surface {
-            guard descriptorCount == 1 else {
-                throw descriptorCount == 0
-                    ? WireError(.missingDescriptor, "SURFACE without its fd")
-                    : WireError(.unexpectedDescriptors, "SURFACE with \(descriptorCount) fds")
-            }
-        } else if descriptorCount != 0 {
-            throw WireError(.unexpectedDescriptors, "\(type) with \(descriptorCount) fds")
-        }
-
-        switch type {
-        case .hello:
-            guard bytes.count >= WireProtocol.helloFixedSize else {
-                throw WireError(.wrongLength, "HELLO shorter than \(WireProtocol.helloFixedSize) bytes")
-            }
-            let magic: UInt32 = try reader.read()
-            guard magic == WireProtocol.magic else { throw WireError(.badMagic, "0x\(String(magic, radix: 16))") }
-            let version: UInt16 = try reader.read()
-            guard version == WireProtocol.version else {
-                throw WireError(.unsupportedVersion, "subscriber speaks \(version), publisher \(WireProtocol.version)")
-            }
-            let mode: UInt16 = try reader.read()
-            let depth: UInt16 = try reader.read()
-            let count: UInt16 = try reader.read()
-            try reader.readReserved(UInt32.self, "HELLO options")
-            try expectLength(WireProtocol.helloFixedSize + 4 * Int(count))
-            guard count >= 1, count <= WireProtocol.maximumFormatCount else {
-                throw WireError(.invalidField, "format count \(count)")
-            }
-            guard mode <= 1 else { throw WireError(.invalidField, "delivery mode \(mode)") }
-            guard depth >= 1, depth <= WireProtocol.maximumQueueDepth, mode == 1 || depth == 1 else {
-                throw WireError(.invalidField, "queue depth \(depth) for mode \(mode)")
-            }
-            var formats: [UInt32] = []
-            for _ in 0..<count { formats.append(try reader.read()) }
-            return .hello(WireHello(version: version, deliveryMode: mode, queueDepth: depth, formats: formats))
-        case .welcome:
-            try expectLength(WireProtocol.welcomeSize)
-            let version: UInt16 = try reader.read()
-            guard version == WireProtocol.version else {
-                throw WireError(.unsupportedVersion, "publisher speaks \(version)")
-            }
-            let welcome = WireWelcome(
-                version: version,
-                deliveryMode: try reader.read(),
-                queueDepth: try reader.read(),
-                maximumHeldFrames: try reader.read(),
-                format: try reader.read(),
-                maximumMessageSize: try reader.read(),
-                streamID: try reader.read(),
-                subscriberID: try reader.read(),
-                nextSequence: try reader.read()
-            )
-            guard welcome.deliveryMode <= 1, welcome.queueDepth >= 1, welcome.maximumHeldFrames >= 1 else {
-                throw WireError(.invalidField, "WELCOME mode/depth/held")
-            }
-            return .welcome(welcome)
-        case .error:
-            guard bytes.count >= WireProtocol.errorFixedSize else {
-                throw WireError(.wrongLength, "ERROR shorter than \(WireProtocol.errorFixedSize) bytes")
-            }
-            let code: UInt16 = try reader.read()
-            let length: UInt16 = try reader.read()
-            guard length <= WireProtocol.maximumReasonLength else { throw WireError(.invalidField, "reason length") }
-            try expectLength(WireProtocol.errorFixedSize + Int(length))
-            let reason = String(decoding: try reader.readBytes(Int(length)), as: UTF8.self)
-            return .error(WireErrorMessage(code: code, reason: reason))
-        case .surface:
-            try expectLength(WireProtocol.surfaceSize)
-            let surfaceID: UInt64 = try reader.read()
-            let allocationSize: UInt64 = try reader.read()
-            let pixelFormat: UInt32 = try reader.read()
-            let width: UInt32 = try reader.read()
-            let height: UInt32 = try reader.read()
-            let planeCount: UInt32 = try reader.read()
-            guard planeCount <= WireProtocol.maximumPlaneCount else {
-                throw WireError(.invalidField, "plane count \(planeCount)")
-            }
-            var planes: [WirePlane] = []
-            for index in 0..<WireProtocol.maximumPlaneCount {
-                let plane = WirePlane(
-                    offset: try reader.read(),
-                    bytesPerRow: try reader.read(),
-                    width: try reader.read(),
-                    height: try reader.read(),
-                    bytesPerElement: try reader.read()
-                )
-                if index < planeCount {
-                    planes.append(plane)
-                } else if plane != WirePlane(offset: 0, bytesPerRow: 0, width: 0, height: 0, bytesPerElement: 0) {
-                    throw WireError(.invalidField, "unused plane record \(index) is not zero")
-                }
-            }
-            return .surface(
-                WireSurface(
-                    surfaceID: surfaceID,
-                    allocationSize: allocationSize,
-                    pixelFormat: pixelFormat,
-                    width: width,
-                    height: height,
-                    planes: planes
-                )
-            )
-        case .retireSurface:
-            try expectLength(WireProtocol.retireSurfaceSize)
-            return .retireSurface(surfaceID: try reader.read())
-        case .frame:
-            try expectLength(WireProtocol.frameSize)
-            let sequence: UInt64 = try reader.read()
-            let surfaceID: UInt64 = try reader.read()
-            let presentation = WireTime(
-                value: try reader.read(),
-                timescale: try reader.read(),
-                flags: try reader.read()
-            )
-            let duration = WireTime(value: try reader.read(), timescale: try reader.read(), flags: try reader.read())
-            let publishTime: UInt64 = try reader.read()
-            let bytesUsed: UInt64 = try reader.read()
-            let flags: UInt32 = try reader.read()
-            guard flags & ~(WireFrame.discontinuityFlag | WireFrame.attachmentsChangedFlag) == 0 else {
-                throw WireError(.invalidField, "FRAME flags 0x\(String(flags, radix: 16))")
-            }
-            let attachments: (UInt8, UInt8, UInt8, UInt8) = (
-                try reader.read(), try reader.read(), try reader.read(), try reader.read()
-            )
-            return .frame(
-                WireFrame(
-                    sequence: sequence,
-                    surfaceID: surfaceID,
-                    presentationTime: presentation,
-                    duration: duration,
-                    publishTime: publishTime,
-                    bytesUsed: bytesUsed,
-                    flags: flags,
-                    attachments: attachments
-                )
-            )
-        case .drop:
-            try expectLength(WireProtocol.dropSize)
-            let drop = WireDrop(
-                firstSequence: try reader.read(),
-                lastSequence: try reader.read(),
-                reason: try reader.read()
-            )
-            try reader.readReserved(UInt32.self, "DROP reserved")
-            guard drop.firstSequence <= drop.lastSequence, WireDropReason(rawValue: drop.reason) != nil else {
-                throw WireError(.invalidField, "DROP range or reason")
-            }
-            return .drop(drop)
-        case .endOfStream:
-            try expectLength(WireProtocol.endOfStreamSize)
-            let end = WireEndOfStream(lastSequence: try reader.read(), reason: try reader.read())
-            try reader.readReserved(UInt32.self, "END_OF_STREAM reserved")
-            return .endOfStream(end)
-        case .release:
-            try expectLength(WireProtocol.releaseSize)
-            let release = WireRelease(
-                sequence: try reader.read(),
-                surfaceID: try reader.read(),
-                flags: try reader.read()
-            )
-            try reader.readReserved(UInt32.self, "RELEASE reserved")
-            guard release.flags & ~WireRelease.notDeliveredFlag == 0 else {
-                throw WireError(.invalidField, "RELEASE flags 0x\(String(release.flags, radix: 16))")
-            }
-            return .release(release)
-        case .goodbye:
-            try expectLength(WireProtocol.goodbyeSize)
-            let reason: UInt32 = try reader.read()
-            try reader.readReserved(UInt32.self, "GOODBYE reserved")
-            return .goodbye(reason: reason)
+        case .surfaceV1: 1
+        case .surface(let surface): surface.descriptorByteCounts.count
+        default: 0
         }
     }
+
+    /// Whether fds travel with this message.
+    public var carriesDescriptor: Bool { descriptorCount > 0 }
 }

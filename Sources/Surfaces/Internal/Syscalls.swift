@@ -2,12 +2,23 @@ import CFrameBusShims
 import Glibc
 import SystemPackage
 
-/// The system calls `Surfaces` makes, one thin wrapper each.
+/// The package's one system-call layer: a thin wrapper per call, for every module of the package.
 ///
-/// Each returns `Result<_, Errno>` built right after the call, so nothing runs between the call and reading
-/// `errno`. `EINTR` is retried except where noted.
-enum Syscall {
-    static func valueOrErrno<I: FixedWidthInteger>(retryOnInterrupt: Bool = true, _ call: () -> I) -> Result<I, Errno> {
+/// Each wrapper returns `Result<_, Errno>` built right after the call, so nothing runs between the call and reading
+/// `errno`. `EINTR` is retried everywhere except on `close`. Programmer errors trap (a failing `munmap` of our own
+/// mapping, `EBADF` on `close`); environment errors are returned.
+///
+/// It lives in the lowest Swift module that makes system calls and is `package`, so higher modules extend it
+/// with their own areas in `Internal/Syscalls+<Area>.swift` files (`extension Syscall { ... }`) instead of
+/// keeping a second layer with other rules.
+package enum Syscall {
+    /// Runs `call` until it succeeds or fails with something other than `EINTR` (or with anything, when
+    /// `retryOnInterrupt` is false).
+    @inline(__always)
+    package static func valueOrErrno<I: FixedWidthInteger>(
+        retryOnInterrupt: Bool = true,
+        _ call: () -> I
+    ) -> Result<I, Errno> {
         while true {
             let result = call()
             if result != -1 { return .success(result) }
@@ -17,33 +28,51 @@ enum Syscall {
         }
     }
 
+    /// `close(2)`, never retried: Linux releases the descriptor even when it reports `EINTR`, so a retry could
+    /// close a descriptor another thread has just been given. `EBADF` means we closed something we did not own
+    /// (or closed it twice): a bug, so it traps, as in swift-nio. Other errors (`EIO` from a file system) are
+    /// ignored: the descriptor is gone either way.
+    package static func close(_ descriptor: Int32) {
+        let result = Glibc.close(descriptor)
+        if result == 0 { return }
+        let error = Glibc.errno
+        precondition(error != EBADF, "close(\(descriptor)): EBADF (not ours, or closed twice)")
+    }
+
+    /// `close(2)` of a `FileDescriptor`; see ``close(_:)-(Int32)``.
+    package static func close(_ fd: FileDescriptor) {
+        close(fd.rawValue)
+    }
+
     /// `memfd_create(2)`.
-    static func memfdCreate(name: String, flags: UInt32) -> Result<FileDescriptor, Errno> {
+    package static func memfdCreate(name: String, flags: UInt32) -> Result<FileDescriptor, Errno> {
         valueOrErrno { unsafe cfb_memfd_create(name, flags) }.map(FileDescriptor.init(rawValue:))
     }
 
     /// `ftruncate(2)`.
-    static func truncate(_ fd: FileDescriptor, byteCount: Int) -> Result<Void, Errno> {
+    package static func truncate(_ fd: FileDescriptor, byteCount: Int) -> Result<Void, Errno> {
         valueOrErrno { ftruncate(fd.rawValue, off_t(byteCount)) }.map { _ in () }
     }
 
     /// `fcntl(F_ADD_SEALS)`.
-    static func addSeals(_ fd: FileDescriptor, _ seals: Int32) -> Result<Void, Errno> {
+    package static func addSeals(_ fd: FileDescriptor, _ seals: Int32) -> Result<Void, Errno> {
         valueOrErrno { cfb_add_seals(fd.rawValue, seals) }.map { _ in () }
     }
 
     /// `fcntl(F_GET_SEALS)`.
-    static func seals(_ fd: FileDescriptor) -> Result<Int32, Errno> {
+    package static func seals(_ fd: FileDescriptor) -> Result<Int32, Errno> {
         valueOrErrno { cfb_get_seals(fd.rawValue) }
     }
 
     /// `fcntl(F_GETFL)`.
-    static func statusFlags(_ fd: FileDescriptor) -> Result<Int32, Errno> {
+    package static func statusFlags(_ fd: FileDescriptor) -> Result<Int32, Errno> {
         valueOrErrno { cfb_get_status_flags(fd.rawValue) }
     }
 
     /// `fstat(2)`: the size in bytes and whether it is a regular file.
-    static func fileSize(_ fd: FileDescriptor) -> Result<(byteCount: Int, isRegular: Bool, inode: UInt64), Errno> {
+    package static func fileSize(
+        _ fd: FileDescriptor
+    ) -> Result<(byteCount: Int, isRegular: Bool, inode: UInt64), Errno> {
         var info = stat()
         return valueOrErrno { unsafe fstat(fd.rawValue, &info) }.map { _ in
             (Int(info.st_size), (info.st_mode & S_IFMT) == S_IFREG, UInt64(info.st_ino))
@@ -51,7 +80,7 @@ enum Syscall {
     }
 
     /// `mmap(2)` of a whole shared file from offset 0.
-    static func mapShared(
+    package static func mapShared(
         _ fd: FileDescriptor,
         byteCount: Int,
         writable: Bool
@@ -65,43 +94,38 @@ enum Syscall {
     }
 
     /// `munmap(2)`. A failure is a programmer error (we only unmap our own mappings).
-    static func unmap(_ address: UnsafeMutableRawPointer, byteCount: Int) {
+    package static func unmap(_ address: UnsafeMutableRawPointer, byteCount: Int) {
         let result = unsafe munmap(address, byteCount)
         precondition(result == 0, "munmap of our own mapping failed: errno \(Glibc.errno)")
     }
 
     /// `madvise(MADV_POPULATE_WRITE)`: allocate and map every page now.
-    static func populateWrite(_ address: UnsafeMutableRawPointer, byteCount: Int) -> Result<Void, Errno> {
+    package static func populateWrite(_ address: UnsafeMutableRawPointer, byteCount: Int) -> Result<Void, Errno> {
         valueOrErrno { unsafe cfb_madvise_populate_write(address, byteCount) }.map { _ in () }
     }
 
     /// `open(2)` (O_CLOEXEC always).
-    static func open(_ path: String, flags: Int32) -> Result<FileDescriptor, Errno> {
+    package static func open(_ path: String, flags: Int32) -> Result<FileDescriptor, Errno> {
         valueOrErrno { unsafe Glibc.open(path, flags | O_CLOEXEC) }.map(FileDescriptor.init(rawValue:))
     }
 
     /// `dup(2)` with close-on-exec.
-    static func duplicate(_ fd: FileDescriptor) -> Result<FileDescriptor, Errno> {
+    package static func duplicate(_ fd: FileDescriptor) -> Result<FileDescriptor, Errno> {
         valueOrErrno { fcntl(fd.rawValue, F_DUPFD_CLOEXEC, 0) }.map(FileDescriptor.init(rawValue:))
     }
 
-    /// `close(2)`, never retried (Linux closes the descriptor even when it reports EINTR).
-    static func close(_ fd: FileDescriptor) {
-        _ = Glibc.close(fd.rawValue)
-    }
-
     /// `DMA_BUF_IOCTL_SYNC`.
-    static func dmaBufSync(_ fd: FileDescriptor, flags: UInt64) -> Result<Void, Errno> {
+    package static func dmaBufSync(_ fd: FileDescriptor, flags: UInt64) -> Result<Void, Errno> {
         valueOrErrno { cfb_dma_buf_sync(fd.rawValue, flags) }.map { _ in () }
     }
 
     /// `DMA_HEAP_IOCTL_ALLOC`.
-    static func dmaHeapAllocate(_ heap: FileDescriptor, byteCount: Int) -> Result<FileDescriptor, Errno> {
+    package static func dmaHeapAllocate(_ heap: FileDescriptor, byteCount: Int) -> Result<FileDescriptor, Errno> {
         valueOrErrno { cfb_dma_heap_alloc(heap.rawValue, UInt64(byteCount)) }.map(FileDescriptor.init(rawValue:))
     }
 
     /// `UDMABUF_CREATE`.
-    static func udmabufCreate(
+    package static func udmabufCreate(
         _ device: FileDescriptor,
         memfd: FileDescriptor,
         byteCount: Int
@@ -113,15 +137,23 @@ enum Syscall {
     }
 
     /// `access(2)` with F_OK: whether a device node exists.
-    static func exists(_ path: String) -> Bool {
+    package static func exists(_ path: String) -> Bool {
         unsafe Glibc.access(path, F_OK) == 0
     }
 
-    /// The system page size.
-    static let pageSize: Int = Int(sysconf(Int32(_SC_PAGESIZE)))
+    /// `fstat(2)` size of a descriptor.
+    package static func fileSize(_ descriptor: Int32) -> Result<Int, Errno> {
+        fileSize(FileDescriptor(rawValue: descriptor)).map(\.byteCount)
+    }
 
-    /// This process's id.
-    static var processID: Int32 { getpid() }
+    /// The system page size.
+    package static let pageSize: Int = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// `getuid(2)`.
+    package static func userID() -> UInt32 { Glibc.getuid() }
+
+    /// `getpid(2)`.
+    package static func processID() -> Int32 { Glibc.getpid() }
 }
 
 /// DMA_BUF_SYNC_* flags (checked against linux/dma-buf.h in the shim).
@@ -140,4 +172,5 @@ enum MemFD {
     static let sealGrow = CFB_F_SEAL_GROW
     static let sealSeal = CFB_F_SEAL_SEAL
     static let sealWrite = CFB_F_SEAL_WRITE
+    static let sealFutureWrite = CFB_F_SEAL_FUTURE_WRITE
 }

@@ -1,29 +1,14 @@
-// The one place where FrameBus calls the C library for sockets, polling and clocks.
+// FrameBus's system calls for sockets, descriptor passing and polling, as an extension of the package's one
+// syscall layer (`Syscall` in Surfaces/Internal/Syscalls.swift, which also holds `valueOrErrno` and `close`).
 //
 // Every wrapper returns `Result<_, Errno>` built right after the call, so nothing can run between the call and
-// reading `errno`. `EINTR` is retried everywhere except on `close` (STYLE.md §4).
+// reading `errno`. `EINTR` is retried everywhere except on `close`.
 import CFrameBusShims
 import Glibc
+import Surfaces
 import SystemPackage
 
-enum Syscall {}
-
 extension Syscall {
-    /// Runs `call` until it succeeds or fails with something other than `EINTR`.
-    @inline(__always)
-    static func valueOrErrno<I: FixedWidthInteger>(
-        retryOnInterrupt: Bool = true,
-        _ call: () -> I
-    ) -> Result<I, Errno> {
-        while true {
-            let result = call()
-            if result != -1 { return .success(result) }
-            let error = Errno(rawValue: Glibc.errno)
-            if retryOnInterrupt && error == .interrupted { continue }
-            return .failure(error)
-        }
-    }
-
     /// `socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)`, or `SOCK_STREAM` when asked.
     static func unixSocket(stream: Bool = false) -> Result<Int32, Errno> {
         let type = Int32(stream ? SOCK_STREAM.rawValue : SOCK_SEQPACKET.rawValue)
@@ -114,13 +99,6 @@ extension Syscall {
         return valueOrErrno { unsafe Glibc.lstat(path, &information) }.map { _ in
             (information.st_mode & S_IFMT) == S_IFSOCK
         }
-    }
-
-    /// `close(2)`; never retried (the descriptor is gone even on `EINTR`).
-    static func close(_ descriptor: Int32) {
-        let result = Glibc.close(descriptor)
-        // EBADF means we closed something we did not own: a bug, not an environment error.
-        precondition(result == 0 || Glibc.errno != EBADF, "close(\(descriptor)): EBADF")
     }
 
     /// `shutdown(2)` both directions; wakes a peer and a local poller without freeing the descriptor number.
@@ -308,41 +286,6 @@ extension Syscall {
                 }
             }
             guard case .success(let count) = result, count > 0 else { return }
-        }
-    }
-
-    /// `getuid(2)`.
-    static func userID() -> UInt32 { Glibc.getuid() }
-
-    /// `getpid(2)`.
-    static func processID() -> Int32 { Glibc.getpid() }
-
-    /// `CLOCK_MONOTONIC` in nanoseconds.
-    static func monotonicNanoseconds() -> UInt64 {
-        var time = timespec()
-        _ = unsafe clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
-
-    /// CPU time (user + system) of the calling thread, in nanoseconds.
-    static func threadCPUNanoseconds() -> UInt64 {
-        var time = timespec()
-        _ = unsafe clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
-
-    /// CPU time (user + system) of the whole process, in nanoseconds.
-    static func processCPUNanoseconds() -> UInt64 {
-        var time = timespec()
-        _ = unsafe clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
-
-    /// `fstat(2)` size of a descriptor.
-    static func fileSize(_ descriptor: Int32) -> Result<Int, Errno> {
-        var information = stat()
-        return valueOrErrno { unsafe Glibc.fstat(descriptor, &information) }.map { _ in
-            Int(information.st_size)
         }
     }
 }

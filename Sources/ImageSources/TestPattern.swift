@@ -1,3 +1,5 @@
+import PixelBuffers
+
 /// A synthetic, moving test picture for demos, the bus and benchmarks: no files needed.
 ///
 /// The picture, top to bottom:

@@ -1,3 +1,5 @@
+import PixelBuffers
+
 /// The R'G'B' → Y'CbCr / BGRA kernels behind ``RGBImage/convertedBytes(to:)`` and
 /// ``RGBImage/makePixelBuffer(pixelFormat:)``, bit-exact with `Corpus/make_frames.py`.
 ///

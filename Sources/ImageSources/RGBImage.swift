@@ -1,3 +1,5 @@
+import PixelBuffers
+
 /// An 8-bit R'G'B' image in memory: the input side of FrameBus's tests, demos and benchmarks.
 ///
 /// Samples are gamma-encoded R'G'B' (no linearisation), interleaved R, G, B, row after row, with no padding:

@@ -1,4 +1,5 @@
 import CPNG
+import PixelBuffers
 
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,5 @@
+import PixelBuffers
+
 extension RGBImage {
     /// Converts the image to a base pixel format and returns the tightly packed bytes that
     /// `Corpus/make_frames.py` writes for it, bit for bit.

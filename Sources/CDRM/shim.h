@@ -1,3 +1,0 @@
-#include <stdint.h>
-#include <xf86drm.h>
-#include <drm_fourcc.h>
