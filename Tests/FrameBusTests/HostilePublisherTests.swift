@@ -14,7 +14,7 @@ import Testing
     ) async throws -> (events: [SubscriberEvent], peer: PeerProcess, statistics: FrameStatistics) {
         let path = temporaryBusPath("hostile")
         let peer = try PeerProcess(["hostile-publisher", path, scenario])
-        try #require(waitUntil { peer.output.contains("listening") }, "the hostile publisher did not start")
+        try #require(await eventually { peer.output.contains("listening") }, "the hostile publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats, delivery: delivery)
         configuration.connectTimeout = .seconds(20)
         let subscriber = try Subscriber(configuration: configuration)
@@ -67,7 +67,7 @@ import Testing
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
         #expect(frames(events).isEmpty)
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -76,7 +76,7 @@ import Testing
         let (events, peer, _) = try await run("reannounce")
         #expect(ending(events)?.code == .protocolViolation, "\(events)")
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.malformedMessage.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.malformedMessage.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -86,7 +86,7 @@ import Testing
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
         #expect(ending(events)?.message?.contains("more than 256 surfaces") == true, "\(events)")
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -96,7 +96,7 @@ import Testing
         let error = ending(events)
         #expect(error?.code == .protocolViolation, "\(events.suffix(3))")
         #expect(error?.message?.contains("stopped reading") == true, "\(String(describing: error))")
-        #expect(waitUntil { peer.output.contains("closed after") }, "\(peer.output)")
+        #expect(await eventually { peer.output.contains("closed after") }, "\(peer.output)")
     }
 
     @Test func aTinyCompressedSurfaceClaimingSixteenThousandPixelsSquareIsRefused() async throws {
@@ -104,7 +104,7 @@ import Testing
         #expect(frames(events).map(\.busSequenceNumber) == [0])
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -112,7 +112,7 @@ import Testing
     @Test func memoryRewrittenWhileReadGivesWrongPixelsOrADecodeErrorNeverACrash() async throws {
         let path = temporaryBusPath("rewrite")
         let peer = try PeerProcess(["hostile-publisher", path, "rewrite"])
-        try #require(waitUntil { peer.output.contains("listening") })
+        try #require(await eventually { peer.output.contains("listening") })
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.compressedYUV420BiPlanarVideoRange8])
         )
