@@ -109,6 +109,30 @@ import Testing
         )
     }
 
+    @Test func aSurfaceWithAMemfdPerPlaneArrivesWithEachPlanesBytes() async throws {
+        let (events, peer, _) = try await run("multi-descriptor")
+        #expect(peer.output.contains("with 2 descriptors"), "\(peer.output)")
+        let frame = try #require(frames(events).first, "\(events)")
+        let image = try #require(frame.imageBuffer)
+        try image.lock(.readOnly)
+        defer { try? image.unlock(.readOnly) }
+        for (plane, expected) in [(0, UInt8(0x11)), (1, UInt8(0x22))] {
+            let bytes = try image.withUnsafeBytes(ofPlane: plane) { Array($0) }
+            #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == expected }, "plane \(plane)")
+        }
+        #expect(ending(events)?.code == .endOfStream, "\(events)")
+    }
+
+    @Test func aPlaneDescriptorSmallerThanItsByteCountIsRefused() async throws {
+        let (events, peer, _) = try await run("multi-descriptor-short")
+        #expect(frames(events).isEmpty)
+        #expect(ending(events)?.code == .surfaceRejected, "\(events)")
+        #expect(
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            "\(peer.output)"
+        )
+    }
+
     @Test func memoryRewrittenWhileReadGivesWrongPixelsOrADecodeErrorNeverACrash() async throws {
         let path = temporaryBusPath("rewrite")
         let peer = try PeerProcess(["hostile-publisher", path, "rewrite"])
