@@ -17,6 +17,7 @@
 //   multi-descriptor  an honest surface with one memfd per plane (Y bytes 0x11, CbCr bytes 0x22), frame 0,
 //                     END_OF_STREAM
 //   multi-descriptor-short  the same, but the CbCr descriptor's byte count claims twice its memfd's size
+//   dma-buf           the same as multi-descriptor with a DMA-BUF surface from /dev/dma_heap/system or /dev/udmabuf
 //   rewrite           SURFACE 1 and frames on it, rewriting its bytes (0x11, 0x22, ...) while the subscriber holds
 //                     them, until the subscriber hangs up
 import CFrameBusShims
@@ -348,9 +349,18 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(hostileFrame(1, surface: 2, bytesUsed: 64))
         emit("sent 4")
         connection.awaitVerdict(sent: 4)
-    case "multi-descriptor", "multi-descriptor-short":
+    case "multi-descriptor", "multi-descriptor-short", "dma-buf":
         let layout = try PixelBuffer.layout(width: 64, height: 48, pixelFormat: format)
-        let surface = try Surface.makeMemFD(layout: layout, name: "hostile-planes", descriptorPerPlane: true)
+        let surface: Surface
+        if scenario == "dma-buf" {
+            guard let allocator = [DMABufAllocator.systemHeap, .udmabuf].first(where: \.isAvailable) else {
+                emit("no DMA-BUF device")
+                return
+            }
+            surface = try allocator.makeSurface(layout: layout)
+        } else {
+            surface = try Surface.makeMemFD(layout: layout, name: "hostile-planes", descriptorPerPlane: true)
+        }
         try surface.lock()
         for plane in surface.layout.planes.indices {
             surface.withUnsafeMutableBytes(ofPlane: plane) { (bytes: UnsafeMutableRawBufferPointer) in
@@ -366,6 +376,7 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
             pixelFormat: handle.layout.pixelFormat,
             width: UInt32(handle.layout.width),
             height: UInt32(handle.layout.height),
+            backing: scenario == "dma-buf" ? .dmaBuf : .memfd,
             descriptorByteCounts: byteCounts,
             planes: zip(handle.layout.planes, handle.planeDescriptorIndices).map { plane, index in
                 WireSurfacePlane(

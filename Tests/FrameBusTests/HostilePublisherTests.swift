@@ -123,6 +123,24 @@ import Testing
         #expect(ending(events)?.code == .endOfStream, "\(events)")
     }
 
+    static let hasDMABufDevice =
+        FileManager.default.fileExists(atPath: "/dev/dma_heap/system")
+        || FileManager.default.fileExists(atPath: "/dev/udmabuf")
+
+    @Test(.enabled(if: hasDMABufDevice, "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"))
+    func aDMABufSurfaceArrivesAndIsReadBetweenSyncs() async throws {
+        let (events, peer, _) = try await run("dma-buf")
+        let frame = try #require(frames(events).first, "\(events) \(peer.output)")
+        let image = try #require(frame.imageBuffer)
+        #expect(image.surface.backing == .dmaBuf(modifier: 0))
+        try image.lock(.readOnly)  // DMA_BUF_IOCTL_SYNC start
+        defer { try? image.unlock(.readOnly) }  // DMA_BUF_IOCTL_SYNC end
+        for (plane, expected) in [(0, UInt8(0x11)), (1, UInt8(0x22))] {
+            let bytes = try image.withUnsafeBytes(ofPlane: plane) { Array($0) }
+            #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == expected }, "plane \(plane)")
+        }
+    }
+
     @Test func aPlaneDescriptorSmallerThanItsByteCountIsRefused() async throws {
         let (events, peer, _) = try await run("multi-descriptor-short")
         #expect(frames(events).isEmpty)
