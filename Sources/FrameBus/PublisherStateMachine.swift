@@ -57,6 +57,8 @@ struct PublisherStateMachine<Resource> {
         case close(ConnectionID)
         /// Write a log line (already rate-limited).
         case log(Logger.Level, String)
+        /// A new deadline exists (a DROP range started): the IO layer's wait must end by ``nextDeadline()``.
+        case deadlineChanged
     }
 
     /// One datagram waiting to be sent, with what its fds are exported from.
@@ -501,7 +503,7 @@ struct PublisherStateMachine<Resource> {
             else { continue }
             defer { if case .subscriber = connections[id] { connections[id] = .subscriber(session) } }
             guard let representation else {
-                drop(sequence...sequence, .outOfBuffers, in: &session, now: now)
+                if drop(sequence...sequence, .outOfBuffers, in: &session, now: now) { actions.append(.deadlineChanged) }
                 continue
             }
             let surfaceV1 = representation.surfaceV1
@@ -512,7 +514,7 @@ struct PublisherStateMachine<Resource> {
             var limit = session.maximumHeldFrames
             if let share { limit = min(limit, share) }
             guard sendable, session.held.count < limit else {
-                drop(sequence...sequence, .outOfBuffers, in: &session, now: now)
+                if drop(sequence...sequence, .outOfBuffers, in: &session, now: now) { actions.append(.deadlineChanged) }
                 continue
             }
             let surfaceID = representation.surfaceID
@@ -562,7 +564,7 @@ struct PublisherStateMachine<Resource> {
         var actions: [Action] = []
         for id in connections.keys.sorted() {
             guard case .subscriber(var session) = connections[id] else { continue }
-            drop(range, reason, in: &session, now: now)
+            if drop(range, reason, in: &session, now: now) { actions.append(.deadlineChanged) }
             connections[id] = .subscriber(session)
             actions.append(.flush(id))
         }
@@ -596,12 +598,13 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// Records dropped frames for one subscriber: extends the pending range or sends it and starts another.
+    @discardableResult
     private mutating func drop(
         _ range: ClosedRange<UInt64>,
         _ reason: WireDropReason,
         in session: inout SubscriberSession,
         now: UInt64
-    ) {
+    ) -> Bool {
         let count = WireDrop(range, reason: reason).frameCount
         switch reason {
         case .frameWasLate: session.droppedLate.saturatingAdd(count)
@@ -613,10 +616,11 @@ struct PublisherStateMachine<Resource> {
         {
             pending.range = pending.range.lowerBound...range.upperBound
             session.pendingDrop = pending
-            return
+            return false
         }
         flushPendingDrop(&session)
         session.pendingDrop = PendingDrop(range: range, reason: reason, startedAt: now)
+        return true
     }
 
     private func flushPendingDrop(_ session: inout SubscriberSession) {
@@ -952,3 +956,6 @@ extension String {
         return escaped
     }
 }
+
+extension PublisherStateMachine.Representation: Sendable where Resource: Sendable {}
+extension PublisherStateMachine.Outbound: Sendable where Resource: Sendable {}

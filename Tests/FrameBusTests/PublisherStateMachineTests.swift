@@ -41,6 +41,8 @@ struct MachineHarness {
                 machine.closedAfterStop(id)
             case .log(_, let line):
                 logs.append(line)
+            case .deadlineChanged:
+                break
             }
         }
     }
