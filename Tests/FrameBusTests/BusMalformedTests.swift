@@ -233,7 +233,23 @@ struct RawPeer {
         )
 
         let honest = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
-        let announcement = Publisher.wireSurface(honest.surface)
+        let layout = honest.surface.layout
+        let announcement = WireSurface(
+            surfaceID: honest.surface.id.rawValue,
+            pixelFormat: layout.pixelFormat,
+            width: UInt32(layout.width),
+            height: UInt32(layout.height),
+            descriptorByteCounts: [UInt64(layout.allocationSize)],
+            planes: layout.planes.map {
+                WireSurfacePlane(
+                    offset: UInt64($0.offset),
+                    bytesPerRow: UInt32($0.bytesPerRow),
+                    width: UInt32($0.width),
+                    height: UInt32($0.height),
+                    bytesPerElement: UInt32($0.bytesPerElement)
+                )
+            }
+        )
         let size = honest.surface.layout.allocationSize
         switch evil {
         case .unsealed, .tooSmall:
