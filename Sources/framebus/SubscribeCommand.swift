@@ -18,11 +18,11 @@ struct SubscribeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The publisher's socket path (default: $XDG_RUNTIME_DIR/framebus/NAME.sock, NAME from --name).")
+    @Option(help: "The publisher's socket path (default: $XDG_RUNTIME_DIR/NAME.sock, NAME from --name).")
     var path: String?
 
-    @Option(help: "The stream's name, used for the default socket path.")
-    var name: String = "camera"
+    @Option(help: "The stream's name, used for the default socket path (as `framebus publish`'s).")
+    var name: String = "framebus"
 
     @Option(help: "Accepted formats in order of preference, comma separated (e.g. '&8v0,420v').")
     var accept: String = "420v"

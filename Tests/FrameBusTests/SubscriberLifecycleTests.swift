@@ -231,11 +231,10 @@ import Testing
         subscriber.setDelegate(owner, queue: .main)
         #expect(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool()
-        for index in 0..<3 { try publishOne(publisher, pool: pool, index: index) }
-        var waited = 0
-        while owner.lock.withLock({ owner.frames }) < 3, waited < 2000 {
-            try await Task.sleep(for: .milliseconds(10))
-            waited += 1
+        // One at a time: with a pool of 8 and 16 possible subscribers, each may hold one frame (its share).
+        for index in 0..<3 {
+            try publishOne(publisher, pool: pool, index: index)
+            #expect(await eventually { owner.lock.withLock { owner.frames } == index + 1 })
         }
         #expect(owner.lock.withLock { owner.frames } == 3)
         // Cancelling on the main queue while more frames arrive for it must not wait for the main queue.
@@ -250,38 +249,30 @@ import Testing
 
 @Suite struct SocketPathTests {
     @Test func theDefaultLivesInTheUsersRuntimeDirectory() throws {
-        let path = try SocketPath.path(
-            name: "camera",
-            environment: ["XDG_RUNTIME_DIR": "/run/user/1000"],
-            createDirectory: false
-        )
-        #expect(path == "/run/user/1000/framebus/camera.sock")
+        let environment = ["XDG_RUNTIME_DIR": "/run/user/1000"]
+        #expect(try SocketPath.path(name: "camera", environment: environment) == "/run/user/1000/camera.sock")
+        // The publisher's default and ours meet.
+        #expect(try SocketPath.path(name: "framebus", environment: environment) == "/run/user/1000/framebus.sock")
     }
 
     @Test(arguments: ["", "../camera", "a/b", ".hidden", "bell\u{07}", String(repeating: "x", count: 65)])
     func badStreamNamesAreRefused(_ name: String) {
         #expect(throws: FrameBusError.self) {
-            _ = try SocketPath.path(name: name, environment: ["XDG_RUNTIME_DIR": "/run/user/1"], createDirectory: false)
+            _ = try SocketPath.path(name: name, environment: ["XDG_RUNTIME_DIR": "/run/user/1"])
         }
     }
 
     @Test(arguments: [[:], ["XDG_RUNTIME_DIR": ""], ["XDG_RUNTIME_DIR": "relative/dir"]])
     func aMissingRuntimeDirectoryIsAnError(_ environment: [String: String]) {
-        #expect(throws: FrameBusError.self) {
-            _ = try SocketPath.path(name: "camera", environment: environment, createDirectory: false)
-        }
+        #expect(throws: FrameBusError.self) { _ = try SocketPath.path(name: "camera", environment: environment) }
     }
 
-    @Test func aPublisherCreatesThePrivateDirectory() throws {
-        let runtime = FileManager.default.temporaryDirectory.appendingPathComponent("fbrt-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: false)
-        defer { try? FileManager.default.removeItem(atPath: runtime) }
-        let path = try SocketPath.path(name: "camera", environment: ["XDG_RUNTIME_DIR": runtime], createDirectory: true)
-        #expect(path == runtime + "/framebus/camera.sock")
-        let attributes = try FileManager.default.attributesOfItem(atPath: runtime + "/framebus")
-        #expect((attributes[.posixPermissions] as? Int).map { $0 & 0o777 } == 0o700)
-        // A second time finds it there.
-        _ = try SocketPath.path(name: "camera", environment: ["XDG_RUNTIME_DIR": runtime], createDirectory: true)
+    @Test func itAgreesWithThePublishersDefault() throws {
+        guard let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+            #expect(throws: FrameBusError.self) { _ = try SocketPath.default() }
+            return
+        }
+        #expect(try SocketPath.default() == Publisher.defaultSocketPath())
     }
 }
 
