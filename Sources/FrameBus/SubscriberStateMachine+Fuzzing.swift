@@ -61,7 +61,10 @@ import SampleBuffers
             case .importSurface(let surface):
                 precondition(machine.session?.format.fourCC == surface.pixelFormat, "surface of another format")
                 if importFails {
-                    perform(machine.surfaceImportFailed(surfaceID: surface.surfaceID, reason: "fuzz"), importFails: false)
+                    perform(
+                        machine.surfaceImportFailed(surfaceID: surface.surfaceID, reason: "fuzz"),
+                        importFails: false
+                    )
                 }
             case .deliverFrame(let frame, _):
                 outcome.frames += 1
@@ -99,7 +102,7 @@ import SampleBuffers
             if case .closed = machine.state, !queue.isHoldingConnectionEvents {
                 _ = machine.connected()  // as a reconnecting subscriber does, unless the consumer lags
             }
-            switch (try? WireMessage.decode(bytes, descriptorCount: Int(control & 0x07))) {
+            switch try? WireMessage.decode(bytes, descriptorCount: Int(control & 0x07)) {
             case .some(let message): perform(machine.received(message), importFails: control & 0x08 != 0)
             case .none: perform(machine.receivedMalformed("fuzz"), importFails: false)
             }
@@ -121,7 +124,8 @@ import SampleBuffers
                 queue.entries.count
                     <= delivery.depth + SubscriberEventQueue<UInt64>.maximumDropReports
                     + SubscriberEventQueue<UInt64>.maximumConnectionEvents + 2,
-                "event queue"
+                "event queue: \(queue.entries.count) entries, \(queue.frameCount) frames, \(queue.dropReportCount) "
+                    + "drops, \(queue.connectionEventCount) connection events"
             )
         }
         return outcome
@@ -131,7 +135,8 @@ import SampleBuffers
     public static func seeds() -> [[UInt8]] {
         func record(_ message: WireMessage, control: UInt8 = 0) -> [UInt8] {
             let bytes = message.encoded()
-            return [control | UInt8(message.descriptorCount), UInt8(bytes.count & 0xFF), UInt8(bytes.count >> 8)] + bytes
+            return [control | UInt8(message.descriptorCount), UInt8(bytes.count & 0xFF), UInt8(bytes.count >> 8)]
+                + bytes
         }
         let format = PixelFormat.yuv420BiPlanarVideoRange8
         let welcome = WireMessage.welcome(

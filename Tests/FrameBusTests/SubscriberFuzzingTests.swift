@@ -27,6 +27,26 @@ import Testing
         #expect(outcomes[2].ends == 1 && outcomes[2].sessions == 0)
     }
 
+    /// The first finding of Fuzz/Subscriber: a closed machine answered every late malformed datagram with another
+    /// end of stream, so a closed connection could grow the event queue without bound.
+    @Test func aClosedMachineIgnoresLateMalformedDatagrams() {
+        var machine = SubscriberStateMachine(acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .latestOnly)
+        #expect(machine.receivedMalformed("before connecting") == .none)
+        _ = machine.connected()
+        guard case .close = machine.receivedMalformed("garbage") else {
+            Issue.record("a malformed handshake reply did not close")
+            return
+        }
+        #expect(machine.receivedMalformed("after the close") == .none)
+        #expect(machine.surfaceImportFailed(surfaceID: 1, reason: "after the close") == .none)
+        #expect(machine.frameRefused("after the close") == .none)
+        // The input the fuzzer found: one connection, then a stream of junk records.
+        var input: [UInt8] = [0x00, 0x00]
+        for _ in 0..<200 { input += [0x00, 0x02, 0x00, 0xFF, 0xFF] }
+        // (The harness reconnects after each end until the consumer lags by maximumConnectionEvents.)
+        #expect(SubscriberProtocolFuzzing.run(input).ends <= SubscriberEventQueue<UInt64>.maximumConnectionEvents)
+    }
+
     @Test func mutatedSessionsNeverTrap() {
         var random = SplitMix(state: 7)
         let seeds = SubscriberProtocolFuzzing.seeds()
