@@ -168,10 +168,7 @@ struct SubscriberStateMachine {
             state = .active(
                 Active(
                     session: session,
-                    // One more than granted: a publisher that announces the new surface just before it retires
-                    // the oldest (as the reference publisher does) is honest, and the bound stays fixed.
-                    maximumSurfaces: announced > 0
-                        ? min(announced + 1, limits.maximumSurfaces) : limits.maximumSurfaces,
+                    maximumSurfaces: announced > 0 ? min(announced, limits.maximumSurfaces) : limits.maximumSurfaces,
                     pendingDiscontinuity: discontinuity
                 )
             )
