@@ -332,14 +332,19 @@ final class SubscriberConnection {
         )
         let sample: SampleBuffer
         do {
-            let pixelBuffer = try PixelBuffer(surface: surface, attachments: WireAttachments.decode(frame.attachments))
+            // The frame is held for as long as its pixel buffer lives: whoever keeps `sampleBuffer.imageBuffer`
+            // (and drops the sample buffer) keeps the publisher from recycling the surface, as with CoreVideo.
+            // Invalidating the sample buffer does not release it either, since its image buffer may still be in use.
+            let pixelBuffer = try PixelBuffer(
+                surface: surface,
+                attachments: WireAttachments.decode(frame.attachments),
+                releaseHandler: { token.release() }
+            )
             sample = try SampleBuffer(
                 imageBuffer: pixelBuffer,
                 timing: timing,
                 attachments: attachments,
-                invalidationHandler: { _ in token.release() },
-                dataIsReady: true,
-                makeDataReadyHandler: { _ throws(SampleBufferError) in _ = token }
+                dataIsReady: true
             )
         } catch {
             token.release(notDelivered: true)
