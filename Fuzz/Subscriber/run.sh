@@ -11,7 +11,7 @@
 set -euo pipefail
 SECONDS_TO_RUN="${1:-60}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-WORK="${FUZZ_WORK:-$(mktemp -d /tmp/framebus-fuzz-subscriber.XXXXXX)}"
+WORK="${FUZZ_SUBSCRIBER_WORK:-$(mktemp -d /tmp/framebus-fuzz-subscriber.XXXXXX)}"
 SCRATCH="${FUZZ_SCRATCH:-$HERE/.build}"
 mkdir -p "$WORK/corpus"
 
