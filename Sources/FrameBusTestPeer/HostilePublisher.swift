@@ -9,6 +9,8 @@
 //   drop-everything   DROP 0...UInt64.max (outOfBuffers), then an honest surface and frame 0, then END_OF_STREAM
 //   drop-overflow     two DROPs of 2^63-1 frames each (0...2^63-2, 2^63-1...2^64-3), a frame, END_OF_STREAM
 //   unsealed-surface  a SURFACE whose memfd has no seals at all
+//   no-write-seal     a SURFACE whose memfd is sealed against shrinking and growing but not against writes (anyone
+//                     holding it could reopen it writable and change what others read)
 //   reannounce        SURFACE 1, then SURFACE 1 again while it is live
 //   surface-flood     SURFACEs 1, 2, 3, ... until the subscriber hangs up (at most 100000)
 //   never-read        SURFACE 1, then FRAMEs on it forever without ever reading the subscriber's RELEASEs
@@ -282,10 +284,13 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(.endOfStream(WireEndOfStream(lastSequence: 2 * half, reason: 0)))
         emit("sent 5")
         connection.awaitVerdict(sent: 5)
-    case "unsealed-surface":
+    case "unsealed-surface", "no-write-seal":
         let surface = try honestSurface(format)
         let fd = cfb_memfd_create("hostile", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
         guard fd >= 0, ftruncate(fd, off_t(surface.announcement.descriptorByteCounts[0])) == 0 else { return }
+        if scenario == "no-write-seal" {
+            guard cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_SEAL) == 0 else { return }
+        }
         connection.send(.surface(surface.announcement), fds: [fd])
         connection.send(hostileFrame(0))
         emit("sent 2")

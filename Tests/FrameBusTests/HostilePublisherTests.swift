@@ -62,9 +62,12 @@ import Testing
         #expect(ending(events)?.code == .endOfStream, "\(events)")
     }
 
-    @Test func aSurfaceWithoutSealsIsRefusedWithInvalidSurface() async throws {
-        let (events, peer, _) = try await run("unsealed-surface")
+    @Test(arguments: ["unsealed-surface", "no-write-seal"])
+    func aSurfaceWithoutSealsIsRefusedWithInvalidSurface(_ scenario: String) async throws {
+        let (events, peer, _) = try await run(scenario)
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
+        // Refused for its seals, not for anything else.
+        #expect(ending(events)?.message?.contains("seal") == true, "\(events)")
         #expect(frames(events).isEmpty)
         #expect(
             await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
