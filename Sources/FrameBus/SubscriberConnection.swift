@@ -231,7 +231,8 @@ final class SubscriberConnection {
         } catch {
             return perform(machine.receivedMalformed(error.description), descriptors: [])
         }
-        return perform(machine.received(message), descriptors: datagram.descriptors)
+        let held = message.type == .frame ? core.sender.connectionHeld : 0
+        return perform(machine.received(message, heldFrames: held), descriptors: datagram.descriptors)
     }
 
     /// Carries out an action; returns false when the connection ended.

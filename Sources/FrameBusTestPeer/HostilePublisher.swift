@@ -20,6 +20,8 @@
 //                     END_OF_STREAM
 //   multi-descriptor-short  the same, but the CbCr descriptor's byte count claims twice its memfd's size
 //   dma-buf           the same as multi-descriptor with a DMA-BUF surface from /dev/dma_heap/system or /dev/udmabuf
+//   over-grant        SURFACE 1, then 50 FRAMEs, 5 ms apart, reading our RELEASEs but ignoring its own grant of 8 held
+//                     frames (the test keeps every frame)
 //   error-reason      ERROR tooSlow whose reason holds terminal escape sequences, then close
 //   rewrite           SURFACE 1 and frames on it, rewriting its bytes (0x11, 0x22, ...) while the subscriber holds
 //                     them, until the subscriber hangs up
@@ -401,6 +403,18 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))
         emit("sent 3 with \(fds.count) descriptors")
         connection.awaitVerdict(sent: 3)
+    case "over-grant":
+        let surface = try honestSurface(format)
+        connection.send(.surface(surface.announcement), fds: [surface.descriptor])
+        var sent = 0
+        for sequence in 0..<50 as Range<UInt64> {
+            guard connection.send(hostileFrame(sequence)) else { break }
+            sent += 1
+            guard connection.drain(sent: sent) else { return }
+            usleep(5000)
+        }
+        emit("sent \(sent)")
+        connection.awaitVerdict(sent: sent)
     case "error-reason":
         let reason = "slow\u{1B}]0;pwned\u{07}\u{1B}[2J\u{1B}[31mred\r\nfake line"
         connection.send(.error(WireErrorMessage(code: WireErrorCode.tooSlow.rawValue, reason: reason)))

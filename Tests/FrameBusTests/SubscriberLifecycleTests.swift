@@ -281,6 +281,8 @@ import Testing
         for index in 0..<3 {
             try publishOne(publisher, pool: pool, index: index)
             #expect(await eventually { owner.lock.withLock { owner.frames } == index + 1 })
+            // The next frame only once the publisher has this one back (else it is dropped for our share).
+            #expect(await eventually { publisher.heldFrameCount == 0 })
         }
         #expect(owner.lock.withLock { owner.frames } == 3)
         // Cancelling on the main queue while more frames arrive for it must not wait for the main queue.
