@@ -136,7 +136,8 @@ import Testing
             if refusals == 30 { break }
         }
         #expect(refusals == 30)
-        #expect(box.lock.withLock { box.messages.count } <= 2, "\(box.lock.withLock { box.messages })")
+        // Once, plus at most a summary and a repeat per 10 s on a very slow machine; without the limit, 30.
+        #expect(box.lock.withLock { box.messages.count } < 10, "\(box.lock.withLock { box.messages })")
     }
 
     @Test func theDefaultAllowsOnlyOurOwnUser() throws {
