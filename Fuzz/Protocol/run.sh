@@ -43,3 +43,8 @@ echo "fuzzing for $SECONDS_TO_RUN s"
 cd "$WORK"
 "$WORK/fuzz-protocol" -max_total_time="$SECONDS_TO_RUN" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
     -print_final_stats=1 "$WORK/corpus"
+
+# The subscriber's state machine depends on the pixel-buffer and codec layers, so it is fuzzed by a sibling target
+# built with SwiftPM (Fuzz/Subscriber: wire decoder + SubscriberStateMachine + event queue + outbox), for as long.
+echo "fuzzing the subscriber's state machine for $SECONDS_TO_RUN s"
+"$ROOT/Fuzz/Subscriber/run.sh" "$SECONDS_TO_RUN"

@@ -42,6 +42,7 @@ public struct FrameBusError: Error, Hashable, Sendable, CustomStringConvertible 
         private enum Value: Hashable, Sendable {
             case systemCall, addressInUse, permissionDenied, refused, protocolViolation, endOfStream
             case timedOut, invalidArgument, surfaceRejected, closed, outOfBuffers, resourceFailure
+            case concurrentConsumer
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -71,6 +72,9 @@ public struct FrameBusError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let outOfBuffers = Code(.outOfBuffers)
         /// A pixel buffer, surface or codec operation failed; ``FrameBusError/message`` holds the underlying error.
         public static let resourceFailure = Code(.resourceFailure)
+        /// A subscriber's events already have a consumer (another iteration of ``Subscriber/events`` or
+        /// ``Subscriber/frames``, or a delegate): one consumer at a time.
+        public static let concurrentConsumer = Code(.concurrentConsumer)
 
         public var description: String {
             switch value {
@@ -86,6 +90,7 @@ public struct FrameBusError: Error, Hashable, Sendable, CustomStringConvertible 
             case .closed: "closed"
             case .outOfBuffers: "out of buffers: the frame was dropped"
             case .resourceFailure: "buffer operation failed"
+            case .concurrentConsumer: "another consumer already takes these events"
             }
         }
     }

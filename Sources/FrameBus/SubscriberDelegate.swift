@@ -3,8 +3,11 @@ import SampleBuffers
 /// Receives a subscriber's frames on the queue given to ``Subscriber/setDelegate(_:queue:)``
 /// (AVCaptureVideoDataOutputSampleBufferDelegate).
 ///
+/// Callbacks arrive asynchronously on that queue, one at a time and in order. The subscriber holds its delegate
+/// weakly, so an owner may be its own subscriber's delegate.
+///
 /// A frame stays held (its surface pinned in the publisher's pool) while any reference to its ``SampleBuffer``
-/// exists; dropping the last reference, or calling `invalidate()` on it, returns it to the publisher.
+/// or its image buffer exists; dropping the last reference returns it to the publisher.
 public protocol SubscriberDelegate: AnyObject, Sendable {
     /// A frame arrived (`captureOutput(_:didOutput:from:)`). Keep `sampleBuffer` only as long as you need it.
     func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer)
@@ -14,6 +17,8 @@ public protocol SubscriberDelegate: AnyObject, Sendable {
     /// The stream ended: the publisher stopped or died (``FrameBusError/Code-swift.struct/endOfStream``), refused
     /// us, or broke the protocol. With ``Subscriber/Configuration/reconnects``, frames resume after a reconnect.
     func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError)
+    /// A handshake succeeded (the first, or one after a reconnect): `session` says what the publisher granted.
+    func subscriber(_ subscriber: Subscriber, didConnect session: Subscriber.Session)
 }
 
 extension SubscriberDelegate {
@@ -21,12 +26,16 @@ extension SubscriberDelegate {
     public func subscriber(_ subscriber: Subscriber, didDrop sampleBuffer: SampleBuffer) {}
     /// Does nothing.
     public func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {}
+    /// Does nothing.
+    public func subscriber(_ subscriber: Subscriber, didConnect session: Subscriber.Session) {}
 }
 
 extension AttachmentKey {
     /// The bus sequence number of a frame (`.integer`), or the first of a dropped range.
     public static let busSequenceNumber: AttachmentKey = "FrameBusSequenceNumber"
-    /// The number of frames a drop marker stands for (`.integer`).
+    /// The last sequence number of a dropped range (`.integer`, the bits of a `UInt64`).
+    public static let busLastSequenceNumber: AttachmentKey = "FrameBusLastSequenceNumber"
+    /// The number of frames a drop marker stands for (`.integer`, clamped to `Int64.max`).
     public static let busDroppedFrameCount: AttachmentKey = "FrameBusDroppedFrameCount"
     /// Bytes of the surface the frame uses (`.integer`): for a compressed frame, what the codec wrote.
     public static let busBytesUsed: AttachmentKey = "FrameBusBytesUsed"
@@ -43,11 +52,25 @@ extension SampleBuffer {
     /// The frame's sequence number on the bus, or nil for a buffer that did not come from a ``Subscriber``.
     public var busSequenceNumber: UInt64? { integer(.busSequenceNumber).map { UInt64(bitPattern: $0) } }
 
-    /// For a drop marker from a ``Subscriber``: the sequence numbers of the dropped frames.
+    /// For a drop marker from a ``Subscriber``: the first and last sequence numbers of the dropped frames (use
+    /// ``busDroppedFrameCount``, not `count`, which traps for ranges longer than `Int.max`).
+    ///
+    /// Total for any attachments: a last number before the first, or a count past `UInt64.max`, gives the
+    /// saturated range rather than a trap.
     public var busSequenceRange: ClosedRange<UInt64>? {
         guard let first = busSequenceNumber else { return nil }
-        let count = UInt64(max(1, integer(.busDroppedFrameCount) ?? 1))
-        return first...(first + count - 1)
+        if let last = integer(.busLastSequenceNumber).map({ UInt64(bitPattern: $0) }) {
+            return first...max(first, last)
+        }
+        let count = UInt64(clamping: max(1, integer(.busDroppedFrameCount) ?? 1))
+        let (last, overflow) = first.addingReportingOverflow(count - 1)
+        return first...(overflow ? .max : last)
+    }
+
+    /// For a drop marker from a ``Subscriber``: how many frames were dropped (saturated at `Int64.max`).
+    public var busDroppedFrameCount: UInt64? {
+        guard busSequenceNumber != nil else { return nil }
+        return UInt64(clamping: max(1, integer(.busDroppedFrameCount) ?? 1))
     }
 
     /// Bytes of the surface the frame uses (for compressed frames, the compressed size).

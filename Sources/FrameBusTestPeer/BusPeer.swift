@@ -2,17 +2,18 @@ import Foundation
 // Bus modes of the test peer.
 //
 // bus-subscriber PATH [--accept 420v,&8v0] [--queue N] [--delay-ms D] [--hold N] [--frames N] [--timeout S]
-//                     [--checksum] [--reconnect] [--setuid UID]
+//                     [--checksum] [--reconnect] [--setuid UID] [--publisher-uid UID]
 //   Subscribes (delegate API) and prints one line per event, then a final "stats ..." line:
 //     welcome format=F stream=ID
 //     frame seq=S hash=H disc=D bytes=B        (hash: FNV-1a 64 of the packed image bytes; compressed frames are
 //                                               decoded first, so the hash proves the codec path bit-exact)
-//     drop reason=R first=S count=N
+//     drop reason=R first=S last=S count=N
 //     end code=C message=M
-//     refused code=C message=M                 (the handshake failed)
+//     refused code=C message=M                 (the handshake failed; after the "end" line)
 //     stats delivered=N late=N outOfBuffers=N discontinuity=N
 //   Exits when delivered + dropped frames reach --frames, on end of stream (unless --reconnect), or at --timeout.
 //   --hold N keeps the first N frames forever (never releases them); --delay-ms sleeps in didOutput.
+//   --publisher-uid UID also trusts a publisher running as UID (SO_PEERCRED; by default only our own uid).
 //
 // bus-publisher PATH [--format 420v] [--size 320x240] [--fps 100] [--frames N] [--compressed]
 //   Publishes the moving test pattern until killed or N frames; prints "listening" once ready.
@@ -105,13 +106,21 @@ final class PeerSubscriberDelegate: SubscriberDelegate, @unchecked Sendable {
     func subscriber(_ subscriber: Subscriber, didDrop sampleBuffer: SampleBuffer) {
         let reason = sampleBuffer.droppedFrameReason ?? .discontinuity
         let range = sampleBuffer.busSequenceRange ?? 0...0
-        dropped[reason, default: 0] += range.count
-        emit("drop reason=\(reason) first=\(range.lowerBound) count=\(range.count)")
+        let count = sampleBuffer.busDroppedFrameCount ?? 1
+        dropped[reason, default: 0] += Int(clamping: count)
+        emit("drop reason=\(reason) first=\(range.lowerBound) last=\(range.upperBound) count=\(count)")
         checkFinished()
+    }
+
+    func subscriber(_ subscriber: Subscriber, didConnect session: Subscriber.Session) {
+        emit("welcome format=\(session.format) stream=\(session.streamID)")
     }
 
     func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {
         emit("end code=\(error.code) message=\(error.message ?? "")")
+        if error.code == .refused || error.code == .permissionDenied {
+            emit("refused code=\(error.code) message=\(error.message ?? "")")
+        }
         if !options.flags.contains("reconnect"), !finished {
             finished = true
             done.signal()
@@ -134,12 +143,14 @@ func runBusSubscriber(_ arguments: [String]) -> Int32 {
     var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
     if let depth = options.values["queue"].flatMap({ Int($0) }) { configuration.delivery = .queue(depth: depth) }
     configuration.reconnects = options.flags.contains("reconnect")
+    if let uid = options.values["publisher-uid"].flatMap({ UInt32($0) }) {
+        configuration.allowedPublisherUserIDs.insert(uid)
+    }
     let subscriber: Subscriber
     do { subscriber = try Subscriber(configuration: configuration) } catch {
         emit("refused code=\(error.code) message=\(error.message ?? "")")
         return 0
     }
-    if let session = subscriber.session { emit("welcome format=\(session.format) stream=\(session.streamID)") }
     let delegate = PeerSubscriberDelegate(options: options)
     let queue = DispatchQueue(label: "peer.delegate")
     subscriber.setDelegate(delegate, queue: queue)

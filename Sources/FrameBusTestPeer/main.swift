@@ -14,6 +14,8 @@ case "import-surface":
     exit(runImportSurface(rest))
 case "bus-subscriber": exit(runBusSubscriber(rest))
 case "bus-publisher": exit(runBusPublisher(rest))
+case "hostile-publisher": exit(runHostilePublisher(rest))
+case "solid-publisher": exit(runSolidPublisher(rest))
 case "bus-hoarder": exit(runBusHoarder(rest))
 case "bus-flood": exit(runBusFlood(rest))
 default:

@@ -186,19 +186,19 @@ struct RawPeer {
         #expect(raw.expectError(timeout: 5).closed)
     }
 
-    @Test func aFormatNobodyOffersIsRefusedWithAReason() throws {
+    @Test func aFormatNobodyOffersIsRefusedWithAReason() async throws {
         let path = temporaryBusPath("format")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        #expect(
-            performing: {
-                _ = try Subscriber(configuration: .init(path: path, acceptedFormats: [.bgra8]))
-            },
-            throws: { error in
-                guard let error = error as? FrameBusError else { return false }
-                return error.code == .refused && (error.message ?? "").contains("no common format")
-            }
-        )
+        let subscriber = try Subscriber(configuration: .init(path: path, acceptedFormats: [.bgra8]))
+        var events: [SubscriberEvent] = []
+        for try await event in subscriber.events { events.append(event) }
+        guard events.count == 1, case .ended(let error) = events[0] else {
+            Issue.record("expected one ended event, got \(events)")
+            return
+        }
+        #expect(error.code == .refused)
+        #expect((error.message ?? "").contains("no common format"))
     }
 
     enum EvilSurface: String, CaseIterable, Sendable { case unsealed, tooSmall, frameWithoutSurface }
@@ -218,7 +218,7 @@ struct RawPeer {
         connection.send(
             WireMessage.welcome(
                 WireWelcome(
-                    version: 1,
+                    version: 2,
                     deliveryMode: 0,
                     queueDepth: 1,
                     maximumHeldFrames: 5,
@@ -226,13 +226,30 @@ struct RawPeer {
                     maximumMessageSize: 4096,
                     streamID: 1,
                     subscriberID: 1,
-                    nextSequence: 0
+                    nextSequence: 0,
+                    maximumAnnouncedSurfaces: 64
                 )
             ).encoded()
         )
 
         let honest = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
-        let announcement = Publisher.wireSurfaceV1(honest.surface)
+        let layout = honest.surface.layout
+        let announcement = WireSurface(
+            surfaceID: honest.surface.id.rawValue,
+            pixelFormat: layout.pixelFormat,
+            width: UInt32(layout.width),
+            height: UInt32(layout.height),
+            descriptorByteCounts: [UInt64(layout.allocationSize)],
+            planes: layout.planes.map {
+                WireSurfacePlane(
+                    offset: UInt64($0.offset),
+                    bytesPerRow: UInt32($0.bytesPerRow),
+                    width: UInt32($0.width),
+                    height: UInt32($0.height),
+                    bytesPerElement: UInt32($0.bytesPerElement)
+                )
+            }
+        )
         let size = honest.surface.layout.allocationSize
         switch evil {
         case .unsealed, .tooSmall:
@@ -243,7 +260,7 @@ struct RawPeer {
             if evil == .tooSmall {
                 #expect(cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_SEAL) == 0)
             }
-            connection.send(WireMessage.surfaceV1(announcement).encoded(), descriptors: [fd])
+            connection.send(WireMessage.surface(announcement).encoded(), descriptors: [fd])
         case .frameWithoutSurface:
             connection.send(
                 WireMessage.frame(

@@ -108,7 +108,7 @@ import Testing
             try #require(waitUntil { publisher.heldFrameCount <= 3 })
             let hash = try fillFrame(buffer, index: index)
             hashes[try publisher.publish(buffer)] = hash
-            try #require(waitUntil { peer.records("frame").count == index + 1 })
+            try #require(waitUntil { peer.records("frame").count == index + 1 }, "\(peer.output)")
         }
         #expect(peer.waitForExit())
         let frames = peer.records("frame")
@@ -277,8 +277,8 @@ import Testing
         defer { subscriber.cancel() }
         let recorder = Recorder()
         subscriber.setDelegate(recorder, queue: DispatchQueue(label: "recorder"))
-        let firstStream = try #require(subscriber.session?.streamID)
         try #require(waitUntil { recorder.snapshot.frames >= 3 })
+        let firstStream = try #require(subscriber.session?.streamID)
 
         first.killHard()
         try #require(waitUntil { recorder.snapshot.ends >= 1 }, "end of stream not seen")
@@ -326,7 +326,10 @@ import Testing
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.socketMode = 0o666  // let the other user reach the socket, so SO_PEERCRED decides
         let publisher = try Publisher(configuration: configuration)
-        let refused = try PeerProcess(["bus-subscriber", path, "--setuid", "65534", "--timeout", "5"])
+        // The subscriber trusts our uid, so the refusal is the publisher's.
+        let refused = try PeerProcess([
+            "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "5",
+        ])
         #expect(refused.waitForExit())
         #expect(refused.output.contains("refused code=peer not permitted"), "\(refused.output)")
         publisher.stop()
@@ -334,7 +337,9 @@ import Testing
         configuration.allowedUserIDs = [getuid(), 65534]
         let permissive = try Publisher(configuration: configuration)
         defer { permissive.stop() }
-        let allowed = try PeerProcess(["bus-subscriber", path, "--setuid", "65534", "--timeout", "1"])
+        let allowed = try PeerProcess([
+            "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "1",
+        ])
         #expect(allowed.waitForExit())
         #expect(allowed.output.contains("welcome format=420v"), "\(allowed.output)")
     }

@@ -1,0 +1,385 @@
+import PixelBuffers
+import SampleBuffers
+import Surfaces
+import SystemPackage
+
+/// The IO layer of a subscriber: its one thread connects, polls, decodes datagrams, feeds them to the
+/// ``SubscriberStateMachine`` and carries out the actions it returns (imports, deliveries, replies).
+///
+/// Everything here belongs to that thread; what consumers see goes through ``SubscriberCore``.
+final class SubscriberConnection {
+    let core: SubscriberCore
+    let configuration: Subscriber.Configuration
+    private var machine: SubscriberStateMachine
+    private var socket: Socket?
+    private var surfaces: [UInt64: Surface] = [:]
+    private var generation: UInt64 = 0
+    private var handshakeDeadline: UInt64 = 0
+    private var hasConnected = false
+    /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
+    /// same way on every reconnect (every 100 ms by default) must not flood the log.
+    private var lastWarning: (text: String, time: UInt64, suppressed: Int)?
+    private static let repeatedWarningInterval: UInt64 = 10_000_000_000
+
+    /// Most datagrams read per wake-up before the doorbell (cancellation, releases) is looked at again.
+    private static let readBatch = 64
+
+    init(core: SubscriberCore) {
+        self.core = core
+        self.configuration = core.configuration
+        self.machine = SubscriberStateMachine(
+            acceptedFormats: core.configuration.acceptedFormats,
+            delivery: core.configuration.delivery
+        )
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        let whole = UInt64(clamping: max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
+        let total = whole.partialValue.addingReportingOverflow(UInt64(max(0, attoseconds) / 1_000_000_000))
+        return whole.overflow || total.overflow ? .max : total.partialValue
+    }
+
+    private var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }
+
+    func run() {
+        let start = now
+        let interval = Self.nanoseconds(configuration.reconnectInterval)
+        let timeout = Self.nanoseconds(configuration.connectTimeout)
+        var nextAttempt = start
+        while !core.isCancelled {
+            guard let socket else {
+                if now < nextAttempt || core.holdsReconnect {
+                    wait(milliseconds: Int32(clamping: min(interval, 1_000_000_000) / 1_000_000))
+                    continue
+                }
+                switch connect(timeout: timeout) {
+                case .connected:
+                    continue
+                case .noPublisher(let error):
+                    if !configuration.reconnects && !hasConnected && now &- start >= timeout {
+                        core.connectionEnded(
+                            FrameBusError(
+                                .timedOut,
+                                "Subscriber.connect",
+                                errno: error.errno,
+                                message: "no publisher at \(configuration.path)"
+                            ),
+                            isFinal: true
+                        )
+                        return
+                    }
+                case .failed(let error):
+                    warn("connecting to \(configuration.path) failed: \(error)")
+                    core.connectionEnded(error, isFinal: !configuration.reconnects)
+                    if !configuration.reconnects { return }
+                }
+                nextAttempt = now &+ interval
+                continue
+            }
+            if !service(socket) {
+                if !configuration.reconnects { return }
+                nextAttempt = now &+ interval
+            }
+        }
+        if let socket { socket.shutdown() }
+    }
+
+    /// Logs a warning, unless it repeats the previous one within ``repeatedWarningInterval`` (then it is counted, and
+    /// the count is logged with the next one that gets through).
+    private func warn(_ text: String) {
+        let time = now
+        if let last = lastWarning, last.text == text, time &- last.time < Self.repeatedWarningInterval {
+            lastWarning?.suppressed += 1
+            return
+        }
+        if let last = lastWarning, last.suppressed > 0 {
+            configuration.logger.warning("(\(last.suppressed) more: \(last.text))")
+        }
+        configuration.logger.warning("\(text)")
+        lastWarning = (text, time, 0)
+    }
+
+    private func wait(milliseconds: Int32) {
+        _ = Syscall.poll([(core.doorbell.descriptor, PollEvents.readable)], timeout: max(1, milliseconds))
+        core.doorbell.drain()
+    }
+
+    private enum ConnectOutcome {
+        case connected
+        /// Nobody listens at the path (yet).
+        case noPublisher(FrameBusError)
+        case failed(FrameBusError)
+    }
+
+    private func connect(timeout: UInt64) -> ConnectOutcome {
+        let connected: Socket
+        switch Socket.connect(path: configuration.path, timeoutNanoseconds: 100_000_000) {
+        case .success(let socket): connected = socket
+        case .failure(let error):
+            switch error.errno {
+            case .noSuchFileOrDirectory?, .connectionRefused?, .resourceTemporarilyUnavailable?:
+                return .noPublisher(error)
+            default:
+                return .failed(error)
+            }
+        }
+        // Whoever bound the path first is not necessarily our publisher: check who it is before saying anything.
+        switch connected.peerCredentials() {
+        case .success(let credentials) where configuration.allowedPublisherUserIDs.contains(credentials.uid):
+            break
+        case .success(let credentials):
+            return .failed(
+                FrameBusError(
+                    .permissionDenied,
+                    "Subscriber.connect",
+                    message: "the process at \(configuration.path) runs as uid \(credentials.uid), "
+                        + "which is not an allowed publisher"
+                )
+            )
+        case .failure(let errno):
+            return .failed(FrameBusError(.systemCall, "getsockopt(SO_PEERCRED)", errno: errno))
+        }
+        guard core.connecting(connected) else { return .connected }  // cancelled meanwhile; the loop ends
+        socket = connected
+        handshakeDeadline = now &+ timeout
+        // A refused peer may find the socket already closed; the ERROR is still there to read.
+        _ = connected.send(machine.connected().encoded())
+        return .connected
+    }
+
+    /// Polls and handles one batch; returns false when the connection ended.
+    private func service(_ socket: Socket) -> Bool {
+        let awaiting: Bool
+        if case .awaitingWelcome = machine.state { awaiting = true } else { awaiting = false }
+        var timeout: Int32 = 1000
+        if awaiting {
+            let left = handshakeDeadline > now ? handshakeDeadline - now : 0
+            timeout = Int32(clamping: min(1000, left / 1_000_000 + 1))
+        }
+        let writable = core.sender.hasOutbound ? PollEvents.writable : 0
+        let ready: [Int16]
+        switch Syscall.poll(
+            [(core.doorbell.descriptor, PollEvents.readable), (socket.descriptor, PollEvents.readable | writable)],
+            timeout: timeout
+        ) {
+        case .success(let events): ready = events
+        case .failure(let errno):
+            return perform(.close(FrameBusError(.systemCall, "poll", errno: errno), reply: nil), descriptors: [])
+        }
+        if ready[0] != 0 { core.doorbell.drain() }
+        if core.isCancelled { return true }
+        if core.sender.hasOverflowed {
+            return perform(
+                .close(
+                    FrameBusError(
+                        .protocolViolation,
+                        "Subscriber",
+                        message: "the publisher stopped reading: \(SubscriberOutbox.defaultCapacity) messages unsent"
+                    ),
+                    reply: nil
+                ),
+                descriptors: []
+            )
+        }
+        if ready[1] & PollEvents.writable != 0 { core.sender.flush() }
+        if ready[1] & ~PollEvents.writable != 0 {
+            for _ in 0..<Self.readBatch {
+                switch socket.receive(maximumSize: WireProtocol.maximumMessageSize) {
+                case .success(.wouldBlock):
+                    return checkHandshakeDeadline()
+                case .success(.endOfFile):
+                    return perform(
+                        .close(
+                            FrameBusError(.endOfStream, "Subscriber", message: "the publisher closed the connection"),
+                            reply: nil
+                        ),
+                        descriptors: []
+                    )
+                case .failure(let errno):
+                    return perform(
+                        .close(
+                            FrameBusError(.endOfStream, "Subscriber", errno: errno, message: "receive failed"),
+                            reply: nil
+                        ),
+                        descriptors: []
+                    )
+                case .success(.datagram(let datagram)):
+                    guard handle(datagram) else { return false }
+                }
+            }
+        }
+        return checkHandshakeDeadline()
+    }
+
+    private func checkHandshakeDeadline() -> Bool {
+        guard case .awaitingWelcome = machine.state, now >= handshakeDeadline else { return true }
+        return perform(
+            .close(FrameBusError(.timedOut, "Subscriber.connect", message: "no WELCOME"), reply: nil),
+            descriptors: []
+        )
+    }
+
+    /// Feeds one datagram to the state machine; returns false when the connection ended.
+    private func handle(_ datagram: ReceivedDatagram) -> Bool {
+        guard !datagram.isTruncated else {
+            return perform(machine.receivedMalformed("oversized or truncated datagram"), descriptors: [])
+        }
+        let message: WireMessage
+        do {
+            message = try WireMessage.decode(datagram.bytes, descriptorCount: datagram.descriptors.count)
+        } catch {
+            return perform(machine.receivedMalformed(error.description), descriptors: [])
+        }
+        let held = message.type == .frame ? core.sender.connectionHeld : 0
+        return perform(machine.received(message, heldFrames: held), descriptors: datagram.descriptors)
+    }
+
+    /// Carries out an action; returns false when the connection ended.
+    private func perform(_ action: SubscriberStateMachine.Action, descriptors: [OwnedDescriptor]) -> Bool {
+        switch action {
+        case .none:
+            return true
+        case .established(let session, let isReconnect):
+            guard let socket else { return false }
+            generation &+= 1
+            hasConnected = true
+            core.sender.attach(socket, generation: generation)
+            core.established(session, isReconnect: isReconnect)
+            return true
+        case .importSurface(let announcement):
+            return importSurface(announcement, descriptors: descriptors)
+        case .retireSurface(let surfaceID):
+            surfaces.removeValue(forKey: surfaceID)
+            return true
+        case .deliverFrame(let frame, let discontinuity):
+            return deliver(frame, discontinuity: discontinuity)
+        case .reportDrop(let drop):
+            core.report(drop)
+            return true
+        case .close(let error, let reply):
+            if let reply, let socket {
+                warn("closing connection to \(configuration.path): \(reply.reason)")
+                _ = socket.send(WireMessage.error(reply).encoded())
+            }
+            close(error)
+            return false
+        }
+    }
+
+    private func close(_ error: FrameBusError) {
+        core.sender.detach()
+        socket?.shutdown()
+        socket = nil
+        surfaces.removeAll()
+        machine.closed()
+        core.connectionEnded(error, isFinal: !configuration.reconnects)
+        if error.code != .endOfStream {
+            warn("subscription to \(configuration.path) ended: \(error)")
+        }
+    }
+
+    private func importSurface(_ announcement: WireSurface, descriptors: [OwnedDescriptor]) -> Bool {
+        // The decoder checked that as many fds came as the SURFACE names; the machine bounded every field, so these
+        // conversions cannot trap (u32 → Int on 64-bit; byte counts ≤ 2³²).
+        guard descriptors.count == announcement.descriptorByteCounts.count else {
+            return perform(
+                machine.surfaceImportFailed(surfaceID: announcement.surfaceID, reason: "descriptor count"),
+                descriptors: []
+            )
+        }
+        let layout = SurfaceLayout(
+            pixelFormat: announcement.pixelFormat,
+            width: Int(announcement.width),
+            height: Int(announcement.height),
+            planes: announcement.planes.map {
+                PlaneLayout(
+                    offset: Int(clamping: $0.offset),
+                    bytesPerRow: Int($0.bytesPerRow),
+                    width: Int($0.width),
+                    height: Int($0.height),
+                    bytesPerElement: Int($0.bytesPerElement)
+                )
+            },
+            allocationSize: Int(clamping: announcement.descriptorByteCounts.reduce(0) { Saturating.add($0, $1) })
+        )
+        // Ownership of every fd moves into the handle, which closes them if the import fails.
+        let fds = descriptors.compactMap { $0.take() }
+        let backing: Surface.Backing =
+            announcement.backing == .dmaBuf ? .dmaBuf(modifier: announcement.modifier) : .memfd
+        let handle = SurfaceHandle(
+            id: SurfaceID(rawValue: announcement.surfaceID),
+            layout: layout,
+            backing: backing,
+            descriptors: fds,
+            planeDescriptorIndices: announcement.planes.map { Int($0.descriptorIndex) },
+            descriptorByteCounts: announcement.descriptorByteCounts.map { Int(clamping: $0) }
+        )
+        let surface: Surface
+        do {
+            // One memfd, a memfd per plane, or DMA-BUFs (CPU access then bracketed with DMA_BUF_IOCTL_SYNC in
+            // lock/unlock): the import checks seals, sizes and every plane against its own descriptor.
+            surface = try Surface.importing(handle)
+            _ = try PixelBuffer(surface: surface)
+        } catch {
+            return perform(
+                machine.surfaceImportFailed(surfaceID: announcement.surfaceID, reason: "\(error)"),
+                descriptors: []
+            )
+        }
+        surfaces[announcement.surfaceID] = surface
+        return true
+    }
+
+    private func deliver(_ frame: WireFrame, discontinuity: DiscontinuityFlags) -> Bool {
+        guard let surface = surfaces[frame.surfaceID] else {
+            return perform(machine.frameRefused("FRAME on surface \(frame.surfaceID), never imported"), descriptors: [])
+        }
+        // From here the frame is held: the token releases it whatever happens.
+        let token = ReleaseToken(
+            sequence: frame.sequence,
+            surfaceID: frame.surfaceID,
+            generation: generation,
+            sender: core.sender
+        )
+        var attachments = SampleAttachments(discontinuity: discontinuity)
+        attachments[.busSequenceNumber] = .integer(Int64(bitPattern: frame.sequence))
+        attachments[.busBytesUsed] = .integer(Int64(clamping: frame.bytesUsed))
+        attachments[.busPublishTime] = .integer(Int64(bitPattern: frame.publishTime))
+        let timing = SampleTimingInfo(
+            presentationTimeStamp: Self.mediaTime(frame.presentationTime),
+            duration: Self.mediaTime(frame.duration)
+        )
+        let sample: SampleBuffer
+        do {
+            // The frame is held for as long as its pixel buffer lives: whoever keeps `sampleBuffer.imageBuffer`
+            // (and drops the sample buffer) keeps the publisher from recycling the surface, as with CoreVideo.
+            // Invalidating the sample buffer does not release it either, since its image buffer may still be in use.
+            let pixelBuffer = try PixelBuffer(
+                surface: surface,
+                attachments: WireAttachments.decode(frame.attachments),
+                releaseHandler: { token.release() }
+            )
+            sample = try SampleBuffer(
+                imageBuffer: pixelBuffer,
+                timing: timing,
+                attachments: attachments,
+                dataIsReady: true
+            )
+        } catch {
+            token.release(notDelivered: true)
+            return perform(machine.frameRefused("surface \(frame.surfaceID): \(error)"), descriptors: [])
+        }
+        core.deliver(
+            PendingFrame(sample: sample, token: token, publishTime: frame.publishTime, bytesUsed: frame.bytesUsed),
+            sequence: frame.sequence
+        )
+        return true
+    }
+
+    static func mediaTime(_ time: WireTime) -> MediaTime {
+        let flags = MediaTime.Flags(rawValue: time.flags).intersection(.all)
+        guard flags.contains(.valid) else { return .invalid }
+        return MediaTime(value: time.value, timescale: time.timescale, flags: flags)
+    }
+}

@@ -1,0 +1,472 @@
+import Dispatch
+import Foundation
+import SampleBuffers
+import Synchronization
+
+/// Returns one frame to the publisher, once: when the frame's image buffer goes away, or when the frame is
+/// replaced before anyone saw it.
+final class ReleaseToken: Sendable {
+    let sequence: UInt64
+    let surfaceID: UInt64
+    let generation: UInt64
+    private let claimed = Atomic<Bool>(false)
+    private weak let sender: SubscriberSender?
+
+    init(sequence: UInt64, surfaceID: UInt64, generation: UInt64, sender: SubscriberSender) {
+        self.sequence = sequence
+        self.surfaceID = surfaceID
+        self.generation = generation
+        self.sender = sender
+        sender.heldCount.add(1, ordering: .relaxed)
+        sender.frameHeld(generation: generation)
+    }
+
+    /// Releases now (idempotent).
+    func release(notDelivered: Bool = false) {
+        guard !claimed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        sender?.heldCount.subtract(1, ordering: .relaxed)
+        sender?.sendRelease(self, notDelivered: notDelivered)
+    }
+
+    deinit { release() }
+}
+
+/// The sending half of a subscriber: RELEASE and GOODBYE, from any thread. Its lock is a leaf (nothing is called
+/// while it is held but non-blocking sends), so a frame released anywhere, even under the core's lock, can send.
+final class SubscriberSender: Sendable {
+    private struct State {
+        var socket: Socket?
+        var generation: UInt64 = 0
+        /// Frames of the current connection not yet released (held by the consumer or waiting for it): what the
+        /// publisher counts against `maximumHeldFrames`, less the releases it has not read yet.
+        var connectionHeld = 0
+        var outbox = SubscriberOutbox()
+        var overflowed = false
+    }
+    private let state = Mutex(State())
+    let heldCount = Atomic<Int>(0)
+    let doorbell: Doorbell
+
+    init(doorbell: Doorbell) { self.doorbell = doorbell }
+
+    func attach(_ socket: Socket, generation: UInt64) {
+        state.withLock {
+            $0.socket = socket
+            $0.generation = generation
+            $0.connectionHeld = 0
+            $0.outbox.removeAll()
+            $0.overflowed = false
+        }
+    }
+
+    /// A frame of connection `generation` is now held.
+    func frameHeld(generation: UInt64) {
+        state.withLock { if $0.generation == generation { $0.connectionHeld += 1 } }
+    }
+
+    /// Frames of the current connection not yet released.
+    var connectionHeld: Int { state.withLock { $0.connectionHeld } }
+
+    func detach() {
+        state.withLock {
+            $0.socket = nil
+            $0.outbox.removeAll()
+        }
+    }
+
+    func sendRelease(_ token: ReleaseToken, notDelivered: Bool) {
+        let message = WireMessage.release(
+            WireRelease(
+                sequence: token.sequence,
+                surfaceID: token.surfaceID,
+                flags: notDelivered ? WireRelease.notDeliveredFlag : 0
+            )
+        ).encoded()
+        state.withLock { if $0.generation == token.generation { $0.connectionHeld -= 1 } }
+        send(message, generation: token.generation)
+    }
+
+    /// Sends now, or queues behind earlier messages; a full outbox marks the connection for closing.
+    func send(_ bytes: [UInt8], generation: UInt64? = nil) {
+        let ring = state.withLock { state -> Bool in
+            guard let socket = state.socket, generation == nil || generation == state.generation,
+                !state.overflowed
+            else { return false }
+            if state.outbox.isEmpty, case .success(.sent) = socket.send(bytes) { return false }
+            if !state.outbox.enqueue(bytes) {
+                state.overflowed = true
+                state.outbox.removeAll()
+            }
+            return true
+        }
+        if ring { doorbell.ring() }
+    }
+
+    var hasOutbound: Bool { state.withLock { !$0.outbox.isEmpty } }
+
+    /// Whether the outbox overflowed (the publisher stopped reading) since the connection was attached.
+    var hasOverflowed: Bool { state.withLock { $0.overflowed } }
+
+    /// Sends what waited for room.
+    func flush() {
+        state.withLock { state in
+            guard let socket = state.socket else { return }
+            while let message = state.outbox.first {
+                guard case .success(.sent) = socket.send(message) else { break }
+                state.outbox.removeFirst()
+            }
+        }
+    }
+}
+
+/// A frame waiting for the consumer.
+struct PendingFrame: Sendable {
+    var sample: SampleBuffer
+    var token: ReleaseToken
+    var publishTime: UInt64
+    var bytesUsed: UInt64
+}
+
+/// The state a subscriber's connection thread, its consumers and its public API share.
+final class SubscriberCore: Sendable {
+    /// Proof that one iteration owns the events; freed when its iterator goes away.
+    final class ConsumerClaim: Sendable {
+        let id: UInt64
+        private weak let core: SubscriberCore?
+
+        init(id: UInt64, core: SubscriberCore) {
+            self.id = id
+            self.core = core
+        }
+
+        deinit { core?.releaseClaim(id) }
+    }
+
+    struct WeakDelegate {
+        weak var value: (any SubscriberDelegate)?
+    }
+
+    enum Consumer {
+        case none
+        case iterator(claim: UInt64, waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?)
+        case delegate(WeakDelegate, DispatchQueue, isDelivering: Bool)
+    }
+
+    struct State {
+        var queue: SubscriberEventQueue<PendingFrame>
+        var consumer = Consumer.none
+        var nextClaim: UInt64 = 1
+        var isCancelled = false
+        /// No event will follow the waiting ones (the stream ended for good, or it was cancelled).
+        var isFinished = false
+        var session: Subscriber.Session?
+        /// The current connection (also during its handshake), so that ``cancel()`` can close it at once.
+        var socket: Socket?
+        var isConnected = false
+        weak var owner: Subscriber?
+        var statistics = FrameStatistics()
+        var latency = LatencyRecorder()
+    }
+
+    let configuration: Subscriber.Configuration
+    let state: Mutex<State>
+    let doorbell: Doorbell
+    let sender: SubscriberSender
+
+    init(configuration: Subscriber.Configuration) throws(FrameBusError) {
+        self.configuration = configuration
+        self.doorbell = try Doorbell()
+        self.sender = SubscriberSender(doorbell: doorbell)
+        self.state = Mutex(State(queue: SubscriberEventQueue(depth: configuration.delivery.depth)))
+    }
+
+    /// Starts the connection thread. It holds the core (not the subscriber) and ends soon after ``cancel()``.
+    func start(owner: Subscriber) {
+        state.withLock { $0.owner = owner }
+        let thread = Thread { [self] in SubscriberConnection(core: self).run() }
+        thread.name = "framebus.subscriber"
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    var session: Subscriber.Session? { state.withLock { $0.session } }
+    var isConnected: Bool { state.withLock { $0.isConnected } }
+    var isCancelled: Bool { state.withLock { $0.isCancelled } }
+
+    var statistics: FrameStatistics {
+        let held = sender.heldCount.load(ordering: .relaxed)
+        return state.withLock { state in
+            var statistics = state.statistics
+            statistics.heldNow = held
+            statistics.queueDepth = state.queue.frameCount
+            statistics.latency = state.latency.summary
+            return statistics
+        }
+    }
+
+    // MARK: From the connection thread
+
+    /// A connection is being set up (before its handshake).
+    func connecting(_ socket: Socket) -> Bool {
+        state.withLock { state in
+            guard !state.isCancelled else { return false }
+            state.socket = socket
+            return true
+        }
+    }
+
+    /// Whether the connection thread should wait before reconnecting (the consumer has not caught up).
+    var holdsReconnect: Bool { state.withLock { $0.queue.isHoldingConnectionEvents } }
+
+    func established(_ session: Subscriber.Session, isReconnect: Bool) {
+        enqueue { state in
+            state.session = session
+            state.isConnected = true
+            state.queue.append(connected: session, isReconnect: isReconnect)
+            return []
+        }
+    }
+
+    func deliver(_ frame: PendingFrame, sequence: UInt64) {
+        enqueue { state in
+            let replaced = state.queue.append(frame: frame, sequence: sequence)
+            state.statistics.dropped[.frameWasLate, default: 0] = Saturating.add(
+                state.statistics.dropped[.frameWasLate, default: 0],
+                UInt64(replaced.count)
+            )
+            return replaced
+        }
+    }
+
+    func report(_ drop: SubscriberDrop) {
+        enqueue { state in
+            state.statistics.dropped[drop.reason, default: 0] = Saturating.add(
+                state.statistics.dropped[drop.reason, default: 0],
+                drop.frameCount
+            )
+            state.queue.append(drop: drop)
+            return []
+        }
+    }
+
+    /// The connection ended; `isFinal` when no other will follow.
+    func connectionEnded(_ error: FrameBusError, isFinal: Bool) {
+        enqueue { state in
+            state.socket = nil
+            state.isConnected = false
+            guard !state.isCancelled else { return [] }
+            state.queue.append(ended: error)
+            if isFinal { state.isFinished = true }
+            return []
+        }
+    }
+
+    /// Changes the queue under the lock, then wakes the consumer and releases replaced frames outside it.
+    private func enqueue(_ body: (inout State) -> [PendingFrame]) {
+        let (replaced, wake) = state.withLock { state in
+            let replaced = body(&state)
+            return (replaced, wakeConsumer(&state))
+        }
+        for frame in replaced { frame.token.release(notDelivered: true) }
+        perform(wake)
+    }
+
+    // MARK: Consumers
+
+    enum Wake {
+        case none
+        case resume(
+            CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>,
+            SubscriberEventQueue<PendingFrame>.Entry?
+        )
+        case deliver(DispatchQueue)
+    }
+
+    private func wakeConsumer(_ state: inout State) -> Wake {
+        switch state.consumer {
+        case .none, .iterator(_, waiter: nil), .delegate(_, _, isDelivering: true):
+            return .none
+        case .iterator(let claim, .some(let waiter)):
+            if let entry = take(&state) {
+                state.consumer = .iterator(claim: claim, waiter: nil)
+                return .resume(waiter, entry)
+            }
+            if state.isFinished || state.isCancelled {
+                state.consumer = .iterator(claim: claim, waiter: nil)
+                return .resume(waiter, nil)
+            }
+            return .none
+        case .delegate(let delegate, let queue, isDelivering: false):
+            guard !state.queue.isEmpty, !state.isCancelled else { return .none }
+            state.consumer = .delegate(delegate, queue, isDelivering: true)
+            return .deliver(queue)
+        }
+    }
+
+    private func perform(_ wake: Wake) {
+        switch wake {
+        case .none: break
+        case .resume(let waiter, let entry): waiter.resume(returning: entry)
+        case .deliver(let queue): queue.async { self.deliverToDelegate() }
+        }
+    }
+
+    /// Takes the next event for a consumer, recording delivery statistics for a frame.
+    private func take(_ state: inout State) -> SubscriberEventQueue<PendingFrame>.Entry? {
+        guard let entry = state.queue.popFirst() else { return nil }
+        if case .frame(let frame, _) = entry {
+            state.latency.record(nanoseconds: ProcessInfoShim.monotonicNanoseconds() &- frame.publishTime)
+            state.statistics.delivered += 1
+            state.statistics.bytesDelivered = Saturating.add(state.statistics.bytesDelivered, frame.bytesUsed)
+        }
+        return entry
+    }
+
+    func claim() throws(FrameBusError) -> ConsumerClaim {
+        let id: UInt64? = state.withLock { state in
+            guard case .none = state.consumer else { return nil }
+            let id = state.nextClaim
+            state.nextClaim += 1
+            state.consumer = .iterator(claim: id, waiter: nil)
+            return id
+        }
+        guard let id else {
+            throw FrameBusError(
+                .concurrentConsumer,
+                "Subscriber.events",
+                message: "another iteration or a delegate already consumes this subscriber's events"
+            )
+        }
+        return ConsumerClaim(id: id, core: self)
+    }
+
+    func releaseClaim(_ id: UInt64) {
+        let waiter = state.withLock { state -> CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>? in
+            guard case .iterator(id, let waiter) = state.consumer else { return nil }
+            state.consumer = .none
+            return waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    func nextEvent(claim: ConsumerClaim) async -> SubscriberEvent? {
+        let entry = await withTaskCancellationHandler {
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>) in
+                let immediate: SubscriberEventQueue<PendingFrame>.Entry?? = state.withLock { state in
+                    guard case .iterator(claim.id, nil) = state.consumer else { return .some(nil) }
+                    // Checked under the lock that the cancellation handler takes, so a cancellation is never
+                    // missed: either it ran before (and the task is marked cancelled) or it will find the waiter.
+                    if Task.isCancelled || state.isCancelled { return .some(nil) }
+                    if let entry = take(&state) { return .some(entry) }
+                    if state.isFinished { return .some(nil) }
+                    state.consumer = .iterator(claim: claim.id, waiter: continuation)
+                    return nil
+                }
+                if let immediate { continuation.resume(returning: immediate) }
+            }
+        } onCancel: {
+            let waiter = state.withLock {
+                state -> CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>? in
+                guard case .iterator(claim.id, let waiter?) = state.consumer else { return nil }
+                state.consumer = .iterator(claim: claim.id, waiter: nil)
+                return waiter
+            }
+            waiter?.resume(returning: nil)
+        }
+        return entry.map(Self.event)
+    }
+
+    private static func event(_ entry: SubscriberEventQueue<PendingFrame>.Entry) -> SubscriberEvent {
+        switch entry {
+        case .connected(let session, let isReconnect): isReconnect ? .reconnected(session) : .connected(session)
+        case .frame(let frame, _): .frame(frame.sample)
+        case .dropped(let drop): .dropped(drop)
+        case .ended(let error): .ended(error)
+        }
+    }
+
+    func setDelegate(_ delegate: (any SubscriberDelegate)?, queue: DispatchQueue) {
+        let (waiter, wake) = state.withLock {
+            state -> (CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?, Wake) in
+            var waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?
+            if case .iterator(_, let pending) = state.consumer { waiter = pending }
+            if let delegate {
+                var isDelivering = false
+                if case .delegate(_, _, let delivering) = state.consumer { isDelivering = delivering }
+                state.consumer = .delegate(WeakDelegate(value: delegate), queue, isDelivering: isDelivering)
+            } else if case .delegate = state.consumer {
+                state.consumer = .none
+            }
+            return (waiter, wakeConsumer(&state))
+        }
+        waiter?.resume(returning: nil)
+        perform(wake)
+    }
+
+    /// Runs on the delegate's queue: hands waiting events to the delegate one by one, never holding the lock
+    /// during a callback.
+    private func deliverToDelegate() {
+        while true {
+            let next: (SubscriberEventQueue<PendingFrame>.Entry, any SubscriberDelegate, Subscriber)? = state.withLock {
+                state in
+                guard case .delegate(let weak, let queue, isDelivering: true) = state.consumer else { return nil }
+                guard let delegate = weak.value, let owner = state.owner, !state.isCancelled,
+                    let entry = take(&state)
+                else {
+                    state.consumer = weak.value == nil ? .none : .delegate(weak, queue, isDelivering: false)
+                    return nil
+                }
+                return (entry, delegate, owner)
+            }
+            guard let (entry, delegate, owner) = next else { return }
+            switch entry {
+            case .connected(let session, _): delegate.subscriber(owner, didConnect: session)
+            case .frame(let frame, _): delegate.subscriber(owner, didOutput: frame.sample)
+            case .dropped(let drop): delegate.subscriber(owner, didDrop: Self.marker(for: drop))
+            case .ended(let error): delegate.subscriber(owner, didEndWith: error)
+            }
+        }
+    }
+
+    /// The drop marker a delegate gets: a sample buffer without an image.
+    static func marker(for drop: SubscriberDrop) -> SampleBuffer {
+        var attachments = SampleAttachments()
+        attachments[.busSequenceNumber] = .integer(Int64(bitPattern: drop.sequences.lowerBound))
+        attachments[.busLastSequenceNumber] = .integer(Int64(bitPattern: drop.sequences.upperBound))
+        attachments[.busDroppedFrameCount] = .integer(Int64(clamping: drop.frameCount))
+        return SampleBuffer(
+            droppedFrameReason: drop.reason,
+            info: drop.reason == .discontinuity ? .upstreamLoss : nil,
+            timing: .invalid,
+            attachments: attachments
+        )
+    }
+
+    // MARK: Cancelling
+
+    func cancel() {
+        let (socket, waiter, frames) = state.withLock {
+            state -> (Socket?, CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?, [PendingFrame])
+            in
+            guard !state.isCancelled else { return (nil, nil, []) }
+            state.isCancelled = true
+            state.isFinished = true
+            state.isConnected = false
+            var waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?
+            if case .iterator(let claim, let pending) = state.consumer {
+                waiter = pending
+                state.consumer = .iterator(claim: claim, waiter: nil)
+            }
+            defer { state.socket = nil }
+            return (state.socket, waiter, state.queue.removeAllFrames())
+        }
+        // GOODBYE releases everything we hold at the publisher; nothing is sent after it.
+        sender.send(WireMessage.goodbye(reason: 0).encoded())
+        sender.detach()
+        socket?.shutdown()
+        for frame in frames { frame.token.release(notDelivered: true) }
+        waiter?.resume(returning: nil)
+        doorbell.ring()
+    }
+}
