@@ -68,6 +68,10 @@ public final class Publisher: Sendable {
         public var closeGracePeriod: Duration = .seconds(1)
         /// Most converted (compressed or decompressed) buffers alive at once (1…65535).
         public var conversionBufferLimit = 16
+        /// Threads that encode (or decode) each frame for subscribers of another format (1…64): 1 converts on the
+        /// thread that calls ``Publisher/publish(_:timing:)``; more split each frame across that many threads, which
+        /// the publisher keeps for its lifetime. Conversion allocates nothing per frame either way.
+        public var conversionThreadCount = 1
         /// Where diagnostics go (closed connections and their reasons, rate-limited).
         public var logger: Logger
 
@@ -126,6 +130,7 @@ public final class Publisher: Sendable {
                 "closeGracePeriod \(closeGracePeriod)"
             )
             try check(socketMode <= 0o777, "socketMode 0o\(String(socketMode, radix: 8))")
+            try check((1...64).contains(conversionThreadCount), "conversionThreadCount \(conversionThreadCount)")
         }
 
         var limits: PublisherStateMachine<PixelBuffer>.Limits {
@@ -176,6 +181,9 @@ public final class Publisher: Sendable {
     private let publishing = Mutex<Void>(())
     /// Surfaces pools freed, waiting for the loop thread to retire them (one entry per freed surface).
     private let freedSurfaces = Mutex<[UInt64]>([])
+    /// Encodes and decodes frames for subscribers of another format, reusing its workspace (and threads) for every
+    /// frame. Its calls are serialised, as `publish` calls are.
+    private let codec: SurfaceCodecContext
 
     /// The default socket path: `$XDG_RUNTIME_DIR/<name>.sock`, or nil when `XDG_RUNTIME_DIR` is not set (pass a
     /// path then; never a world-writable directory such as `/tmp`, where another user can take the name first).
@@ -201,6 +209,7 @@ public final class Publisher: Sendable {
             backlog: Int32(min(configuration.maximumPendingHandshakes, 4096))
         ).get()
         self.doorbell = try Doorbell()
+        self.codec = SurfaceCodecContext(threadCount: configuration.conversionThreadCount)
         self.state = Mutex(State(machine: Machine(limits: configuration.limits, streamID: streamID)))
         // The thread holds the publisher only during one turn (at most a second), so dropping the last reference
         // stops it (deinit sends END_OF_STREAM without waiting for anything).
@@ -520,10 +529,10 @@ public final class Publisher: Sendable {
         buffer.propagateAttachments(to: destination)
         do {
             if format.isCompressed {
-                let statistics = try SurfaceCodec.compress(buffer, into: destination)
+                let statistics = try codec.compress(buffer, into: destination)
                 return (destination, statistics.compressedByteCount)
             } else {
-                try SurfaceCodec.decompress(buffer, into: destination)
+                try codec.decompress(buffer, into: destination)
                 return (destination, Self.bytesUsed(of: destination))
             }
         } catch {

@@ -53,6 +53,9 @@ struct PublishCommand: AsyncParsableCommand {
     @Flag(help: "Also offer the lossless compressed variant of the format.")
     var compressed = false
 
+    @Option(help: "Threads that encode each frame for subscribers of the compressed variant (1 uses the publishing thread).")
+    var encodeThreads: Int = 1
+
     @Option(help: "Stop after this many seconds.")
     var duration: Double?
 
@@ -93,6 +96,7 @@ struct PublishCommand: AsyncParsableCommand {
         configuration.socketMode = UInt32(socketMode, radix: 8) ?? 0o600
         configuration.allowedUserIDs.formUnion(allowUID)
         configuration.maximumSubscribers = maxSubscribers
+        configuration.conversionThreadCount = encodeThreads
         // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly".
         let stopping = StopSignals()
         let publisher = try Publisher(configuration: configuration)

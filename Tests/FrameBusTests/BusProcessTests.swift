@@ -13,10 +13,12 @@ import Testing
     func makePublisher(
         _ path: String,
         formats: [PixelFormat] = [.yuv420BiPlanarVideoRange8],
-        maximumSubscribers: Int = 16
+        maximumSubscribers: Int = 16,
+        conversionThreadCount: Int = 1
     ) throws -> Publisher {
         var configuration = Publisher.Configuration(path: path, formats: formats)
         configuration.maximumSubscribers = maximumSubscribers
+        configuration.conversionThreadCount = conversionThreadCount
         return try Publisher(configuration: configuration)
     }
 
@@ -52,11 +54,15 @@ import Testing
         return hashes
     }
 
-    @Test func framesArriveBitExactInOtherProcessesWithEachRepresentationMadeOnce() throws {
+    /// With one conversion thread the publisher encodes on the publishing thread; with two, each frame is split
+    /// across its codec context's threads. Both must give the same bytes.
+    @Test(arguments: [1, 2])
+    func framesArriveBitExactInOtherProcessesWithEachRepresentationMadeOnce(conversionThreads: Int) throws {
         let path = temporaryBusPath("exact")
         let publisher = try makePublisher(
             path,
-            formats: [.yuv420BiPlanarVideoRange8, .compressedYUV420BiPlanarVideoRange8]
+            formats: [.yuv420BiPlanarVideoRange8, .compressedYUV420BiPlanarVideoRange8],
+            conversionThreadCount: conversionThreads
         )
         defer { publisher.stop() }
         let count = 12

@@ -27,6 +27,8 @@ import Testing
         BadConfiguration(name: "zero handshake timeout") { $0.handshakeTimeout = .zero },
         BadConfiguration(name: "socket mode 0o1777") { $0.socketMode = 0o1777 },
         BadConfiguration(name: "no conversion buffers") { $0.conversionBufferLimit = 0 },
+        BadConfiguration(name: "no conversion threads") { $0.conversionThreadCount = 0 },
+        BadConfiguration(name: "65 conversion threads") { $0.conversionThreadCount = 65 },
     ]
 
     @Test(arguments: badConfigurations) func outOfRangeConfigurationIsATypedError(_ bad: BadConfiguration) {
