@@ -158,6 +158,8 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
     private var decodeNanoseconds: UInt64 = 0
     private var decoded = 0
     private var scratch: PixelBuffer?
+    /// One codec context for every frame: its workspace is reused, so decoding allocates nothing per frame.
+    private let codec = SurfaceCodecContext(threadCount: 1)
     let decode: Bool
     let delayMilliseconds: Int
     let onConnect: @Sendable (Subscriber.Session) -> Void
@@ -190,7 +192,7 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
                     pixelFormat: image.pixelFormat.base
                 )
             }
-            if let scratch, (try? SurfaceCodec.decompress(image, into: scratch)) != nil {
+            if let scratch, (try? codec.decompress(image, into: scratch)) != nil {
                 let elapsed = DispatchTime.now().uptimeNanoseconds - start
                 lock.withLock {
                     decodeNanoseconds += elapsed
