@@ -1,4 +1,4 @@
-// Writes valid compressed surfaces (every format and mode, small sizes) as the fuzzer's seed corpus.
+// Writes valid compressed surfaces (every layout version, format and mode, small sizes) as the fuzzer's seed corpus.
 import Glibc
 
 @main
@@ -13,46 +13,49 @@ enum MakeSeeds {
         }
         var index = 0
         for (fourCC, kind) in formats {
-            for (width, height, tileWidth, tileHeight, style) in [
-                (16, 8, 16, 8, 0), (32, 16, 16, 4, 1), (24, 12, 8, 4, 2), (20, 10, 20, 6, 3), (8, 8, 4, 4, 4),
-            ] {
-                let format = CodecFormat(kind: kind)
-                let grid = TileGrid(
-                    format: format,
-                    width: width,
-                    height: height,
-                    tileWidth: tileWidth,
-                    tileHeight: tileHeight
-                )!
-                let count = grid.rawImageByteCount
-                let image = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 64)
-                for i in 0..<count {
-                    let value: UInt64
-                    switch style {
-                    case 0: value = 7  // solid
-                    case 1: value = UInt64(i / 3 % 5)  // repetitive (LZ4)
-                    case 2: value = UInt64(i % 97) &+ random() % 4  // smooth (packed)
-                    case 3: value = random()  // noise (raw), padding bits set in 16-bit formats
-                    default: value = UInt64(i % 2 == 0 ? 0x40 : 0x81)  // 10-bit words
+            for version in TileGrid.supportedLayoutVersions {
+                for (width, height, tileWidth, tileHeight, style) in [
+                    (16, 8, 16, 8, 0), (32, 16, 16, 4, 1), (24, 12, 8, 4, 2), (20, 10, 20, 6, 3), (8, 8, 4, 4, 4),
+                ] {
+                    let format = CodecFormat(kind: kind)
+                    let grid = TileGrid(
+                        format: format,
+                        width: width,
+                        height: height,
+                        tileWidth: tileWidth,
+                        tileHeight: tileHeight,
+                        layoutVersion: version
+                    )!
+                    let count = grid.rawImageByteCount
+                    let image = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 64)
+                    for i in 0..<count {
+                        let value: UInt64
+                        switch style {
+                        case 0: value = 7  // solid
+                        case 1: value = UInt64(i / 3 % 5)  // repetitive (LZ4)
+                        case 2: value = UInt64(i % 97) &+ random() % 4  // smooth (packed)
+                        case 3: value = random()  // noise (raw), padding bits set in 16-bit formats
+                        default: value = UInt64(i % 2 == 0 ? 0x40 : 0x81)  // 10-bit words
+                        }
+                        image.storeBytes(of: UInt8(truncatingIfNeeded: value), toByteOffset: i, as: UInt8.self)
                     }
-                    image.storeBytes(of: UInt8(truncatingIfNeeded: value), toByteOffset: i, as: UInt8.self)
+                    let bytesPerSample = format.bytesPerSample
+                    let rowBytes = kind == .bgra ? width * 4 : width * bytesPerSample
+                    let planes = ImagePlanes(
+                        plane0: image,
+                        bytesPerRow0: rowBytes,
+                        plane1: kind == .bgra ? image : image + rowBytes * height,
+                        bytesPerRow1: rowBytes
+                    )
+                    let output = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
+                    let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes, into: output, threads: 1)
+                    let file = fopen("\(directory)/seed\(index)", "wb")!
+                    fwrite(output, 1, used, file)
+                    fclose(file)
+                    index += 1
+                    image.deallocate()
+                    output.deallocate()
                 }
-                let bytesPerSample = format.bytesPerSample
-                let rowBytes = kind == .bgra ? width * 4 : width * bytesPerSample
-                let planes = ImagePlanes(
-                    plane0: image,
-                    bytesPerRow0: rowBytes,
-                    plane1: kind == .bgra ? image : image + rowBytes * height,
-                    bytesPerRow1: rowBytes
-                )
-                let output = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
-                let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes, into: output, threads: 1)
-                let file = fopen("\(directory)/seed\(index)", "wb")!
-                fwrite(output, 1, used, file)
-                fclose(file)
-                index += 1
-                image.deallocate()
-                output.deallocate()
             }
         }
     }

@@ -83,7 +83,14 @@ public final class PixelBuffer: @unchecked Sendable {
             opaqueByteCount: opaqueByteCount
         )
         let surface: Surface
-        do { surface = try Surface.makeMemFD(layout: layout, name: "framebus-\(compressedFormat.name)") } catch {
+        // Not populated: a compressed surface is sized for the worst case, and only the bytes used get written.
+        do {
+            surface = try Surface.makeMemFD(
+                layout: layout,
+                name: "framebus-\(compressedFormat.name)",
+                populatesPages: false
+            )
+        } catch {
             throw PixelBufferError(.surface, "PixelBuffer(\(width)x\(height) \(compressedFormat))", underlying: error)
         }
         self.init(surface: surface, pixelFormat: compressedFormat, attachments: attachments, recycler: nil)

@@ -110,7 +110,12 @@ public final class PixelBufferPool: Sendable {
 
     private func makeSurface() throws(PixelBufferError) -> Surface {
         do {
-            return try Surface.makeMemFD(layout: layout, name: "framebus-pool-\(attributes.pixelFormat.name)")
+            // Compressed surfaces are sized for the worst case: their pages are committed only when written.
+            return try Surface.makeMemFD(
+                layout: layout,
+                name: "framebus-pool-\(attributes.pixelFormat.name)",
+                populatesPages: !attributes.pixelFormat.isCompressed
+            )
         } catch {
             throw PixelBufferError(.surface, "PixelBufferPool.makePixelBuffer", underlying: error)
         }

@@ -200,7 +200,13 @@ public enum SurfaceCodec {
             tileSize: options.tileSize,
             op
         )
-        let used = try CodecDriver.compress(source, into: destination, grid: grid, threads: options.resolvedThreads)
+        let used = try CodecDriver.compress(
+            source,
+            into: destination,
+            grid: grid,
+            threads: options.resolvedThreads,
+            workspace: CodecWorkspace()
+        )
         return Statistics(rawByteCount: grid.rawImageByteCount, compressedByteCount: used)
     }
 
@@ -222,32 +228,38 @@ public enum SurfaceCodec {
             compressed,
             into: destination,
             threads: options.resolvedThreads,
-            verifyChecksums: options.verifiesChecksums
+            verifyChecksums: options.verifiesChecksums,
+            workspace: CodecWorkspace()
         )
     }
 
-    /// Decodes a compressed buffer one tile row at a time into a small scratch buffer, so the whole raw frame
+    /// Decodes a compressed buffer a few tile rows at a time into a small scratch buffer, so the whole raw frame
     /// never exists in memory.
     ///
-    /// For each tile row, top to bottom, the rows `rows` of the image are decoded into the first
-    /// `rows.count` rows of `scratch`, then `body(rows)` runs; `scratch` is locked read-write meanwhile, so
-    /// `body` reads it with `scratch.withUnsafeBytes(ofPlane:)`.
+    /// Tile rows are decoded into `scratch` in batches, top to bottom: as many tile rows at once as `scratch`
+    /// holds (its height divided by ``tileRowHeight(of:)``) and the options' threads allow, the tiles of a batch
+    /// decoded in parallel. Then `body(rows)` runs on the calling thread: the image rows `rows` are in the
+    /// first `rows.count` rows of `scratch`, which is locked read-write meanwhile, so `body` reads it with
+    /// `scratch.withUnsafeBytes(ofPlane:)`.
     ///
     /// - Parameters:
     ///   - scratch: a base-format buffer as wide as the image and at least one tile row high
-    ///     (``tileRowHeight(of:)``).
-    /// - Throws: as ``decompress(_:into:options:)``; tiles decoded before an error have been handed over.
+    ///     (``tileRowHeight(of:)``); make it N tile rows high to decode N tile rows in parallel.
+    ///   - body: called once per batch, in order; if it throws, decoding stops and its error is rethrown.
+    /// - Throws: a ``CompressionError`` as ``decompress(_:into:options:)``, or what `body` throws; batches
+    ///   decoded before an error have been handed over.
     public static func decodeTileRows(
         of compressed: PixelBuffer,
         into scratch: PixelBuffer,
         options: Options = Options(),
-        _ body: (_ rows: Range<Int>) -> Void
-    ) throws(CompressionError) {
+        _ body: (_ rows: Range<Int>) throws -> Void
+    ) throws {
         try CodecDriver.decodeTileRows(
             of: compressed,
             into: scratch,
             threads: options.resolvedThreads,
             verifyChecksums: options.verifiesChecksums,
+            workspace: CodecWorkspace(),
             body
         )
     }
@@ -257,7 +269,7 @@ public enum SurfaceCodec {
         let op = "SurfaceCodec.tileRowHeight"
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
         defer { PixelBufferAccess.unlock(compressed, readOnly: true) }
-        let grid = try CodecDriver.header(of: compressed, verifyChecksums: false, op).grid
+        let grid = try CodecDriver.header(of: compressed, verifyChecksums: false, workspace: CodecWorkspace(), op).grid
         return min(grid.tileHeight, grid.height)
     }
 

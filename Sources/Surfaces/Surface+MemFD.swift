@@ -2,7 +2,7 @@ import SystemPackage
 
 extension Surface {
     /// Makes a surface backed by a new memfd, sealed against shrinking, growing and writes through any mapping but
-    /// its own, with every page populated.
+    /// its own, with every page populated unless asked otherwise.
     ///
     /// The memfd is created with `MFD_CLOEXEC | MFD_ALLOW_SEALING`, sized once to
     /// ``SurfaceLayout/allocationSize``, sealed with `F_SEAL_SHRINK | F_SEAL_GROW`, mapped read-write once, then
@@ -16,9 +16,16 @@ extension Surface {
     /// - Parameters:
     ///   - layout: the memory layout; validated first.
     ///   - name: the memfd's name, shown in `/proc/PID/fd` (for debugging only).
+    ///   - populatesPages: whether every page is allocated now. Pass `false` for a surface that is mostly
+    ///     unused, such as a compressed surface sized for the worst case: its pages are then committed only
+    ///     when first written, and the rest stay sparse.
     /// - Throws: ``SurfaceError/Code-swift.struct/invalidLayout``, or
     ///   ``SurfaceError/Code-swift.struct/systemCall`` with the errno of the call that failed.
-    public static func makeMemFD(layout: SurfaceLayout, name: String = "framebus") throws(SurfaceError) -> Surface {
+    public static func makeMemFD(
+        layout: SurfaceLayout,
+        name: String = "framebus",
+        populatesPages: Bool = true
+    ) throws(SurfaceError) -> Surface {
         try layout.validate()
         let descriptor = try Syscall.memfdCreate(name: name, flags: MemFD.createFlags)
             .mapError { SurfaceError(.systemCall, "memfd_create", errno: $0) }.get()
@@ -35,7 +42,7 @@ extension Surface {
                 mapping.unmap()
                 throw SurfaceError(.systemCall, "fcntl(F_ADD_SEALS)", errno: errno)
             }
-            mapping.populate()
+            if populatesPages { mapping.populate() }
             return Surface(
                 id: .next(),
                 layout: layout,

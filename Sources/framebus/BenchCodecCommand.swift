@@ -41,6 +41,9 @@ struct BenchCodecCommand: ParsableCommand {
     @Option(help: "Write the results as JSON to this file.")
     var json: String?
 
+    @Option(help: "Frames in the memory comparison (compressed pool vs raw pool of 1080p photographs); 0 skips it.")
+    var memoryFrames: Int = 32
+
     func run() throws {
         let sets = try Self.collectSets(paths)
         guard !sets.isEmpty else { throw ValidationError("no PNG images found") }
@@ -69,13 +72,22 @@ struct BenchCodecCommand: ParsableCommand {
             }
         }
         Self.printTable(results)
+        var memory: [MemoryResult] = []
+        if memoryFrames > 0, let photos = sets.first(where: { $0.0 == "kodak" }) ?? sets.first {
+            let images = try photos.1.map { try RGBImage(contentsOfPNGFile: $0) }
+            for format in formatList {
+                memory.append(try Self.measureMemory(images, set: photos.0, format: format, frames: memoryFrames))
+            }
+            Self.printMemory(memory)
+        }
         if let json {
             let report = Report(
                 machine: "\(ProcessInfo.processInfo.activeProcessorCount) cores, shared (timings are noisy)",
                 tileWidth: tileSize.width ?? 0,
                 tileHeight: tileSize.height,
                 repetitions: repetitions,
-                results: results
+                results: results,
+                memory: memory
             )
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -92,6 +104,27 @@ struct BenchCodecCommand: ParsableCommand {
         var tileHeight: Int
         var repetitions: Int
         var results: [Result]
+        var memory: [MemoryResult]
+    }
+
+    /// Resident shared memory of a pool of compressed frames against a pool of raw frames.
+    struct MemoryResult: Codable {
+        var set: String
+        var format: String
+        var frames: Int
+        var width: Int
+        var height: Int
+        /// Bytes of the raw pool's surfaces that are resident (they are populated when made).
+        var rawResidentBytes: Int
+        /// Bytes the compressed surfaces are allocated with (the worst case; all of it was resident before v2).
+        var compressedAllocatedBytes: Int
+        /// Bytes of the compressed surfaces that are resident after encoding one frame into each.
+        var compressedResidentBytes: Int
+        /// The sum of the frames' bytes used.
+        var compressedBytesUsed: Int
+        /// RssShmem of this process (/proc/self/status) grew by this much while the compressed pool was made.
+        var compressedRssShmemDelta: Int
+        var rawRssShmemDelta: Int
     }
 
     struct Result: Codable {
@@ -145,6 +178,101 @@ struct BenchCodecCommand: ParsableCommand {
         }.reduce(0, +)
     }
 
+    /// Bytes of a buffer's mapping that are resident (`mincore(2)`, whole pages).
+    static func residentByteCount(_ buffer: PixelBuffer) throws -> Int {
+        try buffer.lock([.readOnly])
+        defer { try? buffer.unlock([.readOnly]) }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        return buffer.surface.withUnsafeBytes { bytes in
+            let pages = (bytes.count + page - 1) / page
+            var vector = [UInt8](repeating: 0, count: pages)
+            guard mincore(UnsafeMutableRawPointer(mutating: bytes.baseAddress!), bytes.count, &vector) == 0 else {
+                return -1
+            }
+            return vector.reduce(0) { $0 + Int($1 & 1) } * page
+        }
+    }
+
+    /// RssShmem of this process in bytes (/proc/self/status), or 0 if unreadable.
+    static func rssShmem() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("RssShmem:") {
+            let fields = line.split(separator: " ")
+            if fields.count >= 2, let kilobytes = Int(fields[1]) { return kilobytes * 1024 }
+        }
+        return 0
+    }
+
+    /// A pool of `frames` compressed 1080p frames (each a different mosaic of the set's photographs, encoded
+    /// once) against a pool of as many raw frames: resident bytes of each.
+    static func measureMemory(
+        _ images: [RGBImage],
+        set: String,
+        format: PixelFormat,
+        frames: Int
+    ) throws
+        -> MemoryResult
+    {
+        let width = 1920
+        let height = 1080
+        let codec = SurfaceCodecContext(threadCount: 1)
+        let pool = try SurfaceCodec.makeCompressedPool(width: width, height: height, format: format)
+        var compressed: [PixelBuffer] = []
+        var used = 0
+        let before = rssShmem()
+        for index in 0..<frames {
+            let rotated = Array(images[(index % images.count)...] + images[..<(index % images.count)])
+            let mosaic = try RGBImage.mosaic(of: rotated, width: width, height: height)
+            let frame = try mosaic.makePixelBuffer(pixelFormat: format)
+            let buffer = try pool.makePixelBuffer()
+            used += try codec.compress(frame, into: buffer).compressedByteCount
+            compressed.append(buffer)
+        }
+        let compressedDelta = rssShmem() - before
+        let compressedResident = try compressed.map(residentByteCount).reduce(0, +)
+        let allocated = compressed.map(\.surface.allocationSize).reduce(0, +)
+        let rawPool = try PixelBufferPool(attributes: .init(width: width, height: height, pixelFormat: format))
+        let rawBefore = rssShmem()
+        var raw: [PixelBuffer] = []
+        for _ in 0..<frames { raw.append(try rawPool.makePixelBuffer()) }
+        let rawDelta = rssShmem() - rawBefore
+        let rawResident = try raw.map(residentByteCount).reduce(0, +)
+        return MemoryResult(
+            set: set,
+            format: format.name,
+            frames: frames,
+            width: width,
+            height: height,
+            rawResidentBytes: rawResident,
+            compressedAllocatedBytes: allocated,
+            compressedResidentBytes: compressedResident,
+            compressedBytesUsed: used,
+            compressedRssShmemDelta: compressedDelta,
+            rawRssShmemDelta: rawDelta
+        )
+    }
+
+    static func printMemory(_ results: [MemoryResult]) {
+        func mb(_ bytes: Int) -> String { String(format: "%.1f", Double(bytes) / 1e6) }
+        let header = [
+            "set", "format", "frames", "size", "raw pool resident MB", "compressed allocated MB",
+            "compressed resident MB", "bytes used MB", "resident / raw", "RssShmem Δ raw MB", "RssShmem Δ compr. MB",
+        ]
+        let rows = results.map { r in
+            [
+                r.set, r.format, String(r.frames), "\(r.width)x\(r.height)", mb(r.rawResidentBytes),
+                mb(r.compressedAllocatedBytes), mb(r.compressedResidentBytes), mb(r.compressedBytesUsed),
+                String(format: "%.3f", Double(r.compressedResidentBytes) / Double(max(r.rawResidentBytes, 1))),
+                mb(r.rawRssShmemDelta), mb(r.compressedRssShmemDelta),
+            ]
+        }
+        print("")
+        print("Memory: a pool of compressed frames (1080p mosaics of the set's photographs) against a raw pool.")
+        print(TextTable.render(header: header, rows: rows))
+        print("Resident: pages of the surfaces' mappings in memory (mincore). Compressed surfaces are allocated for")
+        print("the worst case; only the pages up to each frame's bytes used are committed.")
+    }
+
     static func measureCodec(
         _ frames: [PixelBuffer],
         set: String,
@@ -153,7 +281,7 @@ struct BenchCodecCommand: ParsableCommand {
         tileSize: SurfaceCodec.TileSize,
         repetitions: Int
     ) throws -> Result {
-        let options = SurfaceCodec.Options(threadCount: threads, tileSize: tileSize)
+        let codec = SurfaceCodecContext(threadCount: threads, tileSize: tileSize)
         var raw = 0
         var compressedTotal = 0
         var encodeWall = 0.0
@@ -170,10 +298,10 @@ struct BenchCodecCommand: ParsableCommand {
             let output = try PixelBuffer(width: frame.width, height: frame.height, pixelFormat: format)
             var used = 0
             let encode = try time(repetitions) {
-                used = try SurfaceCodec.compress(frame, into: compressed, options: options).compressedByteCount
+                used = try codec.compress(frame, into: compressed).compressedByteCount
             }
             let decode = try time(repetitions) {
-                try SurfaceCodec.decompress(compressed, into: output, options: options)
+                try codec.decompress(compressed, into: output)
             }
             try frame.lock([.readOnly])
             try output.lock([.readOnly])

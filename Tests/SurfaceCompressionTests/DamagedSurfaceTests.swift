@@ -26,13 +26,19 @@ import Testing
         buffer.surface.withUnsafeMutableBytes { bytes in
             edit(bytes)
             if reseal {
-                let entries = min(Int(bytes.load(fromByteOffset: 28, as: UInt32.self)), (bytes.count - 64) / 16)
-                TileCodec.sealHeader(bytes.baseAddress!, entryCount: entries)
+                let entries = min(
+                    Int(bytes.load(fromByteOffset: 28, as: UInt32.self)),
+                    (bytes.count - 64) / entryByteCount
+                )
+                TileCodec.sealHeader(bytes.baseAddress!, tableByteCount: entries * entryByteCount)
             }
         }
     }
 
-    static func entryOffset(_ index: Int) -> Int { 64 + 16 * index }
+    /// Table entries of the layout the encoder writes (version 2).
+    static let entryByteCount = 24
+
+    static func entryOffset(_ index: Int) -> Int { 64 + entryByteCount * index }
 
     static func expectDecode(
         _ compressed: PixelBuffer,
@@ -94,9 +100,11 @@ import Testing
         var (compressed, _) = try Self.makeCompressed()
         try Self.damage(compressed) { $0[0] ^= 0x20 }
         try Self.expectDecode(compressed, fails: .badMagic)
-        (compressed, _) = try Self.makeCompressed()
-        try Self.damage(compressed) { $0[4] = 2 }
-        try Self.expectDecode(compressed, fails: .unsupportedVersion)
+        for version in [0, 3, 0x101] {
+            (compressed, _) = try Self.makeCompressed()
+            try Self.damage(compressed) { $0.storeBytes(of: UInt16(version), toByteOffset: 4, as: UInt16.self) }
+            try Self.expectDecode(compressed, fails: .unsupportedVersion)
+        }
     }
 
     @Test func impossibleHeaderFieldsAreRejected() throws {
@@ -134,7 +142,8 @@ import Testing
     @Test func bitFlipsInTheHeaderTableOrPayloadFailTheChecksum() throws {
         let (_, used) = try Self.makeCompressed()
         for position in [
-            13, 21, 41, Self.entryOffset(0) + 2, Self.entryOffset(7) + 13, used - 1, used / 2, 64 + 16 * 18 + 3,
+            13, 21, 41, Self.entryOffset(0) + 2, Self.entryOffset(7) + 13, used - 1, used / 2,
+            64 + Self.entryByteCount * 18 + 3,
         ] {
             let (compressed, _) = try Self.makeCompressed()
             try Self.damage(compressed) { $0[position] ^= 0x10 }
@@ -180,10 +189,10 @@ import Testing
         // Two entries swapped: each is in range, the order is not.
         let (swapped, _) = try Self.makeCompressed()
         try Self.damage(swapped, reseal: true) {
-            let a = $0.load(fromByteOffset: Self.entryOffset(3), as: (UInt64, UInt64).self)
-            let b = $0.load(fromByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
-            $0.storeBytes(of: b, toByteOffset: Self.entryOffset(3), as: (UInt64, UInt64).self)
-            $0.storeBytes(of: a, toByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
+            let a = $0.load(fromByteOffset: Self.entryOffset(3), as: (UInt64, UInt64, UInt64).self)
+            let b = $0.load(fromByteOffset: Self.entryOffset(4), as: (UInt64, UInt64, UInt64).self)
+            $0.storeBytes(of: b, toByteOffset: Self.entryOffset(3), as: (UInt64, UInt64, UInt64).self)
+            $0.storeBytes(of: a, toByteOffset: Self.entryOffset(4), as: (UInt64, UInt64, UInt64).self)
         }
         try Self.expectDecode(swapped, fails: .overlappingTiles)
     }
@@ -259,7 +268,7 @@ import Testing
                 bytes.copyBytes(from: original)
                 for _ in 0..<(1 + Int(random.next() % 4)) {
                     // Mostly the header and table, where the structure is.
-                    let limit = random.next() % 3 == 0 ? used : 64 + 16 * 18
+                    let limit = random.next() % 3 == 0 ? used : 64 + Self.entryByteCount * 18
                     bytes[Int(random.next() % UInt64(limit))] ^= UInt8(1 << (random.next() % 8))
                 }
             }

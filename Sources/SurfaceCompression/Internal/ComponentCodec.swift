@@ -222,11 +222,17 @@ enum ComponentCodec {
 
     /// Decodes an 8-bit packed payload into `x` (width × height samples, plus 8 bytes of slack). Returns false if
     /// the payload is not exactly the packed form.
+    ///
+    /// The payload may be shared memory that another process rewrites meanwhile: the width nibbles and predictor
+    /// bits are copied once into `controls` (private, at least as large as the component) and read only from
+    /// there, so every position and width is validated once and cannot change; residual bytes are read from the
+    /// payload within the bounds those give.
     static func decodePacked8(
         _ payload: UnsafeRawPointer,
         count: Int,
         width: Int,
         height: Int,
+        controls: UnsafeMutablePointer<UInt8>,
         into x: UnsafeMutablePointer<UInt8>
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
@@ -234,7 +240,8 @@ enum ComponentCodec {
         let nibbleBytes = (blockCount &+ 1) &>> 1
         let bitBytes = (blockCount &+ 7) &>> 3
         guard count >= nibbleBytes &+ bitBytes else { return false }
-        let nibbles = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        unsafe UnsafeMutableRawPointer(controls).copyMemory(from: payload, byteCount: nibbleBytes &+ bitBytes)
+        let nibbles = unsafe UnsafePointer(controls)
         let bits = unsafe nibbles + nibbleBytes
         var total = nibbleBytes &+ bitBytes
         var widest: UInt8 = 0
@@ -279,7 +286,8 @@ enum ComponentCodec {
                 var column = 0
                 while column < blocksPerRow {
                     let block = firstBlock &+ column
-                    let w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
+                    // Validated above (<= 8); the clamp keeps the table index in range whatever happens.
+                    let w = min(Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15), 8)
                     let isLeft = (unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1) | forceLeft
                     let v =
                         position &+ 8 <= count
@@ -491,6 +499,7 @@ enum ComponentCodec {
         tenBit: Bool,
         width: Int,
         height: Int,
+        controls: UnsafeMutablePointer<UInt8>,
         residuals r: UnsafeMutablePointer<UInt16>,
         into x: UnsafeMutablePointer<UInt16>
     ) -> Bool {
@@ -500,7 +509,9 @@ enum ComponentCodec {
         let nibbleBytes = (blockCount &+ 1) &>> 1
         let bitBytes = (blockCount &+ 7) &>> 3
         guard count >= nibbleBytes &+ bitBytes else { return false }
-        let nibbles = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        // Control bytes are read once, into private memory (see decodePacked8).
+        unsafe UnsafeMutableRawPointer(controls).copyMemory(from: payload, byteCount: nibbleBytes &+ bitBytes)
+        let nibbles = unsafe UnsafePointer(controls)
         let bits = unsafe nibbles + nibbleBytes
         let maximumWidth = tenBit ? 10 : 16
         var total = nibbleBytes &+ bitBytes
@@ -517,6 +528,7 @@ enum ComponentCodec {
         for block in 0..<blockCount {
             var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
             if w == 15 { w = 16 }
+            w = min(w, maximumWidth)
             // The first 4 residuals are bits 0..<4w, the last 4 bits 4w..<8w: two 64-bit loads (spread4 ignores
             // the bits above 4w), the second from byte w/2, shifted by the half byte an odd w leaves.
             let low = unsafe load64(payload, at: position, count: count)

@@ -40,7 +40,9 @@ enum PixelBufferAccess {
             )
         }
         let elementBytes = codecFormat.kind == .bgra ? 4 : codecFormat.bytesPerSample * 2
-        var bases: [UnsafeMutableRawPointer] = unsafe []
+        // Two locals rather than an array: this runs per frame and must not allocate.
+        var base0: UnsafeMutableRawPointer? = nil
+        var base1: UnsafeMutableRawPointer? = nil
         for index in 0..<planeCount {
             let layout = buffer.planeLayout(index)
             let expectedWidth = index == 0 ? buffer.width : buffer.width / 2
@@ -53,12 +55,13 @@ enum PixelBufferAccess {
             guard Int(bitPattern: base) % elementBytes == 0 else {
                 throw CompressionError(.invalidArgument, op + ": plane \(index) is not aligned to its elements")
             }
-            unsafe bases.append(base)
+            if index == 0 { unsafe base0 = base } else { unsafe base1 = base }
         }
+        guard let plane0 = unsafe base0 else { throw CompressionError(.formatMismatch, op + ": planes") }
         let planes = unsafe ImagePlanes(
-            plane0: bases[0],
+            plane0: plane0,
             bytesPerRow0: buffer.planeLayout(0).bytesPerRow,
-            plane1: bases[planeCount - 1],
+            plane1: base1 ?? plane0,
             bytesPerRow1: buffer.planeLayout(planeCount - 1).bytesPerRow,
             originY: originY
         )
@@ -76,13 +79,15 @@ enum PixelBufferAccess {
     }
 }
 
-/// The codec over pixel buffers, without the public API's argument handling.
+/// The codec over pixel buffers, without the public API's argument handling. Every function takes the
+/// workspace whose memory it reuses (a fresh one for the one-shot API, the context's for ``SurfaceCodecContext``).
 enum CodecDriver {
     static func compress(
         _ source: PixelBuffer,
         into destination: PixelBuffer,
         grid: TileGrid,
-        threads: Int
+        threads: Int,
+        workspace: CodecWorkspace
     ) throws(CompressionError) -> Int {
         let op = "SurfaceCodec.compress"
         guard destination.surface.allocationSize >= grid.maximumByteCount else {
@@ -103,7 +108,8 @@ enum CodecDriver {
                     baseFourCC: source.pixelFormat.fourCC,
                     from: planes,
                     into: bytes.baseAddress!,
-                    threads: threads
+                    threads: threads,
+                    workspace: workspace
                 )
             }
         }
@@ -113,13 +119,15 @@ enum CodecDriver {
     static func header(
         of compressed: PixelBuffer,
         verifyChecksums: Bool,
+        workspace: CodecWorkspace,
         _ op: String
     ) throws(CompressionError) -> TileCodec.Header {
         try unsafe PixelBufferAccess.withOpaqueBytes(of: compressed) { (bytes) throws(CompressionError) in
             let header = try unsafe TileCodec.parse(
                 bytes.baseAddress!,
                 count: bytes.count,
-                verifyChecksums: verifyChecksums
+                verifyChecksums: verifyChecksums,
+                storage: &workspace.parseStorage
             )
             guard header.baseFourCC == compressed.pixelFormat.base.fourCC, header.grid.width == compressed.width,
                 header.grid.height == compressed.height
@@ -132,7 +140,8 @@ enum CodecDriver {
         _ compressed: PixelBuffer,
         into destination: PixelBuffer,
         threads: Int,
-        verifyChecksums: Bool
+        verifyChecksums: Bool,
+        workspace: CodecWorkspace
     ) throws(CompressionError) {
         let op = "SurfaceCodec.decompress"
         guard compressed.pixelFormat.isCompressed else {
@@ -150,7 +159,8 @@ enum CodecDriver {
         defer { PixelBufferAccess.unlock(compressed, readOnly: true) }
         try PixelBufferAccess.lock(destination, readOnly: false, op)
         defer { PixelBufferAccess.unlock(destination, readOnly: false) }
-        let header = try header(of: compressed, verifyChecksums: verifyChecksums, op)
+        var header = try header(of: compressed, verifyChecksums: verifyChecksums, workspace: workspace, op)
+        defer { swap(&header.entries, &workspace.parseStorage.entries) }
         try unsafe PixelBufferAccess.withPlanes(of: destination, writable: true, op) {
             (planes) throws(CompressionError) in
             try unsafe PixelBufferAccess.withOpaqueBytes(of: compressed) { (bytes) throws(CompressionError) in
@@ -160,39 +170,50 @@ enum CodecDriver {
                     tiles: 0..<header.grid.tileCount,
                     into: planes,
                     threads: threads,
-                    verifyChecksums: verifyChecksums
+                    verifyChecksums: verifyChecksums,
+                    workspace: workspace
                 )
             }
         }
     }
 
+    /// Decodes batches of tile rows into `scratch` (as many at once as it holds and threads allow, in parallel)
+    /// and hands each batch to `body` in order, on the calling thread.
     static func decodeTileRows(
         of compressed: PixelBuffer,
         into scratch: PixelBuffer,
         threads: Int,
         verifyChecksums: Bool,
-        _ body: (Range<Int>) -> Void
-    ) throws(CompressionError) {
+        workspace: CodecWorkspace,
+        _ body: (Range<Int>) throws -> Void
+    ) throws {
         let op = "SurfaceCodec.decodeTileRows"
         guard compressed.pixelFormat.isCompressed else {
             throw CompressionError(.formatMismatch, op + ": source is not compressed")
         }
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
         defer { PixelBufferAccess.unlock(compressed, readOnly: true) }
-        let header = try header(of: compressed, verifyChecksums: verifyChecksums, op)
+        var header = try header(of: compressed, verifyChecksums: verifyChecksums, workspace: workspace, op)
+        defer { swap(&header.entries, &workspace.parseStorage.entries) }
         let grid = header.grid
+        let rowHeight = min(grid.tileHeight, grid.height)
         guard scratch.pixelFormat == compressed.pixelFormat.base, scratch.width == compressed.width,
-            scratch.height >= min(grid.tileHeight, grid.height)
+            scratch.height >= rowHeight
         else {
             throw CompressionError(
                 .formatMismatch,
                 op
-                    + ": scratch must be \(compressed.pixelFormat.base), \(compressed.width) wide and at least \(grid.tileHeight) rows"
+                    + ": scratch must be \(compressed.pixelFormat.base), \(compressed.width) wide and at least \(rowHeight) rows"
             )
         }
+        // Tile rows decoded at once: as many as the scratch holds, at most one per thread (a band is one tile,
+        // so this is where the parallelism comes from), at least one.
+        let batch = max(1, min(max(1, threads), scratch.height / grid.tileHeight))
         try PixelBufferAccess.lock(scratch, readOnly: false, op)
         defer { PixelBufferAccess.unlock(scratch, readOnly: false) }
-        for row in 0..<grid.tilesDown {
+        var row = 0
+        while row < grid.tilesDown {
+            let end = min(row + batch, grid.tilesDown)
             let y = row * grid.tileHeight
             try unsafe PixelBufferAccess.withPlanes(of: scratch, writable: true, op, originY: y) {
                 (planes) throws(CompressionError) in
@@ -200,14 +221,16 @@ enum CodecDriver {
                     try unsafe TileCodec.decode(
                         header,
                         from: bytes.baseAddress!,
-                        tiles: row * grid.tilesAcross..<(row + 1) * grid.tilesAcross,
+                        tiles: row * grid.tilesAcross..<end * grid.tilesAcross,
                         into: planes,
                         threads: threads,
-                        verifyChecksums: verifyChecksums
+                        verifyChecksums: verifyChecksums,
+                        workspace: workspace
                     )
                 }
             }
-            body(y..<min(y + grid.tileHeight, grid.height))
+            try body(y..<min(end * grid.tileHeight, grid.height))
+            row = end
         }
     }
 
@@ -228,14 +251,9 @@ enum CodecDriver {
         let op = "SurfaceCodec.statistics"
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
         defer { PixelBufferAccess.unlock(compressed, readOnly: true) }
-        let header = try header(of: compressed, verifyChecksums: false, op)
-        return try unsafe PixelBufferAccess.withOpaqueBytes(of: compressed) { bytes in
-            var counts = [Int](repeating: 0, count: TileMode.allCases.count)
-            for index in 0..<header.grid.entryCount {
-                let mode = Int(unsafe TileCodec.readEntry(index: index, from: bytes.baseAddress!).mode)
-                if mode < counts.count { counts[mode] += 1 }
-            }
-            return counts
-        }
+        let header = try header(of: compressed, verifyChecksums: false, workspace: CodecWorkspace(), op)
+        var counts = [Int](repeating: 0, count: TileMode.allCases.count)
+        for entry in header.entries { counts[Int(entry.mode.rawValue)] += 1 }
+        return counts
     }
 }

@@ -1,11 +1,11 @@
-/// The compressed surface layout (version 1) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 and 2) and the tile-parallel encoder and decoder over raw memory.
 ///
-/// Layout, all integers little-endian:
+/// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 4 | magic `FBSC` (bytes 46 42 53 43) |
-/// | 4 | 2 | layout version (1) |
+/// | 4 | 2 | layout version (2; decoders also read 1) |
 /// | 6 | 2 | header byte count (64) |
 /// | 8 | 4 | base format FourCC (`420v`, …, big-endian packed as CoreVideo's OSType) |
 /// | 12 | 4 | width in pixels |
@@ -16,18 +16,19 @@
 /// | 32 | 8 | bytes used: header + table + payloads |
 /// | 40 | 8 | checksum of bytes 0..<40, 48..<64 and the table |
 /// | 48 | 16 | reserved, zero |
-/// | 64 | 16 × entries | tile table: per tile (row-major), per component: offset u32 (from the surface start), size u32, mode u8, 3 zero bytes, payload checksum u32 |
+/// | 64 | 24 × entries (v1: 16) | tile table: per tile (row-major), per component: offset u32 (from the surface start), size u32, mode u8, 3 zero bytes, then v2: 4 zero bytes and the payload checksum u64; v1: the payload checksum's low 32 bits |
 ///
 /// Payloads follow the table back to back, in table order, ending exactly at "bytes used".
 enum TileCodec {
     static let magic: UInt32 = 0x4353_4246  // "FBSC" little-endian
-    static let version: UInt16 = 1
 
+    /// One validated table entry, in private memory: the decoder takes every bound from here, never from the
+    /// surface again (a publisher may rewrite the table while a subscriber decodes).
     struct Entry: Hashable, Sendable {
         var offset: Int
         var byteCount: Int
         var mode: TileMode
-        var checksum: UInt32
+        var checksum: UInt64
     }
 
     // MARK: Header
@@ -40,7 +41,7 @@ enum TileCodec {
     ) {
         unsafe p.initializeMemory(as: UInt8.self, repeating: 0, count: TileGrid.headerByteCount)
         unsafe p.storeBytes(of: magic.littleEndian, toByteOffset: 0, as: UInt32.self)
-        unsafe p.storeBytes(of: version.littleEndian, toByteOffset: 4, as: UInt16.self)
+        unsafe p.storeBytes(of: UInt16(grid.layoutVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
         unsafe p.storeBytes(of: UInt16(TileGrid.headerByteCount).littleEndian, toByteOffset: 6, as: UInt16.self)
         unsafe p.storeBytes(of: baseFourCC.littleEndian, toByteOffset: 8, as: UInt32.self)
         unsafe p.storeBytes(of: UInt32(grid.width).littleEndian, toByteOffset: 12, as: UInt32.self)
@@ -49,82 +50,188 @@ enum TileCodec {
         unsafe p.storeBytes(of: UInt32(grid.tileHeight).littleEndian, toByteOffset: 24, as: UInt32.self)
         unsafe p.storeBytes(of: UInt32(grid.entryCount).littleEndian, toByteOffset: 28, as: UInt32.self)
         unsafe p.storeBytes(of: UInt64(bytesUsed).littleEndian, toByteOffset: 32, as: UInt64.self)
-        unsafe sealHeader(p, entryCount: grid.entryCount)
+        unsafe sealHeader(p, tableByteCount: grid.entryCount * grid.entryByteCount)
     }
 
     /// Computes and stores the header checksum (tests use it to forge consistent damaged tables).
-    static func sealHeader(_ p: UnsafeMutableRawPointer, entryCount: Int) {
+    static func sealHeader(_ p: UnsafeMutableRawPointer, tableByteCount: Int) {
         unsafe p.storeBytes(
-            of: headerChecksum(UnsafeRawPointer(p), entryCount: entryCount).littleEndian,
+            of: headerChecksum(UnsafeRawPointer(p), tableByteCount: tableByteCount).littleEndian,
             toByteOffset: 40,
             as: UInt64.self
         )
     }
 
-    static func headerChecksum(_ p: UnsafeRawPointer, entryCount: Int) -> UInt64 {
+    static func headerChecksum(_ p: UnsafeRawPointer, tableByteCount: Int) -> UInt64 {
         var h = unsafe Checksum.hash(p, count: 40)
         h = unsafe Checksum.hash(p + 48, count: 16, seed: h)
-        return unsafe Checksum.hash(p + TileGrid.headerByteCount, count: entryCount * TileGrid.entryByteCount, seed: h)
+        return unsafe Checksum.hash(p + TileGrid.headerByteCount, count: tableByteCount, seed: h)
     }
 
-    static func writeEntry(_ entry: Entry, index: Int, into p: UnsafeMutableRawPointer) {
-        let e = unsafe p + TileGrid.headerByteCount + index * TileGrid.entryByteCount
+    static func writeEntry(_ entry: Entry, index: Int, of grid: TileGrid, into p: UnsafeMutableRawPointer) {
+        let e = unsafe p + TileGrid.headerByteCount + index * grid.entryByteCount
         unsafe e.storeBytes(of: UInt32(entry.offset).littleEndian, toByteOffset: 0, as: UInt32.self)
         unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 4, as: UInt32.self)
         unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 8, as: UInt32.self)
-        unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 12, as: UInt32.self)
+        if grid.layoutVersion == 1 {
+            unsafe e.storeBytes(
+                of: UInt32(truncatingIfNeeded: entry.checksum).littleEndian,
+                toByteOffset: 12,
+                as: UInt32.self
+            )
+        } else {
+            unsafe e.storeBytes(of: UInt32(0), toByteOffset: 12, as: UInt32.self)
+            unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 16, as: UInt64.self)
+        }
     }
 
+    /// Moves the offset of entry `index` (of a table the encoder wrote) down by `shift` bytes.
+    static func moveEntryOffset(index: Int, down shift: Int, in grid: TileGrid, _ p: UnsafeMutableRawPointer) {
+        let at = TileGrid.headerByteCount + index * grid.entryByteCount
+        let offset = Int(UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+        unsafe p.storeBytes(of: UInt32(offset - shift).littleEndian, toByteOffset: at, as: UInt32.self)
+    }
+
+    /// The fields of entry `index` as stored; v1's reserved word reads as 0 and its checksum is 32 bits.
     static func readEntry(
         index: Int,
+        of grid: TileGrid,
         from p: UnsafeRawPointer
-    ) -> (offset: Int, byteCount: Int, mode: UInt32, checksum: UInt32) {
-        let e = unsafe p + TileGrid.headerByteCount + index * TileGrid.entryByteCount
-        return unsafe (
-            Int(UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 0, as: UInt32.self))),
-            Int(UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 4, as: UInt32.self))),
-            UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 8, as: UInt32.self)),
-            UInt32(littleEndian: e.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
-        )
+    ) -> (offset: Int, byteCount: Int, mode: UInt32, reserved: UInt32, checksum: UInt64) {
+        let e = unsafe p + TileGrid.headerByteCount + index * grid.entryByteCount
+        let offset = Int(UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
+        let byteCount = Int(UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
+        let mode = UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        let word3 = UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+        if grid.layoutVersion == 1 { return (offset, byteCount, mode, 0, UInt64(word3)) }
+        let checksum = UInt64(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+        return (offset, byteCount, mode, word3, checksum)
     }
 
-    /// What a parsed, validated header says.
+    /// What a parsed, validated header and table say, copied out of the surface.
+    ///
+    /// Everything here lives in private memory and was validated once; the decoder takes every offset, size
+    /// and mode from `entries`, never from the surface again.
     struct Header: Hashable, Sendable {
         var baseFourCC: UInt32
         var grid: TileGrid
         var bytesUsed: Int
+        /// One validated entry per tile and component, in table order.
+        var entries: [Entry]
+    }
+
+    /// Reusable private memory for ``parse(_:count:verifyChecksums:storage:)``, so that parsing allocates
+    /// nothing once it has seen a table of the same size.
+    struct ParseStorage {
+        /// The private copy of the header and table bytes.
+        var tableBytes: [UInt8] = []
+        /// Entries of the previous parse, handed back for their capacity.
+        var entries: [Entry] = []
     }
 
     /// Reads only the first 64 bytes: magic, version and bytes used, without validating the table.
     static func bytesUsed(_ p: UnsafeRawPointer, count: Int) throws(CompressionError) -> Int {
         let op = "SurfaceCodec.bytesUsed"
         guard count >= TileGrid.headerByteCount else { throw CompressionError(.truncated, op) }
+        // Each field is loaded once into a local and checked there.
         guard UInt32(littleEndian: unsafe p.loadUnaligned(as: UInt32.self)) == magic else {
             throw CompressionError(.badMagic, op)
         }
-        guard UInt16(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 4, as: UInt16.self)) == version else {
-            throw CompressionError(.unsupportedVersion, op)
+        let version = Int(UInt16(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 4, as: UInt16.self)))
+        guard TileGrid.supportedLayoutVersions.contains(version) else {
+            throw CompressionError(.unsupportedVersion, op + ": layout version \(version)")
         }
         let used = UInt64(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
         guard used <= UInt64(Int.max) else { throw CompressionError(.invalidHeader, op) }
         return Int(used)
     }
 
-    /// Validates the header and the whole tile table of `count` bytes at `p`.
+    /// Validates the header and the whole tile table of `count` bytes at `p`, which another process may be
+    /// writing while this runs.
+    ///
+    /// The header and the table are copied into private memory once (`storage`), and every check and every
+    /// value returned comes from that copy; the surface is not read again here.
     static func parse(
         _ p: UnsafeRawPointer,
         count: Int,
         verifyChecksums: Bool = true
     ) throws(CompressionError) -> Header {
+        var storage = ParseStorage()
+        return try unsafe parse(p, count: count, verifyChecksums: verifyChecksums, storage: &storage)
+    }
+
+    /// ``parse(_:count:verifyChecksums:)`` reusing `storage`'s memory.
+    static func parse(
+        _ p: UnsafeRawPointer,
+        count: Int,
+        verifyChecksums: Bool,
+        storage: inout ParseStorage
+    ) throws(CompressionError) -> Header {
         let op = "SurfaceCodec.decode"
-        let used = try unsafe bytesUsed(p, count: count)
-        let headerBytes = Int(UInt16(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
+        guard count >= TileGrid.headerByteCount else { throw CompressionError(.truncated, op) }
+        if storage.tableBytes.count < TileGrid.headerByteCount {
+            storage.tableBytes = [UInt8](repeating: 0, count: TileGrid.headerByteCount)
+        }
+        unsafe storage.tableBytes.withUnsafeMutableBytes { copy in
+            unsafe copy.baseAddress!.copyMemory(from: p, byteCount: TileGrid.headerByteCount)
+        }
+        let header = try unsafe storage.tableBytes.withUnsafeBytes { copy in
+            Result { () throws(CompressionError) in try unsafe parseHeader(copy.baseAddress!, count: count, op) }
+        }.get()
+        let grid = header.grid
+        let tableEnd = grid.payloadStart  // <= bytes used <= count: parseHeader checked
+        if storage.tableBytes.count < tableEnd {
+            storage.tableBytes = [UInt8](repeating: 0, count: tableEnd)
+            unsafe storage.tableBytes.withUnsafeMutableBytes { copy in
+                unsafe copy.baseAddress!.copyMemory(from: p, byteCount: TileGrid.headerByteCount)
+            }
+        }
+        unsafe storage.tableBytes.withUnsafeMutableBytes { copy in
+            unsafe (copy.baseAddress! + TileGrid.headerByteCount).copyMemory(
+                from: p + TileGrid.headerByteCount,
+                byteCount: tableEnd - TileGrid.headerByteCount
+            )
+        }
+        var entries: [Entry] = []
+        swap(&entries, &storage.entries)
+        entries.removeAll(keepingCapacity: true)
+        try unsafe storage.tableBytes.withUnsafeBytes { copy in
+            Result { () throws(CompressionError) in
+                try unsafe parseTable(
+                    copy.baseAddress!,
+                    grid: grid,
+                    bytesUsed: header.bytesUsed,
+                    verifyChecksums: verifyChecksums,
+                    into: &entries,
+                    op
+                )
+            }
+        }.get()
+        var result = header
+        result.entries = entries
+        return result
+    }
+
+    /// Checks the 64 header bytes at `h` (private memory) against a surface of `count` bytes.
+    private static func parseHeader(_ h: UnsafeRawPointer, count: Int, _ op: String) throws(CompressionError) -> Header
+    {
+        guard UInt32(littleEndian: unsafe h.loadUnaligned(as: UInt32.self)) == magic else {
+            throw CompressionError(.badMagic, op)
+        }
+        let version = Int(UInt16(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 4, as: UInt16.self)))
+        guard TileGrid.supportedLayoutVersions.contains(version) else {
+            throw CompressionError(.unsupportedVersion, op + ": layout version \(version)")
+        }
+        let used64 = UInt64(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 32, as: UInt64.self))
+        guard used64 <= UInt64(Int.max) else { throw CompressionError(.invalidHeader, op) }
+        let used = Int(used64)
+        let headerBytes = Int(UInt16(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
         guard headerBytes == TileGrid.headerByteCount else {
             throw CompressionError(.invalidHeader, op + ": header size")
         }
-        let fourCC = UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        let fourCC = UInt32(littleEndian: unsafe h.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
         func field(_ offset: Int) -> Int {
-            Int(UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            Int(UInt32(littleEndian: unsafe h.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
         }
         guard let format = CodecFormat(baseFourCC: fourCC) else {
             throw CompressionError(.invalidHeader, op + ": unknown base format")
@@ -135,7 +242,8 @@ enum TileCodec {
                 width: field(12),
                 height: field(16),
                 tileWidth: field(20),
-                tileHeight: field(24)
+                tileHeight: field(24),
+                layoutVersion: version
             ),
             grid.tileWidth == field(20), grid.tileHeight == field(24)
         else {
@@ -143,7 +251,7 @@ enum TileCodec {
         }
         guard field(28) == grid.entryCount else { throw CompressionError(.invalidHeader, op + ": entry count") }
         for offset in stride(from: 48, to: 64, by: 8) {
-            guard unsafe p.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == 0 else {
+            guard unsafe h.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == 0 else {
                 throw CompressionError(.invalidHeader, op + ": reserved bytes")
             }
         }
@@ -151,16 +259,30 @@ enum TileCodec {
             throw CompressionError(.invalidHeader, op + ": bytes used \(used)")
         }
         guard count >= used else { throw CompressionError(.truncated, op + ": \(count) of \(used) bytes") }
+        return Header(baseFourCC: fourCC, grid: grid, bytesUsed: used, entries: [])
+    }
+
+    /// Checks the header checksum and every entry of the private copy `t` of header and table, appending the
+    /// entries to `entries`.
+    private static func parseTable(
+        _ t: UnsafeRawPointer,
+        grid: TileGrid,
+        bytesUsed used: Int,
+        verifyChecksums: Bool,
+        into entries: inout [Entry],
+        _ op: String
+    ) throws(CompressionError) {
         if verifyChecksums {
-            let stored = UInt64(littleEndian: unsafe p.loadUnaligned(fromByteOffset: 40, as: UInt64.self))
-            guard unsafe headerChecksum(p, entryCount: grid.entryCount) == stored else {
+            let stored = UInt64(littleEndian: unsafe t.loadUnaligned(fromByteOffset: 40, as: UInt64.self))
+            guard unsafe headerChecksum(t, tableByteCount: grid.entryCount * grid.entryByteCount) == stored else {
                 throw CompressionError(.checksumMismatch, op + ": header")
             }
         }
         var expected = grid.payloadStart
         let components = grid.componentCount
+        let bytesPerSample = grid.format.bytesPerSample
         for index in 0..<grid.entryCount {
-            let e = unsafe readEntry(index: index, from: p)
+            let e = unsafe readEntry(index: index, of: grid, from: t)
             let raw = grid.rawByteCount(tile: index / components, component: index % components)
             // Formatted only on failure: string interpolation per entry would cost more than the check.
             func where_() -> String { "\(op): tile \(index / components) component \(index % components)" }
@@ -168,40 +290,69 @@ enum TileCodec {
                 throw CompressionError(.tableOutOfRange, where_())
             }
             guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_()) }
-            guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
-                mode.isValid(bytesPerSample: format.bytesPerSample)
+            guard e.mode <= 0xFF, e.reserved == 0, let mode = TileMode(rawValue: UInt8(e.mode)),
+                mode.isValid(bytesPerSample: bytesPerSample)
             else { throw CompressionError(.invalidTileMode, where_()) }
             switch mode {
             case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_()) }
             case .solid:
-                guard e.byteCount == format.bytesPerSample else { throw CompressionError(.corruptPayload, where_()) }
+                guard e.byteCount == bytesPerSample else { throw CompressionError(.corruptPayload, where_()) }
             default: guard e.byteCount > 0 else { throw CompressionError(.corruptPayload, where_()) }
             }
+            entries.append(Entry(offset: e.offset, byteCount: e.byteCount, mode: mode, checksum: e.checksum))
             expected += e.byteCount
         }
         guard expected == used else {
             throw CompressionError(.overlappingTiles, op + ": payloads end at \(expected), not \(used)")
         }
-        return Header(baseFourCC: fourCC, grid: grid, bytesUsed: used)
     }
 
     // MARK: Encoding
 
+    /// Scratch slots an encoding worker needs (see ``encodeTile``).
+    static let encodeScratchSlots = 8
+
     /// Encodes the image into `destination` (at least `grid.maximumByteCount` bytes); returns bytes used.
+    ///
+    /// Only the header, the table and the bytes used are written, front to back, so the pages of a surface past
+    /// its bytes used are never touched (a compressed surface is not pre-populated: untouched pages cost no
+    /// memory). With several threads, each chunk of consecutive tiles is encoded into the workspace's private
+    /// staging area, at the offset its tiles would have if every earlier tile were raw (so chunks never
+    /// collide), and the chunks are then copied into the surface back to back.
     static func encode(
         _ grid: TileGrid,
         baseFourCC: UInt32,
         from image: ImagePlanes,
         into destination: UnsafeMutableRawPointer,
-        threads: Int
+        threads: Int,
+        workspace: CodecWorkspace = CodecWorkspace()
     ) -> Int {
         let tileCount = grid.tileCount
         let chunkCount = threads <= 1 ? 1 : min(tileCount, threads * 4)
-        // Each chunk of consecutive tiles writes from where its tiles would start if every earlier tile were raw,
-        // so chunks never collide; the chunks are then moved down to be contiguous.
-        // Chunk c holds tiles firstTile[c]..<firstTile[c + 1] and writes from regionStart[c].
-        var regionStart = [Int](repeating: 0, count: chunkCount + 1)
-        var chunkFirstTile = [Int](repeating: 0, count: chunkCount + 1)
+        let workers = min(chunkCount, max(1, threads))
+        let stride = grid.scratchComponentStride
+        let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * encodeScratchSlots)
+        if chunkCount == 1 {
+            var cursor = grid.payloadStart
+            for t in 0..<tileCount {
+                unsafe encodeTile(
+                    grid,
+                    tile: t,
+                    from: image,
+                    scratch: scratch[0],
+                    stride: stride,
+                    table: destination,
+                    into: destination,
+                    cursor: &cursor
+                )
+            }
+            unsafe writeHeader(grid, baseFourCC: baseFourCC, bytesUsed: cursor, into: destination)
+            return cursor
+        }
+        // Chunk c holds tiles firstTile[c]..<firstTile[c + 1] and writes its payloads from regionStart[c].
+        CodecWorkspace.reset(&workspace.regionStart, count: chunkCount + 1, to: 0)
+        CodecWorkspace.reset(&workspace.chunkFirstTile, count: chunkCount + 1, to: 0)
+        CodecWorkspace.reset(&workspace.chunkUsed, count: chunkCount, to: 0)
         var offset = grid.payloadStart
         var tile = 0
         for chunk in 0...chunkCount {
@@ -210,18 +361,14 @@ enum TileCodec {
                 offset += grid.rawByteCount(tile: tile)
                 tile += 1
             }
-            regionStart[chunk] = offset
-            chunkFirstTile[chunk] = first
+            workspace.regionStart[chunk] = offset
+            workspace.chunkFirstTile[chunk] = first
         }
-        var chunkUsed = [Int](repeating: 0, count: chunkCount)
-        let workers = min(chunkCount, max(1, threads))
-        unsafe chunkUsed.withUnsafeMutableBufferPointer { used in
-            unsafe regionStart.withUnsafeBufferPointer { starts in
-                unsafe chunkFirstTile.withUnsafeBufferPointer { firsts in
+        let staging = unsafe workspace.staging(byteCount: grid.maximumByteCount)
+        unsafe workspace.chunkUsed.withUnsafeMutableBufferPointer { used in
+            unsafe workspace.regionStart.withUnsafeBufferPointer { starts in
+                unsafe workspace.chunkFirstTile.withUnsafeBufferPointer { firsts in
                     System.parallel(workers: workers) { worker in
-                        let stride = grid.scratchComponentStride
-                        let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 8, alignment: 64)
-                        defer { unsafe scratch.deallocate() }
                         var chunk = worker
                         while chunk < chunkCount {
                             let firstTile = unsafe firsts[chunk]
@@ -232,9 +379,10 @@ enum TileCodec {
                                     grid,
                                     tile: t,
                                     from: image,
-                                    scratch: scratch,
+                                    scratch: scratch[worker],
                                     stride: stride,
-                                    into: destination,
+                                    table: destination,
+                                    into: staging,
                                     cursor: &cursor
                                 )
                             }
@@ -245,22 +393,19 @@ enum TileCodec {
                 }
             }
         }
-        // Compact.
+        // Pack the chunks into the surface and move their table offsets down.
         var write = grid.payloadStart
         let components = grid.componentCount
         for chunk in 0..<chunkCount {
-            let start = regionStart[chunk]
-            let used = chunkUsed[chunk]
-            if start != write {
-                unsafe (destination + write).copyMemory(from: destination + start, byteCount: used)
-                let shift = start - write
-                for index in chunkFirstTile[chunk] * components..<chunkFirstTile[chunk + 1] * components {
-                    let e = unsafe readEntry(index: index, from: destination)
-                    unsafe destination.storeBytes(
-                        of: UInt32(e.offset - shift).littleEndian,
-                        toByteOffset: TileGrid.headerByteCount + index * TileGrid.entryByteCount,
-                        as: UInt32.self
-                    )
+            let start = workspace.regionStart[chunk]
+            let used = workspace.chunkUsed[chunk]
+            unsafe (destination + write).copyMemory(from: staging + start, byteCount: used)
+            let shift = start - write
+            if shift != 0 {
+                for index in workspace.chunkFirstTile[chunk] * components..<workspace.chunkFirstTile[chunk + 1]
+                    * components
+                {
+                    unsafe moveEntryOffset(index: index, down: shift, in: grid, destination)
                 }
             }
             write += used
@@ -276,6 +421,7 @@ enum TileCodec {
         from image: ImagePlanes,
         scratch: UnsafeMutableRawPointer,
         stride: Int,
+        table: UnsafeMutableRawPointer,
         into destination: UnsafeMutableRawPointer,
         cursor: inout Int
     ) {
@@ -310,62 +456,73 @@ enum TileCodec {
             }
             let target = unsafe destination + cursor
             unsafe target.copyMemory(from: choice.payload, byteCount: choice.byteCount)
-            let checksum = unsafe UInt32(
-                truncatingIfNeeded: Checksum.hash(UnsafeRawPointer(target), count: choice.byteCount)
-            )
+            // v2 stores all 64 bits; v1 its low 32 (writeEntry).
+            let checksum = unsafe Checksum.hash(choice.payload, count: choice.byteCount)
             let entry = unsafe Entry(offset: cursor, byteCount: choice.byteCount, mode: choice.mode, checksum: checksum)
-            unsafe writeEntry(entry, index: tile * grid.componentCount + c, into: destination)
+            unsafe writeEntry(entry, index: tile * grid.componentCount + c, of: grid, into: table)
             cursor += unsafe choice.byteCount
         }
     }
 
     // MARK: Decoding
 
+    /// Scratch slots a decoding worker needs: 0..<4 components, 4 residuals (16-bit), 5 a private copy of a
+    /// payload's control bytes or of an LZ4 payload.
+    static let decodeScratchSlots = 6
+
     /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
+    ///
+    /// Every offset, size and mode comes from `header.entries` (private, validated); `p` is read only for
+    /// payload bytes, within those bounds, so a surface rewritten meanwhile gives wrong pixels or an error.
     static func decode(
         _ header: Header,
         from p: UnsafeRawPointer,
         tiles: Range<Int>,
         into image: ImagePlanes,
         threads: Int,
-        verifyChecksums: Bool = true
+        verifyChecksums: Bool = true,
+        workspace: CodecWorkspace = CodecWorkspace()
     ) throws(CompressionError) {
         let grid = header.grid
+        precondition(header.entries.count == grid.entryCount, "decode needs a parsed header")
         let workers = min(tiles.count, max(1, threads))
         guard workers > 0 else { return }
-        var failures = [CompressionError?](repeating: nil, count: workers)
-        unsafe failures.withUnsafeMutableBufferPointer { failures in
-            System.parallel(workers: workers) { worker in
-                let stride = grid.scratchComponentStride
-                let scratch = UnsafeMutableRawPointer.allocate(byteCount: stride * 5, alignment: 64)
-                defer { unsafe scratch.deallocate() }
-                // Contiguous runs of tiles per worker keep neighbouring rows on one core.
-                let first = tiles.lowerBound + tiles.count * worker / workers
-                let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
-                for tile in first..<end {
-                    do throws(CompressionError) {
-                        try unsafe decodeTile(
-                            grid,
-                            tile: tile,
-                            from: p,
-                            scratch: scratch,
-                            stride: stride,
-                            into: image,
-                            verifyChecksums: verifyChecksums
-                        )
-                    } catch {
-                        unsafe failures[worker] = error
-                        return
+        let stride = grid.scratchComponentStride
+        let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * decodeScratchSlots)
+        CodecWorkspace.reset(&workspace.failures, count: workers, to: nil)
+        unsafe workspace.failures.withUnsafeMutableBufferPointer { failures in
+            unsafe header.entries.withUnsafeBufferPointer { entries in
+                System.parallel(workers: workers) { worker in
+                    // Contiguous runs of tiles per worker keep neighbouring rows on one core.
+                    let first = tiles.lowerBound + tiles.count * worker / workers
+                    let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
+                    for tile in first..<end {
+                        do throws(CompressionError) {
+                            try unsafe decodeTile(
+                                grid,
+                                tile: tile,
+                                entries: entries,
+                                from: p,
+                                scratch: scratch[worker],
+                                stride: stride,
+                                into: image,
+                                verifyChecksums: verifyChecksums
+                            )
+                        } catch {
+                            unsafe failures[worker] = error
+                            return
+                        }
                     }
                 }
             }
         }
-        for failure in failures { if let failure { throw failure } }
+        for failure in workspace.failures { if let failure { throw failure } }
     }
 
-    private static func decodeTile(
+    static func decodeTile(
         _ grid: TileGrid,
         tile: Int,
+        entries: UnsafeBufferPointer<Entry>,
         from p: UnsafeRawPointer,
         scratch: UnsafeMutableRawPointer,
         stride: Int,
@@ -374,24 +531,26 @@ enum TileCodec {
     ) throws(CompressionError) {
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
+        let privateCopy = unsafe scratch + 5 * stride
+        // Version 1 stored the low 32 bits of each payload checksum, version 2 all 64.
+        let checksumMask: UInt64 = grid.layoutVersion == 1 ? 0xFFFF_FFFF : ~0
         for c in 0..<grid.componentCount {
-            let index = tile * grid.componentCount + c
-            let e = unsafe readEntry(index: index, from: p)
+            let e = unsafe entries[tile * grid.componentCount + c]
             let payload = unsafe p + e.offset
             let slot = unsafe scratch + c * stride
             let extent = grid.componentExtent(tile: tile, component: c)
             let n = extent.width * extent.height
             func where_() -> String { "SurfaceCodec.decode: tile \(tile) component \(c)" }
             if verifyChecksums {
-                guard unsafe UInt32(truncatingIfNeeded: Checksum.hash(payload, count: e.byteCount)) == e.checksum else {
+                let computed = unsafe Checksum.hash(payload, count: e.byteCount)
+                guard (computed ^ e.checksum) & checksumMask == 0 else {
                     throw CompressionError(.checksumMismatch, where_())
                 }
             }
-            // parse() validated the mode.
-            let mode = TileMode(rawValue: UInt8(truncatingIfNeeded: e.mode)) ?? .raw
             var source = UnsafeRawPointer(slot)
-            switch mode {
+            switch e.mode {
             case .raw:
+                // Read where it is: the size is private and equals the component's (parse checked it).
                 unsafe source = payload
             case .solid:
                 if bytesPerSample == 1 {
@@ -401,8 +560,13 @@ enum TileCodec {
                     unsafe slot.initializeMemory(as: UInt16.self, repeating: v, count: n)
                 }
             case .lz4:
+                // liblz4 reads lengths and offsets from its input more than once in places; give it a private
+                // copy, so a rewrite under it cannot move its bounds (e.byteCount <= raw <= the slot).
+                unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
                 let raw = n * bytesPerSample
-                guard unsafe LZ4Block.decompress(payload, count: e.byteCount, into: slot, capacity: raw) == raw else {
+                guard
+                    unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: slot, capacity: raw) == raw
+                else {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
             case .packed8:
@@ -412,6 +576,7 @@ enum TileCodec {
                         count: e.byteCount,
                         width: extent.width,
                         height: extent.height,
+                        controls: privateCopy.assumingMemoryBound(to: UInt8.self),
                         into: slot.assumingMemoryBound(to: UInt8.self)
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
@@ -420,9 +585,10 @@ enum TileCodec {
                     unsafe ComponentCodec.decodePacked16(
                         payload,
                         count: e.byteCount,
-                        tenBit: mode == .packed10,
+                        tenBit: e.mode == .packed10,
                         width: extent.width,
                         height: extent.height,
+                        controls: privateCopy.assumingMemoryBound(to: UInt8.self),
                         residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
                         into: slot.assumingMemoryBound(to: UInt16.self)
                     )

@@ -43,14 +43,29 @@ struct TileGrid: Hashable, Sendable {
     let tileHeight: Int
     let tilesAcross: Int
     let tilesDown: Int
+    /// The layout version the surface is written in: 1 (16-byte entries, 32-bit payload checksums) or 2
+    /// (24-byte entries, 64-bit payload checksums). The encoder writes ``currentLayoutVersion``.
+    let layoutVersion: Int
 
     static let headerByteCount = 64
-    static let entryByteCount = 16
+    static let currentLayoutVersion = 2
+    static let supportedLayoutVersions = 1...2
+    /// Bytes of one table entry.
+    var entryByteCount: Int { layoutVersion == 1 ? 16 : 24 }
     /// The largest tile, in pixels; it bounds every scratch buffer.
     static let maximumTileArea = 1 << 22
 
     /// Returns nil when the geometry is impossible (the caller turns that into its error).
-    init?(format: CodecFormat, width: Int, height: Int, tileWidth: Int, tileHeight: Int) {
+    init?(
+        format: CodecFormat,
+        width: Int,
+        height: Int,
+        tileWidth: Int,
+        tileHeight: Int,
+        layoutVersion: Int = TileGrid.currentLayoutVersion
+    ) {
+        guard Self.supportedLayoutVersions.contains(layoutVersion) else { return nil }
+        self.layoutVersion = layoutVersion
         guard width > 0, height > 0, width <= 16384, height <= 16384 else { return nil }
         if format.needsEvenSize { guard width % 2 == 0, height % 2 == 0 else { return nil } }
         guard tileWidth >= 2, tileHeight >= 2, tileWidth % 2 == 0, tileHeight % 2 == 0 else { return nil }
@@ -70,7 +85,7 @@ struct TileGrid: Hashable, Sendable {
     var tileCount: Int { tilesAcross * tilesDown }
     var componentCount: Int { format.componentCount }
     var entryCount: Int { tileCount * componentCount }
-    var payloadStart: Int { Self.headerByteCount + Self.entryByteCount * entryCount }
+    var payloadStart: Int { Self.headerByteCount + entryByteCount * entryCount }
 
     /// The pixel rectangle of a tile.
     func tileRect(_ tile: Int) -> (x: Int, y: Int, width: Int, height: Int) {

@@ -1,0 +1,175 @@
+// The shared-memory race harness (built by Fuzz/race.sh with AddressSanitizer, not by SwiftPM).
+//
+// A compressed surface lives in memory that its publisher may still write. This program encodes surfaces of
+// every format and tile mode, then, for each, lets a writer thread rewrite bytes of the surface (table entries
+// between valid and hostile values, modes, width nibbles, payload bytes, each restored after a moment) while
+// the main thread parses and decodes it over and over, with checksums on and off. A thrown CompressionError is
+// the expected outcome; any crash or out-of-bounds access (AddressSanitizer aborts) is a bug.
+//
+//   race-decoder SECONDS
+import Foundation
+import Synchronization
+
+final class RaceFlags: Sendable {
+    let stop = Atomic<Bool>(false)
+    let writes = Atomic<Int>(0)
+}
+
+struct SharedBytes: @unchecked Sendable {
+    // @unchecked: racing the decoder on these bytes is the point of the harness; only raw loads and stores.
+    let base: UnsafeMutableRawPointer
+    let count: Int
+}
+
+struct Generator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// An image whose tiles take every mode: a flat quarter (solid), a repeating band (LZ4), a gradient with a
+/// little noise (packed), noise (raw).
+func makeImage(_ grid: TileGrid, seed: UInt64) -> UnsafeMutableRawPointer {
+    let count = grid.rawImageByteCount
+    let image = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 64)
+    var random = Generator(state: seed)
+    for i in 0..<count {
+        let position = i * 4 / count
+        let value: UInt64
+        switch position {
+        case 0: value = 7
+        case 1: value = UInt64(i / 3 % 5)
+        case 2: value = UInt64(i % 251 / 2) &+ random.next() % 4
+        default: value = random.next()
+        }
+        image.storeBytes(of: UInt8(truncatingIfNeeded: value), toByteOffset: i, as: UInt8.self)
+    }
+    return image
+}
+
+func planes(_ grid: TileGrid, _ image: UnsafeMutableRawPointer) -> ImagePlanes {
+    let rowBytes = grid.format.kind == .bgra ? grid.width * 4 : grid.width * grid.format.bytesPerSample
+    return ImagePlanes(
+        plane0: image,
+        bytesPerRow0: rowBytes,
+        plane1: grid.format.kind == .bgra ? image : image + rowBytes * grid.height,
+        bytesPerRow1: rowBytes
+    )
+}
+
+func race(_ grid: TileGrid, fourCC: UInt32, seconds: Double, seed: UInt64) -> (decodes: Int, errors: Int, writes: Int) {
+    let source = makeImage(grid, seed: seed)
+    defer { source.deallocate() }
+    let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
+    defer { scratch.deallocate() }
+    let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes(grid, source), into: scratch, threads: 1)
+    // Exactly the bytes used, so AddressSanitizer sees any read past the end of the surface.
+    let surface = SharedBytes(base: .allocate(byteCount: used, alignment: 64), count: used)
+    defer { surface.base.deallocate() }
+    surface.base.copyMemory(from: scratch, byteCount: used)
+    let output = UnsafeMutableRawPointer.allocate(byteCount: grid.rawImageByteCount, alignment: 64)
+    defer { output.deallocate() }
+    let flags = RaceFlags()
+    let entries = grid.entryCount
+    let entryBytes = grid.entryByteCount
+    let tableEnd = grid.payloadStart
+    let writer = Thread { [surface, flags] in
+        var random = Generator(state: seed ^ 0x5555)
+        while !flags.stop.load(ordering: .relaxed) {
+            let offset: Int
+            let hostile: UInt32
+            switch random.next() % 5 {
+            case 0:
+                offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 4 * Int(random.next() % 2)
+                hostile = [1, 0, 0xFFFF_FFF0, 0x7FFF_FFFF][Int(random.next() % 4)]
+            case 1:
+                offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 8
+                hostile = UInt32(truncatingIfNeeded: random.next() % 8)
+            case 2:
+                offset = Int(random.next() % UInt64(64)) & ~3
+                hostile = UInt32(truncatingIfNeeded: random.next())
+            default:
+                guard used > tableEnd + 4 else { continue }
+                offset = tableEnd + Int(random.next() % UInt64(used - tableEnd - 4))
+                hostile = UInt32(truncatingIfNeeded: random.next()) | 0xF0F0_F0F0
+            }
+            guard offset + 4 <= surface.count else { continue }
+            let original = surface.base.loadUnaligned(fromByteOffset: offset, as: UInt32.self)
+            surface.base.storeBytes(of: hostile, toByteOffset: offset, as: UInt32.self)
+            for _ in 0..<Int(random.next() % 3000) { _ = flags.stop.load(ordering: .relaxed) }
+            surface.base.storeBytes(of: original, toByteOffset: offset, as: UInt32.self)
+            flags.writes.add(1, ordering: .relaxed)
+            // As long intact, so decodes also get past validation and race the payload decoders.
+            for _ in 0..<Int(random.next() % 3000) { _ = flags.stop.load(ordering: .relaxed) }
+        }
+    }
+    writer.start()
+    let deadline = Date().addingTimeInterval(seconds)
+    var decodes = 0
+    var errors = 0
+    var storage = TileCodec.ParseStorage()
+    while Date() < deadline {
+        for verify in [false, true] {
+            decodes += 1
+            do {
+                let header = try TileCodec.parse(
+                    UnsafeRawPointer(surface.base),
+                    count: used,
+                    verifyChecksums: verify,
+                    storage: &storage
+                )
+                try TileCodec.decode(
+                    header,
+                    from: UnsafeRawPointer(surface.base),
+                    tiles: 0..<header.grid.tileCount,
+                    into: planes(header.grid, output),
+                    threads: 1,
+                    verifyChecksums: verify
+                )
+                storage.entries = header.entries
+            } catch {
+                errors += 1
+            }
+        }
+    }
+    flags.stop.store(true, ordering: .relaxed)
+    while !writer.isFinished { usleep(1000) }
+    return (decodes, errors, flags.writes.load(ordering: .relaxed))
+}
+
+@main
+enum RaceDecoder {
+    static func main() {
+        let seconds = CommandLine.arguments.count > 1 ? Double(CommandLine.arguments[1]) ?? 10 : 10
+        let cases: [(UInt32, CodecFormat.Kind, Int, Int, Int, Int)] = [
+            (0x3432_3076, .yuv8, 128, 64, 32, 16),  // 420v
+            (0x7834_3230, .yuv16, 128, 64, 32, 16),  // x420
+            (0x4247_5241, .bgra, 96, 48, 32, 16),  // BGRA
+            (0x3432_3076, .yuv8, 256, 32, 256, 8),  // 420v, bands
+        ]
+        let share = seconds / Double(cases.count)
+        for (index, (fourCC, kind, width, height, tileWidth, tileHeight)) in cases.enumerated() {
+            let grid = TileGrid(
+                format: CodecFormat(kind: kind),
+                width: width,
+                height: height,
+                tileWidth: tileWidth,
+                tileHeight: tileHeight
+            )!
+            let result = race(grid, fourCC: fourCC, seconds: share, seed: UInt64(index + 1))
+            print(
+                "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight): \(result.decodes) decodes, "
+                    + "\(result.errors) errors, \(result.writes) rewrites; no crash"
+            )
+            guard result.writes > 0 else {
+                print("the writer never ran")
+                exit(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Decode compressed surfaces while another thread rewrites them, under AddressSanitizer, for SECONDS (default 20).
+#
+#   Fuzz/race.sh [SECONDS]
+#
+# Builds the decoder's sources (as Fuzz/run.sh does) with Fuzz/RaceDecoder.swift using
+# `swiftc -sanitize=address` and runs it. Exits non-zero on a crash or an out-of-bounds access.
+set -euo pipefail
+SECONDS_TO_RUN="${1:-20}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+WORK="${RACE_WORK:-$(mktemp -d /tmp/framebus-race.XXXXXX)}"
+mkdir -p "$WORK/src"
+SOURCES="$ROOT/Sources/SurfaceCompression"
+
+for file in "$SOURCES"/Internal/*.swift "$SOURCES/CompressionError.swift"; do
+    case "$(basename "$file")" in PixelBufferAccess.swift) continue ;; esac
+    sed '/^import PixelBuffers$/d; /^import Surfaces$/d' "$file" > "$WORK/src/$(basename "$file")"
+done
+cat > "$WORK/src/Stand-in.swift" <<'SWIFT'
+public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var description: String { "stand-in" }
+}
+SWIFT
+
+echo "building the race harness in $WORK"
+swiftc -O -g -sanitize=address -parse-as-library -module-name RaceDecoder -I "$ROOT/Sources/CLZ4" \
+    "$WORK"/src/*.swift "$ROOT/Fuzz/RaceDecoder.swift" -o "$WORK/race-decoder" 2> "$WORK/build.log" \
+    || { cat "$WORK/build.log"; exit 1; }
+echo "racing for $SECONDS_TO_RUN s"
+"$WORK/race-decoder" "$SECONDS_TO_RUN"

@@ -1,0 +1,67 @@
+/// Memory the codec reuses from one frame to the next: per-worker scratch, the parallel encoder's staging area,
+/// the private copy of a parsed table and the small bookkeeping arrays.
+///
+/// Every buffer grows to the largest frame seen and is then reused, so a warm workspace allocates nothing per
+/// frame. A workspace is used by one call at a time (``SurfaceCodecContext`` holds it under a lock); the
+/// workers of that call each use their own scratch.
+///
+/// @unchecked Sendable: a context keeps its workspace in a `Mutex` and uses it only inside `withLock`, one call
+/// at a time; the one-shot API makes a fresh one per call.
+@safe final class CodecWorkspace: @unchecked Sendable {
+    /// One scratch area per worker, `scratchByteCount` bytes each, 64-byte aligned.
+    private var scratchAreas: [UnsafeMutableRawPointer] = unsafe []
+    private var scratchByteCount = 0
+    /// The parallel encoder's private output, before its chunks are packed into the surface.
+    private var stagingArea: UnsafeMutableRawPointer? = nil
+    private var stagingByteCount = 0
+
+    var parseStorage = TileCodec.ParseStorage()
+    var regionStart: [Int] = []
+    var chunkFirstTile: [Int] = []
+    var chunkUsed: [Int] = []
+    var failures: [CompressionError?] = []
+
+    init() {}
+
+    deinit {
+        while let area = unsafe scratchAreas.popLast() { unsafe area.deallocate() }
+        unsafe stagingArea?.deallocate()
+    }
+
+    /// Scratch for `workers` workers of at least `byteCount` bytes each.
+    func scratch(workers: Int, byteCount: Int) -> ScratchAreas {
+        if byteCount > scratchByteCount {
+            while let area = unsafe scratchAreas.popLast() { unsafe area.deallocate() }
+            unsafe scratchAreas.removeAll(keepingCapacity: true)
+            scratchByteCount = byteCount
+        }
+        while unsafe scratchAreas.count < workers {
+            unsafe scratchAreas.append(.allocate(byteCount: scratchByteCount, alignment: 64))
+        }
+        return unsafe ScratchAreas(areas: scratchAreas)
+    }
+
+    /// A private area of at least `byteCount` bytes.
+    func staging(byteCount: Int) -> UnsafeMutableRawPointer {
+        if let area = unsafe stagingArea, stagingByteCount >= byteCount { return unsafe area }
+        unsafe stagingArea?.deallocate()
+        let area = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 64)
+        unsafe stagingArea = area
+        stagingByteCount = byteCount
+        return unsafe area
+    }
+
+    /// Sets `array` to `count` copies of `value`, keeping its capacity.
+    static func reset<T>(_ array: inout [T], count: Int, to value: T) {
+        array.removeAll(keepingCapacity: true)
+        array.append(contentsOf: repeatElement(value, count: count))
+    }
+}
+
+/// The scratch areas of one call, handed to its workers (each uses only its own).
+@unsafe struct ScratchAreas: @unchecked Sendable {
+    // @unchecked: worker i touches only area i, and the call returns after every worker has finished.
+    let areas: [UnsafeMutableRawPointer]
+
+    subscript(worker: Int) -> UnsafeMutableRawPointer { unsafe areas[worker] }
+}

@@ -1,0 +1,102 @@
+import PixelBuffers
+import Synchronization
+
+/// A reusable codec: the same work as ``SurfaceCodec``'s functions, with a fixed thread count and memory kept
+/// from one frame to the next, so that once warm (after the first frame of the largest size) it allocates
+/// nothing per frame.
+///
+/// Make one per stream and keep it: a publisher encodes every frame through its context; a subscriber decodes
+/// through its own. Calls on one context are serialised (a lock); use one context per thread that encodes or
+/// decodes concurrently.
+///
+/// ```swift
+/// let codec = SurfaceCodecContext(threadCount: 2)
+/// let statistics = try codec.compress(frame, into: compressed)
+/// try codec.decompress(compressed, into: output)
+/// ```
+public final class SurfaceCodecContext: Sendable {
+    /// Worker threads per call; 1 runs on the calling thread.
+    public let threadCount: Int
+    /// The tile size the encoder uses.
+    public let tileSize: SurfaceCodec.TileSize
+    private let workspace: Mutex<CodecWorkspace>
+
+    /// Makes a context.
+    ///
+    /// - Parameters:
+    ///   - threadCount: worker threads per call; 0 uses every online processor, 1 (the default) runs on the
+    ///     calling thread.
+    ///   - tileSize: the tile size the encoder uses (the decoder reads it from each surface).
+    public init(threadCount: Int = 1, tileSize: SurfaceCodec.TileSize = .default) {
+        self.threadCount = threadCount > 0 ? threadCount : System.processorCount
+        self.tileSize = tileSize
+        self.workspace = Mutex(CodecWorkspace())
+    }
+
+    /// Compresses a base-format buffer into a buffer of its compressed variant, losslessly; as
+    /// ``SurfaceCodec/compress(_:into:options:)``.
+    @discardableResult
+    public func compress(
+        _ source: PixelBuffer,
+        into destination: PixelBuffer
+    ) throws(CompressionError) -> SurfaceCodec.Statistics {
+        let op = "SurfaceCodecContext.compress"
+        guard !source.pixelFormat.isCompressed, destination.pixelFormat == source.pixelFormat.compressedVariant,
+            destination.width == source.width, destination.height == source.height
+        else {
+            throw CompressionError(.formatMismatch, op + ": \(source.pixelFormat) into \(destination.pixelFormat)")
+        }
+        let grid = try SurfaceCodec.grid(
+            width: source.width,
+            height: source.height,
+            format: source.pixelFormat,
+            tileSize: tileSize,
+            op
+        )
+        let threads = threadCount
+        let used = try workspace.withLock { (workspace) throws(CompressionError) -> Int in
+            try CodecDriver.compress(source, into: destination, grid: grid, threads: threads, workspace: workspace)
+        }
+        return SurfaceCodec.Statistics(rawByteCount: grid.rawImageByteCount, compressedByteCount: used)
+    }
+
+    /// Decompresses a compressed buffer into a buffer of its base format, bit-exact; as
+    /// ``SurfaceCodec/decompress(_:into:options:)``.
+    public func decompress(
+        _ compressed: PixelBuffer,
+        into destination: PixelBuffer,
+        verifiesChecksums: Bool = true
+    ) throws(CompressionError) {
+        let threads = threadCount
+        try workspace.withLock { (workspace) throws(CompressionError) in
+            try CodecDriver.decompress(
+                compressed,
+                into: destination,
+                threads: threads,
+                verifyChecksums: verifiesChecksums,
+                workspace: workspace
+            )
+        }
+    }
+
+    /// Decodes a few tile rows at a time into `scratch`; as
+    /// ``SurfaceCodec/decodeTileRows(of:into:options:_:)``.
+    public func decodeTileRows(
+        of compressed: PixelBuffer,
+        into scratch: PixelBuffer,
+        verifiesChecksums: Bool = true,
+        _ body: (_ rows: Range<Int>) throws -> Void
+    ) throws {
+        let threads = threadCount
+        try workspace.withLock { workspace in
+            try CodecDriver.decodeTileRows(
+                of: compressed,
+                into: scratch,
+                threads: threads,
+                verifyChecksums: verifiesChecksums,
+                workspace: workspace,
+                body
+            )
+        }
+    }
+}
