@@ -91,6 +91,6 @@ let package = Package(
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers"]),
         .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources"]),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
-        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC"]),
+        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC", "CFrameBusABI"]),
     ]
 )
