@@ -9,6 +9,7 @@ import Foundation
 //   Keeps up to N connections open that never say HELLO, replacing those the publisher closes. Prints
 //   "flood open=O opened=T refused=R" once a second.
 @_spi(Testing) import FrameBus
+import CFrameBusShims
 import Glibc
 
 struct PeerErrno: Error {
