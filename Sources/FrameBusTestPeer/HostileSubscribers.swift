@@ -13,7 +13,6 @@
 import CFrameBusShims
 import Foundation
 @_spi(Testing) import FrameBus
-import CFrameBusShims
 import Glibc
 
 struct PeerErrno: Error {
