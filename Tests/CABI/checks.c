@@ -188,6 +188,7 @@ static void check_timeouts_and_interrupts(void) {
     int64_t waited = now_ns() - start;
     EXPECT(status == FB_ERROR_TIMED_OUT && event.type == FB_EVENT_NONE, "first wait gave %s", fb_status_name(status));
     EXPECT(waited >= 40000000, "returned after %lld ns, before its timeout", (long long)waited);
+    EXPECT(waited < 5000000000ll, "a 50 ms wait took %lld ns", (long long)waited);
     status = fb_subscriber_next_event(subscriber, 0, &event, NULL);
     EXPECT(status == FB_ERROR_TIMED_OUT, "poll gave %s", fb_status_name(status));
     int ended = 0;
@@ -268,7 +269,9 @@ static void check_publisher(void) {
     int64_t start = now_ns();
     status = fb_publisher_acquire_buffer_timeout(publisher, 100000000, &third, NULL);
     EXPECT(status == FB_ERROR_TIMED_OUT && third == NULL, "timed acquire: %s", fb_status_name(status));
-    EXPECT(now_ns() - start >= 90000000, "the timed acquire returned after %lld ns", (long long)(now_ns() - start));
+    int64_t acquire_waited = now_ns() - start;
+    EXPECT(acquire_waited >= 90000000, "the timed acquire returned after %lld ns", (long long)acquire_waited);
+    EXPECT(acquire_waited < 5000000000ll, "a 100 ms acquire took %lld ns", (long long)acquire_waited);
     discarder later = {first, 200000};
     pthread_t thread;
     pthread_create(&thread, NULL, discard_later, &later);
