@@ -275,7 +275,7 @@ struct BenchPlot {
 
             """
         func text(_ x: Double, _ y: Double, _ content: String, _ attributes: String = "") -> String {
-            "<text x=\"\(Self.format(x))\" y=\"\(Self.format(y))\"\(attributes.isEmpty ? "" : " " + attributes))>"
+            "<text x=\"\(Self.format(x))\" y=\"\(Self.format(y))\"\(attributes.isEmpty ? "" : " " + attributes)>"
                 + Self.escape(content) + "</text>\n"
         }
 
