@@ -146,8 +146,10 @@ struct BenchPlot {
             if !row.isFloor, !cases.contains(row.caseName) { cases.append(row.caseName) }
             if !rates.contains(row.rateHz) { rates.append(row.rateHz) }
         }
+        // Known series in their order, unknown transports next, the floor last.
         func rank(_ transport: String) -> Int {
-            Self.series.firstIndex { $0.transport == transport } ?? Self.series.count
+            if transport == "seqpacket-floor" { return Self.series.count }
+            return Self.series.firstIndex { $0.transport == transport } ?? Self.series.count - 1
         }
         var groups: [Group] = []
         for caseName in cases {
@@ -179,8 +181,25 @@ struct BenchPlot {
         let peers = group.rows.filter { $0.transport != "framebus" && !$0.isFloor }
         return peers.map { peer in
             let ratio = bus.p50 / max(peer.p50, 0.001)
-            return String(format: "%.2f× %@", ratio, peer.transport) + (ratio > 1 ? " (peer lower)" : "")
+            return "\(Self.ratio(ratio)) \(peer.transport)" + (ratio > 1 ? " (peer lower)" : "")
         }.joined(separator: ", ")
+    }
+
+    /// framebus's frames/s as a ratio of each peer's in an unpaced group: above 1, framebus is faster.
+    static func throughputRatios(_ group: Group) -> String {
+        guard group.rateHz == 0, let bus = group.rows.first(where: { $0.transport == "framebus" }) else { return "" }
+        let peers = group.rows.filter { $0.transport != "framebus" && !$0.isFloor }
+        return peers.map { peer in
+            let ratio = bus.framesPerSecond / max(peer.framesPerSecond, 0.001)
+            return "\(Self.ratio(ratio)) \(peer.transport)" + (ratio < 1 ? " (peer faster)" : "")
+        }.joined(separator: ", ")
+    }
+
+    /// "0.53×", "12×", "0.004×": two significant digits at most, never rounded to zero.
+    static func ratio(_ value: Double) -> String {
+        if value >= 10 { return String(format: "%.0f×", value) }
+        if value >= 0.1 { return String(format: "%.2f×", value) }
+        return String(format: "%.1g×", value)
     }
 
     // MARK: SVG
@@ -218,7 +237,8 @@ struct BenchPlot {
     }
 
     static func count(_ value: Double) -> String {
-        value >= 1000 ? String(format: "%.3gk", value / 1000) : String(format: "%.0f", value)
+        if value >= 1_000_000 { return String(format: "%.3gM", value / 1_000_000) }
+        return value >= 1000 ? String(format: "%.3gk", value / 1000) : String(format: "%.0f", value)
     }
 
     /// A log-scale axis over the decades that hold `values`.
@@ -297,7 +317,7 @@ struct BenchPlot {
             20,
             y,
             "Latency: thin line p50→p99.9, thick bar p50→p99, dot p50. Ratios: framebus p50 ÷ peer p50 "
-                + "(below 1: framebus lower).",
+                + "(below 1: framebus lower); unpaced, framebus frames/s ÷ peer frames/s (below 1: peer faster).",
             "fill=\"#495057\""
         )
 
@@ -323,6 +343,8 @@ struct BenchPlot {
             svg += text(20, y, group.title, "font-weight=\"bold\"")
             let ratios = Self.ratios(group)
             if !ratios.isEmpty { svg += text(latencyAxis.x + 120, y, "framebus p50 = " + ratios, "fill=\"#212529\"") }
+            let throughput = Self.throughputRatios(group)
+            if !throughput.isEmpty { svg += text(fpsAxis.x - 40, y, "framebus = " + throughput, "fill=\"#212529\"") }
             y += 10
             for row in group.rows {
                 let middle = y + rowHeight / 2
