@@ -490,6 +490,8 @@ int main(int argc, char **argv) {
         usage();
         return EXIT_USAGE;
     }
+    /* A watchdog for both sides: a peer that dies mid-run can leave a blocking push waiting for ever. */
+    alarm(900);
     gst_init(NULL, NULL);
     int missing = check_elements();
     if (strcmp(argv[1], "probe") == 0) {

@@ -278,14 +278,15 @@ struct BenchPlot {
         let width = 1200.0
         let labelWidth = 150.0
         let latencyAxis = LogAxis(rows.flatMap { [$0.p50, $0.p999] }, x: labelWidth + 10, width: 560)
-        let fpsAxis = LogAxis(rows.map(\.framesPerSecond), x: 860, width: 300)
+        // From 10/s, so that a 100 Hz row still has a bar.
+        let fpsAxis = LogAxis(rows.map(\.framesPerSecond) + [10], x: 860, width: 300)
         let rowHeight = 16.0
         let groupGap = 30.0
         let legendTop = 52.0
         let top = legendTop + Double(Self.series.count + 1) * 15 + 30
         let height =
             top + Double(groups.count) * groupGap + Double(groups.reduce(0) { $0 + $1.rows.count }) * rowHeight
-            + 60
+            + Double(groups.filter { !Self.throughputRatios($0).isEmpty }.count) * 14 + 60
 
         var svg = """
             <?xml version="1.0" encoding="UTF-8"?>
@@ -344,7 +345,10 @@ struct BenchPlot {
             let ratios = Self.ratios(group)
             if !ratios.isEmpty { svg += text(latencyAxis.x + 120, y, "framebus p50 = " + ratios, "fill=\"#212529\"") }
             let throughput = Self.throughputRatios(group)
-            if !throughput.isEmpty { svg += text(fpsAxis.x - 40, y, "framebus = " + throughput, "fill=\"#212529\"") }
+            if !throughput.isEmpty {
+                y += 14
+                svg += text(latencyAxis.x + 120, y, "framebus frames/s = " + throughput, "fill=\"#212529\"")
+            }
             y += 10
             for row in group.rows {
                 let middle = y + rowHeight / 2

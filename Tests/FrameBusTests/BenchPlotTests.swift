@@ -120,7 +120,7 @@ private final class SVGReader: NSObject, XMLParserDelegate {
         let texts = svg.texts
         #expect(texts.contains { $0.contains("0.53× gst-zerocopy") && $0.contains("0.09× gst-copy") })
         #expect(texts.contains { $0.contains("2.12× gst-zerocopy (peer lower)") })
-        #expect(texts.contains { $0.contains("framebus = 0.33× gst-zerocopy (peer faster)") })
+        #expect(texts.contains { $0.contains("framebus frames/s = 0.33× gst-zerocopy (peer faster)") })
         // Details only the GStreamer rows have reach the tooltips.
         #expect(
             texts.contains { $0.hasPrefix("gst-copy 420v 1920x1080 100 Hz") && $0.contains("max 3950.7 µs, 2 gaps") }
