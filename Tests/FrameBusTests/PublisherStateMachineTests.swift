@@ -404,6 +404,21 @@ struct MachineHarness {
         #expect(harness.drops(id) == [WireDrop(0...0, reason: .outOfBuffers)])
     }
 
+    @Test func aNewDropRangeAsksTheIOLayerToWakeForItsFlush() {
+        var harness = Harness()
+        _ = harness.subscribe()
+        func wakes(_ actions: [Harness.Machine.Action]) -> Bool {
+            actions.contains { if case .deadlineChanged = $0 { true } else { false } }
+        }
+        let first = harness.machine.reportDropped(reason: .outOfBuffers, count: 1, now: harness.now)
+        let second = harness.machine.reportDropped(reason: .outOfBuffers, count: 1, now: harness.now)
+        let third = harness.machine.reportDropped(reason: .discontinuity, count: 1, now: harness.now)
+        #expect(wakes(first?.1 ?? []))
+        #expect(!wakes(second?.1 ?? []))  // it only extends the pending range
+        #expect(wakes(third?.1 ?? []))  // another reason: a new range
+        #expect(harness.machine.nextDeadline() == harness.now + 100_000_000)
+    }
+
     @Test func hugeDropCountsSaturateInsteadOfTrapping() throws {
         var harness = Harness()
         let id = harness.subscribe()
