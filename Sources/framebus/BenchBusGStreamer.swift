@@ -191,7 +191,7 @@ struct GStreamerShmBench {
             height: Int(clamping: height),
             rateHz: Int(clamping: rate),
             sentFrames: Int(clamping: sent),
-            seconds: Double(max(last, start + 1) - start) / 1e9,
+            seconds: Double(last > start ? last - start : 1) / 1e9,  // no arithmetic on the report can trap
             peer: peer,
             publisherCPUNanoseconds: producerCPU
         )
