@@ -35,8 +35,10 @@ struct BenchBusCommand: ParsableCommand {
     @Option(help: "Rates in Hz, comma separated; 0 is unpaced.")
     var rates: String = "100,1000,0"
 
-    @Option(help: "Transports, comma separated: framebus, seqpacket-floor, stream-copy, fanout.")
-    var transports: String = "seqpacket-floor,framebus,stream-copy,fanout"
+    @Option(
+        help: "Transports, comma separated: framebus, seqpacket-floor, stream-copy, fanout, gst-zerocopy, gst-copy."
+    )
+    var transports: String = "seqpacket-floor,framebus,stream-copy,fanout,gst-zerocopy,gst-copy"
 
     @Option(help: "Subscriber counts of the fanout runs, comma separated.")
     var fanout: String = "1,2,4,8"
@@ -168,6 +170,14 @@ struct BenchBusCommand: ParsableCommand {
                 try request(channel, "copy-end", expect: "ok")
             }
         }
+        // GStreamer shmsink → shmsrc beside the bus (BenchBusGStreamer.swift); skipped, with the reason, without it.
+        let gstreamer = GStreamerShmBench.measure(
+            transports: transportList,
+            cases: caseList,
+            rates: rateList,
+            frames: frames
+        )
+        results += gstreamer.results
         if transportList.contains("fanout"), let (format, width, height) = caseList.first {
             let counts = fanout.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
             results += try measureFanout(
@@ -186,11 +196,13 @@ struct BenchBusCommand: ParsableCommand {
         say(BenchResult.table(results))
         say("")
         for line in BenchResult.targets(results) { say(line) }
+        for line in GStreamerShmBench.comparisons(results) { say(line) }
         if let json {
             let object: [String: Any] = [
                 "benchmark": "framebus bench bus",
                 "processors": ProcessInfo.processInfo.activeProcessorCount,
                 "results": results.map(\.dictionary),
+                "gstreamer": gstreamer.json,
             ]
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: json))

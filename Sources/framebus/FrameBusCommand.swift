@@ -18,6 +18,6 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure the codec and the bus on this machine.",
-        subcommands: [BenchCodecCommand.self, BenchBusCommand.self]
+        subcommands: [BenchCodecCommand.self, BenchBusCommand.self, BenchPlotCommand.self]
     )
 }
