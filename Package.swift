@@ -13,6 +13,9 @@ let package = Package(
         // FrameBus, so a producer linking FrameBus needs only liblz4.
         .library(name: "ImageSources", targets: ["ImageSources"]),
         .executable(name: "framebus", targets: ["framebus"]),
+        // The C ABI (include/framebus.h) as a shared library, libFrameBusC.so: SwiftPM's product names are unique and
+        // `framebus` is the executable, so install it as libframebus.so (docs/C-ABI.md).
+        .library(name: "FrameBusC", type: .dynamic, targets: ["FrameBusC"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -74,6 +77,10 @@ let package = Package(
         ),
         .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "ImageSources"]),
 
+        // The C ABI: include/framebus.h (imported through include/module.modulemap) and its Swift implementation.
+        .systemLibrary(name: "CFrameBusABI", path: "include"),
+        .target(name: "FrameBusC", dependencies: ["FrameBus", "CFrameBusABI"], swiftSettings: librarySettings),
+
         .testTarget(name: "SurfacesTests", dependencies: ["Surfaces", "CFrameBusShims"]),
         .testTarget(name: "PixelBuffersTests", dependencies: ["PixelBuffers", "CFrameBusShims"]),
         .testTarget(name: "ImageSourcesTests", dependencies: ["ImageSources", "PixelBuffers"]),
@@ -83,5 +90,7 @@ let package = Package(
         ),
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers"]),
         .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources"]),
+        // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
+        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC"]),
     ]
 )

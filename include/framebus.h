@@ -702,15 +702,20 @@ typedef struct fb_codec fb_codec;
  *  width in bytes). Plane geometry follows the format (fb_format_get_info): for 4:2:0, plane 1 has
  *  height / 2 rows of width / 2 CbCr pairs. The caller owns the memory; the library reads or writes it only
  *  during the call. */
+typedef struct fb_image_plane {
+    /** The plane's first byte. */
+    void *FB_NULLABLE data;
+    /** Bytes from one row to the next. */
+    uint64_t bytes_per_row;
+} fb_image_plane;
+
 typedef struct fb_image {
     uint32_t format;
     uint32_t width;
     uint32_t height;
     uint32_t reserved;
-    struct {
-        void *FB_NULLABLE data;
-        uint64_t bytes_per_row;
-    } planes[FB_MAX_PLANES];
+    /** Planes 0 ..< the format's plane count; the others are ignored. */
+    fb_image_plane planes[FB_MAX_PLANES];
 } fb_image;
 
 /**

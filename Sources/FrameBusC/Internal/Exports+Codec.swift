@@ -1,0 +1,192 @@
+import CFrameBusABI
+import FrameBus
+
+// The codec part of the C ABI; include/framebus.h documents each function.
+
+/// `fb_codec_create`.
+@_cdecl("fb_codec_create")
+public func fbCodecCreate(
+    _ threadCount: UInt32,
+    _ outCodec: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        guard let outCodec = unsafe outCodec else { throw .null("out_codec", in: "fb_codec_create") }
+        guard threadCount <= 256 else {
+            throw ABIError(.invalidArgument, "fb_codec_create: thread_count \(threadCount) is over 256")
+        }
+        unsafe outCodec.pointee = Handle.make(CodecHandle(threadCount: Int(threadCount)))
+    }
+}
+
+/// `fb_codec_destroy`.
+@_cdecl("fb_codec_destroy")
+public func fbCodecDestroy(_ codec: OpaquePointer?) {
+    guard let codec = unsafe codec else { return }
+    unsafe Handle.free(codec, as: CodecHandle.self)
+}
+
+/// `fb_codec_maximum_compressed_size`.
+@_cdecl("fb_codec_maximum_compressed_size")
+public func fbCodecMaximumCompressedSize(
+    _ code: UInt32,
+    _ width: UInt32,
+    _ height: UInt32,
+    _ outSize: UnsafeMutablePointer<UInt64>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_codec_maximum_compressed_size"
+        guard let outSize = unsafe outSize else { throw .null("out_size", in: function) }
+        guard let format = try? PixelFormat(fourCC: code) else {
+            throw ABIError(.formatMismatch, "\(function): unknown format \(fourCCName(code))")
+        }
+        guard width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension,
+            format.base.isValidSize(width: Int(width), height: Int(height))
+        else {
+            throw ABIError(.invalidArgument, "\(function): \(width)x\(height) does not fit \(format)")
+        }
+        do {
+            let size = try SurfaceCodec.maximumCompressedByteCount(
+                width: Int(width),
+                height: Int(height),
+                format: format
+            )
+            unsafe outSize.pointee = UInt64(size)
+        } catch {
+            throw ABIError(any: error)
+        }
+    }
+}
+
+/// `fb_codec_compress`.
+@_cdecl("fb_codec_compress")
+public func fbCodecCompress(
+    _ codec: OpaquePointer?,
+    _ source: UnsafePointer<fb_image>?,
+    _ destination: UnsafeMutableRawPointer?,
+    _ capacity: UInt64,
+    _ outBytesUsed: UnsafeMutablePointer<UInt64>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_codec_compress"
+        guard let codec = unsafe codec else { throw .null("codec", in: function) }
+        guard let source = unsafe source?.pointee else { throw .null("source", in: function) }
+        guard let destination = unsafe destination else { throw .null("destination", in: function) }
+        guard let outBytesUsed = unsafe outBytesUsed else { throw .null("out_bytes_used", in: function) }
+        guard let count = Int(exactly: capacity) else {
+            throw ABIError(.invalidArgument, "\(function): capacity \(capacity) is too large")
+        }
+        let image = try unsafe CallerImage(source, "\(function): source", allowsCompressedFormat: false)
+        let used = try unsafe Handle.borrow(codec, as: CodecHandle.self).compress(
+            image,
+            into: UnsafeMutableRawBufferPointer(start: destination, count: count)
+        )
+        unsafe outBytesUsed.pointee = UInt64(used)
+    }
+}
+
+/// `fb_codec_decompress`.
+@_cdecl("fb_codec_decompress")
+public func fbCodecDecompress(
+    _ codec: OpaquePointer?,
+    _ source: UnsafeRawPointer?,
+    _ sourceSize: UInt64,
+    _ destination: UnsafePointer<fb_image>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_codec_decompress"
+        guard let codec = unsafe codec else { throw .null("codec", in: function) }
+        let bytes = try unsafe sourceBytes(source, sourceSize, function)
+        guard let destination = unsafe destination?.pointee else { throw .null("destination", in: function) }
+        let image = try unsafe CallerImage(destination, "\(function): destination", allowsCompressedFormat: true)
+        try unsafe Handle.borrow(codec, as: CodecHandle.self).decompress(bytes, into: image)
+    }
+}
+
+/// `fb_codec_tile_row_height`.
+@_cdecl("fb_codec_tile_row_height")
+public func fbCodecTileRowHeight(
+    _ codec: OpaquePointer?,
+    _ source: UnsafeRawPointer?,
+    _ sourceSize: UInt64,
+    _ code: UInt32,
+    _ width: UInt32,
+    _ height: UInt32,
+    _ outRows: UnsafeMutablePointer<UInt32>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_codec_tile_row_height"
+        guard let codec = unsafe codec else { throw .null("codec", in: function) }
+        let bytes = try unsafe sourceBytes(source, sourceSize, function)
+        guard let outRows = unsafe outRows else { throw .null("out_rows", in: function) }
+        guard let format = try? PixelFormat(fourCC: code) else {
+            throw ABIError(.formatMismatch, "\(function): unknown format \(fourCCName(code))")
+        }
+        guard width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension,
+            format.base.isValidSize(width: Int(width), height: Int(height))
+        else {
+            throw ABIError(.invalidArgument, "\(function): \(width)x\(height) does not fit \(format)")
+        }
+        let rows = try unsafe Handle.borrow(codec, as: CodecHandle.self).tileRowHeight(
+            bytes,
+            width: Int(width),
+            height: Int(height),
+            format: format
+        )
+        unsafe outRows.pointee = UInt32(clamping: rows)
+    }
+}
+
+/// `fb_codec_decode_rows`.
+@_cdecl("fb_codec_decode_rows")
+public func fbCodecDecodeRows(
+    _ codec: OpaquePointer?,
+    _ source: UnsafeRawPointer?,
+    _ sourceSize: UInt64,
+    _ imageHeight: UInt32,
+    _ band: UnsafePointer<fb_image>?,
+    _ callback: fb_rows_callback?,
+    _ context: UnsafeMutableRawPointer?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_codec_decode_rows"
+        guard let codec = unsafe codec else { throw .null("codec", in: function) }
+        let bytes = try unsafe sourceBytes(source, sourceSize, function)
+        guard let band = unsafe band?.pointee else { throw .null("band", in: function) }
+        guard let callback = unsafe callback else { throw .null("callback", in: function) }
+        let image = try unsafe CallerImage(band, "\(function): band", allowsCompressedFormat: true)
+        guard imageHeight <= PixelFormat.maximumDimension,
+            unsafe image.format.base.isValidSize(width: image.width, height: Int(imageHeight))
+        else {
+            throw ABIError(
+                .invalidArgument,
+                unsafe "\(function): image height \(imageHeight) does not fit \(image.format)"
+            )
+        }
+        try unsafe Handle.borrow(codec, as: CodecHandle.self).decodeRows(
+            bytes,
+            imageHeight: Int(imageHeight),
+            into: image
+        ) { first, count in
+            unsafe callback(context, UInt32(first), UInt32(count)) == 0
+        }
+    }
+}
+
+/// The caller's compressed bytes, checked for NULL and size.
+private func sourceBytes(
+    _ source: UnsafeRawPointer?,
+    _ size: UInt64,
+    _ function: String
+) throws(ABIError) -> UnsafeRawBufferPointer {
+    guard let source = unsafe source else { throw .null("source", in: function) }
+    guard size > 0, size <= UInt64(SurfaceLayout.maximumAllocationSize) else {
+        throw ABIError(.invalidArgument, "\(function): source_size \(size) is not in 1...2^32")
+    }
+    return unsafe UnsafeRawBufferPointer(start: source, count: Int(size))
+}

@@ -1,0 +1,241 @@
+import CFrameBusABI
+import FrameBus
+
+// The subscriber half of the C ABI; include/framebus.h documents each function.
+
+/// The longest socket path (`sun_path` holds 108 bytes with the NUL).
+let maximumSocketPathLength = 107
+
+/// `fb_subscriber_options_init`.
+@_cdecl("fb_subscriber_options_init")
+public func fbSubscriberOptionsInit(_ options: UnsafeMutablePointer<fb_subscriber_options>?) {
+    guard let options = unsafe options else { return }
+    var defaults = unsafe fb_subscriber_options()
+    unsafe defaults.queue_depth = 0
+    unsafe defaults.reconnects = 0
+    unsafe defaults.connect_timeout_ns = 5_000_000_000
+    unsafe defaults.reconnect_interval_ns = 100_000_000
+    unsafe options.pointee = defaults
+}
+
+/// `fb_subscriber_create`.
+@_cdecl("fb_subscriber_create")
+public func fbSubscriberCreate(
+    _ options: UnsafePointer<fb_subscriber_options>?,
+    _ outSubscriber: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_subscriber_create"
+        guard let options = unsafe options?.pointee else { throw .null("options", in: function) }
+        guard let outSubscriber = unsafe outSubscriber else { throw .null("out_subscriber", in: function) }
+        let path = try unsafe boundedString(options.path, limit: maximumSocketPathLength, "\(function): path")
+        let formats = try unsafe formatList(
+            options.accepted_formats,
+            count: options.accepted_format_count,
+            limit: 16,
+            "\(function): accepted_formats"
+        )
+        var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
+        switch unsafe options.queue_depth {
+        case 0: configuration.delivery = .latestOnly
+        case 1...64: configuration.delivery = unsafe .queue(depth: Int(options.queue_depth))
+        default: throw ABIError(.invalidArgument, unsafe "\(function): queue_depth \(options.queue_depth) is over 64")
+        }
+        guard let connectTimeout = unsafe positiveDuration(nanoseconds: options.connect_timeout_ns),
+            let reconnectInterval = unsafe positiveDuration(nanoseconds: options.reconnect_interval_ns)
+        else {
+            throw ABIError(.invalidArgument, "\(function): connect_timeout_ns and reconnect_interval_ns must be > 0")
+        }
+        configuration.connectTimeout = connectTimeout
+        configuration.reconnectInterval = reconnectInterval
+        configuration.reconnects = unsafe options.reconnects != 0
+        let handle: SubscriberHandle
+        do { handle = try SubscriberHandle(configuration: configuration) } catch { throw ABIError(any: error) }
+        unsafe outSubscriber.pointee = Handle.make(handle)
+    }
+}
+
+/// `fb_subscriber_destroy`.
+@_cdecl("fb_subscriber_destroy")
+public func fbSubscriberDestroy(_ subscriber: OpaquePointer?) {
+    guard let subscriber = unsafe subscriber else { return }
+    unsafe Handle.borrow(subscriber, as: SubscriberHandle.self).cancel()
+    unsafe Handle.free(subscriber, as: SubscriberHandle.self)
+}
+
+/// `fb_subscriber_next_event`.
+@_cdecl("fb_subscriber_next_event")
+public func fbSubscriberNextEvent(
+    _ subscriber: OpaquePointer?,
+    _ timeoutNanoseconds: Int64,
+    _ event: UnsafeMutablePointer<fb_event>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_subscriber_next_event"
+        guard let subscriber = unsafe subscriber else { throw .null("subscriber", in: function) }
+        guard let event = unsafe event else { throw .null("event", in: function) }
+        unsafe event.pointee = fb_event()
+        let handle = unsafe Handle.borrow(subscriber, as: SubscriberHandle.self)
+        let next = try handle.nextEvent(timeoutNanoseconds: timeoutNanoseconds).get()
+        unsafe event.pointee = try makeEvent(next)
+    }
+}
+
+/// An event for C; a frame becomes an `fb_frame` handle the caller owns.
+private func makeEvent(_ event: SubscriberEvent) throws(ABIError) -> fb_event {
+    var result = unsafe fb_event()
+    switch event {
+    case .connected(let session), .reconnected(let session):
+        unsafe result.type = UInt32(FB_EVENT_CONNECTED.rawValue)
+        unsafe result.session = fb_session(
+            session,
+            isReconnect: { if case .reconnected = event { true } else { false } }()
+        )
+    case .frame(let sample):
+        // A frame that cannot be locked is released here (dropping `sample`) and reported as the call's error.
+        let frame = try FrameHandle(sample: sample)
+        unsafe result.type = UInt32(FB_EVENT_FRAME.rawValue)
+        unsafe result.frame = unsafe Handle.make(frame)
+    case .dropped(let drop):
+        unsafe result.type = UInt32(FB_EVENT_DROP.rawValue)
+        unsafe result.drop = fb_drop(
+            reason: UInt32(drop.reason.rawValue),
+            reserved: 0,
+            first_sequence: drop.sequences.lowerBound,
+            last_sequence: drop.sequences.upperBound,
+            frame_count: drop.frameCount
+        )
+    case .ended(let error):
+        let mapped = ABIError(error)
+        unsafe result.type = UInt32(FB_EVENT_END.rawValue)
+        unsafe result.end_status = mapped.status.rawValue
+        unsafe withUnsafeMutableBytes(of: &result.end_message) { buffer in
+            unsafe copyMessage(mapped.message, into: buffer)
+        }
+    }
+    return unsafe result
+}
+
+extension fb_session {
+    init(_ session: Subscriber.Session, isReconnect: Bool) {
+        self.init(
+            format: session.format.fourCC,
+            is_reconnect: isReconnect ? 1 : 0,
+            stream_id: session.streamID,
+            subscriber_id: session.subscriberID,
+            maximum_held_frames: UInt32(clamping: session.maximumHeldFrames),
+            reserved: 0
+        )
+    }
+}
+
+/// `fb_subscriber_interrupt`.
+@_cdecl("fb_subscriber_interrupt")
+public func fbSubscriberInterrupt(_ subscriber: OpaquePointer?) {
+    guard let subscriber = unsafe subscriber else { return }
+    unsafe Handle.borrow(subscriber, as: SubscriberHandle.self).interrupt()
+}
+
+/// `fb_subscriber_resume`.
+@_cdecl("fb_subscriber_resume")
+public func fbSubscriberResume(_ subscriber: OpaquePointer?) {
+    guard let subscriber = unsafe subscriber else { return }
+    unsafe Handle.borrow(subscriber, as: SubscriberHandle.self).resume()
+}
+
+/// `fb_subscriber_get_session`.
+@_cdecl("fb_subscriber_get_session")
+public func fbSubscriberGetSession(
+    _ subscriber: OpaquePointer?,
+    _ session: UnsafeMutablePointer<fb_session>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_subscriber_get_session"
+        guard let subscriber = unsafe subscriber else { throw .null("subscriber", in: function) }
+        guard let session = unsafe session else { throw .null("session", in: function) }
+        guard let current = unsafe Handle.borrow(subscriber, as: SubscriberHandle.self).subscriber.session else {
+            throw ABIError(.closed, "\(function): no handshake has completed yet")
+        }
+        unsafe session.pointee = fb_session(current, isReconnect: false)
+    }
+}
+
+/// `fb_subscriber_is_connected`.
+@_cdecl("fb_subscriber_is_connected")
+public func fbSubscriberIsConnected(_ subscriber: OpaquePointer?) -> Int32 {
+    guard let subscriber = unsafe subscriber else { return 0 }
+    return unsafe Handle.borrow(subscriber, as: SubscriberHandle.self).subscriber.isConnected ? 1 : 0
+}
+
+/// `fb_subscriber_get_statistics`.
+@_cdecl("fb_subscriber_get_statistics")
+public func fbSubscriberGetStatistics(
+    _ subscriber: OpaquePointer?,
+    _ statistics: UnsafeMutablePointer<fb_subscriber_statistics>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_subscriber_get_statistics"
+        guard let subscriber = unsafe subscriber else { throw .null("subscriber", in: function) }
+        guard let statistics = unsafe statistics else { throw .null("statistics", in: function) }
+        let counters = unsafe Handle.borrow(subscriber, as: SubscriberHandle.self).subscriber.statistics
+        unsafe statistics.pointee = fb_subscriber_statistics(
+            delivered: UInt64(clamping: counters.delivered),
+            dropped_frame_was_late: UInt64(clamping: counters.dropped[.frameWasLate, default: 0]),
+            dropped_out_of_buffers: UInt64(clamping: counters.dropped[.outOfBuffers, default: 0]),
+            dropped_discontinuity: UInt64(clamping: counters.dropped[.discontinuity, default: 0]),
+            held_now: UInt64(clamping: counters.heldNow),
+            queue_depth: UInt64(clamping: counters.queueDepth),
+            bytes_delivered: UInt64(clamping: counters.bytesDelivered),
+            latency_count: UInt64(clamping: counters.latency.count),
+            latency_p50_ns: counters.latency.p50,
+            latency_p99_ns: counters.latency.p99,
+            latency_p999_ns: counters.latency.p999,
+            latency_max_ns: counters.latency.maximum
+        )
+    }
+}
+
+// MARK: Frames
+
+/// `fb_frame_get_info`.
+@_cdecl("fb_frame_get_info")
+public func fbFrameGetInfo(
+    _ frame: OpaquePointer?,
+    _ info: UnsafeMutablePointer<fb_frame_info>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        guard let frame = unsafe frame else { throw .null("frame", in: "fb_frame_get_info") }
+        guard let info = unsafe info else { throw .null("info", in: "fb_frame_get_info") }
+        unsafe info.pointee = Handle.borrow(frame, as: FrameHandle.self).info
+    }
+}
+
+/// `fb_frame_dup_fd`: -1 on failure.
+@_cdecl("fb_frame_dup_fd")
+public func fbFrameDupFD(_ frame: OpaquePointer?, _ error: UnsafeMutablePointer<fb_error>?) -> Int32 {
+    var descriptor: Int32 = -1
+    _ = unsafe boundary(error) { () throws(ABIError) in
+        guard let frame = unsafe frame else { throw .null("frame", in: "fb_frame_dup_fd") }
+        let surface = unsafe Handle.borrow(frame, as: FrameHandle.self).buffer.surface
+        do throws(SurfaceError) {
+            let handle = try surface.makeHandle()
+            descriptor = handle.takeDescriptor().rawValue
+        } catch {
+            let status: ABIStatus = error.code == .systemCall ? .systemCall : .formatMismatch
+            throw ABIError(status, "fb_frame_dup_fd: \(error)", systemErrno: error.errno?.rawValue ?? 0)
+        }
+    }
+    return descriptor
+}
+
+/// `fb_frame_release`.
+@_cdecl("fb_frame_release")
+public func fbFrameRelease(_ frame: OpaquePointer?) {
+    guard let frame = unsafe frame else { return }
+    unsafe Handle.free(frame, as: FrameHandle.self)
+}
