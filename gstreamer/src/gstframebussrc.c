@@ -89,6 +89,8 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_P
 G_DEFINE_TYPE (GstFramebusSrc, gst_framebus_src, GST_TYPE_PUSH_SRC);
 GST_ELEMENT_REGISTER_DEFINE (framebussrc, "framebussrc", GST_RANK_NONE, GST_TYPE_FRAMEBUS_SRC);
 
+static GstStructure *gst_framebus_src_make_stats (GstFramebusSrc * self);
+
 static void
 counter_add (_Atomic guint64 * counter, guint64 amount)
 {
@@ -464,6 +466,17 @@ gst_framebus_src_gap_probe (GstPad * pad, GstPadProbeInfo * probe, gpointer data
         GST_TIME_ARGS (start));
     gst_pad_push_event (pad, gst_event_new_gap (start, duration));
   }
+  return GST_PAD_PROBE_OK;
+}
+
+/* At end of stream, the counters go on the bus as an element message (gst-launch-1.0 -m prints it). */
+static GstPadProbeReturn
+gst_framebus_src_eos_probe (GstPad * pad, GstPadProbeInfo * probe, gpointer data)
+{
+  GstFramebusSrc *self = GST_FRAMEBUS_SRC (data);
+  if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (probe)) == GST_EVENT_EOS)
+    gst_element_post_message (GST_ELEMENT_CAST (self), gst_message_new_element (GST_OBJECT_CAST (self),
+            gst_framebus_src_make_stats (self)));
   return GST_PAD_PROBE_OK;
 }
 
@@ -915,7 +928,8 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
           "framebussrc-stats: frames (pushed), zero-copy (wrapping the shared memory), copied, decoded "
           "(compressed frames), corrupt (compressed frames skipped), dropped-frame-was-late, "
           "dropped-out-of-buffers, dropped-discontinuity (frames the bus did not deliver), discontinuities "
-          "(DISCONT buffers), gaps (GAP events), latency (ns, as the latency query reports)",
+          "(DISCONT buffers), gaps (GAP events), latency (ns, as the latency query reports). Also posted as an "
+          "element message at end of stream",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -947,4 +961,6 @@ gst_framebus_src_init (GstFramebusSrc * self)
   gst_base_src_set_format (GST_BASE_SRC (self), GST_FORMAT_TIME);
   gst_pad_add_probe (GST_BASE_SRC_PAD (self), GST_PAD_PROBE_TYPE_BUFFER, gst_framebus_src_gap_probe, self,
       NULL);
+  gst_pad_add_probe (GST_BASE_SRC_PAD (self), GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, gst_framebus_src_eos_probe,
+      self, NULL);
 }

@@ -1,0 +1,336 @@
+"""The GStreamer plugin (gstreamer/, libgstframebus.so) with the real gst-launch-1.0, checked bit-exact.
+
+- videotestsrc ! framebussink: a Python subscriber compares every frame it gets with the same videotestsrc frames
+  written by filesink (zero-copy through the sink's pool, and the copying path);
+- framebus publish -> framebussrc ! filesink: the file's frames against what a Python subscriber of the same
+  publisher sees (zero-copy, copied into GStreamer's layout, and compressed frames decoded);
+- framebus publish -> framebussrc ! rtpvrawpay ! udpsink -> udpsrc ! rtpvrawdepay ! framebussink -> a Python
+  subscriber on the far side;
+- gst-inspect-1.0 documents every property.
+
+The tests skip, saying what is missing, when GStreamer's tools or the built plugin are absent, unless
+FRAMEBUS_REQUIRE_ALL is set (CI sets it): then they fail. The plugin is looked for in $FRAMEBUS_GST_PLUGIN_DIR,
+else gstreamer/build (`make -C gstreamer`).
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+import framebus
+
+PLUGIN_DIR = Path(os.environ.get("FRAMEBUS_GST_PLUGIN_DIR") or ROOT / "gstreamer" / "build")
+REQUIRE_ALL = bool(os.environ.get("FRAMEBUS_REQUIRE_ALL"))
+FRAME_TIMEOUT = 60  # seconds: generous, the machine running the tests may be loaded
+
+
+def _missing() -> str | None:
+    for tool in ("gst-launch-1.0", "gst-inspect-1.0"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (apt-get install gstreamer1.0-tools gstreamer1.0-plugins-base " \
+                   "gstreamer1.0-plugins-good)"
+    if not (PLUGIN_DIR / "libgstframebus.so").exists():
+        return f"the GStreamer plugin is not built: no {PLUGIN_DIR}/libgstframebus.so (run gstreamer/ci-build.sh)"
+    return None
+
+
+MISSING = _missing()
+if MISSING and not REQUIRE_ALL:
+    pytestmark = pytest.mark.skip(reason=f"GStreamer bridge not testable here: {MISSING}")
+
+
+@pytest.fixture(scope="module")
+def gst_env(tmp_path_factory):
+    """The environment for gst-launch-1.0: our plugin on GST_PLUGIN_PATH, a registry of our own."""
+    if MISSING:
+        pytest.fail(f"FRAMEBUS_REQUIRE_ALL is set but {MISSING}")
+    env = dict(os.environ)
+    env["GST_PLUGIN_PATH"] = os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("GST_PLUGIN_PATH")]))
+    env["GST_REGISTRY"] = str(tmp_path_factory.mktemp("gst") / "registry.bin")
+    env["GST_DEBUG_NO_COLOR"] = "1"
+    for element in ("framebussink", "framebussrc"):
+        inspect = subprocess.run(["gst-inspect-1.0", element], env=env, capture_output=True, text=True, timeout=120)
+        assert inspect.returncode == 0, f"gst-inspect-1.0 {element} failed:\n{inspect.stdout}\n{inspect.stderr}"
+    return env
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------
+
+def gst_launch(env, pipeline: str, timeout: float = 120) -> str:
+    """Runs a pipeline to its end with -m (messages printed); returns its output, failing on a non-zero exit."""
+    result = subprocess.run(["gst-launch-1.0", "-m", "-e", *pipeline.split()], env=env, capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, f"gst-launch-1.0 {pipeline}\nexit {result.returncode}\n{result.stdout}\n" \
+                                   f"{result.stderr}"
+    return result.stdout
+
+
+def gst_start(env, pipeline: str) -> subprocess.Popen:
+    return subprocess.Popen(["gst-launch-1.0", "-m", "-e", *pipeline.split()], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def gst_stop(process: subprocess.Popen, timeout: float = 30, interrupt: bool = True) -> str:
+    """Stops a pipeline started with gst_start: SIGINT (with -e, gst-launch-1.0 then sends EOS and ends cleanly),
+    or, with interrupt=False, waits for it to end by itself. Killed if it outlives `timeout`. Returns its output."""
+    if process.poll() is None and interrupt:
+        process.send_signal(signal.SIGINT)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+    return output
+
+
+def element_stats(output: str, name: str) -> dict[str, int]:
+    """The counters of the last `name` element message (framebussink-stats, framebussrc-stats) in -m output."""
+    lines = [line for line in output.splitlines() if f"{name}," in line]
+    assert lines, f"no {name} message in:\n{output}"
+    return {key: int(value) for key, value in re.findall(r"([a-z-]+)=\(guint64\)(\d+)", lines[-1])}
+
+
+def visible_bytes(frame: framebus.Frame) -> bytes:
+    """A raw frame's pixels without row padding: exactly GStreamer's default layout for widths divisible by 4."""
+    return b"".join(np.ascontiguousarray(plane).tobytes() for plane in frame.planes)
+
+
+def frame_size(fmt: str, width: int, height: int) -> int:
+    return {"NV12": width * height * 3 // 2, "P010_10LE": width * height * 3, "BGRA": width * height * 4}[fmt]
+
+
+def write_png(path: Path, rgb: np.ndarray) -> None:
+    height, width, _ = rgb.shape
+    rows = b"".join(b"\x00" + rgb[y].tobytes() for y in range(height))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def images(tmp_path):
+    """A folder of three small, different PNG pictures (gradients with noise), for `framebus publish --images`."""
+
+    def make(width: int, height: int) -> Path:
+        folder = tmp_path / f"images{width}x{height}"
+        folder.mkdir()
+        rng = np.random.default_rng(9)
+        y, x = np.mgrid[0:height, 0:width]
+        for index in range(3):
+            base = np.stack([(x * (index + 1)) % 256, (y * 3 + index * 40) % 256, (x + y) % 256], axis=-1)
+            noise = rng.integers(0, 24, size=(height, width, 3))
+            write_png(folder / f"picture{index}.png", ((base + noise) % 256).astype(np.uint8))
+        return folder
+
+    return make
+
+
+def distinct_frames(path: Path, accept: str, count: int) -> set[bytes]:
+    """The `count` different pictures a looping `framebus publish --images` sends, as a subscriber sees them."""
+    seen: set[bytes] = set()
+    with framebus.Subscriber(str(path), accept=[accept], queue=4, wait=True, timeout=FRAME_TIMEOUT) as bus:
+        deadline = time.monotonic() + FRAME_TIMEOUT
+        while len(seen) < count:
+            assert time.monotonic() < deadline, f"saw {len(seen)} of {count} pictures"
+            event = bus.next_event(timeout=1)
+            assert not isinstance(event, framebus.EndOfStream), f"the publisher ended: {event}"
+            if isinstance(event, framebus.Frame):
+                with event as frame:
+                    seen.add(visible_bytes(frame))
+    return seen
+
+
+def collect(path: Path, accept: str, until, queue: int = 8) -> list[tuple[framebus.Frame, bytes]]:
+    """Subscribes (waiting for the socket to appear) and keeps (frame, its pixels) until `until(frames)` or the
+    end of the stream. Frames are released at once; their metadata stays readable."""
+    frames = []
+    with framebus.Subscriber(str(path), accept=[accept], queue=queue, wait=True, timeout=FRAME_TIMEOUT) as bus:
+        deadline = time.monotonic() + FRAME_TIMEOUT
+        while not until(frames) and time.monotonic() < deadline:
+            event = bus.next_event(timeout=1)
+            if isinstance(event, framebus.EndOfStream):
+                break
+            if isinstance(event, framebus.Frame):
+                with event as frame:
+                    frames.append((frame, visible_bytes(frame)))
+    return frames
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# ---- gst-inspect -----------------------------------------------------------------------------------------------
+
+SINK_PROPERTIES = ["socket-path", "compression", "min-buffers", "max-buffers", "max-subscribers", "socket-mode",
+                   "timestamp-mode", "stats"]
+SOURCE_PROPERTIES = ["socket-path", "accept", "queue-depth", "connect-timeout", "reconnect", "copy",
+                     "decode-threads", "stats"]
+
+
+@pytest.mark.parametrize("element, properties", [("framebussink", SINK_PROPERTIES),
+                                                  ("framebussrc", SOURCE_PROPERTIES)])
+def test_gst_inspect_documents_every_property(gst_env, element, properties):
+    output = subprocess.run(["gst-inspect-1.0", element], env=gst_env, capture_output=True, text=True,
+                            timeout=120).stdout
+    assert "FrameBus" in output
+    assert "NV12" in output and "P010_10LE" in output and "BGRA" in output
+    for name in properties:
+        match = re.search(rf"^\s+{re.escape(name)}\s+: (.+)$", output, re.MULTILINE)
+        assert match, f"{element} does not list {name}:\n{output}"
+        assert len(match.group(1).strip()) > 20, f"{element}'s {name} has no real description: {match.group(1)}"
+
+
+# ---- videotestsrc ! framebussink -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt, accept, through", [
+    ("NV12", "420v", ""),
+    ("P010_10LE", "x420", ""),
+    ("BGRA", "BGRA", ""),
+    ("NV12", "420v", "identity drop-allocation=true !"),  # upstream cannot use the sink's pool: one copy
+])
+def test_videotestsrc_frames_reach_a_subscriber_bit_exact(gst_env, tmp_path, fmt, accept, through):
+    width, height, count = 200, 120, 90  # 200 is no multiple of 64: the surfaces' rows are padded
+    caps = f"video/x-raw,format={fmt},width={width},height={height},framerate=30/1"
+    reference = tmp_path / "reference.raw"
+    gst_launch(gst_env, f"videotestsrc num-buffers={count} pattern=ball ! {caps} ! filesink location={reference}")
+    data = reference.read_bytes()
+    size = frame_size(fmt, width, height)
+    assert len(data) == size * count
+
+    path = tmp_path / "sink.sock"
+    pipeline = gst_start(gst_env, f"videotestsrc num-buffers={count} pattern=ball ! {caps} ! {through} "
+                                  f"framebussink socket-path={path} timestamp-mode=pts")
+    try:
+        frames = collect(path, accept, until=lambda frames: False)
+    finally:
+        output = gst_stop(pipeline, timeout=FRAME_TIMEOUT, interrupt=False)
+    assert pipeline.returncode == 0, output
+
+    assert len(frames) >= 10, f"only {len(frames)} frames arrived:\n{output}"
+    for frame, pixels in frames:
+        assert (frame.width, frame.height, frame.format) == (width, height, accept)
+        index = round(frame.presentation_time * 30)  # timestamp-mode=pts: the PTS, n/30 s
+        assert frame.presentation_time == pytest.approx(index / 30, abs=1e-9)
+        assert 0 <= index < count
+        assert pixels == data[index * size:(index + 1) * size], f"frame {index} differs"
+    assert len({round(frame.presentation_time * 30) for frame, _ in frames}) == len(frames)
+
+    stats = element_stats(output, "framebussink-stats")
+    assert stats["published"] == count - stats["dropped"]
+    if through:
+        assert stats["copied"] == stats["published"] and stats["zero-copy"] == 0, stats
+    else:
+        assert stats["zero-copy"] == stats["published"] and stats["copied"] == 0, stats
+
+
+def test_sink_publishes_clock_times_on_clock_monotonic(gst_env, tmp_path):
+    path = tmp_path / "clock.sock"
+    pipeline = gst_start(gst_env, f"videotestsrc is-live=true num-buffers=60 ! "
+                                  f"video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! "
+                                  f"framebussink socket-path={path}")
+    try:
+        frames = collect(path, "420v", until=lambda frames: len(frames) >= 5)
+    finally:
+        gst_stop(pipeline, timeout=FRAME_TIMEOUT)
+    assert len(frames) >= 5
+    for frame, _ in frames:
+        # The buffer's clock time, which GStreamer's default system clock keeps on CLOCK_MONOTONIC: at most the
+        # moment it reached us, and not long before.
+        captured = int(frame.presentation_time * 1_000_000_000)
+        assert 0 < frame.received_time_ns - captured < 10_000_000_000
+    first, second = frames[0][0], frames[1][0]
+    assert second.presentation_time > first.presentation_time
+
+
+# ---- framebus publish -> framebussrc ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("publish_format, caps_format, accept, width, path_taken", [
+    ("420v", "NV12", "420v", 192, "zero-copy"),  # 192 = 3 x 64: the surface has GStreamer's layout
+    ("420v", "NV12", "420v", 160, "copied"),     # padded rows, and filesink cannot read video meta
+    ("BGRA", "BGRA", "BGRA", 160, "zero-copy"),  # 160 x 4 bytes is a multiple of 64
+    ("x420", "P010_10LE", "x420", 192, "zero-copy"),
+    ("420v", "NV12", "&8v0", 160, "decoded"),    # compressed frames, decoded by the source
+])
+def test_framebussrc_writes_the_publishers_frames_bit_exact(gst_env, tmp_path, publish, images,
+                                                            publish_format, caps_format, accept, width,
+                                                            path_taken):
+    height = 96
+    publisher = publish("--format", publish_format, "--images", str(images(width, height)), "--fps", "20",
+                        "--compressed")
+    pictures = distinct_frames(publisher.path, publish_format, 3)
+    assert len(pictures) == 3
+
+    out = tmp_path / "out.raw"
+    count = 12
+    output = gst_launch(gst_env, f"framebussrc socket-path={publisher.path} accept=\"{accept}\" num-buffers={count} ! "
+                                 f"video/x-raw,format={caps_format},width={width},height={height} ! "
+                                 f"filesink location={out}", timeout=FRAME_TIMEOUT * 2)
+    data = out.read_bytes()
+    size = frame_size(caps_format, width, height)
+    assert len(data) == size * count
+    written = [data[i * size:(i + 1) * size] for i in range(count)]
+    for index, frame in enumerate(written):
+        assert frame in pictures, f"frame {index} is none of the published pictures"
+    assert len(set(written)) == 3  # the pictures loop: all of them passed through
+
+    stats = element_stats(output, "framebussrc-stats")
+    assert stats["frames"] == count
+    assert stats[path_taken] == count, stats
+
+
+def test_framebussrc_reports_drops_as_discont_and_gaps(gst_env, tmp_path, publish, images):
+    # A queue that never drains in time: `identity sleep-time` holds each buffer 200 ms while the publisher sends
+    # 20 frames per second, so the latest-only subscriber loses frames (frameWasLate) between buffers.
+    publisher = publish("--format", "420v", "--images", str(images(64, 48)), "--fps", "20")
+    output = gst_launch(gst_env, f"framebussrc socket-path={publisher.path} num-buffers=6 ! "
+                                 f"identity sleep-time=200000 ! fakesink sync=false", timeout=FRAME_TIMEOUT * 2)
+    stats = element_stats(output, "framebussrc-stats")
+    assert stats["dropped-frame-was-late"] > 0, stats
+    assert stats["discontinuities"] > 0 and stats["gaps"] > 0, stats
+
+
+# ---- through the network and back ------------------------------------------------------------------------------
+
+def test_frames_leave_through_rtp_and_arrive_bit_exact_on_the_far_side(gst_env, tmp_path, publish, images):
+    width, height = 160, 96
+    publisher = publish("--format", "BGRA", "--images", str(images(width, height)), "--fps", "10")
+    pictures = distinct_frames(publisher.path, "BGRA", 3)
+
+    port = free_udp_port()
+    far = tmp_path / "far.sock"
+    rtp_caps = (f"application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling=BGRA,"
+                f"depth=(string)8,width=(string){width},height=(string){height},payload=96")
+    receiver = gst_start(gst_env, f"udpsrc address=127.0.0.1 port={port} buffer-size=8388608 caps={rtp_caps} ! "
+                                  f"rtpvrawdepay ! framebussink socket-path={far} sync=false")
+    sender = None
+    try:
+        # The receiver's sink creates its socket once caps arrive: start sending, then subscribe on the far side.
+        sender = gst_start(gst_env, f"framebussrc socket-path={publisher.path} ! rtpvrawpay ! "
+                                    f"udpsink host=127.0.0.1 port={port}")
+        frames = collect(far, "BGRA", until=lambda frames: len(frames) >= 9)
+    finally:
+        sender_output = gst_stop(sender) if sender else ""
+        receiver_output = gst_stop(receiver)
+    assert len(frames) >= 9, f"{len(frames)} frames crossed\n{sender_output}\n{receiver_output}"
+    for index, (frame, pixels) in enumerate(frames):
+        assert (frame.width, frame.height) == (width, height)
+        assert pixels in pictures, f"far-side frame {index} is none of the published pictures"
+    assert len({pixels for _, pixels in frames}) == 3
