@@ -329,7 +329,9 @@ gst_framebus_src_decide_allocation (GstBaseSrc * src, GstQuery * query)
   gboolean update;
 
   gst_query_parse_allocation (query, &caps, NULL);
-  if (caps == NULL || !gst_video_info_from_caps (&info, caps))
+  if (caps == NULL)
+    return TRUE;                /* before the first frame: nothing to decide yet (negotiate() deferred) */
+  if (!gst_video_info_from_caps (&info, caps))
     return FALSE;
   self->downstream_video_meta = gst_query_find_allocation_meta (query, GST_VIDEO_META_API_TYPE, NULL);
 
