@@ -236,6 +236,11 @@ gst_framebus_colorimetry_to_info (fb_colorimetry colour, guint32 fourcc, GstVide
     default:
       break;
   }
+  /* FrameBus has one code for the BT.709 curve, which BT.2020 shares; GStreamer names it per bit depth. With
+   * BT.2020 primaries, spell it as GStreamer's "bt2020" (8-bit) and "bt2020-10" colorimetries do. */
+  if (colour.transfer == 1 && c->primaries == GST_VIDEO_COLOR_PRIMARIES_BT2020)
+    c->transfer = GST_VIDEO_INFO_COMP_DEPTH (info, 0) > 8 ? GST_VIDEO_TRANSFER_BT2020_10
+        : GST_VIDEO_TRANSFER_BT2020_12;
   if (GST_VIDEO_INFO_IS_YUV (info)) {
     switch (colour.matrix) {
       case 1:

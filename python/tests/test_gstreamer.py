@@ -334,3 +334,120 @@ def test_frames_leave_through_rtp_and_arrive_bit_exact_on_the_far_side(gst_env, 
         assert (frame.width, frame.height) == (width, height)
         assert pixels in pictures, f"far-side frame {index} is none of the published pictures"
     assert len({pixels for _, pixels in frames}) == 3
+
+
+# ---- colour, compression, back-pressure, unlock, latency -------------------------------------------------------
+
+@pytest.mark.parametrize("colorimetry, chroma_site, accept, codes", [
+    ("bt2020", "mpeg2", "420v", (4, 1, 4, 1)),   # BT.2020 primaries, its (BT.709) curve, BT.2020 matrix, left
+    ("1:3:5:1", "jpeg", "420f", (1, 1, 1, 2)),   # full range (so 420f), BT.709 throughout, centre siting
+])
+def test_colorimetry_becomes_attachments_and_comes_back_as_caps(gst_env, tmp_path, colorimetry, chroma_site,
+                                                                accept, codes):
+    path = tmp_path / "colour.sock"
+    caps = (f"video/x-raw,format=NV12,width=64,height=48,framerate=30/1,colorimetry={colorimetry},"
+            f"chroma-site={chroma_site}")
+    pipeline = gst_start(gst_env, f"videotestsrc is-live=true num-buffers=150 ! {caps} ! framebussink "
+                                  f"socket-path={path}")
+    try:
+        frames = collect(path, accept, until=lambda frames: len(frames) >= 3)
+        assert frames, "no frame arrived"
+        for frame, _ in frames:
+            assert frame.format == accept
+            assert (frame.color_primaries, frame.transfer_function, frame.ycbcr_matrix,
+                    frame.chroma_location) == codes
+        # And back: framebussrc's caps carry the same colorimetry.
+        output = gst_launch(gst_env, f"-v framebussrc socket-path={path} num-buffers=3 ! fakesink")
+    finally:
+        gst_stop(pipeline)
+    caps_lines = [line for line in output.splitlines() if "framebussrc0.GstPad:src: caps" in line]
+    assert caps_lines, output
+    expected = "bt2020" if colorimetry == "bt2020" else "1:3:5:1"
+    assert f"colorimetry=(string){expected}" in caps_lines[-1], caps_lines[-1]
+    assert f"chroma-site=(string){chroma_site}" in caps_lines[-1], caps_lines[-1]
+
+
+def test_sink_publishes_only_the_compressed_variant_and_the_source_decodes_it(gst_env, tmp_path):
+    width, height, count = 200, 120, 60
+    caps = f"video/x-raw,format=NV12,width={width},height={height},framerate=30/1"
+    reference = tmp_path / "reference.raw"
+    gst_launch(gst_env, f"videotestsrc num-buffers={count} pattern=ball ! {caps} ! filesink location={reference}")
+    size = frame_size("NV12", width, height)
+    data = reference.read_bytes()
+    expected = {data[i * size:(i + 1) * size]: i for i in range(count)}
+
+    path = tmp_path / "compressed.sock"
+    out = tmp_path / "out.raw"
+    receiver = gst_start(gst_env, f"framebussrc socket-path={path} connect-timeout={FRAME_TIMEOUT * 10**9} ! "
+                                  f"filesink location={out}")
+    sender = gst_start(gst_env, f"videotestsrc num-buffers={count} pattern=ball ! {caps} ! framebussink "
+                                f"socket-path={path} compression=only")
+    sender_output = gst_stop(sender, timeout=FRAME_TIMEOUT, interrupt=False)
+    receiver_output = gst_stop(receiver, timeout=FRAME_TIMEOUT, interrupt=False)  # EOS when the sink stops
+    assert sender.returncode == 0 and receiver.returncode == 0, f"{sender_output}\n{receiver_output}"
+
+    written = out.read_bytes()
+    assert len(written) % size == 0
+    frames = [written[i * size:(i + 1) * size] for i in range(len(written) // size)]
+    assert len(frames) >= 10, receiver_output
+    indices = []
+    for position, frame in enumerate(frames):
+        assert frame in expected, f"decoded frame {position} is none of videotestsrc's frames"
+        indices.append(expected[frame])
+    assert indices == sorted(indices)
+    stats = element_stats(receiver_output, "framebussrc-stats")
+    assert stats["decoded"] == len(frames) and stats["zero-copy"] == 0, stats
+    sink_stats = element_stats(sender_output, "framebussink-stats")
+    assert sink_stats["conversions"] > 0, sink_stats  # the publisher encoded frames for the subscriber
+
+
+def test_sink_drops_rather_than_stalls_when_subscribers_hold_every_surface(gst_env, tmp_path):
+    path = tmp_path / "held.sock"
+    count = 60
+    pipeline = gst_start(gst_env, f"videotestsrc num-buffers={count} ! "
+                                  f"video/x-raw,format=NV12,width=64,height=48,framerate=30/1 ! "
+                                  f"framebussink socket-path={path} min-buffers=2 max-buffers=3")
+    held = []
+    with framebus.Subscriber(str(path), accept=["420v"], queue=8, wait=True, timeout=FRAME_TIMEOUT) as bus:
+        deadline = time.monotonic() + FRAME_TIMEOUT
+        while time.monotonic() < deadline:
+            event = bus.next_event(timeout=1)
+            if isinstance(event, framebus.EndOfStream):
+                break
+            if isinstance(event, framebus.Frame):
+                held.append(event)  # never released while the pipeline runs
+        output = gst_stop(pipeline, timeout=FRAME_TIMEOUT, interrupt=False)
+        held_count = len(held)
+        held.clear()
+    assert pipeline.returncode == 0, output  # the pipeline ran to its end: it never stalled on the pool
+    assert held_count > 0
+    stats = element_stats(output, "framebussink-stats")
+    assert stats["dropped"] > 0, stats
+    assert stats["published"] + stats["dropped"] == count, stats
+
+
+def test_framebussrc_waiting_for_a_publisher_stops_when_interrupted(gst_env, tmp_path):
+    # No publisher ever appears; with reconnect the source keeps waiting inside create(). Stopping the pipeline
+    # must interrupt that wait (unlock -> fb_subscriber_interrupt), or gst-launch-1.0 never exits.
+    pipeline = gst_start(gst_env, f"framebussrc socket-path={tmp_path / 'nobody.sock'} reconnect=true "
+                                  f"connect-timeout=200000000 ! fakesink")
+    time.sleep(2)
+    assert pipeline.poll() is None, pipeline.stdout.read()
+    output = gst_stop(pipeline, timeout=FRAME_TIMEOUT)
+    assert pipeline.returncode == 0, output
+    assert "Got EOS from element" in output, output
+
+
+def test_framebussrc_reports_its_latency(gst_env, publish, images):
+    publisher = publish("--format", "420v", "--images", str(images(64, 48)), "--fps", "30")
+    env = dict(gst_env, GST_DEBUG="framebus:5")
+    result = subprocess.run(["gst-launch-1.0", "-m", "framebussrc", f"socket-path={publisher.path}",
+                             "num-buffers=30", "!", "fakesink", "sync=true"], env=env, capture_output=True,
+                            text=True, timeout=FRAME_TIMEOUT * 2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    stats = element_stats(result.stdout, "framebussrc-stats")
+    assert stats["latency"] > 0, stats  # frames arrive after their capture time
+    answered = re.findall(r"latency: live, min (\d+):(\d+):(\d+)\.(\d+)", result.stderr)
+    assert answered, "the latency query was never answered by framebussrc"
+    # The pipeline asked again once frames showed the real latency (framebussrc posts a latency message).
+    assert any(int(h) * 3600 + int(m) * 60 + int(s) + int(ns) > 0 for h, m, s, ns in answered), answered
