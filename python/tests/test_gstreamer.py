@@ -300,38 +300,52 @@ def test_framebussrc_reports_drops_as_discont_and_gaps(gst_env, tmp_path, publis
     # A queue that never drains in time: `identity sleep-time` holds each buffer 200 ms while the publisher sends
     # 20 frames per second, so the latest-only subscriber loses frames (frameWasLate) between buffers.
     publisher = publish("--format", "420v", "--images", str(images(64, 48)), "--fps", "20")
-    output = gst_launch(gst_env, f"framebussrc socket-path={publisher.path} num-buffers=6 ! "
-                                 f"identity sleep-time=200000 ! fakesink sync=false", timeout=FRAME_TIMEOUT * 2)
+    output = gst_launch(gst_env, f"-v framebussrc socket-path={publisher.path} num-buffers=6 ! "
+                                 f"identity sleep-time=200000 ! fakesink sync=false silent=false",
+                        timeout=FRAME_TIMEOUT * 2)
     stats = element_stats(output, "framebussrc-stats")
     assert stats["dropped-frame-was-late"] > 0, stats
     assert stats["discontinuities"] > 0 and stats["gaps"] > 0, stats
+    # What fakesink saw: GAP events, and DISCONT buffers after the first (which is always DISCONT).
+    seen = [line for line in output.splitlines() if "fakesink0" in line and "last-message" in line]
+    assert any("type: gap" in line for line in seen), "\n".join(seen)
+    assert sum("chain" in line and "discont" in line for line in seen) >= 2, "\n".join(seen)
 
 
 # ---- through the network and back ------------------------------------------------------------------------------
 
-def test_frames_leave_through_rtp_and_arrive_bit_exact_on_the_far_side(gst_env, tmp_path, publish, images):
+@pytest.mark.parametrize("fmt, sampling, to_rtp, from_rtp", [
+    # BGRA travels as it is.
+    ("BGRA", "BGRA", "", ""),
+    # NV12 (the camera format) travels as I420, which RTP carries: videoconvert only moves the chroma samples
+    # between one interleaved plane and two, so the round trip is exact.
+    ("420v", "YCbCr-4:2:0", "videoconvert ! video/x-raw,format=I420 !",
+     "videoconvert ! video/x-raw,format=NV12 !"),
+])
+def test_frames_leave_through_rtp_and_arrive_bit_exact_on_the_far_side(gst_env, tmp_path, publish, images, fmt,
+                                                                       sampling, to_rtp, from_rtp):
     width, height = 160, 96
-    publisher = publish("--format", "BGRA", "--images", str(images(width, height)), "--fps", "10")
-    pictures = distinct_frames(publisher.path, "BGRA", 3)
+    publisher = publish("--format", fmt, "--images", str(images(width, height)), "--fps", "10")
+    pictures = distinct_frames(publisher.path, fmt, 3)
 
     port = free_udp_port()
     far = tmp_path / "far.sock"
-    rtp_caps = (f"application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling=BGRA,"
-                f"depth=(string)8,width=(string){width},height=(string){height},payload=96")
+    rtp_caps = (f"application/x-rtp,media=video,clock-rate=90000,encoding-name=RAW,sampling={sampling},"
+                f"depth=(string)8,width=(string){width},height=(string){height},colorimetry=BT709-2,payload=96")
     receiver = gst_start(gst_env, f"udpsrc address=127.0.0.1 port={port} buffer-size=8388608 caps={rtp_caps} ! "
-                                  f"rtpvrawdepay ! framebussink socket-path={far} sync=false")
+                                  f"rtpvrawdepay ! {from_rtp} framebussink socket-path={far} sync=false")
     sender = None
     try:
         # The receiver's sink creates its socket once caps arrive: start sending, then subscribe on the far side.
-        sender = gst_start(gst_env, f"framebussrc socket-path={publisher.path} ! rtpvrawpay ! "
+        sender = gst_start(gst_env, f"framebussrc socket-path={publisher.path} ! {to_rtp} rtpvrawpay ! "
                                     f"udpsink host=127.0.0.1 port={port}")
-        frames = collect(far, "BGRA", until=lambda frames: len(frames) >= 9)
+        frames = collect(far, fmt, until=lambda frames: len(frames) >= 9)
     finally:
         sender_output = gst_stop(sender) if sender else ""
         receiver_output = gst_stop(receiver)
     assert len(frames) >= 9, f"{len(frames)} frames crossed\n{sender_output}\n{receiver_output}"
     for index, (frame, pixels) in enumerate(frames):
-        assert (frame.width, frame.height) == (width, height)
+        assert (frame.width, frame.height, frame.format) == (width, height, fmt)
         assert pixels in pictures, f"far-side frame {index} is none of the published pictures"
     assert len({pixels for _, pixels in frames}) == 3
 
