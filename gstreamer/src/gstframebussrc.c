@@ -75,7 +75,8 @@ struct _GstFramebusSrc {
   GstClockTime pending_gap_start, pending_gap_duration;
   GstClockTime delays[LATENCY_WINDOW];  /* capture-to-push delays of recent frames */
   guint delay_count, delay_next;
-  GstClockTime frame_duration;
+  GstClockTime frame_duration;   /* from the frames' durations, else measured between their timestamps */
+  GstClockTime last_pts;
   GstClockTime reported_latency;
 
   /* counters: streaming thread writes, anyone reads */
@@ -312,9 +313,11 @@ gst_framebus_src_update_caps (GstFramebusSrc * self, const fb_frame_info * info)
   gst_caps_unref (caps);
   self->frame_info = video;
   self->frame_format = info->format;
-  GST_OBJECT_LOCK (self);
-  self->frame_duration = info->duration_ns > 0 ? (GstClockTime) info->duration_ns : 0;
-  GST_OBJECT_UNLOCK (self);
+  if (info->duration_ns != FB_TIME_NONE && info->duration_ns > 0) {
+    GST_OBJECT_LOCK (self);
+    self->frame_duration = (GstClockTime) info->duration_ns;
+    GST_OBJECT_UNLOCK (self);
+  }
   return gst_base_src_negotiate (GST_BASE_SRC_CAST (self));
 }
 
@@ -423,9 +426,11 @@ gst_framebus_src_query (GstBaseSrc * src, GstQuery * query)
   if (GST_QUERY_TYPE (query) == GST_QUERY_LATENCY) {
     GST_OBJECT_LOCK (self);
     GstClockTime min = gst_framebus_src_latency_locked (self);
-    /* Frames wait in the subscriber's queue: one in latest-only mode, queue-depth otherwise. */
+    /* Frames wait in the subscriber's queue: one in latest-only mode, queue-depth otherwise; a frame interval
+     * of 1/30 s is assumed until the frames tell. */
     guint depth = MAX (self->queue_depth, 1);
-    GstClockTime max = min + depth * self->frame_duration;
+    GstClockTime interval = self->frame_duration > 0 ? self->frame_duration : GST_SECOND / 30;
+    GstClockTime max = min + depth * interval;
     self->reported_latency = min;
     GST_OBJECT_UNLOCK (self);
     GST_DEBUG_OBJECT (self, "latency: live, min %" GST_TIME_FORMAT " max %" GST_TIME_FORMAT,
@@ -553,6 +558,16 @@ gst_framebus_src_handle_frame (GstFramebusSrc * self, fb_frame * frame, GstBuffe
   }
   if (GST_CLOCK_TIME_IS_VALID (pts))
     self->last_end = pts + (GST_BUFFER_DURATION_IS_VALID (buffer) ? GST_BUFFER_DURATION (buffer) : 0);
+  if (!GST_BUFFER_DURATION_IS_VALID (buffer) && GST_CLOCK_TIME_IS_VALID (pts)) {
+    /* No durations on the bus: the frame interval is what the publisher's timestamps say (a moving average, so
+     * one late frame does not swing it). */
+    GST_OBJECT_LOCK (self);
+    if (GST_CLOCK_TIME_IS_VALID (self->last_pts) && pts > self->last_pts && pts - self->last_pts < GST_SECOND)
+      self->frame_duration = self->frame_duration == 0 ? pts - self->last_pts
+          : (self->frame_duration * 7 + (pts - self->last_pts)) / 8;
+    self->last_pts = pts;
+    GST_OBJECT_UNLOCK (self);
+  }
   counter_add (&self->frames, 1);
   gst_framebus_src_check_latency (self);
   *out = buffer;
@@ -741,6 +756,7 @@ gst_framebus_src_start (GstBaseSrc * src)
   self->pending_gap_start = self->pending_gap_duration = GST_CLOCK_TIME_NONE;
   self->delay_count = self->delay_next = 0;
   self->frame_duration = 0;
+  self->last_pts = GST_CLOCK_TIME_NONE;
   self->reported_latency = 0;
   GST_OBJECT_UNLOCK (self);
   return TRUE;
