@@ -28,6 +28,8 @@ let package = Package(
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
+        // The codec's vector kernels: per-function target attributes and a runtime CPU check, no global -march.
+        .target(name: "CSurfaceCodecKernels"),
 
         // The layers, bottom up; each imports only the layers below it.
         .target(
@@ -42,7 +44,7 @@ let package = Package(
         ),
         .target(
             name: "SurfaceCompression",
-            dependencies: ["PixelBuffers", "Surfaces", "CLZ4"],
+            dependencies: ["PixelBuffers", "Surfaces", "CLZ4", "CSurfaceCodecKernels"],
             swiftSettings: librarySettings
         ),
         .target(
@@ -91,6 +93,6 @@ let package = Package(
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers"]),
         .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources"]),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
-        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC"]),
+        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC", "CFrameBusABI"]),
     ]
 )

@@ -87,8 +87,8 @@ func race(_ grid: TileGrid, fourCC: UInt32, seconds: Double, seed: UInt64) -> (d
             case 0:
                 offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 4 * Int(random.next() % 2)
                 hostile = [1, 0, 0xFFFF_FFF0, 0x7FFF_FFFF][Int(random.next() % 4)]
-            case 1:
-                offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 8
+            case 1:  // the mode (v2: at byte 4 of the entry)
+                offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 4
                 hostile = UInt32(truncatingIfNeeded: random.next() % 8)
             case 2:
                 offset = Int(random.next() % UInt64(64)) & ~3

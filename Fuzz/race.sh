@@ -23,8 +23,10 @@ public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertib
 SWIFT
 
 echo "building the race harness in $WORK"
+KERNELS="$ROOT/Sources/CSurfaceCodecKernels"
+clang -O2 -g -fsanitize=address -c -I "$KERNELS/include" "$KERNELS/kernels.c" -o "$WORK/kernels.o"
 swiftc -O -g -sanitize=address -parse-as-library -module-name RaceDecoder -I "$ROOT/Sources/CLZ4" \
-    "$WORK"/src/*.swift "$ROOT/Fuzz/RaceDecoder.swift" -o "$WORK/race-decoder" 2> "$WORK/build.log" \
-    || { cat "$WORK/build.log"; exit 1; }
+    -I "$KERNELS/include" "$WORK"/src/*.swift "$WORK/kernels.o" "$ROOT/Fuzz/RaceDecoder.swift" \
+    -o "$WORK/race-decoder" 2> "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
 echo "racing for $SECONDS_TO_RUN s"
 "$WORK/race-decoder" "$SECONDS_TO_RUN"

@@ -3,8 +3,8 @@
 #
 #   Fuzz/run.sh [SECONDS]
 #
-# Builds the decoder's sources (Sources/SurfaceCompression, without the pixel-buffer layer) together with
-# Fuzz/FuzzDecoder.swift using `swiftc -sanitize=fuzzer,address`, seeds the corpus with valid surfaces of
+# Builds the decoder's sources (Sources/SurfaceCompression, without the pixel-buffer layer, and the C kernels
+# of Sources/CSurfaceCodecKernels) together with Fuzz/FuzzDecoder.swift using `swiftc -sanitize=fuzzer,address`, seeds the corpus with valid surfaces of
 # every format and tile mode (Fuzz/MakeSeeds.swift), and runs. Exits non-zero if the fuzzer finds a crash,
 # an out-of-bounds access, a leak or a timeout; the reproducer is left in the work directory it prints.
 set -euo pipefail
@@ -27,12 +27,16 @@ public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertib
 SWIFT
 
 CLZ4="-I $ROOT/Sources/CLZ4"
+KERNELS="-I $ROOT/Sources/CSurfaceCodecKernels/include"
 echo "building seeds and fuzzer in $WORK"
-swiftc -O -module-name FuzzSeeds -parse-as-library $CLZ4 "$WORK"/src/*.swift "$ROOT/Fuzz/MakeSeeds.swift" \
-    -o "$WORK/make-seeds"
+clang -O2 -g -c $KERNELS "$ROOT/Sources/CSurfaceCodecKernels/kernels.c" -o "$WORK/kernels.o"
+clang -O2 -g -fsanitize=address,fuzzer-no-link -c $KERNELS "$ROOT/Sources/CSurfaceCodecKernels/kernels.c" \
+    -o "$WORK/kernels-asan.o"
+swiftc -O -module-name FuzzSeeds -parse-as-library $CLZ4 $KERNELS "$WORK"/src/*.swift "$WORK/kernels.o" \
+    "$ROOT/Fuzz/MakeSeeds.swift" -o "$WORK/make-seeds"
 "$WORK/make-seeds" "$WORK/corpus"
-swiftc -O -g -sanitize=fuzzer,address -parse-as-library -module-name FuzzDecoder $CLZ4 \
-    "$WORK"/src/*.swift "$ROOT/Fuzz/FuzzDecoder.swift" -o "$WORK/fuzz-decoder"
+swiftc -O -g -sanitize=fuzzer,address -parse-as-library -module-name FuzzDecoder $CLZ4 $KERNELS \
+    "$WORK"/src/*.swift "$WORK/kernels-asan.o" "$ROOT/Fuzz/FuzzDecoder.swift" -o "$WORK/fuzz-decoder"
 
 echo "fuzzing for $SECONDS_TO_RUN s"
 cd "$WORK"

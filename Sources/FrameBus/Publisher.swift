@@ -10,25 +10,28 @@ import SystemPackage
 /// Publishes frames to subscribers in other processes, zero-copy: AVCaptureVideoDataOutput's producer side.
 ///
 /// A publisher listens on a Unix `SOCK_SEQPACKET` socket at a path. Each subscriber receives a surface's
-/// descriptor once, then a small fixed-size descriptor per frame (docs/PROTOCOL.md). The publisher keeps a
+/// descriptors once, then a small fixed-size descriptor per frame (docs/PROTOCOL.md). The publisher keeps a
 /// reference to every buffer a subscriber holds, so a pool buffer returns to its pool only when no subscriber
-/// holds it; when a subscriber goes away (even by `kill -9`), everything it held is released at once.
+/// holds it; when a subscriber goes away (even by `kill -9`), everything it held is released at once. A
+/// subscriber that never releases (a hoarder) holds at most its share of the pool, so everyone else keeps the
+/// full frame rate (docs/PROTOCOL.md §7.3).
 ///
 /// ```swift
 /// let pool = try PixelBufferPool(attributes: .init(width: 1920, height: 1080,
-///                                                  pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 8))
-/// let publisher = try Publisher(configuration: .init(path: "/tmp/camera.sock",
-///                                                    formats: [.yuv420BiPlanarVideoRange8]))
-/// let buffer = try publisher.makePixelBuffer(from: pool)   // throws .outOfBuffers when frames pin the pool
+///                                                  pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 34))
+/// let path = Publisher.defaultSocketPath()!          // $XDG_RUNTIME_DIR/framebus.sock
+/// let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+/// let buffer = try await publisher.nextPixelBuffer(from: pool)   // waits while subscribers hold every buffer
 /// // ... fill buffer ...
 /// try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))
 /// ```
 ///
-/// `publish` sends on the caller's thread; a dedicated thread accepts subscribers and reads their releases.
+/// The protocol logic is ``PublisherStateMachine``; this class is its IO layer: `publish` fans out on the
+/// caller's thread, and one thread accepts connections, reads releases and keeps time.
 public final class Publisher: Sendable {
-    /// How a publisher listens and what it allows.
+    /// How a publisher listens and what it allows. The limits are those of docs/PROTOCOL.md §8.1.
     public struct Configuration: Sendable {
-        /// The socket path.
+        /// The socket path (see ``Publisher/defaultSocketPath(name:)``).
         public var path: String
         /// The formats offered to subscribers. Each frame is published in one format; a subscriber granted the
         /// compressed variant of it (or the base of a compressed frame) gets a converted copy, made once per frame
@@ -36,19 +39,36 @@ public final class Publisher: Sendable {
         public var formats: [PixelFormat]
         /// Mode of the socket file (default `0o600`).
         public var socketMode: UInt32 = 0o600
-        /// User ids allowed to subscribe (`SO_PEERCRED`); default: only our own.
+        /// User ids allowed to connect (`SO_PEERCRED`); default: only our own.
         public var allowedUserIDs: Set<UInt32>
-        /// Most subscribers at once.
+        /// Most subscribers at once (1…65535).
         public var maximumSubscribers = 16
-        /// Frames a subscriber may hold beyond its queue depth (what a slow consumer can pin).
+        /// Most monitors (`framebus top`) at once (0…65535).
+        public var maximumMonitors = 4
+        /// Most accepted connections waiting for their HELLO (1…65535); more wait in the listen backlog.
+        public var maximumPendingHandshakes = 64
+        /// Frames a subscriber may hold beyond its queue depth (0…65535), within its share of the pool.
         public var extraHeldFramesPerSubscriber = 4
-        /// Most surfaces announced to one subscriber before the oldest idle one is retired.
+        /// Frames all subscribers together may hold; nil: the producer's pool's allocation threshold minus
+        /// ``producerReserve``, learnt from ``Publisher/makePixelBuffer(from:)``.
+        public var heldFrameBudget: Int?
+        /// Pool buffers never counted in the held-frame budget (0…65535).
+        public var producerReserve = 2
+        /// Most surfaces announced to one subscriber before the oldest idle one is retired (2…65535).
         public var maximumAnnouncedSurfaces = 64
+        /// Most messages waiting for one subscriber that stopped reading before it is disconnected (1…1_000_000).
+        public var maximumQueuedMessages = 256
         /// A connection that sends no HELLO within this time is closed.
         public var handshakeTimeout: Duration = .seconds(5)
-        /// Most converted (compressed or decompressed) buffers alive at once.
+        /// How often monitors get a report.
+        public var monitorInterval: Duration = .seconds(1)
+        /// A pending DROP range is sent at the latest this long after it started (docs/PROTOCOL.md §5.8).
+        public var dropFlushInterval: Duration = .milliseconds(100)
+        /// A closing connection whose last ERROR cannot be sent is closed without it after this time.
+        public var closeGracePeriod: Duration = .seconds(1)
+        /// Most converted (compressed or decompressed) buffers alive at once (1…65535).
         public var conversionBufferLimit = 16
-        /// Where diagnostics go (closed connections and their reasons).
+        /// Where diagnostics go (closed connections and their reasons, rate-limited).
         public var logger: Logger
 
         /// Creates a configuration.
@@ -58,19 +78,88 @@ public final class Publisher: Sendable {
             self.allowedUserIDs = [ProcessInfoShim.userID]
             self.logger = logger
         }
+
+        /// Checks every value against the range the protocol can carry.
+        ///
+        /// - Throws: ``FrameBusError/Code-swift.struct/invalidArgument`` naming the field.
+        public func validate() throws(FrameBusError) {
+            func check(_ condition: Bool, _ message: String) throws(FrameBusError) {
+                guard condition else {
+                    throw FrameBusError(.invalidArgument, "Publisher.Configuration", message: message)
+                }
+            }
+            let u16 = 0...Int(UInt16.max)
+            try check(!formats.isEmpty, "no formats")
+            try check(formats.count <= 64, "\(formats.count) formats (at most 64)")
+            try check((1...Int(UInt16.max)).contains(maximumSubscribers), "maximumSubscribers \(maximumSubscribers)")
+            try check(u16.contains(maximumMonitors), "maximumMonitors \(maximumMonitors)")
+            try check(
+                (1...Int(UInt16.max)).contains(maximumPendingHandshakes),
+                "maximumPendingHandshakes \(maximumPendingHandshakes)"
+            )
+            try check(
+                u16.contains(extraHeldFramesPerSubscriber),
+                "extraHeldFramesPerSubscriber \(extraHeldFramesPerSubscriber)"
+            )
+            try check(heldFrameBudget.map { $0 >= 1 } ?? true, "heldFrameBudget \(heldFrameBudget ?? 0)")
+            try check(u16.contains(producerReserve), "producerReserve \(producerReserve)")
+            try check(
+                (2...Int(UInt16.max)).contains(maximumAnnouncedSurfaces),
+                "maximumAnnouncedSurfaces \(maximumAnnouncedSurfaces)"
+            )
+            try check((1...1_000_000).contains(maximumQueuedMessages), "maximumQueuedMessages \(maximumQueuedMessages)")
+            try check(
+                (1...Int(UInt16.max)).contains(conversionBufferLimit),
+                "conversionBufferLimit \(conversionBufferLimit)"
+            )
+            try check(
+                handshakeTimeout > .zero && handshakeTimeout <= .seconds(3600),
+                "handshakeTimeout \(handshakeTimeout)"
+            )
+            try check(monitorInterval >= .milliseconds(10) && monitorInterval <= .seconds(3600), "monitorInterval")
+            try check(
+                dropFlushInterval > .zero && dropFlushInterval <= .seconds(60),
+                "dropFlushInterval \(dropFlushInterval)"
+            )
+            try check(
+                closeGracePeriod >= .zero && closeGracePeriod <= .seconds(3600),
+                "closeGracePeriod \(closeGracePeriod)"
+            )
+            try check(socketMode <= 0o777, "socketMode 0o\(String(socketMode, radix: 8))")
+        }
+
+        var limits: PublisherStateMachine<PixelBuffer>.Limits {
+            var limits = PublisherStateMachine<PixelBuffer>.Limits(
+                formats: formats.map(\.fourCC),
+                allowedUserIDs: allowedUserIDs
+            )
+            limits.maximumSubscribers = maximumSubscribers
+            limits.maximumMonitors = maximumMonitors
+            limits.maximumPendingHandshakes = maximumPendingHandshakes
+            limits.handshakeTimeout = handshakeTimeout.nanoseconds
+            limits.maximumQueuedMessages = maximumQueuedMessages
+            limits.monitorInterval = monitorInterval.nanoseconds
+            limits.dropFlushInterval = dropFlushInterval.nanoseconds
+            limits.closeGracePeriod = closeGracePeriod.nanoseconds
+            limits.extraHeldFramesPerSubscriber = extraHeldFramesPerSubscriber
+            limits.producerReserve = producerReserve
+            limits.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
+            limits.heldFrameBudget = heldFrameBudget
+            return limits
+        }
     }
 
+    typealias Machine = PublisherStateMachine<PixelBuffer>
+    typealias ConnectionID = Machine.ConnectionID
+
     private struct State {
-        var connections: [UInt64: PublisherConnection] = [:]
-        var nextConnectionID: UInt64 = 1
-        var nextSequence: UInt64 = 0
-        var isStopped = false
-        var lastGeometry: [UInt32]? = nil
-        var pendingDiscontinuity = true
-        var statistics = PublisherStatistics()
-        var departed = FrameStatistics()
-        var holdTimes = LatencyRecorder()
+        var machine: Machine
+        var sockets: [ConnectionID: Socket] = [:]
         var conversionPools: [PixelFormat: PixelBufferPool] = [:]
+        /// Pools whose capacity and freed surfaces the publisher follows.
+        var knownPools: Set<ObjectIdentifier> = []
+        /// What each surface sent so far looks like on the wire (from its handle, made once).
+        var surfaceDescriptions: [UInt64: SurfaceDescription] = [:]
     }
 
     /// The configuration it was made with.
@@ -80,103 +169,136 @@ public final class Publisher: Sendable {
     private let listener: Socket
     private let doorbell: Doorbell
     private let state: Mutex<State>
+    /// Serialises `publish` calls, so sequence numbers reach every subscriber in order.
     private let publishing = Mutex<Void>(())
-    private let loopDone = DispatchSemaphore(value: 0)
+
+    /// The default socket path: `$XDG_RUNTIME_DIR/<name>.sock`, or nil when `XDG_RUNTIME_DIR` is not set (pass a
+    /// path then; never a world-writable directory such as `/tmp`, where another user can take the name first).
+    public static func defaultSocketPath(name: String = "framebus") -> String? {
+        guard let directory = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !directory.isEmpty else {
+            return nil
+        }
+        return directory + "/" + name + ".sock"
+    }
 
     /// Starts listening at `configuration.path`, replacing a stale socket file.
     ///
-    /// - Throws: ``FrameBusError/Code-swift.struct/addressInUse`` if a live publisher listens there,
-    ///   ``FrameBusError/Code-swift.struct/invalidArgument`` for no formats or a path too long,
-    ///   ``FrameBusError/Code-swift.struct/systemCall``.
+    /// - Throws: ``FrameBusError/Code-swift.struct/invalidArgument`` for a configuration out of range (see
+    ///   ``Configuration/validate()``) or a path too long, ``FrameBusError/Code-swift.struct/addressInUse`` if a
+    ///   live publisher listens there, ``FrameBusError/Code-swift.struct/systemCall``.
     public init(configuration: Configuration) throws(FrameBusError) {
-        guard !configuration.formats.isEmpty, configuration.maximumSubscribers > 0 else {
-            throw FrameBusError(.invalidArgument, "Publisher.init", message: "no formats or no subscribers allowed")
-        }
+        try configuration.validate()
         self.configuration = configuration
         self.streamID = UInt64.random(in: 1...UInt64.max)
-        self.listener = try Socket.listen(path: configuration.path, mode: configuration.socketMode).get()
+        self.listener = try Socket.listen(
+            path: configuration.path,
+            mode: configuration.socketMode,
+            backlog: Int32(min(configuration.maximumPendingHandshakes, 4096))
+        ).get()
         self.doorbell = try Doorbell()
-        self.state = Mutex(State())
-        // The thread holds the publisher only during one poll (at most a second), so dropping the last
-        // reference stops it (deinit sends END_OF_STREAM).
-        let done = loopDone
+        self.state = Mutex(State(machine: Machine(limits: configuration.limits, streamID: streamID)))
+        // The thread holds the publisher only during one turn (at most a second), so dropping the last reference
+        // stops it (deinit sends END_OF_STREAM without waiting for anything).
         let thread = Thread { [weak self] in
             while let publisher = self, publisher.runOnce() {}
-            done.signal()
         }
         thread.name = "framebus.publisher"
         thread.start()
     }
 
     deinit {
-        stopLocked()
+        stop()
     }
 
-    // MARK: Publishing
+    // MARK: Buffers
 
-    /// Takes a buffer from `pool` for the next frame.
+    /// Takes a free buffer from `pool` for the next frame, without waiting.
     ///
-    /// When the pool is exhausted because subscribers hold its buffers, the frame is dropped: its sequence number
-    /// is used, every subscriber gets a DROP with `outOfBuffers`, the drop is counted, and this throws.
+    /// A failed request uses no sequence number and tells no subscriber anything: if the producer gives up on the
+    /// frame, it says so with ``reportDroppedFrames(reason:count:)``. The publisher learns the pool's capacity
+    /// (its held-frame budget, docs/PROTOCOL.md §7.3) and retires the pool's surfaces in every subscriber when the
+    /// pool frees them.
     ///
-    /// - Throws: ``FrameBusError/Code-swift.struct/outOfBuffers``; ``FrameBusError/Code-swift.struct/resourceFailure``
-    ///   if the pool cannot make a surface.
+    /// - Throws: ``FrameBusError/Code-swift.struct/outOfBuffers`` when every buffer is in use (wait with
+    ///   ``nextPixelBuffer(from:)`` instead); ``FrameBusError/Code-swift.struct/resourceFailure`` if the pool
+    ///   cannot make a surface.
     public func makePixelBuffer(from pool: PixelBufferPool) throws(FrameBusError) -> PixelBuffer {
+        follow(pool)
         do {
             return try pool.makePixelBuffer()
         } catch  where error.code == .wouldExceedAllocationThreshold {
-            reportDroppedFrames(reason: .outOfBuffers)
             throw FrameBusError(.outOfBuffers, "Publisher.makePixelBuffer", message: error.description)
         } catch {
             throw FrameBusError(.resourceFailure, "Publisher.makePixelBuffer", message: error.description)
         }
     }
 
-    /// Records that `count` frames were lost before they could be published, and tells every subscriber.
+    /// Waits for a free buffer from `pool` (CoreVideo's free-buffer notification, as a suspension).
     ///
-    /// Uses `count` sequence numbers. For `.discontinuity` (upstream loss) the next published frame also carries
-    /// the discontinuity flag.
+    /// Subscribers hold at most their share of the pool, so a buffer becomes free as soon as the producer's
+    /// previous frames are released or superseded. Cancelling the task ends the wait.
     ///
-    /// - Returns: the sequence numbers used.
+    /// - Throws: ``FrameBusError/Code-swift.struct/closed`` after ``stop()``, `CancellationError` as
+    ///   ``FrameBusError/Code-swift.struct/closed`` with a message, ``FrameBusError/Code-swift.struct/resourceFailure``.
+    public func nextPixelBuffer(from pool: PixelBufferPool) async throws(FrameBusError) -> PixelBuffer {
+        follow(pool)
+        guard !isStopped else { throw FrameBusError(.closed, "Publisher.nextPixelBuffer") }
+        do {
+            return try await Self.waitForPixelBuffer(from: pool)
+        } catch is CancellationError {
+            throw FrameBusError(.closed, "Publisher.nextPixelBuffer", message: "cancelled")
+        } catch {
+            throw FrameBusError(.resourceFailure, "Publisher.nextPixelBuffer", message: "\(error)")
+        }
+    }
+
+    /// Learns a pool's capacity and follows the surfaces it frees (once per pool).
+    private func follow(_ pool: PixelBufferPool) {
+        let isNew = state.withLock { state in
+            guard state.knownPools.insert(ObjectIdentifier(pool)).inserted else { return false }
+            if let threshold = pool.attributes.allocationThreshold { state.machine.learnPoolCapacity(threshold) }
+            return true
+        }
+        guard isNew else { return }
+        Self.onSurfaceFreed(by: pool) { [weak self] surfaceID in self?.surfaceFreed(surfaceID) }
+    }
+
+    private func surfaceFreed(_ surfaceID: UInt64) {
+        state.withLock { state in
+            state.surfaceDescriptions[surfaceID] = nil
+            perform(state.machine.surfaceFreed(surfaceID), &state)
+        }
+    }
+
+    // MARK: Publishing
+
+    /// Records that `count` frames were lost before they could be published (upstream loss), and tells every
+    /// subscriber with one coalesced DROP.
+    ///
+    /// Uses `count` sequence numbers. For `.discontinuity` the next published frame also carries the
+    /// discontinuity flag.
+    ///
+    /// - Returns: the sequence numbers used, or nil after ``stop()``.
     @discardableResult
-    public func reportDroppedFrames(reason: DroppedFrameReason, count: Int = 1) -> ClosedRange<UInt64> {
+    public func reportDroppedFrames(reason: DroppedFrameReason, count: Int = 1) -> ClosedRange<UInt64>? {
+        let reason = WireDropReason(rawValue: UInt32(reason.rawValue)) ?? .discontinuity
         let count = UInt64(max(1, count))
         return publishing.withLock { _ in
             state.withLock { state in
-                let first = state.nextSequence
-                state.nextSequence += count
-                let range = first...(first + count - 1)
-                state.statistics.published += Int(count)
-                state.statistics.droppedAtSource[reason, default: 0] += Int(count)
-                if reason == .discontinuity { state.pendingDiscontinuity = true }
-                let drop = WireMessage.drop(
-                    WireDrop(
-                        firstSequence: range.lowerBound,
-                        lastSequence: range.upperBound,
-                        reason: UInt32(reason.rawValue)
-                    )
-                )
-                for connection in state.connections.values where connection.phase == .active {
-                    connection.statistics.dropped[reason, default: 0] += Int(count)
-                    connection.enqueue(drop)
-                    flushOrClose(connection, &state)
-                }
+                let now = ProcessInfoShim.monotonicNanoseconds()
+                guard let (range, actions) = state.machine.reportDropped(reason: reason, count: count, now: now)
+                else { return nil }
+                perform(actions, &state)
                 return range
             }
         }
     }
 
-    /// A representation of one frame in one format, shared by every subscriber that receives that format.
-    private struct Representation {
-        let buffer: PixelBuffer
-        let bytesUsed: Int
-    }
-
     /// Publishes a frame to every subscriber.
     ///
-    /// Subscribers that hold their maximum number of frames get a DROP with `outOfBuffers` instead. The buffer
-    /// stays referenced until every subscriber that received it has released it; do not write into it after
-    /// publishing (take a new one from the pool for the next frame).
+    /// Subscribers that hold their share get a DROP with `outOfBuffers` instead. The buffer stays referenced
+    /// until every subscriber that received it has released it; do not write into it after publishing (take a
+    /// new one from the pool for the next frame).
     ///
     /// - Parameters:
     ///   - buffer: the frame, in one of the configured formats or a format whose compressed variant (or base) is
@@ -192,7 +314,6 @@ public final class Publisher: Sendable {
         timing: SampleTimingInfo = .invalid,
         discontinuity: Bool = false
     ) throws(FrameBusError) -> UInt64 {
-        let publishTime = ProcessInfoShim.monotonicNanoseconds()
         let source = buffer.pixelFormat
         let servable = configuration.formats.contains { format in
             format == source || format == source.compressedVariant || (source.isCompressed && format == source.base)
@@ -205,138 +326,167 @@ public final class Publisher: Sendable {
             )
         }
         return try publishing.withLock { _ throws(FrameBusError) -> UInt64 in
-            // 1. A sequence number, the discontinuity flag, and which representations someone needs.
-            let geometry = [buffer.surface.layout.pixelFormat, UInt32(buffer.width), UInt32(buffer.height)]
-            let prepared: (UInt64, Bool, [PixelFormat])? = state.withLock { state in
-                guard !state.isStopped else { return nil }
-                let sequence = state.nextSequence
-                state.nextSequence += 1
-                state.statistics.published += 1
-                var flag = discontinuity || state.pendingDiscontinuity
-                if let last = state.lastGeometry, last != geometry { flag = true }
-                state.lastGeometry = geometry
-                state.pendingDiscontinuity = false
-                // The published format first, so its subscribers do not wait for any conversion.
-                var needed: [PixelFormat] = []
-                for connection in state.connections.values where connection.phase == .active {
-                    if let format = connection.format, !needed.contains(format) {
-                        if format == source { needed.insert(format, at: 0) } else { needed.append(format) }
-                    }
-                }
-                return (sequence, flag, needed)
-            }
-            guard let (sequence, isDiscontinuity, needed) = prepared else {
-                throw FrameBusError(.closed, "Publisher.publish")
-            }
+            try publishSerially(buffer, source: source, timing: timing, discontinuity: discontinuity)
+        }
+    }
 
-            // 2. Fan out each needed representation as soon as it exists: the frame as published first, then
-            // each conversion (made once, outside the state lock, since encoding takes milliseconds, and shared by
-            // every subscriber of that format).
-            let frameBase = WireFrame(
-                sequence: sequence,
+    private func publishSerially(
+        _ buffer: PixelBuffer,
+        source: PixelFormat,
+        timing: SampleTimingInfo,
+        discontinuity: Bool
+    ) throws(FrameBusError) -> UInt64 {
+        do {
+            let plan: Machine.FramePlan? = state.withLock { state in
+                state.machine.beginFrame(
+                    format: buffer.surface.layout.pixelFormat,
+                    width: UInt32(clamping: buffer.width),
+                    height: UInt32(clamping: buffer.height),
+                    discontinuity: discontinuity
+                )
+            }
+            guard let plan else { throw FrameBusError(.closed, "Publisher.publish") }
+            let template = WireFrame(
+                sequence: plan.sequence,
                 surfaceID: 0,
                 presentationTime: Self.wireTime(timing.presentationTimeStamp),
                 duration: Self.wireTime(timing.duration),
-                publishTime: publishTime,
+                publishTime: ProcessInfoShim.monotonicNanoseconds(),
                 bytesUsed: 0,
-                flags: isDiscontinuity ? WireFrame.discontinuityFlag : 0,
+                flags: plan.isDiscontinuity ? WireFrame.discontinuityFlag : 0,
                 attachments: WireAttachments.encode(buffer.attachments).tuple
             )
-            for format in needed {
-                let representation: Representation?
+            // Each representation is made once (outside the state lock: encoding takes milliseconds) and fanned
+            // out as soon as it exists, the published format first.
+            for fourCC in plan.formats {
+                guard let format = try? PixelFormat(fourCC: fourCC) else { continue }
+                let converted: PixelBuffer?
+                let bytesUsed: Int
                 if format == source {
-                    representation = Representation(buffer: buffer, bytesUsed: Self.bytesUsed(of: buffer))
+                    converted = buffer
+                    bytesUsed = Self.bytesUsed(of: buffer)
+                } else if let (destination, used) = convert(buffer, to: format) {
+                    converted = destination
+                    bytesUsed = used
                 } else {
-                    representation = convert(buffer, to: format)
+                    converted = nil
+                    bytesUsed = 0
                 }
+                let described = converted.flatMap { self.representation(of: $0, bytesUsed: bytesUsed) }
                 state.withLock { state in
-                    if representation != nil && format != source { state.statistics.conversions += 1 }
-                    for connection in state.connections.values
-                    where connection.phase == .active && connection.firstSequence <= sequence
-                        && connection.format == format
-                    {
-                        guard let representation else {
-                            // The conversion failed (its pool is exhausted): this subscriber loses the frame.
-                            dropOutOfBuffers(sequence, for: connection, &state)
-                            continue
-                        }
-                        deliver(representation, frame: frameBase, to: connection, &state)
-                    }
+                    let actions = state.machine.deliver(
+                        template,
+                        format: fourCC,
+                        representation: described,
+                        isConversion: format != source,
+                        now: ProcessInfoShim.monotonicNanoseconds()
+                    )
+                    perform(actions, &state)
                 }
             }
-            return sequence
+            return plan.sequence
         }
     }
 
-    /// Tells one subscriber it will not get frame `sequence` because buffers ran out (DROP `outOfBuffers`).
-    private func dropOutOfBuffers(_ sequence: UInt64, for connection: PublisherConnection, _ state: inout State) {
-        connection.statistics.dropped[.outOfBuffers, default: 0] += 1
-        let reason = UInt32(DroppedFrameReason.outOfBuffers.rawValue)
-        connection.enqueue(.drop(WireDrop(firstSequence: sequence, lastSequence: sequence, reason: reason)))
-        flushOrClose(connection, &state)
-    }
-
-    private func deliver(
-        _ representation: Representation,
-        frame base: WireFrame,
-        to connection: PublisherConnection,
-        _ state: inout State
-    ) {
-        let sequence = base.sequence
-        guard connection.held.count < connection.maximumHeldFrames else {
-            dropOutOfBuffers(sequence, for: connection, &state)
-            return
-        }
-        let surface = representation.buffer.surface
-        let surfaceID = surface.id.rawValue
-        if !connection.announced.contains(surfaceID) {
-            let descriptor: OwnedDescriptor
+    /// What a surface looks like on the wire, from its handle (computed once per surface and cached).
+    private func representation(of buffer: PixelBuffer, bytesUsed: Int) -> Machine.Representation? {
+        let surface = buffer.surface
+        let key = surface.id.rawValue
+        var description = state.withLock { $0.surfaceDescriptions[key] }
+        if description == nil {
             do {
                 let handle = try surface.makeHandle()
-                descriptor = OwnedDescriptor(handle.takeDescriptor().rawValue)
+                description = Self.describe(handle)
             } catch {
-                configuration.logger.error("cannot export \(surface.id) to subscriber \(connection.id): \(error)")
-                dropOutOfBuffers(sequence, for: connection, &state)
-                return
+                configuration.logger.error("cannot export surface \(surface.id): \(error)")
+                return nil
             }
-            connection.enqueue(
-                connection.version == 1 ? .surfaceV1(Self.wireSurfaceV1(surface)) : .surface(Self.wireSurface(surface)),
-                descriptor: descriptor
-            )
-            connection.announced.insert(surfaceID)
-            connection.announcedOrder.append(surfaceID)
-            retireOldSurfaces(of: connection)
+            state.withLock { state in
+                // Surfaces from pools are forgotten when their pool frees them; the cap bounds the rest.
+                if state.surfaceDescriptions.count >= Self.maximumSurfaceDescriptions {
+                    state.surfaceDescriptions.removeAll(keepingCapacity: true)
+                }
+                state.surfaceDescriptions[key] = description
+            }
         }
-        var frame = base
-        frame.surfaceID = surfaceID
-        frame.bytesUsed = UInt64(representation.bytesUsed)
-        if connection.lastAttachments.map({ $0 != frame.attachments }) ?? true {
-            frame.flags |= WireFrame.attachmentsChangedFlag
-            connection.lastAttachments = frame.attachments
-        }
-        connection.enqueue(.frame(frame))
-        connection.held[sequence] = PublisherConnection.HeldFrame(
-            surfaceID: surfaceID,
-            buffer: representation.buffer,
-            sentAt: base.publishTime
+        guard let description else { return nil }
+        return Machine.Representation(
+            surfaceID: key,
+            surface: description.surface,
+            surfaceV1: description.surfaceV1,
+            bytesUsed: UInt64(clamping: bytesUsed),
+            resource: buffer
         )
-        connection.statistics.delivered += 1
-        connection.statistics.bytesDelivered += representation.bytesUsed
-        flushOrClose(connection, &state)
     }
 
-    private func retireOldSurfaces(of connection: PublisherConnection) {
-        guard connection.announcedOrder.count > configuration.maximumAnnouncedSurfaces else { return }
-        let inUse = Set(connection.held.values.map(\.surfaceID))
-        if let index = connection.announcedOrder.firstIndex(where: { !inUse.contains($0) }) {
-            let retired = connection.announcedOrder.remove(at: index)
-            connection.announced.remove(retired)
-            connection.enqueue(.retireSurface(surfaceID: retired))
+    private static let maximumSurfaceDescriptions = 1024
+
+    struct SurfaceDescription {
+        var surface: WireSurface
+        var surfaceV1: WireSurfaceV1?
+    }
+
+    /// The SURFACE (and, for one memfd, the SURFACE_V1) describing a handle: backing, modifier, descriptors, and
+    /// which descriptor holds each plane.
+    static func describe(_ handle: borrowing SurfaceHandle) -> SurfaceDescription {
+        let layout = handle.layout
+        let backing: WireBacking
+        let modifier: UInt64
+        switch handle.backing {
+        case .memfd:
+            backing = .memfd
+            modifier = WireSurface.linearModifier
+        case .dmaBuf(let value):
+            backing = .dmaBuf
+            modifier = value
         }
+        var planes: [WireSurfacePlane] = []
+        for (index, plane) in layout.planes.enumerated() {
+            planes.append(
+                WireSurfacePlane(
+                    descriptorIndex: UInt32(clamping: handle.planeDescriptorIndices[index]),
+                    offset: UInt64(clamping: plane.offset),
+                    bytesPerRow: UInt32(clamping: plane.bytesPerRow),
+                    width: UInt32(clamping: plane.width),
+                    height: UInt32(clamping: plane.height),
+                    bytesPerElement: UInt32(clamping: plane.bytesPerElement)
+                )
+            )
+        }
+        let surface = WireSurface(
+            surfaceID: handle.id.rawValue,
+            pixelFormat: layout.pixelFormat,
+            width: UInt32(clamping: layout.width),
+            height: UInt32(clamping: layout.height),
+            backing: backing,
+            modifier: modifier,
+            descriptorByteCounts: handle.descriptorByteCounts.map { UInt64(clamping: $0) },
+            planes: planes
+        )
+        var surfaceV1: WireSurfaceV1?
+        if backing == .memfd && handle.descriptorCount == 1 {
+            surfaceV1 = WireSurfaceV1(
+                surfaceID: handle.id.rawValue,
+                allocationSize: UInt64(clamping: layout.allocationSize),
+                pixelFormat: layout.pixelFormat,
+                width: UInt32(clamping: layout.width),
+                height: UInt32(clamping: layout.height),
+                planes: planes.map {
+                    WirePlane(
+                        offset: $0.offset,
+                        bytesPerRow: $0.bytesPerRow,
+                        width: $0.width,
+                        height: $0.height,
+                        bytesPerElement: $0.bytesPerElement
+                    )
+                }
+            )
+        }
+        return SurfaceDescription(surface: surface, surfaceV1: surfaceV1)
     }
 
     /// Encodes or decodes `buffer` into `format` with a buffer from a per-format pool; nil when that fails.
-    private func convert(_ buffer: PixelBuffer, to format: PixelFormat) -> Representation? {
+    private func convert(_ buffer: PixelBuffer, to format: PixelFormat) -> (PixelBuffer, Int)? {
         let pool: PixelBufferPool
         do {
             pool = try conversionPool(for: format, width: buffer.width, height: buffer.height)
@@ -344,19 +494,15 @@ public final class Publisher: Sendable {
             configuration.logger.error("no pool for \(format): \(error)")
             return nil
         }
-        let destination: PixelBuffer
-        do { destination = try pool.makePixelBuffer() } catch {
-            configuration.logger.debug("conversion pool for \(format) exhausted: \(error)")
-            return nil
-        }
+        guard let destination = try? pool.makePixelBuffer() else { return nil }
         buffer.propagateAttachments(to: destination)
         do {
             if format.isCompressed {
                 let statistics = try SurfaceCodec.compress(buffer, into: destination)
-                return Representation(buffer: destination, bytesUsed: statistics.compressedByteCount)
+                return (destination, statistics.compressedByteCount)
             } else {
                 try SurfaceCodec.decompress(buffer, into: destination)
-                return Representation(buffer: destination, bytesUsed: Self.bytesUsed(of: destination))
+                return (destination, Self.bytesUsed(of: destination))
             }
         } catch {
             configuration.logger.error("converting \(buffer.pixelFormat) to \(format) failed: \(error)")
@@ -394,44 +540,10 @@ public final class Publisher: Sendable {
         WireTime(value: time.value, timescale: time.timescale, flags: time.flags.rawValue)
     }
 
-    static func wireSurface(_ surface: Surface) -> WireSurface {
-        let layout = surface.layout
-        return WireSurface(
-            surfaceID: surface.id.rawValue,
-            pixelFormat: layout.pixelFormat,
-            width: UInt32(layout.width),
-            height: UInt32(layout.height),
-            descriptorByteCounts: [UInt64(layout.allocationSize)],
-            planes: layout.planes.map {
-                WireSurfacePlane(
-                    offset: UInt64($0.offset),
-                    bytesPerRow: UInt32($0.bytesPerRow),
-                    width: UInt32($0.width),
-                    height: UInt32($0.height),
-                    bytesPerElement: UInt32($0.bytesPerElement)
-                )
-            }
-        )
-    }
-
+    /// The version-1 SURFACE_V1 of a single-memfd surface (tests build hostile variants of it).
     static func wireSurfaceV1(_ surface: Surface) -> WireSurfaceV1 {
-        let layout = surface.layout
-        return WireSurfaceV1(
-            surfaceID: surface.id.rawValue,
-            allocationSize: UInt64(layout.allocationSize),
-            pixelFormat: layout.pixelFormat,
-            width: UInt32(layout.width),
-            height: UInt32(layout.height),
-            planes: layout.planes.map {
-                WirePlane(
-                    offset: UInt64($0.offset),
-                    bytesPerRow: UInt32($0.bytesPerRow),
-                    width: UInt32($0.width),
-                    height: UInt32($0.height),
-                    bytesPerElement: UInt32($0.bytesPerElement)
-                )
-            }
-        )
+        let handle = try! surface.makeHandle()
+        return describe(handle).surfaceV1!
     }
 
     // MARK: Statistics and lifetime
@@ -439,344 +551,278 @@ public final class Publisher: Sendable {
     /// A snapshot of the counters.
     public var statistics: PublisherStatistics {
         state.withLock { state in
-            var statistics = state.statistics
-            var total = state.departed
-            for connection in state.connections.values.sorted(by: { $0.id < $1.id }) {
-                let record = connection.snapshot
-                statistics.subscribers.append(record)
-                total.delivered += record.statistics.delivered
-                total.bytesDelivered += record.statistics.bytesDelivered
-                total.heldNow += record.statistics.heldNow
-                total.queueDepth += record.statistics.queueDepth
-                for (reason, count) in record.statistics.dropped { total.dropped[reason, default: 0] += count }
+            let machine = state.machine
+            var statistics = PublisherStatistics()
+            statistics.published = Int(clamping: machine.published)
+            for (reason, count) in machine.droppedAtSource {
+                if let reason = DroppedFrameReason(rawValue: UInt8(reason.rawValue)) {
+                    statistics.droppedAtSource[reason] = Int(clamping: count)
+                }
             }
-            total.latency = state.holdTimes.summary
+            statistics.conversions = Int(clamping: machine.conversions)
+            var delivered = machine.departed.delivered
+            var bytes = machine.departed.bytesDelivered
+            var late = machine.departed.droppedLate
+            var outOfBuffers = machine.departed.droppedOutOfBuffers
+            var discontinuity = machine.departed.droppedDiscontinuity
+            var total = FrameStatistics()
+            for subscriber in machine.subscribers {
+                var frames = FrameStatistics()
+                frames.delivered = Int(clamping: subscriber.delivered)
+                frames.bytesDelivered = Int(clamping: subscriber.bytesDelivered)
+                frames.dropped = Self.dropped(
+                    subscriber.droppedLate,
+                    subscriber.droppedOutOfBuffers,
+                    subscriber.droppedDiscontinuity
+                )
+                frames.heldNow = subscriber.held
+                frames.queueDepth = subscriber.queued
+                frames.latency = subscriber.holdTimes
+                delivered.saturatingAdd(subscriber.delivered)
+                bytes.saturatingAdd(subscriber.bytesDelivered)
+                late.saturatingAdd(subscriber.droppedLate)
+                outOfBuffers.saturatingAdd(subscriber.droppedOutOfBuffers)
+                discontinuity.saturatingAdd(subscriber.droppedDiscontinuity)
+                total.heldNow += subscriber.held
+                total.queueDepth += subscriber.queued
+                statistics.subscribers.append(
+                    SubscriberRecord(
+                        id: subscriber.id.rawValue,
+                        processID: subscriber.credentials.processID,
+                        userID: subscriber.credentials.userID,
+                        format: try? PixelFormat(fourCC: subscriber.format),
+                        queueDepth: subscriber.queueDepth,
+                        isLatestOnly: subscriber.isLatestOnly,
+                        maximumHeldFrames: subscriber.maximumHeldFrames,
+                        statistics: frames
+                    )
+                )
+            }
+            total.delivered = Int(clamping: delivered)
+            total.bytesDelivered = Int(clamping: bytes)
+            total.dropped = Self.dropped(late, outOfBuffers, discontinuity)
+            total.latency = machine.holdTimeSummary
             statistics.total = total
             return statistics
         }
     }
 
-    /// How many subscribers have completed their handshake.
-    public var subscriberCount: Int {
-        state.withLock { $0.connections.values.filter { $0.phase == .active }.count }
+    private static func dropped(
+        _ late: UInt64,
+        _ outOfBuffers: UInt64,
+        _ discontinuity: UInt64
+    )
+        -> [DroppedFrameReason: Int]
+    {
+        var dropped: [DroppedFrameReason: Int] = [:]
+        if late > 0 { dropped[.frameWasLate] = Int(clamping: late) }
+        if outOfBuffers > 0 { dropped[.outOfBuffers] = Int(clamping: outOfBuffers) }
+        if discontinuity > 0 { dropped[.discontinuity] = Int(clamping: discontinuity) }
+        return dropped
     }
+
+    /// How many subscribers have completed their handshake.
+    public var subscriberCount: Int { state.withLock { $0.machine.subscriberCount } }
+
+    /// Connections accepted and waiting for their HELLO.
+    public var pendingHandshakeCount: Int { state.withLock { $0.machine.pendingCount } }
 
     /// Frames held by subscribers now.
-    public var heldFrameCount: Int {
-        state.withLock { $0.connections.values.reduce(0) { $0 + $1.held.count } }
-    }
+    public var heldFrameCount: Int { state.withLock { $0.machine.heldFrameCount } }
 
-    /// Sends END_OF_STREAM to every subscriber, closes them, stops listening and removes the socket file.
-    /// Idempotent.
+    private var isStopped: Bool { state.withLock { $0.machine.isStopped } }
+
+    /// Sends END_OF_STREAM to every subscriber, closes every connection, stops listening and removes the socket
+    /// file. Idempotent, and never waits: the loop thread ends on its own at its next wake-up.
     public func stop() {
-        stopLocked()
-        _ = loopDone.wait(timeout: .now() + 2)
-    }
-
-    private func stopLocked() {
         let wasRunning = state.withLock { state -> Bool in
-            guard !state.isStopped else { return false }
-            state.isStopped = true
-            let last = state.nextSequence == 0 ? UInt64.max : state.nextSequence - 1
-            for connection in state.connections.values {
-                if connection.phase == .active {
-                    connection.enqueue(.endOfStream(WireEndOfStream(lastSequence: last, reason: 0)))
-                } else {
-                    connection.enqueue(
-                        .error(
-                            WireErrorMessage(
-                                code: WireErrorCode.shuttingDown.rawValue,
-                                reason: "publisher shutting down"
-                            )
-                        )
-                    )
-                }
-                _ = connection.flush()
-                connection.socket.shutdown()
-                retire(connection, &state)
-            }
-            state.connections.removeAll()
+            guard !state.machine.isStopped else { return false }
+            perform(state.machine.stop(now: ProcessInfoShim.monotonicNanoseconds()), &state)
+            for (_, socket) in state.sockets { socket.shutdown() }
+            state.sockets.removeAll()
             return true
         }
         if wasRunning {
             _ = Syscall.unlink(configuration.path)
+            listener.shutdown()
             doorbell.ring()
         }
     }
 
+    // MARK: Carrying out actions (always under the state lock)
+
+    private func perform(_ actions: [Machine.Action], _ state: inout State) {
+        for action in actions {
+            switch action {
+            case .flush(let id):
+                flush(id, &state)
+            case .close(let id):
+                state.sockets.removeValue(forKey: id)?.shutdown()
+                state.machine.closedAfterStop(id)
+            case .log(let level, let line):
+                configuration.logger.log(level: level, "\(line)")
+            case .deadlineChanged:
+                doorbell.ring()
+            }
+        }
+    }
+
+    /// Sends what the machine queued for `id` until the socket is full.
+    private func flush(_ id: ConnectionID, _ state: inout State) {
+        guard let socket = state.sockets[id] else { return }
+        let items = state.machine.outbound(of: id)
+        var sent = 0
+        var failure: String?
+        sending: for item in items {
+            switch Self.send(item, on: socket) {
+            case .success(.sent):
+                sent += 1
+            case .success(.wouldBlock):
+                break sending
+            case .failure(let error):
+                failure = error.reason
+                break sending
+            }
+        }
+        let now = ProcessInfoShim.monotonicNanoseconds()
+        perform(state.machine.sent(sent, on: id, now: now), &state)
+        if let failure {
+            perform(state.machine.connectionClosed(id, reason: failure, now: now), &state)
+            state.sockets.removeValue(forKey: id)?.shutdown()
+        } else if state.machine.hasOutbound(id) {
+            doorbell.ring()  // the loop must poll this socket for room to write
+        }
+    }
+
+    private static func send(_ item: Machine.Outbound, on socket: Socket) -> Result<Socket.SendOutcome, SendFailure> {
+        let outcome: Result<Socket.SendOutcome, Errno>
+        switch item {
+        case .message(let message):
+            outcome = socket.send(message.encoded())
+        case .surface(let message, let buffer):
+            let handle: SurfaceHandle
+            do { handle = try buffer.surface.makeHandle() } catch {
+                return .failure(SendFailure(reason: "cannot export surface \(buffer.surface.id): \(error)"))
+            }
+            outcome = socket.send(message.encoded(), descriptors: handle.borrowedDescriptors.map(\.rawValue))
+        }
+        return outcome.mapError { SendFailure(reason: "send failed: \($0)") }
+    }
+
+    private struct SendFailure: Error {
+        var reason: String
+    }
+
     // MARK: The event loop
+
+    /// Most datagrams read from one connection per turn, so one busy peer cannot starve the others.
+    private static let readsPerTurn = 64
 
     /// One turn of the event loop; false when the publisher stopped.
     private func runOnce() -> Bool {
-        let logger = configuration.logger
-        do {
-            // One lock for the whole poll set: which sockets, and which of them wait for room to write.
-            var interests: [(descriptor: Int32, events: Int16)] = [
-                (doorbell.descriptor, PollEvents.readable), (listener.descriptor, PollEvents.readable),
-            ]
-            let (stopped, connections, handshaking) = state.withLock { state in
-                var connections: [PublisherConnection] = []
-                var handshaking = false
-                connections.reserveCapacity(state.connections.count)
-                for connection in state.connections.values {
-                    connections.append(connection)
-                    handshaking = handshaking || connection.phase == .awaitingHello
-                    let wantsWrite = !connection.outbound.isEmpty
-                    interests.append(
-                        (connection.socket.descriptor, PollEvents.readable | (wantsWrite ? PollEvents.writable : 0))
-                    )
-                }
-                return (state.isStopped, connections, handshaking)
+        var interests: [(descriptor: Int32, events: Int16)] = [(doorbell.descriptor, PollEvents.readable)]
+        var polled: [(ConnectionID, Socket)] = []
+        let (stopped, listening, timeout) = state.withLock { state -> (Bool, Bool, Int32) in
+            let machine = state.machine
+            let listening = machine.canAcceptConnection
+            if listening { interests.append((listener.descriptor, PollEvents.readable)) }
+            polled.reserveCapacity(state.sockets.count)
+            for (id, socket) in state.sockets {
+                polled.append((id, socket))
+                let events = PollEvents.readable | (machine.hasOutbound(id) ? PollEvents.writable : 0)
+                interests.append((socket.descriptor, events))
             }
-            if stopped { return false }
-            let timeout: Int32 = handshaking ? 100 : 1000
-            let ready: [Int16]
-            switch Syscall.poll(interests, timeout: timeout) {
-            case .success(let events): ready = events
-            case .failure(let errno):
-                logger.critical("publisher poll failed: \(errno)")
-                return false
+            var timeout: Int32 = 1000
+            if let deadline = machine.nextDeadline() {
+                let now = ProcessInfoShim.monotonicNanoseconds()
+                let wait = deadline > now ? (deadline - now) / 1_000_000 + 1 : 0
+                timeout = Int32(min(wait, 1000))
             }
-            if ready[0] != 0 { doorbell.drain() }
-            if ready[1] != 0 { acceptPending() }
-            for (index, connection) in connections.enumerated() where ready[index + 2] != 0 {
-                if ready[index + 2] & PollEvents.writable != 0 {
-                    state.withLock { state in flushOrClose(connection, &state) }
-                }
-                if ready[index + 2] & ~PollEvents.writable != 0 { readPending(connection) }
+            return (machine.isStopped, listening, timeout)
+        }
+        if stopped { return false }
+        let ready: [Int16]
+        switch Syscall.poll(interests, timeout: timeout) {
+        case .success(let events): ready = events
+        case .failure(.interrupted): return true
+        case .failure(let errno):
+            configuration.logger.critical("publisher poll failed: \(errno)")
+            return false
+        }
+        if ready[0] != 0 { doorbell.drain() }
+        let offset = listening ? 2 : 1
+        state.withLock { state in
+            if listening && ready[1] != 0 { acceptPending(&state) }
+            for (index, (id, socket)) in polled.enumerated() where ready[index + offset] != 0 {
+                let events = ready[index + offset]
+                if events & PollEvents.writable != 0 { flush(id, &state) }
+                if events & ~PollEvents.writable != 0 { readPending(id, socket, &state) }
             }
-            if handshaking { expireHandshakes() }
+            perform(state.machine.tick(now: ProcessInfoShim.monotonicNanoseconds()), &state)
         }
         return true
     }
 
-    private func expireHandshakes() {
-        let now = ProcessInfoShim.monotonicNanoseconds()
-        let limit =
-            UInt64(configuration.handshakeTimeout.components.seconds) * 1_000_000_000
-            + UInt64(configuration.handshakeTimeout.components.attoseconds / 1_000_000_000)
-        state.withLock { state in
-            for connection in state.connections.values
-            where connection.phase == .awaitingHello && now - connection.connectedAt > limit {
-                close(connection, code: .malformedMessage, reason: "no HELLO within the handshake timeout", &state)
-            }
-        }
-    }
-
-    private func acceptPending() {
-        let logger = configuration.logger
-        while true {
-            let accepted: Socket?
+    private func acceptPending(_ state: inout State) {
+        while state.machine.canAcceptConnection {
+            let socket: Socket
             switch listener.accept() {
-            case .success(let socket): accepted = socket
+            case .success(.some(let accepted)): socket = accepted
+            case .success(.none): return
             case .failure(let errno):
-                // EMFILE and friends: log and let the next poll retry.
-                logger.error("accept failed: \(errno)")
+                // EMFILE and friends: the next turn retries. Rate-limited through the machine's log would need an
+                // event; one line per turn at most, and turns are at least a poll apart.
+                configuration.logger.error("accept failed: \(errno)")
                 return
             }
-            guard let socket = accepted else { return }
             guard case .success(let credentials) = socket.peerCredentials() else {
-                logger.warning("rejected a subscriber: no peer credentials")
                 socket.shutdown()
                 continue
             }
-            guard configuration.allowedUserIDs.contains(credentials.uid) else {
-                logger.warning("refused subscriber pid \(credentials.pid): uid \(credentials.uid) is not allowed")
-                _ = socket.send(
-                    WireMessage.error(
-                        WireErrorMessage(
-                            code: WireErrorCode.notPermitted.rawValue,
-                            reason: "uid \(credentials.uid) is not allowed"
-                        )
-                    ).encoded()
-                )
-                socket.shutdown()
-                continue
-            }
-            state.withLock { state in
-                guard !state.isStopped else {
-                    socket.shutdown()
-                    return
-                }
-                let id = state.nextConnectionID
-                state.nextConnectionID += 1
-                state.connections[id] = PublisherConnection(
-                    id: id,
-                    socket: socket,
-                    peerProcessID: credentials.pid,
-                    peerUserID: credentials.uid,
-                    now: ProcessInfoShim.monotonicNanoseconds()
-                )
-            }
+            let id = state.machine.connectionAccepted(
+                .init(processID: credentials.pid, userID: credentials.uid),
+                now: ProcessInfoShim.monotonicNanoseconds()
+            )
+            state.sockets[id] = socket
         }
     }
 
-    private func readPending(_ connection: PublisherConnection) {
-        // A connection closed meanwhile was shut down: its receive ends at once, and `handle`/`close` ignore it.
-        while true {
-            switch connection.socket.receive(maximumSize: WireProtocol.maximumMessageSize) {
+    private func readPending(_ id: ConnectionID, _ socket: Socket, _ state: inout State) {
+        for _ in 0..<Self.readsPerTurn {
+            guard state.sockets[id] != nil else { return }
+            let now = ProcessInfoShim.monotonicNanoseconds()
+            switch socket.receive(maximumSize: WireProtocol.maximumMessageSize) {
             case .success(.wouldBlock):
                 return
             case .success(.endOfFile):
-                state.withLock { state in close(connection, code: nil, reason: "subscriber disconnected", &state) }
+                perform(state.machine.connectionClosed(id, reason: "end of file", now: now), &state)
+                state.sockets.removeValue(forKey: id)?.shutdown()
                 return
             case .failure(let errno):
-                state.withLock { state in close(connection, code: nil, reason: "receive failed: \(errno)", &state) }
+                perform(state.machine.connectionClosed(id, reason: "receive failed: \(errno)", now: now), &state)
+                state.sockets.removeValue(forKey: id)?.shutdown()
                 return
             case .success(.datagram(let datagram)):
-                state.withLock { state in handle(datagram, from: connection, &state) }
-            }
-        }
-    }
-
-    private func handle(_ datagram: ReceivedDatagram, from connection: PublisherConnection, _ state: inout State) {
-        guard state.connections[connection.id] != nil else { return }
-        guard !datagram.isTruncated else {
-            close(connection, code: .malformedMessage, reason: "oversized or truncated datagram", &state)
-            return
-        }
-        let message: WireMessage
-        do {
-            message = try WireMessage.decode(datagram.bytes, descriptorCount: datagram.descriptors.count)
-        } catch {
-            let code: WireErrorCode =
-                error.kind == .unsupportedVersion || error.kind == .badMagic ? .unsupportedVersion : .malformedMessage
-            close(connection, code: code, reason: error.description, &state)
-            return
-        }
-        switch (connection.phase, message) {
-        case (.awaitingHello, .hello(let hello)):
-            welcome(connection, hello, &state)
-        case (.active, .release(let release)):
-            guard let held = connection.held[release.sequence], held.surfaceID == release.surfaceID else {
-                close(
-                    connection,
-                    code: .invalidRequest,
-                    reason:
-                        "RELEASE of frame \(release.sequence) (surface \(release.surfaceID)), which it does not hold",
-                    &state
+                // Any fds that came with it are closed when `datagram` goes away: the publisher keeps none.
+                let actions = state.machine.received(
+                    datagram.bytes,
+                    descriptorCount: datagram.descriptors.count,
+                    isTruncated: datagram.isTruncated,
+                    from: id,
+                    now: now
                 )
-                return
+                perform(actions, &state)
             }
-            connection.held[release.sequence] = nil
-            let now = ProcessInfoShim.monotonicNanoseconds()
-            connection.holdTimes.record(nanoseconds: now &- held.sentAt)
-            state.holdTimes.record(nanoseconds: now &- held.sentAt)
-            if release.flags & WireRelease.notDeliveredFlag != 0 {
-                connection.statistics.dropped[.frameWasLate, default: 0] += 1
-                connection.statistics.delivered -= 1
-            }
-        case (.active, .goodbye):
-            close(connection, code: nil, reason: "goodbye", &state)
-        default:
-            close(connection, code: .malformedMessage, reason: "unexpected \(message.type) message", &state)
         }
     }
+}
 
-    private func welcome(_ connection: PublisherConnection, _ hello: WireHello, _ state: inout State) {
-        let active = state.connections.values.filter { $0.phase == .active }.count
-        guard active < configuration.maximumSubscribers else {
-            close(
-                connection,
-                code: .tooManySubscribers,
-                reason: "\(configuration.maximumSubscribers) subscribers already connected",
-                &state
-            )
-            return
-        }
-        guard
-            let format = hello.formats.lazy.compactMap({ try? PixelFormat(fourCC: $0) })
-                .first(where: configuration.formats.contains)
-        else {
-            let wanted = hello.formats.map { (try? PixelFormat(fourCC: $0).name) ?? "0x" + String($0, radix: 16) }
-            close(
-                connection,
-                code: .noCommonFormat,
-                reason: "no common format: subscriber accepts \(wanted), publisher offers \(configuration.formats)",
-                &state
-            )
-            return
-        }
-        connection.phase = .active
-        connection.version = hello.version
-        connection.format = format
-        connection.deliveryMode = hello.deliveryMode
-        connection.queueDepth = hello.queueDepth
-        connection.maximumHeldFrames = Int(hello.queueDepth) + configuration.extraHeldFramesPerSubscriber
-        connection.firstSequence = state.nextSequence
-        connection.enqueue(
-            .welcome(
-                WireWelcome(
-                    version: hello.version,
-                    deliveryMode: hello.deliveryMode,
-                    queueDepth: hello.queueDepth,
-                    maximumHeldFrames: UInt16(connection.maximumHeldFrames),
-                    format: format.fourCC,
-                    maximumMessageSize: UInt32(WireProtocol.maximumMessageSize),
-                    streamID: streamID,
-                    subscriberID: connection.id,
-                    nextSequence: state.nextSequence,
-                    maximumAnnouncedSurfaces: UInt16(clamping: configuration.maximumAnnouncedSurfaces)
-                )
-            )
-        )
-        configuration.logger.debug(
-            "subscriber \(connection.id) (pid \(connection.peerProcessID)) gets \(format), \(hello.deliveryMode == 0 ? "latest-only" : "queue \(hello.queueDepth)")"
-        )
-        flushOrClose(connection, &state)
-    }
-
-    /// Most messages queued for one subscriber whose socket buffer is full before it is disconnected.
-    static let maximumOutboundMessages = 1024
-
-    private func flushOrClose(_ connection: PublisherConnection, _ state: inout State) {
-        guard state.connections[connection.id] != nil else { return }
-        if let errno = connection.flush() {
-            close(connection, code: nil, reason: "send failed: \(errno)", &state)
-        } else if connection.outbound.count > Self.maximumOutboundMessages {
-            // Held frames bound the FRAMEs waiting here, but not DROPs: a subscriber that stopped reading would
-            // make this queue grow without end.
-            close(
-                connection,
-                code: nil,
-                reason: "subscriber stopped reading (\(connection.outbound.count) messages queued)",
-                &state
-            )
-        } else if !connection.outbound.isEmpty {
-            doorbell.ring()  // the loop must poll for POLLOUT
-        }
-    }
-
-    /// Closes one connection: a best-effort ERROR, then shutdown; everything it held is released at once.
-    private func close(
-        _ connection: PublisherConnection,
-        code: WireErrorCode?,
-        reason: String,
-        _ state: inout State
-    ) {
-        guard state.connections.removeValue(forKey: connection.id) != nil else { return }
-        if let code {
-            connection.outbound.removeAll()
-            connection.enqueue(.error(WireErrorMessage(code: code.rawValue, reason: reason)))
-            _ = connection.flush()
-            configuration.logger.warning(
-                "closed subscriber \(connection.id) (pid \(connection.peerProcessID)): \(reason)"
-            )
-        } else {
-            configuration.logger.debug(
-                "subscriber \(connection.id) (pid \(connection.peerProcessID)) left: \(reason); released \(connection.held.count) frames"
-            )
-        }
-        connection.socket.shutdown()
-        retire(connection, &state)
-    }
-
-    private func retire(_ connection: PublisherConnection, _ state: inout State) {
-        let record = connection.snapshot.statistics
-        state.departed.delivered += record.delivered
-        state.departed.bytesDelivered += record.bytesDelivered
-        for (reason, count) in record.dropped { state.departed.dropped[reason, default: 0] += count }
-        connection.held.removeAll()  // the buffers go back to their pools here
-        connection.outbound.removeAll()
+extension Duration {
+    /// Whole nanoseconds, saturating at `UInt64.max`; negative durations are 0.
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : whole.addingSaturating(UInt64(max(0, attoseconds) / 1_000_000_000))
     }
 }

@@ -1,29 +1,23 @@
 import Foundation
 
-/// Where bus sockets live by default: `$XDG_RUNTIME_DIR/framebus/`.
+/// Where bus sockets live by default: `$XDG_RUNTIME_DIR/NAME.sock`.
 ///
-/// `$XDG_RUNTIME_DIR` (normally `/run/user/UID`) belongs to the user alone (mode 0700), so no other local user can
-/// bind a name there first and pose as the publisher, as anyone can in `/tmp`. Publishers and subscribers that
-/// agree on a name find each other without spelling out a path.
+/// `$XDG_RUNTIME_DIR` (normally `/run/user/UID`, mode 0700) belongs to the user alone, so no other local user can
+/// bind a name there first and pose as the publisher, as anyone can in `/tmp`. Publishers and subscribers that agree
+/// on a name find each other without spelling out a path; `framebus publish` and `framebus subscribe` use the name
+/// `framebus` unless told otherwise (the same path as ``Publisher/defaultSocketPath(name:)``).
 public enum SocketPath {
-    /// The socket path for the stream called `name`: `$XDG_RUNTIME_DIR/framebus/NAME.sock`, creating the
-    /// `framebus` directory (mode 0700) when `createDirectory` is set, as a publisher needs.
+    /// The socket path for the stream called `name`: `$XDG_RUNTIME_DIR/NAME.sock`.
     ///
-    /// - Parameters:
-    ///   - name: the stream's name, e.g. `"camera"`: 1…64 characters, no `/`, not starting with `.`.
-    ///   - createDirectory: create `$XDG_RUNTIME_DIR/framebus` if it is missing.
-    /// - Throws: ``FrameBusError/Code-swift.struct/invalidArgument`` for a bad name or when `XDG_RUNTIME_DIR` is
-    ///   unset or not an absolute path; ``FrameBusError/Code-swift.struct/systemCall`` if the directory cannot be
-    ///   made.
-    public static func `default`(name: String, createDirectory: Bool = false) throws(FrameBusError) -> String {
-        try path(name: name, environment: ProcessInfo.processInfo.environment, createDirectory: createDirectory)
+    /// - Parameter name: the stream's name, e.g. `"camera"`: 1…64 characters, no `/`, not starting with `.`, no
+    ///   control characters.
+    /// - Throws: ``FrameBusError/Code-swift.struct/invalidArgument`` for a bad name, or when `XDG_RUNTIME_DIR` is
+    ///   unset or not an absolute path (then give the path explicitly).
+    public static func `default`(name: String = "framebus") throws(FrameBusError) -> String {
+        try path(name: name, environment: ProcessInfo.processInfo.environment)
     }
 
-    static func path(
-        name: String,
-        environment: [String: String],
-        createDirectory: Bool
-    ) throws(FrameBusError) -> String {
+    static func path(name: String, environment: [String: String]) throws(FrameBusError) -> String {
         let operation = "SocketPath.default"
         guard (1...64).contains(name.utf8.count), !name.contains("/"), !name.hasPrefix("."),
             !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
@@ -37,22 +31,6 @@ public enum SocketPath {
                 message: "XDG_RUNTIME_DIR is not set to an absolute path; give the socket path explicitly"
             )
         }
-        let directory = (runtime.hasSuffix("/") ? String(runtime.dropLast()) : runtime) + "/framebus"
-        if createDirectory {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: directory,
-                    withIntermediateDirectories: false,
-                    attributes: [.posixPermissions: 0o700]
-                )
-            } catch {
-                // Already there is fine, if it is a directory.
-                let type = (try? FileManager.default.attributesOfItem(atPath: directory))?[.type] as? FileAttributeType
-                guard type == .typeDirectory else {
-                    throw FrameBusError(.systemCall, operation, message: "cannot create \(directory): \(error)")
-                }
-            }
-        }
-        return directory + "/" + name + ".sock"
+        return (runtime.hasSuffix("/") ? String(runtime.dropLast()) : runtime) + "/" + name + ".sock"
     }
 }

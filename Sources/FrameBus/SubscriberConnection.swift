@@ -283,37 +283,23 @@ final class SubscriberConnection {
             },
             allocationSize: Int(clamping: announcement.descriptorByteCounts.reduce(0) { Saturating.add($0, $1) })
         )
+        // Ownership of every fd moves into the handle, which closes them if the import fails.
+        let fds = descriptors.compactMap { $0.take() }
+        let backing: Surface.Backing =
+            announcement.backing == .dmaBuf ? .dmaBuf(modifier: announcement.modifier) : .memfd
+        let handle = SurfaceHandle(
+            id: SurfaceID(rawValue: announcement.surfaceID),
+            layout: layout,
+            backing: backing,
+            descriptors: fds,
+            planeDescriptorIndices: announcement.planes.map { Int($0.descriptorIndex) },
+            descriptorByteCounts: announcement.descriptorByteCounts.map { Int(clamping: $0) }
+        )
         let surface: Surface
         do {
-            switch announcement.backing {
-            case .memfd:
-                guard descriptors.count == 1, let fd = descriptors[0].take() else {
-                    throw SurfaceError(
-                        code: .invalidHandle,
-                        operation:
-                            "memfd surfaces of \(descriptors.count) descriptors are not supported by this subscriber"
-                    )
-                }
-                surface = try Surface.importing(
-                    SurfaceHandle(id: SurfaceID(rawValue: announcement.surfaceID), layout: layout, descriptor: fd)
-                )
-            case .dmaBuf:
-                // Each plane names its descriptor; the import duplicates what it keeps (our fds close after) and
-                // brackets every CPU access with DMA_BUF_IOCTL_SYNC.
-                let planes = announcement.planes.map {
-                    DMABufPlane(
-                        descriptor: FileDescriptor(rawValue: descriptors[Int($0.descriptorIndex)].rawValue),
-                        offset: Int(clamping: $0.offset),
-                        bytesPerRow: Int($0.bytesPerRow)
-                    )
-                }
-                surface = try Surface.importDMABuf(
-                    planes: planes,
-                    layout: layout,
-                    modifier: announcement.modifier,
-                    readOnly: true
-                )
-            }
+            // One memfd, a memfd per plane, or DMA-BUFs (CPU access then bracketed with DMA_BUF_IOCTL_SYNC in
+            // lock/unlock): the import checks seals, sizes and every plane against its own descriptor.
+            surface = try Surface.importing(handle)
             _ = try PixelBuffer(surface: surface)
         } catch {
             return perform(

@@ -309,6 +309,12 @@ struct SubscriberStateMachine {
 
     /// Ends the connection because the publisher broke the protocol: reply with ERROR `code`, then close.
     private mutating func fail(_ code: WireErrorCode, _ reason: String) -> Action {
+        // Outside a connection there is nobody to reply to and nothing to end (the fuzzer found a closed machine
+        // ending the stream again for every late datagram).
+        switch state {
+        case .idle, .closed: return .none
+        case .awaitingWelcome, .active: break
+        }
         state = .closed
         return .close(
             FrameBusError(

@@ -14,6 +14,11 @@
 //   never-read        SURFACE 1, then FRAMEs on it forever without ever reading the subscriber's RELEASEs
 //   huge-compressed   (the subscriber accepts &8v0) an honest 64x48 compressed surface, then one of 4 KiB that
 //                     claims 16384x16384, alternating, each with a frame
+//   multi-descriptor  an honest surface with one memfd per plane (Y bytes 0x11, CbCr bytes 0x22), frame 0,
+//                     END_OF_STREAM
+//   multi-descriptor-short  the same, but the CbCr descriptor's byte count claims twice its memfd's size
+//   dma-buf           the same as multi-descriptor with a DMA-BUF surface from /dev/dma_heap/system or /dev/udmabuf
+//   error-reason      ERROR tooSlow whose reason holds terminal escape sequences, then close
 //   rewrite           SURFACE 1 and frames on it, rewriting its bytes (0x11, 0x22, ...) while the subscriber holds
 //                     them, until the subscriber hangs up
 import CFrameBusShims
@@ -345,6 +350,57 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(hostileFrame(1, surface: 2, bytesUsed: 64))
         emit("sent 4")
         connection.awaitVerdict(sent: 4)
+    case "multi-descriptor", "multi-descriptor-short", "dma-buf":
+        let layout = try PixelBuffer.layout(width: 64, height: 48, pixelFormat: format)
+        let surface: Surface
+        if scenario == "dma-buf" {
+            guard let allocator = [DMABufAllocator.systemHeap, .udmabuf].first(where: \.isAvailable) else {
+                emit("no DMA-BUF device")
+                return
+            }
+            surface = try allocator.makeSurface(layout: layout)
+        } else {
+            surface = try Surface.makeMemFD(layout: layout, name: "hostile-planes", descriptorPerPlane: true)
+        }
+        try surface.lock()
+        for plane in surface.layout.planes.indices {
+            surface.withUnsafeMutableBytes(ofPlane: plane) { (bytes: UnsafeMutableRawBufferPointer) in
+                for index in bytes.indices { bytes[index] = plane == 0 ? 0x11 : 0x22 }
+            }
+        }
+        try surface.unlock()
+        let handle = try surface.makeHandle()
+        var byteCounts = handle.descriptorByteCounts.map { UInt64($0) }
+        if scenario == "multi-descriptor-short" { byteCounts[byteCounts.count - 1] *= 2 }
+        let announcement = WireSurface(
+            surfaceID: 1,
+            pixelFormat: handle.layout.pixelFormat,
+            width: UInt32(handle.layout.width),
+            height: UInt32(handle.layout.height),
+            backing: scenario == "dma-buf" ? .dmaBuf : .memfd,
+            descriptorByteCounts: byteCounts,
+            planes: zip(handle.layout.planes, handle.planeDescriptorIndices).map { plane, index in
+                WireSurfacePlane(
+                    descriptorIndex: UInt32(index),
+                    offset: UInt64(plane.offset),
+                    bytesPerRow: UInt32(plane.bytesPerRow),
+                    width: UInt32(plane.width),
+                    height: UInt32(plane.height),
+                    bytesPerElement: UInt32(plane.bytesPerElement)
+                )
+            }
+        )
+        let fds = handle.takeDescriptors().map(\.rawValue)
+        connection.send(.surface(announcement), fds: fds)
+        connection.send(hostileFrame(0))
+        connection.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))
+        emit("sent 3 with \(fds.count) descriptors")
+        connection.awaitVerdict(sent: 3)
+    case "error-reason":
+        let reason = "slow\u{1B}]0;pwned\u{07}\u{1B}[2J\u{1B}[31mred\r\nfake line"
+        connection.send(.error(WireErrorMessage(code: WireErrorCode.tooSlow.rawValue, reason: reason)))
+        emit("sent 1")
+        usleep(200_000)
     case "rewrite":
         let surface = try honestSurface(format)
         connection.send(.surface(surface.announcement), fds: [surface.descriptor])

@@ -159,9 +159,7 @@ func runImportSurface(_ arguments: [String]) -> Int32 {
     guard socket >= 0, connectUnix(socket, path: path) else { return 3 }
     defer { close(socket) }
     guard let (text, descriptors) = receiveWithDescriptors(socket) else { return 4 }
-    guard let description = HandleDescription(text), description.byteCounts.count == descriptors.count,
-        descriptors.count == 1
-    else {
+    guard let description = HandleDescription(text), description.byteCounts.count == descriptors.count else {
         for descriptor in descriptors { close(descriptor) }
         sendText(socket, "error unparsable handle")
         return 5
@@ -179,7 +177,9 @@ func runImportSurface(_ arguments: [String]) -> Int32 {
         id: SurfaceID(rawValue: description.id),
         layout: description.layout,
         backing: description.isDMABuf ? .dmaBuf(modifier: description.modifier) : .memfd,
-        descriptor: FileDescriptor(rawValue: descriptors[0])
+        descriptors: descriptors.map { FileDescriptor(rawValue: $0) },
+        planeDescriptorIndices: description.planeDescriptorIndices,
+        descriptorByteCounts: description.byteCounts
     )
     let surface: Surface
     do {

@@ -15,6 +15,7 @@ case "import-surface":
 case "bus-subscriber": exit(runBusSubscriber(rest))
 case "bus-publisher": exit(runBusPublisher(rest))
 case "hostile-publisher": exit(runHostilePublisher(rest))
+case "solid-publisher": exit(runSolidPublisher(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)

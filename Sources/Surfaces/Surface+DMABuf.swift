@@ -53,58 +53,95 @@ extension Surface {
                 "Surface.importDMABuf: \(planes.count) planes for \(layout.planes.count)"
             )
         }
+        // Group planes by buffer (same inode), so each buffer is duplicated and mapped once.
+        var descriptors: [FileDescriptor] = []
+        var inodes: [UInt64] = []
+        var planeDescriptorIndices: [Int] = []
+        var planeLayouts = layout.planes
+        for (index, plane) in planes.enumerated() {
+            let info = try Syscall.fileSize(plane.descriptor)
+                .mapError { SurfaceError(.systemCall, "fstat(dma-buf)", errno: $0) }.get()
+            if let existing = inodes.firstIndex(of: info.inode) {
+                planeDescriptorIndices.append(existing)
+            } else {
+                inodes.append(info.inode)
+                descriptors.append(plane.descriptor)
+                planeDescriptorIndices.append(descriptors.count - 1)
+            }
+            planeLayouts[index].offset = plane.offset
+            planeLayouts[index].bytesPerRow = plane.bytesPerRow
+        }
+        var planeLayout = layout
+        planeLayout.planes = planeLayouts
+        return try importDMABuf(
+            descriptors: descriptors,
+            byteCounts: nil,
+            planeDescriptorIndices: planeDescriptorIndices,
+            layout: planeLayout,
+            modifier: modifier,
+            readOnly: readOnly,
+            id: id
+        )
+    }
+
+    /// Imports DMA-BUF `descriptors` (borrowed: each is duplicated), plane `i` living in
+    /// `descriptors[planeDescriptorIndices[i]]` at its layout offset.
+    ///
+    /// - Parameter byteCounts: the bytes of each buffer to map (a handle's), which the buffer must have when it
+    ///   reports a size; `nil` maps each buffer's reported size (or the layout's allocation size if it reports 0).
+    static func importDMABuf(
+        descriptors borrowed: [FileDescriptor],
+        byteCounts: [Int]?,
+        planeDescriptorIndices: [Int],
+        layout: SurfaceLayout,
+        modifier: UInt64,
+        readOnly: Bool,
+        id: SurfaceID
+    ) throws(SurfaceError) -> Surface {
         guard modifier == DRMModifier.linear else {
             throw SurfaceError(
                 .invalidLayout,
                 "Surface.importDMABuf: modifier 0x\(String(modifier, radix: 16)) is not linear"
             )
         }
-        // Group planes by buffer (same inode), so each buffer is duplicated and mapped once.
         var descriptors: [FileDescriptor] = []
         var mappings: [Mapping] = []
-        var inodes: [UInt64] = []
-        var locations: [(mapping: Int, offset: Int)] = []
-        var planeLayouts = layout.planes
-        func cleanUp() {
-            for mapping in mappings { mapping.unmap() }
-            for descriptor in descriptors { Syscall.close(descriptor) }
-        }
         do throws(SurfaceError) {
-            var totalSize = 0
-            for (index, plane) in planes.enumerated() {
-                let info = try Syscall.fileSize(plane.descriptor)
+            for (index, descriptor) in borrowed.enumerated() {
+                let info = try Syscall.fileSize(descriptor)
                     .mapError { SurfaceError(.systemCall, "fstat(dma-buf)", errno: $0) }.get()
-                // A DMA-BUF reports its size through lseek(SEEK_END) on most exporters and st_size on some;
-                // st_size is 0 when unknown, so trust the plane geometry only when the size is reported.
-                let bufferIndex: Int
-                if let existing = inodes.firstIndex(of: info.inode) {
-                    bufferIndex = existing
-                } else {
-                    let duplicate = try Syscall.duplicate(plane.descriptor)
-                        .mapError { SurfaceError(.systemCall, "fcntl(F_DUPFD_CLOEXEC)", errno: $0) }.get()
-                    descriptors.append(duplicate)
-                    let size = info.byteCount > 0 ? info.byteCount : layout.allocationSize
-                    switch Mapping.map(duplicate, byteCount: size, writable: !readOnly) {
-                    case .success(let mapping): mappings.append(mapping)
-                    case .failure(let errno): throw SurfaceError(.systemCall, "mmap(dma-buf)", errno: errno)
+                // Exporters report a DMA-BUF's size in st_size (0 when unknown): map what the handle says, which
+                // the buffer must hold, or else what the buffer reports.
+                let size: Int
+                if let byteCounts {
+                    size = byteCounts[index]
+                    guard info.byteCount == 0 || info.byteCount >= size else {
+                        throw SurfaceError(
+                            .tooSmall,
+                            "Surface.importDMABuf: buffer has \(info.byteCount) bytes, handle says \(size)"
+                        )
                     }
-                    inodes.append(info.inode)
-                    totalSize += size
-                    bufferIndex = mappings.count - 1
+                } else {
+                    size = info.byteCount > 0 ? info.byteCount : layout.allocationSize
                 }
-                planeLayouts[index].offset = plane.offset
-                planeLayouts[index].bytesPerRow = plane.bytesPerRow
-                let (end, overflow) = plane.offset.addingReportingOverflow(planeLayouts[index].byteCount)
-                guard plane.offset >= 0, !overflow, end <= mappings[bufferIndex].byteCount,
-                    plane.bytesPerRow >= planeLayouts[index].width * planeLayouts[index].bytesPerElement
-                else {
-                    throw SurfaceError(.invalidLayout, "Surface.importDMABuf: plane \(index) outside its buffer")
+                let duplicate = try Syscall.duplicate(descriptor)
+                    .mapError { SurfaceError(.systemCall, "fcntl(F_DUPFD_CLOEXEC)", errno: $0) }.get()
+                descriptors.append(duplicate)
+                switch Mapping.map(duplicate, byteCount: size, writable: !readOnly) {
+                case .success(let mapping): mappings.append(mapping)
+                case .failure(let errno): throw SurfaceError(.systemCall, "mmap(dma-buf)", errno: errno)
                 }
-                locations.append((bufferIndex, plane.offset))
             }
             var finalLayout = layout
-            finalLayout.planes = planeLayouts
-            finalLayout.allocationSize = mappings.count == 1 ? mappings[0].byteCount : totalSize
+            finalLayout.allocationSize = mappings.reduce(0) { $0 + $1.byteCount }
+            // Bounds every plane's numbers first, so the sums below cannot overflow.
+            try finalLayout.validate()
+            for (index, plane) in finalLayout.planes.enumerated() {
+                let mapping = planeDescriptorIndices[index]
+                guard plane.offset + plane.byteCount <= mappings[mapping].byteCount else {
+                    throw SurfaceError(.invalidLayout, "Surface.importDMABuf: plane \(index) outside its buffer")
+                }
+            }
             return Surface(
                 id: id,
                 layout: finalLayout,
@@ -112,10 +149,13 @@ extension Surface {
                 isReadOnly: readOnly,
                 descriptors: descriptors,
                 mappings: mappings,
-                planeLocations: locations
+                planeLocations: finalLayout.planes.enumerated().map {
+                    (planeDescriptorIndices[$0.offset], $0.element.offset)
+                }
             )
         } catch {
-            cleanUp()
+            for mapping in mappings { mapping.unmap() }
+            for descriptor in descriptors { Syscall.close(descriptor) }
             throw error
         }
     }

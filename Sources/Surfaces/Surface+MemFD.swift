@@ -58,3 +58,87 @@ extension Surface {
         }
     }
 }
+
+extension Surface {
+    /// Makes a surface backed by new memfds, one per plane when `descriptorPerPlane` is true, sealed and populated
+    /// as ``makeMemFD(layout:name:)`` describes.
+    ///
+    /// With one memfd per plane, each plane starts at offset 0 of its own memfd, which is sized to the plane's bytes
+    /// rounded up to whole pages; the surface's layout then has plane offsets of 0 and an allocation size that is
+    /// the sum of the memfds' sizes. Its handle carries one descriptor per plane. Layouts without planes (opaque,
+    /// compressed surfaces) always get one memfd.
+    ///
+    /// - Parameters:
+    ///   - layout: the memory layout; validated first. With `descriptorPerPlane`, its plane offsets and allocation
+    ///     size are replaced as described above.
+    ///   - name: the memfds' name, shown in `/proc/PID/fd` (for debugging only).
+    ///   - descriptorPerPlane: one memfd per plane (`true`) or one for all (`false`, as ``makeMemFD(layout:name:)``).
+    /// - Throws: ``SurfaceError/Code-swift.struct/invalidLayout``, or
+    ///   ``SurfaceError/Code-swift.struct/systemCall`` with the errno of the call that failed.
+    public static func makeMemFD(
+        layout: SurfaceLayout,
+        name: String = "framebus",
+        descriptorPerPlane: Bool
+    ) throws(SurfaceError) -> Surface {
+        guard descriptorPerPlane, !layout.planes.isEmpty else { return try makeMemFD(layout: layout, name: name) }
+        try layout.validate()
+        let pageSize = Syscall.pageSize
+        var planeLayout = layout
+        var byteCounts: [Int] = []
+        for index in planeLayout.planes.indices {
+            planeLayout.planes[index].offset = 0
+            // validate() bounds a plane to 2^36 bytes, so rounding up cannot overflow.
+            byteCounts.append((layout.planes[index].byteCount + pageSize - 1) / pageSize * pageSize)
+        }
+        planeLayout.allocationSize = byteCounts.reduce(0, +)
+        try planeLayout.validate()
+        var descriptors: [FileDescriptor] = []
+        var mappings: [Mapping] = []
+        do throws(SurfaceError) {
+            for byteCount in byteCounts {
+                let (descriptor, mapping) = try makeSealedMemFD(name: name, byteCount: byteCount)
+                descriptors.append(descriptor)
+                mappings.append(mapping)
+            }
+        } catch {
+            for mapping in mappings { mapping.unmap() }
+            for descriptor in descriptors { Syscall.close(descriptor) }
+            throw error
+        }
+        return Surface(
+            id: .next(),
+            layout: planeLayout,
+            backing: .memfd,
+            isReadOnly: false,
+            descriptors: descriptors,
+            mappings: mappings,
+            planeLocations: planeLayout.planes.indices.map { ($0, 0) }
+        )
+    }
+
+    /// One memfd of `byteCount` bytes, mapped read-write and sealed as ``makeMemFD(layout:name:)`` seals, populated.
+    private static func makeSealedMemFD(
+        name: String,
+        byteCount: Int
+    ) throws(SurfaceError) -> (FileDescriptor, Mapping) {
+        let descriptor = try Syscall.memfdCreate(name: name, flags: MemFD.createFlags)
+            .mapError { SurfaceError(.systemCall, "memfd_create", errno: $0) }.get()
+        do throws(SurfaceError) {
+            try Syscall.truncate(descriptor, byteCount: byteCount)
+                .mapError { SurfaceError(.systemCall, "ftruncate", errno: $0) }.get()
+            try Syscall.addSeals(descriptor, MemFD.sealShrink | MemFD.sealGrow)
+                .mapError { SurfaceError(.systemCall, "fcntl(F_ADD_SEALS)", errno: $0) }.get()
+            let mapping = try Mapping.map(descriptor, byteCount: byteCount, writable: true)
+                .mapError { SurfaceError(.systemCall, "mmap", errno: $0) }.get()
+            if case .failure(let errno) = Syscall.addSeals(descriptor, MemFD.sealFutureWrite | MemFD.sealSeal) {
+                mapping.unmap()
+                throw SurfaceError(.systemCall, "fcntl(F_ADD_SEALS)", errno: errno)
+            }
+            mapping.populate()
+            return (descriptor, mapping)
+        } catch {
+            Syscall.close(descriptor)
+            throw error
+        }
+    }
+}

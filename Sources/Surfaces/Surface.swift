@@ -47,7 +47,8 @@ public final class Surface: @unchecked Sendable {
     /// Whether the mapping is read-only (an imported consumer handle). Read-write locks then fail.
     public let isReadOnly: Bool
 
-    /// The descriptors this surface owns: one for a memfd, one per distinct DMA-BUF for a DMA-BUF surface.
+    /// The descriptors this surface owns: one per memfd (one for all planes, or one per plane), one per distinct
+    /// DMA-BUF for a DMA-BUF surface.
     let descriptors: [FileDescriptor]
     /// One mapping per descriptor.
     let mappings: [Mapping]
@@ -166,12 +167,12 @@ public final class Surface: @unchecked Sendable {
 
     // MARK: Bytes
 
-    /// Calls `body` with the surface's bytes (a single-mapping surface: every memfd surface).
+    /// Calls `body` with the surface's bytes (a single-descriptor surface, such as every opaque surface).
     ///
     /// - Precondition: a lock is held, and the surface has a single mapping.
     public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         precondition(isLocked, "Surface bytes accessed without a lock")
-        precondition(mappings.count == 1, "a multi-descriptor DMA-BUF surface has no single byte range")
+        precondition(mappings.count == 1, "a multi-descriptor surface has no single byte range")
         // SAFETY: the mapping covers allocationSize bytes and lives as long as self, which the caller holds.
         return try unsafe body(UnsafeRawBufferPointer(mappings[0].bytes(from: 0, count: layout.allocationSize)))
     }
@@ -183,7 +184,7 @@ public final class Surface: @unchecked Sendable {
         _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {
         precondition(state.withLock { $0.writeLocks > 0 }, "Surface written without a read-write lock")
-        precondition(mappings.count == 1, "a multi-descriptor DMA-BUF surface has no single byte range")
+        precondition(mappings.count == 1, "a multi-descriptor surface has no single byte range")
         // SAFETY: as above; the mapping is writable because read-write locks fail on read-only surfaces.
         return try unsafe body(mappings[0].bytes(from: 0, count: layout.allocationSize))
     }

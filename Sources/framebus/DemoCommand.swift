@@ -80,7 +80,7 @@ struct DemoCommand: AsyncParsableCommand {
         var lastProgress = Date.distantPast
         let interactive = isatty(1) != 0
         while Date().timeIntervalSince(start) < duration {
-            producer.publishFrame(index: index, on: publisher)
+            await producer.publishFrame(index: index, on: publisher)
             index += 1
             // On a terminal the progress line rewrites itself; into a pipe or file it is a line per second.
             if Date().timeIntervalSince(lastProgress) >= (interactive ? 0.25 : 1) {

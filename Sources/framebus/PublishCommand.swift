@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import FrameBus
 import ImageSources
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -13,14 +14,26 @@ struct PublishCommand: AsyncParsableCommand {
         commandName: "publish",
         abstract: "Publish frames (a moving test pattern or PNG images) on a socket path.",
         discussion: """
-            Subscribers connect with `framebus subscribe --path P`. With --compressed the lossless compressed \
-            variant of the format is offered too; it is encoded once per frame and shared by every subscriber \
-            that asks for it. Prints a status line per second.
+            Subscribers connect with `framebus subscribe --path P`. The default path is \
+            $XDG_RUNTIME_DIR/framebus.sock (a private directory of the user); never use a world-writable \
+            directory such as /tmp, where another user can take the name first. With --compressed the lossless \
+            compressed variant of the format is offered too; it is encoded once per frame and shared by every \
+            subscriber that asks for it. Prints a status line per second. SIGINT and SIGTERM stop cleanly: every \
+            subscriber gets END_OF_STREAM and the socket file is removed.
             """
     )
 
-    @Option(help: "The socket path to listen on.")
-    var path: String
+    @Option(help: "The socket path to listen on (default: $XDG_RUNTIME_DIR/framebus.sock).")
+    var path: String?
+
+    @Option(help: "Mode of the socket file, in octal.")
+    var socketMode: String = "600"
+
+    @Option(help: "A user id allowed to subscribe besides our own (repeatable).")
+    var allowUID: [UInt32] = []
+
+    @Option(help: "Most subscribers at once.")
+    var maxSubscribers: Int = 16
 
     @Option(help: "Pixel format (420v, 420f, x420, xf20, BGRA).")
     var format: String = "420v"
@@ -28,7 +41,7 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(help: "Frame size, WIDTHxHEIGHT (ignored for --images, which keep their own size).")
     var size: String = "1920x1080"
 
-    @Option(help: "Frames per second.")
+    @Option(help: "Frames per second; 0 publishes as fast as buffers come free (unpaced).")
     var fps: Double = 60
 
     @Option(help: "Frame source: pattern or images.")
@@ -43,13 +56,29 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(help: "Stop after this many seconds.")
     var duration: Double?
 
-    @Option(help: "Most buffers in the pool (frames held by subscribers beyond this drop with outOfBuffers).")
-    var buffers: Int = 12
+    @Option(
+        help: """
+            Most buffers in the pool. Two are the producer's; the rest are shared equally by --max-subscribers \
+            subscribers (each holds at most its share; beyond it, it alone gets outOfBuffers drops).
+            """
+    )
+    var buffers: Int = 34
 
     @Flag(help: "Print no per-second status.")
     var quiet = false
 
+    func validate() throws {
+        guard fps >= 0, fps.isFinite else { throw ValidationError("--fps must be 0 (unpaced) or positive") }
+        guard UInt32(socketMode, radix: 8).map({ $0 <= 0o777 }) == true else {
+            throw ValidationError("--socket-mode must be octal, e.g. 600 or 660")
+        }
+        guard buffers >= 3 else { throw ValidationError("--buffers must be at least 3") }
+    }
+
     func run() async throws {
+        guard let path = path ?? Publisher.defaultSocketPath() else {
+            throw ValidationError("XDG_RUNTIME_DIR is not set: pass --path")
+        }
         let pixelFormat = try PixelFormat(format)
         guard !pixelFormat.isCompressed else { throw ValidationError("publish a base format; use --compressed") }
         var formats = [pixelFormat]
@@ -60,20 +89,32 @@ struct PublishCommand: AsyncParsableCommand {
             imagesFolder: images ?? (source == "images" ? "Corpus/kodak" : nil),
             buffers: buffers
         )
-        let publisher = try Publisher(configuration: .init(path: path, formats: formats))
-        if !quiet { say("publishing \(producer.summary) at \(fps) fps on \(path), offering \(formats)") }
+        var configuration = Publisher.Configuration(path: path, formats: formats)
+        configuration.socketMode = UInt32(socketMode, radix: 8) ?? 0o600
+        configuration.allowedUserIDs.formUnion(allowUID)
+        configuration.maximumSubscribers = maxSubscribers
+        // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly".
+        let stopping = StopSignals()
+        let publisher = try Publisher(configuration: configuration)
+        if !quiet {
+            say(
+                "publishing \(producer.summary) at \(fps == 0 ? "unpaced" : "\(fps) fps") on \(path), offering \(formats)"
+            )
+        }
 
-        let interval = 1.0 / max(fps, 0.1)
+        let interval = fps > 0 ? 1.0 / fps : 0
         let start = Date()
         var next = start
         var index = 0
         var lastReport = 0
-        while duration.map({ Date().timeIntervalSince(start) < $0 }) ?? true {
-            producer.publishFrame(index: index, on: publisher)
+        while !stopping.received, duration.map({ Date().timeIntervalSince(start) < $0 }) ?? true {
+            await producer.publishFrame(index: index, on: publisher, waiting: fps == 0)
             index += 1
-            next = next.addingTimeInterval(interval)
-            let wait = next.timeIntervalSinceNow
-            if wait > 0 { try await Task.sleep(for: .seconds(wait)) } else { next = Date() }
+            if interval > 0 {
+                next = next.addingTimeInterval(interval)
+                let wait = next.timeIntervalSinceNow
+                if wait > 0 { try? await Task.sleep(for: .seconds(wait)) } else { next = Date() }
+            }
             let elapsed = Int(Date().timeIntervalSince(start))
             if elapsed > lastReport, !quiet {
                 lastReport = elapsed
@@ -86,6 +127,7 @@ struct PublishCommand: AsyncParsableCommand {
             }
         }
         publisher.stop()
+        if let signal = stopping.signalName, !quiet { say("\(signal): stopped, socket removed") }
     }
 
     static func dropSummary(_ statistics: PublisherStatistics) -> String {
@@ -136,15 +178,23 @@ final class FrameProducer {
         images.isEmpty ? "the test pattern, \(width)x\(height) \(format)" : "\(images.count) images, \(format)"
     }
 
-    /// Publishes frame `index`; a frame the pool cannot supply is dropped (outOfBuffers) and reported by the
-    /// publisher.
-    func publishFrame(index: Int, on publisher: Publisher) {
+    /// Publishes frame `index`. Paced, a frame the pool cannot supply now is dropped and reported explicitly
+    /// (outOfBuffers); unpaced (`waiting`), it waits for a free buffer.
+    func publishFrame(index: Int, on publisher: Publisher, waiting: Bool = false) async {
         let timing = SampleTimingInfo(presentationTimeStamp: HostClock.now)
         if !images.isEmpty {
             _ = try? publisher.publish(images[index % images.count], timing: timing)
             return
         }
-        guard let pool, let pattern, let buffer = try? publisher.makePixelBuffer(from: pool) else { return }
+        guard let pool, let pattern else { return }
+        let buffer: PixelBuffer
+        do {
+            buffer =
+                waiting ? try await publisher.nextPixelBuffer(from: pool) : try publisher.makePixelBuffer(from: pool)
+        } catch {
+            if error.code == .outOfBuffers { publisher.reportDroppedFrames(reason: .outOfBuffers) }
+            return
+        }
         do {
             try buffer.lock()
             try pattern.fill(buffer, frameIndex: index)
@@ -154,4 +204,33 @@ final class FrameProducer {
             FileHandle.standardError.write("frame \(index): \(error)\n".data(using: .utf8)!)
         }
     }
+}
+
+/// Turns SIGINT and SIGTERM into a flag the publish loop checks, so the publisher stops cleanly (END_OF_STREAM to
+/// every subscriber, socket file removed) instead of dying like a crash.
+final class StopSignals {
+    private final class Box: Sendable {
+        let name = Mutex<String?>(nil)
+    }
+    private let box = Box()
+    private let sources: [any DispatchSourceSignal]
+
+    init() {
+        let box = self.box
+        var sources: [any DispatchSourceSignal] = []
+        for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { box.name.withLock { $0 = $0 ?? name } }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    /// Whether a stop signal arrived.
+    var received: Bool { box.name.withLock { $0 != nil } }
+
+    /// The first stop signal's name.
+    var signalName: String? { box.name.withLock { $0 } }
 }

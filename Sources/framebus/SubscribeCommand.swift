@@ -18,8 +18,11 @@ struct SubscribeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The publisher's socket path.")
-    var path: String
+    @Option(help: "The publisher's socket path (default: $XDG_RUNTIME_DIR/NAME.sock, NAME from --name).")
+    var path: String?
+
+    @Option(help: "The stream's name, used for the default socket path (as `framebus publish`'s).")
+    var name: String = "framebus"
 
     @Option(help: "Accepted formats in order of preference, comma separated (e.g. '&8v0,420v').")
     var accept: String = "420v"
@@ -36,8 +39,17 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Option(help: "Stop after this many frames.")
     var frames: Int?
 
-    @Flag(help: "Reconnect when the publisher goes away.")
+    @Flag(help: "Reconnect when the publisher goes away (and wait for it if it is not there yet).")
     var reconnect = false
+
+    @Option(help: "Seconds to wait for a publisher to appear and answer.")
+    var connectTimeout: Double = 5
+
+    @Option(
+        name: .customLong("allow-publisher-uid"),
+        help: "Also accept a publisher running as this user id (repeatable; by default only our own uid)."
+    )
+    var allowedPublisherUserIDs: [UInt32] = []
 
     @Flag(help: "Decode compressed frames (measures the consumer's decode cost).")
     var decode = false
@@ -45,27 +57,42 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Sleep this long in each callback (simulates a slow consumer).", visibility: .hidden))
     var delayMilliseconds: Int = 0
 
+    func validate() throws {
+        if let duration, !(duration >= 0 && duration <= 1e9) { throw ValidationError("--duration must be ≥ 0") }
+        if !(connectTimeout > 0 && connectTimeout <= 1e6) { throw ValidationError("--connect-timeout must be > 0") }
+    }
+
     func run() async throws {
         let formats = try accept.split(separator: ",").map { try PixelFormat(String($0)) }
-        var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
+        let socketPath = try path ?? SocketPath.default(name: name)
+        var configuration = Subscriber.Configuration(path: socketPath, acceptedFormats: formats)
         if let queue { configuration.delivery = .queue(depth: queue) }
         configuration.reconnects = reconnect
+        configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000))
+        configuration.allowedPublisherUserIDs.formUnion(allowedPublisherUserIDs)
+        let mode = queue.map { "queue \($0)" } ?? "latest-only"
+        let counter = FrameCounter(decode: decode, delayMilliseconds: delayMilliseconds) { [json] session in
+            if !json { say(escapedForTerminal("subscribed to \(socketPath): \(session.format), \(mode)")) }
+        }
         let subscriber = try Subscriber(configuration: configuration)
-        let format = subscriber.session?.format.name ?? "?"
-        let counter = FrameCounter(decode: decode, delayMilliseconds: delayMilliseconds)
         subscriber.setDelegate(counter, queue: DispatchQueue(label: "framebus.subscribe"))
-        if !json { say("subscribed to \(path): \(format), \(queue.map { "queue \($0)" } ?? "latest-only")") }
+        func format() -> String { subscriber.session?.format.name ?? "?" }
 
-        let start = Date()
+        // Lines are due each whole second from the start; the run ends exactly at --duration.
+        let clock = ContinuousClock()
+        let start = clock.now
+        let end = duration.map { start + .milliseconds(Int64($0 * 1000)) }
         var previous = subscriber.statistics
         var previousTime = 0.0
         var second = 0
         while true {
-            try await Task.sleep(for: .milliseconds(100))
-            let elapsed = Date().timeIntervalSince(start)
+            var wake = clock.now + .milliseconds(100)
+            if let end, end < wake { wake = end }
+            try await Task.sleep(until: wake, clock: clock)
+            let elapsed = Self.seconds(clock.now - start)
             let ended = counter.ended != nil && !reconnect
             let done =
-                ended || duration.map { elapsed >= $0 } == true
+                ended || end.map { clock.now >= $0 } == true
                 || frames.map { subscriber.statistics.delivered >= $0 } == true
             if Int(elapsed) > second || done {
                 second = Int(elapsed)
@@ -73,7 +100,7 @@ struct SubscribeCommand: AsyncParsableCommand {
                 let line = StatisticsLine(
                     seconds: elapsed,
                     interval: elapsed - previousTime,
-                    format: format,
+                    format: format(),
                     current: now,
                     previous: previous,
                     decodeMilliseconds: counter.decodeAverage
@@ -85,18 +112,42 @@ struct SubscribeCommand: AsyncParsableCommand {
             if done { break }
         }
         subscriber.cancel()
-        let elapsed = Date().timeIntervalSince(start)
+        let elapsed = Self.seconds(clock.now - start)
         let total = StatisticsLine(
             seconds: elapsed,
             interval: elapsed,
-            format: format,
+            format: format(),
             current: subscriber.statistics,
             previous: FrameStatistics(),
             decodeMilliseconds: counter.decodeAverage
         )
         say(json ? total.json(summary: true) : "total: " + total.text)
-        if let error = counter.ended, !json { say("stream ended: \(error)") }
+        if let error = counter.ended {
+            if !json { say(escapedForTerminal("stream ended: \(error)")) }
+            // Ending is normal when the publisher stops; anything else (refused, timed out, a broken protocol) fails.
+            if error.code != .endOfStream { throw ExitCode.failure }
+        }
     }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// Text that came from another process (a publisher's reason, a format name), safe for a terminal: control
+/// characters (escape sequences, bells, carriage returns) are printed as Swift escapes.
+func escapedForTerminal(_ text: String) -> String {
+    var result = ""
+    for scalar in text.unicodeScalars {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned:
+            result += scalar.escaped(asASCII: true)
+        default:
+            result.unicodeScalars.append(scalar)
+        }
+    }
+    return result
 }
 
 /// Counts frames for `subscribe` (and optionally decodes them).
@@ -109,10 +160,16 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
     private var scratch: PixelBuffer?
     let decode: Bool
     let delayMilliseconds: Int
+    let onConnect: @Sendable (Subscriber.Session) -> Void
 
-    init(decode: Bool, delayMilliseconds: Int) {
+    init(decode: Bool, delayMilliseconds: Int, onConnect: @escaping @Sendable (Subscriber.Session) -> Void) {
         self.decode = decode
         self.delayMilliseconds = delayMilliseconds
+        self.onConnect = onConnect
+    }
+
+    func subscriber(_ subscriber: Subscriber, didConnect session: Subscriber.Session) {
+        onConnect(session)
     }
 
     var ended: FrameBusError? { lock.withLock { endError } }
@@ -123,6 +180,9 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
     func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
         if decode, let image = sampleBuffer.imageBuffer, image.pixelFormat.isCompressed {
             let start = DispatchTime.now().uptimeNanoseconds
+            // One scratch buffer, replaced only when the size changes; the subscriber refuses compressed surfaces
+            // whose memory is smaller than their claimed size needs, so a publisher cannot make this allocate more
+            // than it committed itself.
             if scratch == nil || scratch?.width != image.width || scratch?.height != image.height {
                 scratch = try? PixelBuffer(
                     width: image.width,

@@ -61,7 +61,9 @@ struct RawPeer {
 
     @Test func eachMalformedMessageClosesOnlyItsOwnConnection() throws {
         let path = temporaryBusPath("malformed")
-        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
+        configuration.maximumSubscribers = 2  // the good one and one bad one at a time: a share of 31 frames each
+        let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let total = 40
         let good = try PeerProcess(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "60"])
@@ -145,7 +147,12 @@ struct RawPeer {
 
     @Test func aSubscriberThatStopsReadingIsDisconnectedAndReleased() throws {
         let path = temporaryBusPath("stalled")
-        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
+        // Held frames are bounded and drops coalesce, so only DROP flushes can pile up: make them frequent.
+        configuration.dropFlushInterval = .milliseconds(1)
+        configuration.maximumQueuedMessages = 8
+        configuration.closeGracePeriod = .seconds(60)
+        let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let raw = try RawPeer(connectingTo: path)
         try #require(raw.handshake() != nil)
@@ -153,13 +160,20 @@ struct RawPeer {
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 32)
         )
         var published = 0
-        while publisher.subscriberCount == 1, published < 20_000 {
+        while publisher.subscriberCount == 1, published < 50_000 {
             try publisher.publish(try publisher.makePixelBuffer(from: pool))
             published += 1
+            usleep(100)
         }
         #expect(publisher.subscriberCount == 0)
         #expect(publisher.heldFrameCount == 0)
         #expect(pool.inUseBufferCount == 0)
+        // Reading again, it finds the ERROR the publisher queued before closing.
+        var lastError: WireErrorMessage?
+        while let message = raw.next(timeout: 20) {
+            if case .error(let error) = message { lastError = error }
+        }
+        #expect(lastError?.code == WireErrorCode.tooSlow.rawValue)
     }
 
     @Test func aConnectionThatNeverSaysHelloIsClosedAfterTheTimeout() throws {
@@ -219,7 +233,23 @@ struct RawPeer {
         )
 
         let honest = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
-        let announcement = Publisher.wireSurface(honest.surface)
+        let layout = honest.surface.layout
+        let announcement = WireSurface(
+            surfaceID: honest.surface.id.rawValue,
+            pixelFormat: layout.pixelFormat,
+            width: UInt32(layout.width),
+            height: UInt32(layout.height),
+            descriptorByteCounts: [UInt64(layout.allocationSize)],
+            planes: layout.planes.map {
+                WireSurfacePlane(
+                    offset: UInt64($0.offset),
+                    bytesPerRow: UInt32($0.bytesPerRow),
+                    width: UInt32($0.width),
+                    height: UInt32($0.height),
+                    bytesPerElement: UInt32($0.bytesPerElement)
+                )
+            }
+        )
         let size = honest.surface.layout.allocationSize
         switch evil {
         case .unsealed, .tooSmall:

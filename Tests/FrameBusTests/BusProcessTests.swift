@@ -10,8 +10,14 @@ import Testing
 @Suite struct BusProcessTests {
     static let size = (width: 320, height: 240)
 
-    func makePublisher(_ path: String, formats: [PixelFormat] = [.yuv420BiPlanarVideoRange8]) throws -> Publisher {
-        try Publisher(configuration: .init(path: path, formats: formats))
+    func makePublisher(
+        _ path: String,
+        formats: [PixelFormat] = [.yuv420BiPlanarVideoRange8],
+        maximumSubscribers: Int = 16
+    ) throws -> Publisher {
+        var configuration = Publisher.Configuration(path: path, formats: formats)
+        configuration.maximumSubscribers = maximumSubscribers
+        return try Publisher(configuration: configuration)
     }
 
     func makePool(threshold: Int? = nil) throws -> PixelBufferPool {
@@ -151,35 +157,50 @@ import Testing
         #expect(stats["late"] == "0")
         #expect(stats["outOfBuffers"] == "0")
         #expect(stats["discontinuity"] == "3")
-        let afterLoss = peer.records("frame").first { $0["seq"] == "\(lost.upperBound + 1)" }
+        let lostRange = try #require(lost)
+        let afterLoss = peer.records("frame").first { $0["seq"] == "\(lostRange.upperBound + 1)" }
         let flags = UInt32(afterLoss?["disc"] ?? "") ?? 0
         #expect(flags & DiscontinuityFlags.samplesDropped.rawValue != 0)
     }
 
-    @Test func heldFramesExhaustThePoolAndDropWithOutOfBuffers() throws {
+    @Test func aFailedBufferRequestUsesNoSequenceNumberAndDropsNobody() throws {
         let path = temporaryBusPath("oob")
-        let publisher = try makePublisher(path)
+        let publisher = try makePublisher(path, maximumSubscribers: 1)
         defer { publisher.stop() }
-        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--frames", "10"])
+        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "8", "--frames", "2"])
         try #require(waitUntil { publisher.subscriberCount == 1 })
         let pool = try makePool(threshold: 4)
-        var thrown = 0
-        for index in 0..<10 {
-            do {
-                let buffer = try publisher.makePixelBuffer(from: pool)
-                _ = try fillFrame(buffer, index: index)
-                try publisher.publish(buffer)
-            } catch let error as FrameBusError where error.code == .outOfBuffers {
-                thrown += 1
-            }
-            usleep(2000)
+        // The producer itself keeps every buffer: the next request fails, and that is all.
+        let kept = try (0..<4).map { _ in try publisher.makePixelBuffer(from: pool) }
+        #expect(throws: FrameBusError.self) { try publisher.makePixelBuffer(from: pool) }
+        #expect(publisher.statistics.published == 0)
+        for (index, buffer) in kept.prefix(2).enumerated() {
+            _ = try fillFrame(buffer, index: index)
+            #expect(try publisher.publish(buffer) == UInt64(index))
         }
-        #expect(thrown == 6)
-        #expect(publisher.statistics.droppedAtSource[.outOfBuffers] == 6)
         #expect(peer.waitForExit())
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
-        #expect(stats["delivered"] == "4")
-        #expect(stats["outOfBuffers"] == "6")
+        #expect(stats["delivered"] == "2")
+        #expect(stats["outOfBuffers"] == "0")
+        #expect(peer.records("drop").isEmpty)
+    }
+
+    @Test func producersCanWaitForAFreeBuffer() async throws {
+        let path = temporaryBusPath("wait")
+        let publisher = try makePublisher(path, maximumSubscribers: 1)
+        defer { publisher.stop() }
+        let pool = try makePool(threshold: 2)
+        let first = try await publisher.nextPixelBuffer(from: pool)
+        let second = try await publisher.nextPixelBuffer(from: pool)
+        let waiter = Task { try await publisher.nextPixelBuffer(from: pool) }
+        try await Task.sleep(for: .milliseconds(50))
+        _ = consume first
+        let third = try await waiter.value
+        #expect(third.surface.id != second.surface.id)
+        // Cancellation ends a wait.
+        let cancelled = Task { try await publisher.nextPixelBuffer(from: pool) }
+        cancelled.cancel()
+        await #expect(throws: FrameBusError.self) { try await cancelled.value }
     }
 
     @Test func aSubscriberAtItsHoldingLimitGetsOutOfBuffers() throws {
@@ -205,7 +226,7 @@ import Testing
 
     @Test func killNineOfASubscriberReturnsAllItsBuffersToThePool() throws {
         let path = temporaryBusPath("kill")
-        let publisher = try makePublisher(path)
+        let publisher = try makePublisher(path, maximumSubscribers: 1)
         defer { publisher.stop() }
         let peer = try PeerProcess(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "60"])
         try #require(waitUntil { publisher.subscriberCount == 1 })

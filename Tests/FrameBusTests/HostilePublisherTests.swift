@@ -14,7 +14,7 @@ import Testing
     ) async throws -> (events: [SubscriberEvent], peer: PeerProcess, statistics: FrameStatistics) {
         let path = temporaryBusPath("hostile")
         let peer = try PeerProcess(["hostile-publisher", path, scenario])
-        try #require(waitUntil { peer.output.contains("listening") }, "the hostile publisher did not start")
+        try #require(await eventually { peer.output.contains("listening") }, "the hostile publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats, delivery: delivery)
         configuration.connectTimeout = .seconds(20)
         let subscriber = try Subscriber(configuration: configuration)
@@ -67,7 +67,7 @@ import Testing
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
         #expect(frames(events).isEmpty)
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -76,7 +76,7 @@ import Testing
         let (events, peer, _) = try await run("reannounce")
         #expect(ending(events)?.code == .protocolViolation, "\(events)")
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.malformedMessage.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.malformedMessage.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -86,7 +86,7 @@ import Testing
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
         #expect(ending(events)?.message?.contains("more than 256 surfaces") == true, "\(events)")
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -96,7 +96,7 @@ import Testing
         let error = ending(events)
         #expect(error?.code == .protocolViolation, "\(events.suffix(3))")
         #expect(error?.message?.contains("stopped reading") == true, "\(String(describing: error))")
-        #expect(waitUntil { peer.output.contains("closed after") }, "\(peer.output)")
+        #expect(await eventually { peer.output.contains("closed after") }, "\(peer.output)")
     }
 
     @Test func aTinyCompressedSurfaceClaimingSixteenThousandPixelsSquareIsRefused() async throws {
@@ -104,7 +104,49 @@ import Testing
         #expect(frames(events).map(\.busSequenceNumber) == [0])
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
         #expect(
-            waitUntil { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
+            "\(peer.output)"
+        )
+    }
+
+    @Test func aSurfaceWithAMemfdPerPlaneArrivesWithEachPlanesBytes() async throws {
+        let (events, peer, _) = try await run("multi-descriptor")
+        #expect(peer.output.contains("with 2 descriptors"), "\(peer.output)")
+        let frame = try #require(frames(events).first, "\(events)")
+        let image = try #require(frame.imageBuffer)
+        try image.lock(.readOnly)
+        defer { try? image.unlock(.readOnly) }
+        for (plane, expected) in [(0, UInt8(0x11)), (1, UInt8(0x22))] {
+            let bytes = try image.withUnsafeBytes(ofPlane: plane) { Array($0) }
+            #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == expected }, "plane \(plane)")
+        }
+        #expect(ending(events)?.code == .endOfStream, "\(events)")
+    }
+
+    static let hasDMABufDevice =
+        FileManager.default.fileExists(atPath: "/dev/dma_heap/system")
+        || FileManager.default.fileExists(atPath: "/dev/udmabuf")
+
+    @Test(.enabled(if: hasDMABufDevice, "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"))
+    func aDMABufSurfaceArrivesAndIsReadBetweenSyncs() async throws {
+        let (events, peer, _) = try await run("dma-buf")
+        let frame = try #require(frames(events).first, "\(events) \(peer.output)")
+        let image = try #require(frame.imageBuffer)
+        #expect(image.surface.backing == .dmaBuf(modifier: 0))
+        try image.lock(.readOnly)  // DMA_BUF_IOCTL_SYNC start
+        defer { try? image.unlock(.readOnly) }  // DMA_BUF_IOCTL_SYNC end
+        for (plane, expected) in [(0, UInt8(0x11)), (1, UInt8(0x22))] {
+            let bytes = try image.withUnsafeBytes(ofPlane: plane) { Array($0) }
+            #expect(!bytes.isEmpty && bytes.allSatisfy { $0 == expected }, "plane \(plane)")
+        }
+    }
+
+    @Test func aPlaneDescriptorSmallerThanItsByteCountIsRefused() async throws {
+        let (events, peer, _) = try await run("multi-descriptor-short")
+        #expect(frames(events).isEmpty)
+        #expect(ending(events)?.code == .surfaceRejected, "\(events)")
+        #expect(
+            await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
             "\(peer.output)"
         )
     }
@@ -112,7 +154,7 @@ import Testing
     @Test func memoryRewrittenWhileReadGivesWrongPixelsOrADecodeErrorNeverACrash() async throws {
         let path = temporaryBusPath("rewrite")
         let peer = try PeerProcess(["hostile-publisher", path, "rewrite"])
-        try #require(waitUntil { peer.output.contains("listening") })
+        try #require(await eventually { peer.output.contains("listening") })
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.compressedYUV420BiPlanarVideoRange8])
         )

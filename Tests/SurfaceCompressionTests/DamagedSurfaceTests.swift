@@ -35,10 +35,19 @@ import Testing
         }
     }
 
-    /// Table entries of the layout the encoder writes (version 2).
-    static let entryByteCount = 24
+    /// Table entries of the layout the encoder writes (version 2): size u32, mode u8 and 3 zero bytes,
+    /// checksum u64; offsets are implied.
+    static let entryByteCount = 16
 
     static func entryOffset(_ index: Int) -> Int { 64 + entryByteCount * index }
+    static func modeOffset(_ index: Int) -> Int { entryOffset(index) + 4 }
+
+    /// Where entry `index`'s payload starts: after the table and the payloads before it.
+    static func payloadOffset(_ bytes: UnsafeMutableRawBufferPointer, entry index: Int, entryCount: Int) -> Int {
+        var offset = 64 + entryByteCount * entryCount
+        for i in 0..<index { offset += Int(bytes.load(fromByteOffset: entryOffset(i), as: UInt32.self)) }
+        return offset
+    }
 
     static func expectDecode(
         _ compressed: PixelBuffer,
@@ -161,7 +170,7 @@ import Testing
         }
     }
 
-    @Test func tileOffsetsOutsideTheBytesUsedAreOutOfRange() throws {
+    @Test func tileSizesOutsideTheBytesUsedAreOutOfRange() throws {
         let (compressed, used) = try Self.makeCompressed()
         try Self.damage(compressed, reseal: true) {
             $0.storeBytes(of: UInt32(used + 10), toByteOffset: Self.entryOffset(4), as: UInt32.self)
@@ -169,43 +178,46 @@ import Testing
         try Self.expectDecode(compressed, fails: .tableOutOfRange)
         let (second, _) = try Self.makeCompressed()
         try Self.damage(second, reseal: true) {
-            $0.storeBytes(of: UInt32.max, toByteOffset: Self.entryOffset(2) + 4, as: UInt32.self)
+            $0.storeBytes(of: UInt32.max, toByteOffset: Self.entryOffset(2), as: UInt32.self)
         }
         try Self.expectDecode(second, fails: .tableOutOfRange)
+        // One byte more in the first entry pushes the last payload past the bytes used.
         let (third, _) = try Self.makeCompressed()
         try Self.damage(third, reseal: true) {
-            $0.storeBytes(of: UInt32(3), toByteOffset: Self.entryOffset(0), as: UInt32.self)
+            let size = $0.load(fromByteOffset: Self.entryOffset(0), as: UInt32.self)
+            $0.storeBytes(of: size + 1, toByteOffset: Self.entryOffset(0), as: UInt32.self)
         }
         try Self.expectDecode(third, fails: .tableOutOfRange)
     }
 
-    @Test func overlappingOrReorderedTilesAreRejected() throws {
+    @Test func payloadsThatDoNotEndAtTheBytesUsedOrAreSwappedAreRejected() throws {
         let (compressed, _) = try Self.makeCompressed()
         try Self.damage(compressed, reseal: true) {
-            let offset = $0.load(fromByteOffset: Self.entryOffset(5), as: UInt32.self)
-            $0.storeBytes(of: offset - 1, toByteOffset: Self.entryOffset(5), as: UInt32.self)
+            let size = $0.load(fromByteOffset: Self.entryOffset(5), as: UInt32.self)
+            $0.storeBytes(of: size - 1, toByteOffset: Self.entryOffset(5), as: UInt32.self)
         }
         try Self.expectDecode(compressed, fails: .overlappingTiles)
-        // Two entries swapped: each is in range, the order is not.
+        // Two entries of the same size class (Cb and Cr of one tile) swapped: the table is consistent, but each
+        // payload is now checked against the other's checksum.
         let (swapped, _) = try Self.makeCompressed()
         try Self.damage(swapped, reseal: true) {
-            let a = $0.load(fromByteOffset: Self.entryOffset(3), as: (UInt64, UInt64, UInt64).self)
-            let b = $0.load(fromByteOffset: Self.entryOffset(4), as: (UInt64, UInt64, UInt64).self)
-            $0.storeBytes(of: b, toByteOffset: Self.entryOffset(3), as: (UInt64, UInt64, UInt64).self)
-            $0.storeBytes(of: a, toByteOffset: Self.entryOffset(4), as: (UInt64, UInt64, UInt64).self)
+            let a = $0.load(fromByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
+            let b = $0.load(fromByteOffset: Self.entryOffset(5), as: (UInt64, UInt64).self)
+            $0.storeBytes(of: b, toByteOffset: Self.entryOffset(4), as: (UInt64, UInt64).self)
+            $0.storeBytes(of: a, toByteOffset: Self.entryOffset(5), as: (UInt64, UInt64).self)
         }
-        try Self.expectDecode(swapped, fails: .overlappingTiles)
+        try Self.expectDecode(swapped, fails: .checksumMismatch)
     }
 
     @Test func unknownTileModesAreRejected() throws {
         let (compressed, _) = try Self.makeCompressed()
-        try Self.damage(compressed, reseal: true) { $0[Self.entryOffset(1) + 8] = 9 }
+        try Self.damage(compressed, reseal: true) { $0[Self.modeOffset(1)] = 9 }
         try Self.expectDecode(compressed, fails: .invalidTileMode)
         // A 10-bit mode in an 8-bit surface.
         let (other, _) = try Self.makeCompressed()
         try Self.damage(other, reseal: true) {
-            if $0[Self.entryOffset(1) + 8] == TileMode.packed8.rawValue {
-                $0[Self.entryOffset(1) + 8] = TileMode.packed10.rawValue
+            if $0[Self.modeOffset(1)] == TileMode.packed8.rawValue {
+                $0[Self.modeOffset(1)] = TileMode.packed10.rawValue
             }
         }
         try Self.expectDecode(other, fails: .invalidTileMode)
@@ -216,9 +228,8 @@ import Testing
         let (compressed, _) = try Self.makeCompressed()
         var damaged = false
         try Self.damage(compressed) { bytes in
-            for index in 0..<18 where !damaged && bytes[Self.entryOffset(index) + 8] == TileMode.packed8.rawValue {
-                let offset = Int(bytes.load(fromByteOffset: Self.entryOffset(index), as: UInt32.self))
-                bytes[offset] ^= 0x01
+            for index in 0..<18 where !damaged && bytes[Self.modeOffset(index)] == TileMode.packed8.rawValue {
+                bytes[Self.payloadOffset(bytes, entry: index, entryCount: 18)] ^= 0x01
                 damaged = true
             }
         }
@@ -228,8 +239,8 @@ import Testing
         // A raw tile whose size is not the raw size.
         let (raw, _) = try Self.makeCompressed()
         try Self.damage(raw, reseal: true) { bytes in
-            #expect(bytes[Self.entryOffset(0) + 8] == TileMode.packed8.rawValue)
-            bytes[Self.entryOffset(0) + 8] = TileMode.raw.rawValue
+            #expect(bytes[Self.modeOffset(0)] == TileMode.packed8.rawValue)
+            bytes[Self.modeOffset(0)] = TileMode.raw.rawValue
         }
         try Self.expectDecode(raw, fails: .corruptPayload)
     }
@@ -245,9 +256,8 @@ import Testing
         #expect(try SurfaceCodec.modeCounts(of: compressed)["lz4", default: 0] > 0)
         var damaged = false
         try Self.damage(compressed) { bytes in
-            for index in 0..<16 where !damaged && bytes[Self.entryOffset(index) + 8] == TileMode.lz4.rawValue {
-                let offset = Int(bytes.load(fromByteOffset: Self.entryOffset(index), as: UInt32.self))
-                bytes[offset] = 0xFF  // a literal run longer than the payload
+            for index in 0..<16 where !damaged && bytes[Self.modeOffset(index)] == TileMode.lz4.rawValue {
+                bytes[Self.payloadOffset(bytes, entry: index, entryCount: 16)] = 0xFF  // a literal run too long
                 damaged = true
             }
         }

@@ -64,19 +64,37 @@ import Testing
         try result.compressed.surface.withUnsafeBytes { bytes in
             #expect(bytes.load(fromByteOffset: 4, as: UInt16.self) == 2)
             let header = try TileCodec.parse(bytes.baseAddress!, count: bytes.count)
-            #expect(header.grid.entryByteCount == 24)
+            #expect(header.grid.entryByteCount == 16)
             for (index, entry) in header.entries.enumerated() {
-                let stored = bytes.loadUnaligned(fromByteOffset: 64 + 24 * index + 16, as: UInt64.self)
+                let stored = bytes.loadUnaligned(fromByteOffset: 64 + 16 * index + 8, as: UInt64.self)
                 let computed = Checksum.hash(bytes.baseAddress! + entry.offset, count: entry.byteCount)
                 #expect(stored == computed)
             }
         }
     }
 
+    /// Version 1 stores offsets: one that does not continue where the previous payload ended is rejected.
+    @Test func aVersion1OffsetThatLeavesAGapIsRejected() throws {
+        var surface = try #require(Data(base64Encoded: layoutVersion1Surfaces[2]).map { [UInt8]($0) })
+        try surface.withUnsafeMutableBytes { (bytes) throws in
+            #expect(try TileCodec.parse(bytes.baseAddress!, count: bytes.count).grid.layoutVersion == 1)
+            let offset = bytes.load(fromByteOffset: 64 + 16, as: UInt32.self)
+            bytes.storeBytes(of: offset + 1, toByteOffset: 64 + 16, as: UInt32.self)
+            TileCodec.sealHeader(
+                bytes.baseAddress!,
+                tableByteCount: 16 * Int(bytes.load(fromByteOffset: 28, as: UInt32.self))
+            )
+            let error = #expect(throws: CompressionError.self) {
+                try TileCodec.parse(bytes.baseAddress!, count: bytes.count)
+            }
+            #expect(error?.code == .overlappingTiles)
+        }
+    }
+
     /// A flip confined to the high half of a stored checksum is caught (v1 could not: it ignored those bits).
     @Test func aChangeInTheHighHalfOfAPayloadChecksumIsDetected() throws {
         let (compressed, _) = try DamagedSurfaceTests.makeCompressed()
-        try DamagedSurfaceTests.damage(compressed, reseal: true) { $0[DamagedSurfaceTests.entryOffset(2) + 23] ^= 0x10 }
+        try DamagedSurfaceTests.damage(compressed, reseal: true) { $0[DamagedSurfaceTests.entryOffset(2) + 15] ^= 0x10 }
         try DamagedSurfaceTests.expectDecode(compressed, fails: .checksumMismatch)
     }
 }

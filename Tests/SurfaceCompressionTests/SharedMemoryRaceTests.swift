@@ -136,13 +136,13 @@ import Testing
                 let hostile: UInt32
                 switch choice {
                 case 0:  // a table entry's offset or size
-                    offset = 64 + 24 * Int(random.next() % UInt64(entries)) + 4 * Int(random.next() % 2)
+                    offset = 64 + 16 * Int(random.next() % UInt64(entries)) + 4 * Int(random.next() % 2)
                     hostile = random.next() % 2 == 0 ? 1 : 0xFFFF_FFF0
                 case 1:  // a mode
-                    offset = 64 + 24 * Int(random.next() % UInt64(entries)) + 8
+                    offset = 64 + 16 * Int(random.next() % UInt64(entries)) + 8
                     hostile = UInt32(truncatingIfNeeded: random.next() % 7)
                 default:  // anywhere in the payloads: control nibbles, residuals, LZ4 streams
-                    offset = (64 + 24 * entries + Int(random.next() % UInt64(used - 64 - 24 * entries))) & ~3
+                    offset = (64 + 16 * entries + Int(random.next() % UInt64(used - 64 - 16 * entries))) & ~3
                     hostile = UInt32(truncatingIfNeeded: random.next()) | 0xF0F0_F0F0
                 }
                 guard offset + 4 <= used else { continue }

@@ -49,7 +49,7 @@ import Testing
         #expect(try SurfaceCodec.modeCounts(of: result.compressed).keys.sorted() == ["solid"])
         let tiles = (width / 64) * (height / 64) * format.planes.map(\.samplesPerElement).reduce(0, +)
         #expect(
-            result.statistics.compressedByteCount == 64 + tiles * 24 + tiles * format.planes[0].bytesPerElement
+            result.statistics.compressedByteCount == 64 + tiles * 16 + tiles * format.planes[0].bytesPerElement
                 / format.planes[0].samplesPerElement
         )
     }

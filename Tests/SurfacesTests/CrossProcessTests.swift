@@ -205,6 +205,36 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
         #expect(try peer.receive() == "reread mismatches=0")
     }
 
+    /// Protocol v2 surfaces: a memfd per plane, several descriptors in one handle, every plane bit-exact in the
+    /// other process, and still no way to write any of them.
+    @Test func anotherProcessImportsAMemfdPerPlaneBitExact() throws {
+        let layout = makeTestLayout(width: 320, height: 240)
+        let surface = try Surface.makeMemFD(layout: layout, descriptorPerPlane: true)
+        try writeTestPattern(surface)
+        let handle = try surface.makeHandle()
+        #expect(handle.descriptorCount == 2)
+        let peer = try PeerSession(mode: "import-surface")
+        try peer.send(
+            describe(
+                handle.layout,
+                id: handle.id,
+                byteCounts: handle.descriptorByteCounts,
+                planeDescriptorIndices: handle.planeDescriptorIndices
+            ),
+            descriptors: handle.borrowedDescriptors.map(\.rawValue)
+        )
+        let reply = try peer.receive()
+        let expectedBytes = layout.planes.reduce(0) { $0 + $1.width * $1.bytesPerElement * $1.height }
+        let sentID = surface.id.rawValue & 0x7fff_ffff_ffff_ffff
+        #expect(
+            reply
+                == "ok bytes=\(expectedBytes) mismatches=0 readWriteLock=surface is read-only mmapWrite=Permission denied reopen=succeeded reopenMmapWrite=Operation not permitted pwrite=Operation not permitted mprotectWrite=Permission denied id=\(sentID)"
+        )
+        try writeTestPattern(surface, mask: 0xa5)
+        try peer.send("again \(0xa5)")
+        #expect(try peer.receive() == "reread mismatches=0")
+    }
+
     @Test func anotherProcessRefusesAMemfdWithoutAWriteSeal() throws {
         let layout = makeTestLayout()
         let fd = makeMemFD(

@@ -5,6 +5,10 @@ import Testing
 
 private let hasSystemHeap = access("/dev/dma_heap/system", F_OK) == 0
 private let hasUDMABuf = access("/dev/udmabuf", F_OK) == 0
+/// Whichever DMA-BUF allocator this machine has.
+private let availableAllocator: DMABufAllocator? =
+    hasSystemHeap ? .systemHeap : (hasUDMABuf ? .udmabuf : nil)
+private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"
 
 @Suite struct DMABufTests {
     @Test func allocatorsReportAbsentDeviceNodes() throws {
@@ -43,15 +47,80 @@ private let hasUDMABuf = access("/dev/udmabuf", F_OK) == 0
         try roundTrip(surface)
     }
 
-    @Test(.enabled(if: hasUDMABuf, "needs /dev/udmabuf (absent on this machine)"))
+    @Test(.enabled(if: availableAllocator != nil, "\(noDMABufDevice)"))
     func dmaBufHandleImportsInAnotherSurface() throws {
-        let surface = try DMABufAllocator.udmabuf.makeSurface(layout: makeTestLayout())
+        let surface = try #require(availableAllocator).makeSurface(layout: makeTestLayout())
         try surface.lock()
         unsafe surface.withUnsafeMutableBytes(ofPlane: 1) { unsafe $0[5] = 42 }
         try surface.unlock()
         let imported = try Surface.importing(try surface.makeHandle())
         try imported.lock(.readOnly)
         #expect(unsafe imported.withUnsafeBytes(ofPlane: 1) { unsafe $0[5] } == 42)
+        try imported.unlock(.readOnly)
+    }
+
+    /// Protocol v2: a DMA-BUF handle travels to another process, which imports it (DMA_BUF_IOCTL_SYNC in its
+    /// lock/unlock) and reads every plane bit-exact, before and after the producer rewrites it.
+    @Test(.enabled(if: availableAllocator != nil, "\(noDMABufDevice)"))
+    func dmaBufSurfaceTravelsToAnotherProcessBitExact() throws {
+        let layout = makeTestLayout(width: 320, height: 240)
+        let surface = try #require(availableAllocator).makeSurface(layout: layout)
+        try writeTestPattern(surface)
+        let handle = try surface.makeHandle()
+        let peer = try PeerSession(mode: "import-surface")
+        try peer.send(
+            describe(
+                handle.layout,
+                id: handle.id,
+                dmaBufModifier: DRMModifier.linear,
+                byteCounts: handle.descriptorByteCounts,
+                planeDescriptorIndices: handle.planeDescriptorIndices
+            ),
+            descriptors: handle.borrowedDescriptors.map(\.rawValue)
+        )
+        let reply = try peer.receive()
+        let expectedBytes = layout.planes.reduce(0) { $0 + $1.width * $1.bytesPerElement * $1.height }
+        #expect(
+            reply.hasPrefix("ok bytes=\(expectedBytes) mismatches=0 readWriteLock=surface is read-only "),
+            "\(reply)"
+        )
+        try writeTestPattern(surface, mask: 0x3c)
+        try peer.send("again \(0x3c)")
+        #expect(try peer.receive() == "reread mismatches=0")
+    }
+
+    /// A surface whose planes live in two DMA-BUFs exports a two-descriptor handle that imports bit-exact.
+    @Test(.enabled(if: availableAllocator != nil, "\(noDMABufDevice)"))
+    func twoBufferDMABufSurfaceExportsOneDescriptorPerBuffer() throws {
+        let allocator = try #require(availableAllocator)
+        let layout = makeTestLayout()
+        let luma = try allocator.makeSurface(layout: layout)
+        let chroma = try allocator.makeSurface(layout: layout)
+        let surface = try Surface.importDMABuf(
+            planes: [
+                DMABufPlane(descriptor: luma.descriptors[0], offset: 0, bytesPerRow: layout.planes[0].bytesPerRow),
+                DMABufPlane(descriptor: chroma.descriptors[0], offset: 0, bytesPerRow: layout.planes[1].bytesPerRow),
+            ],
+            layout: layout,
+            modifier: DRMModifier.linear
+        )
+        #expect(surface.descriptors.count == 2)
+        try writeTestPattern(surface)
+        let handle = try surface.makeHandle()
+        #expect(handle.descriptorCount == 2 && handle.planeDescriptorIndices == [0, 1])
+        let imported = try Surface.importing(handle)
+        try imported.lock(.readOnly)
+        for (index, plane) in imported.layout.planes.enumerated() {
+            let matches = unsafe imported.withUnsafeBytes(ofPlane: index) { bytes in
+                (0..<plane.height).allSatisfy { row in
+                    (0..<(plane.width * plane.bytesPerElement)).allSatisfy { column in
+                        unsafe bytes[row * plane.bytesPerRow + column]
+                            == testPatternByte(plane: index, row: row, column: column)
+                    }
+                }
+            }
+            #expect(matches, "plane \(index)")
+        }
         try imported.unlock(.readOnly)
     }
 

@@ -41,11 +41,12 @@ extension ABIError {
 func copyMessage(_ message: String, into buffer: UnsafeMutableRawBufferPointer) {
     guard buffer.count > 0 else { return }
     var utf8 = Array(message.utf8.prefix(buffer.count - 1))
-    // Do not end inside a multi-byte character: drop continuation bytes and the lead byte they belong to.
-    if utf8.count == buffer.count - 1, let last = utf8.indices.last, utf8[last] & 0x80 != 0 {
-        var cut = last
-        while cut > 0, utf8[cut] & 0xC0 == 0x80 { cut -= 1 }
-        utf8.removeSubrange(cut...)
+    // Do not end inside a multi-byte character: if the last character is incomplete, drop its bytes.
+    if let last = utf8.indices.last, utf8[last] & 0x80 != 0 {
+        var lead = last
+        while lead > 0, utf8[lead] & 0xC0 == 0x80 { lead -= 1 }
+        let length = utf8[lead] >= 0xF0 ? 4 : utf8[lead] >= 0xE0 ? 3 : utf8[lead] >= 0xC0 ? 2 : 1
+        if utf8.count - lead < length { utf8.removeSubrange(lead...) }
     }
     for (index, byte) in utf8.enumerated() { unsafe buffer[index] = byte }
     unsafe buffer[utf8.count] = 0

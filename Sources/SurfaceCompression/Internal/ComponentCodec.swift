@@ -233,7 +233,8 @@ enum ComponentCodec {
         width: Int,
         height: Int,
         controls: UnsafeMutablePointer<UInt8>,
-        into x: UnsafeMutablePointer<UInt8>
+        into x: UnsafeMutablePointer<UInt8>,
+        usesVectorKernels: Bool = true
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let blockCount = blocksPerRow &* height
@@ -254,6 +255,21 @@ enum ComponentCodec {
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard widest <= 8, total == count else { return false }
+        // AVX2 where the processor has it: four blocks per step (see CSurfaceCodecKernels).
+        if usesVectorKernels,
+            unsafe Kernels.decodePacked8(
+                payload,
+                count: count,
+                position: nibbleBytes &+ bitBytes,
+                nibbles: nibbles,
+                bits: bits,
+                width: width,
+                height: height,
+                into: x
+            )
+        {
+            return true
+        }
         // One pass over the blocks, row by row. Each block: unpack 8 residuals (SWAR, masks from a table by width),
         // undo the zig-zag, then either add the row above (bytewise, without carries between bytes) or, for a
         // left-predicted block, form the running sum: prefix sums of byte pairs in 16-bit lanes by one multiply
@@ -492,6 +508,70 @@ enum ComponentCodec {
         return (halves & mask1) | ((halves &>> w) & mask1) &<< 16
     }
 
+    /// The 10-bit decode in one pass per block, as ``decodePacked8``'s: unpack 8 residuals (two 64-bit loads,
+    /// four 16-bit lanes each), undo the zig-zag, then add the row above (lanes of 10-bit values, no carries
+    /// between lanes) or, for a left-predicted block, form the running sum: prefix sums of the four lanes by one
+    /// multiply (each lane stays below 2^12), plus the left neighbour carried broadcast, modulo 1024. Column 0 of
+    /// a left block is predicted from above, row 0 from the left throughout (the neighbour carried into column
+    /// 0 is the value above it, 0 in row 0). Rows are written 8 samples at a time, so a row's last block may
+    /// spill into the next row, which is written after it (the scratch has slack). The widths were validated
+    /// (<= 10, their sum is the payload size) from the private `nibbles`; they are clamped again here anyway.
+    @inline(__always)
+    static func decodePacked10Rows(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        width: Int,
+        height: Int,
+        nibbles: UnsafePointer<UInt8>,
+        bits: UnsafePointer<UInt8>,
+        into x: UnsafeMutablePointer<UInt16>
+    ) {
+        let blocksPerRow = (width &+ 7) &>> 3
+        let blockCount = blocksPerRow &* height
+        let lanes16: UInt64 = 0x0001_0001_0001_0001
+        let mask10: UInt64 = 0x03FF_03FF_03FF_03FF
+        let low15: UInt64 = 0x7FFF_7FFF_7FFF_7FFF
+        var position = ((blockCount &+ 1) &>> 1) &+ ((blockCount &+ 7) &>> 3)
+        for y in 0..<height {
+            let current = unsafe UnsafeMutableRawPointer(x + y &* width)
+            let above = unsafe UnsafeRawPointer(x + (y == 0 ? 0 : (y &- 1) &* width))
+            let forceLeft: UInt8 = y == 0 ? 1 : 0
+            var neighbour: UInt64 =
+                y == 0 ? 0 : UInt64(unsafe above.load(as: UInt16.self) &>> 6) &* lanes16
+            let firstBlock = y &* blocksPerRow
+            for column in 0..<blocksPerRow {
+                let block = firstBlock &+ column
+                let w = min(Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15), 10)
+                let isLeft = (unsafe (bits[block &>> 3] &>> UInt8(truncatingIfNeeded: block & 7)) & 1) | forceLeft
+                let w64 = UInt64(truncatingIfNeeded: w)
+                let low = unsafe spread4(load64(payload, at: position, count: count), w64)
+                let high = unsafe spread4(
+                    load64(payload, at: position &+ (w &>> 1), count: count) &>> UInt64((w & 1) &<< 2),
+                    w64
+                )
+                position &+= w
+                let dLow = (((low &>> 1) & low15) ^ ((low & lanes16) &* 0xFFFF)) & mask10
+                let dHigh = (((high &>> 1) & low15) ^ ((high & lanes16) &* 0xFFFF)) & mask10
+                let resultLow: UInt64
+                let resultHigh: UInt64
+                if isLeft != 0 {
+                    resultLow = (dLow &* lanes16 &+ neighbour) & mask10
+                    resultHigh = (dHigh &* lanes16 &+ (resultLow &>> 48) &* lanes16) & mask10
+                } else {
+                    let offset = column &<< 4
+                    let aLow = unsafe (above.loadUnaligned(fromByteOffset: offset, as: UInt64.self) &>> 6) & mask10
+                    let aHigh =
+                        unsafe (above.loadUnaligned(fromByteOffset: offset &+ 8, as: UInt64.self) &>> 6) & mask10
+                    resultLow = (aLow &+ dLow) & mask10
+                    resultHigh = (aHigh &+ dHigh) & mask10
+                }
+                neighbour = (resultHigh &>> 48) &* lanes16
+                unsafe current.storeBytes(of: resultLow &<< 6, toByteOffset: column &<< 4, as: UInt64.self)
+                unsafe current.storeBytes(of: resultHigh &<< 6, toByteOffset: (column &<< 4) &+ 8, as: UInt64.self)
+            }
+        }
+    }
+
     /// Decodes a packed10 or packed16 payload into `x`; `r` is residual scratch (rows rounded up to 8).
     static func decodePacked16(
         _ payload: UnsafeRawPointer,
@@ -501,7 +581,8 @@ enum ComponentCodec {
         height: Int,
         controls: UnsafeMutablePointer<UInt8>,
         residuals r: UnsafeMutablePointer<UInt16>,
-        into x: UnsafeMutablePointer<UInt16>
+        into x: UnsafeMutablePointer<UInt16>,
+        usesVectorKernels: Bool = true
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
@@ -524,6 +605,32 @@ enum ComponentCodec {
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard total == count else { return false }
+        if tenBit {
+            if usesVectorKernels,
+                unsafe Kernels.decodePacked10(
+                    payload,
+                    count: count,
+                    position: nibbleBytes &+ bitBytes,
+                    nibbles: nibbles,
+                    bits: bits,
+                    width: width,
+                    height: height,
+                    into: x
+                )
+            {
+                return true
+            }
+            unsafe decodePacked10Rows(
+                payload,
+                count: count,
+                width: width,
+                height: height,
+                nibbles: nibbles,
+                bits: bits,
+                into: x
+            )
+            return true
+        }
         var position = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
             var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)

@@ -16,9 +16,10 @@
 /// | 32 | 8 | bytes used: header + table + payloads |
 /// | 40 | 8 | checksum of bytes 0..<40, 48..<64 and the table |
 /// | 48 | 16 | reserved, zero |
-/// | 64 | 24 × entries (v1: 16) | tile table: per tile (row-major), per component: offset u32 (from the surface start), size u32, mode u8, 3 zero bytes, then v2: 4 zero bytes and the payload checksum u64; v1: the payload checksum's low 32 bits |
+/// | 64 | 16 × entries | tile table: per tile (row-major), per component. v2: size u32, mode u8, 3 zero bytes, payload checksum u64. v1: offset u32 (from the surface start), size u32, mode u8, 3 zero bytes, the payload checksum's low 32 bits |
 ///
-/// Payloads follow the table back to back, in table order, ending exactly at "bytes used".
+/// Payloads follow the table back to back, in table order, ending exactly at "bytes used" (so v2's offsets are
+/// the running sum of the sizes).
 enum TileCodec {
     static let magic: UInt32 = 0x4353_4246  // "FBSC" little-endian
 
@@ -70,42 +71,48 @@ enum TileCodec {
 
     static func writeEntry(_ entry: Entry, index: Int, of grid: TileGrid, into p: UnsafeMutableRawPointer) {
         let e = unsafe p + TileGrid.headerByteCount + index * grid.entryByteCount
-        unsafe e.storeBytes(of: UInt32(entry.offset).littleEndian, toByteOffset: 0, as: UInt32.self)
-        unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 4, as: UInt32.self)
-        unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 8, as: UInt32.self)
         if grid.layoutVersion == 1 {
+            unsafe e.storeBytes(of: UInt32(entry.offset).littleEndian, toByteOffset: 0, as: UInt32.self)
+            unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 4, as: UInt32.self)
+            unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 8, as: UInt32.self)
             unsafe e.storeBytes(
                 of: UInt32(truncatingIfNeeded: entry.checksum).littleEndian,
                 toByteOffset: 12,
                 as: UInt32.self
             )
         } else {
-            unsafe e.storeBytes(of: UInt32(0), toByteOffset: 12, as: UInt32.self)
-            unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 16, as: UInt64.self)
+            unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 0, as: UInt32.self)
+            unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 4, as: UInt32.self)
+            unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 8, as: UInt64.self)
         }
     }
 
-    /// Moves the offset of entry `index` (of a table the encoder wrote) down by `shift` bytes.
+    /// Moves the offset of entry `index` (of a table the encoder wrote) down by `shift` bytes; v2 stores none.
     static func moveEntryOffset(index: Int, down shift: Int, in grid: TileGrid, _ p: UnsafeMutableRawPointer) {
+        guard grid.layoutVersion == 1 else { return }
         let at = TileGrid.headerByteCount + index * grid.entryByteCount
         let offset = Int(UInt32(littleEndian: unsafe p.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
         unsafe p.storeBytes(of: UInt32(offset - shift).littleEndian, toByteOffset: at, as: UInt32.self)
     }
 
-    /// The fields of entry `index` as stored; v1's reserved word reads as 0 and its checksum is 32 bits.
+    /// The fields of entry `index` as stored. v2 stores no offset: it is `impliedOffset`, the end of the
+    /// previous payload. v1's checksum is 32 bits.
     static func readEntry(
         index: Int,
         of grid: TileGrid,
+        impliedOffset: Int,
         from p: UnsafeRawPointer
-    ) -> (offset: Int, byteCount: Int, mode: UInt32, reserved: UInt32, checksum: UInt64) {
+    ) -> (offset: Int, byteCount: Int, mode: UInt32, checksum: UInt64) {
         let e = unsafe p + TileGrid.headerByteCount + index * grid.entryByteCount
-        let offset = Int(UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
-        let byteCount = Int(UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
-        let mode = UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
-        let word3 = UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
-        if grid.layoutVersion == 1 { return (offset, byteCount, mode, 0, UInt64(word3)) }
-        let checksum = UInt64(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
-        return (offset, byteCount, mode, word3, checksum)
+        let word0 = Int(UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
+        let word1 = UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+        if grid.layoutVersion == 1 {
+            let mode = UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+            let checksum = UInt32(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+            return (word0, Int(word1), mode, UInt64(checksum))
+        }
+        let checksum = UInt64(littleEndian: unsafe e.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        return (impliedOffset, word0, word1, checksum)
     }
 
     /// What a parsed, validated header and table say, copied out of the surface.
@@ -282,7 +289,7 @@ enum TileCodec {
         let components = grid.componentCount
         let bytesPerSample = grid.format.bytesPerSample
         for index in 0..<grid.entryCount {
-            let e = unsafe readEntry(index: index, of: grid, from: t)
+            let e = unsafe readEntry(index: index, of: grid, impliedOffset: expected, from: t)
             let raw = grid.rawByteCount(tile: index / components, component: index % components)
             // Formatted only on failure: string interpolation per entry would cost more than the check.
             func where_() -> String { "\(op): tile \(index / components) component \(index % components)" }
@@ -290,7 +297,7 @@ enum TileCodec {
                 throw CompressionError(.tableOutOfRange, where_())
             }
             guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_()) }
-            guard e.mode <= 0xFF, e.reserved == 0, let mode = TileMode(rawValue: UInt8(e.mode)),
+            guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
                 mode.isValid(bytesPerSample: bytesPerSample)
             else { throw CompressionError(.invalidTileMode, where_()) }
             switch mode {

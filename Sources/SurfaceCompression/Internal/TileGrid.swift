@@ -43,15 +43,16 @@ struct TileGrid: Hashable, Sendable {
     let tileHeight: Int
     let tilesAcross: Int
     let tilesDown: Int
-    /// The layout version the surface is written in: 1 (16-byte entries, 32-bit payload checksums) or 2
-    /// (24-byte entries, 64-bit payload checksums). The encoder writes ``currentLayoutVersion``.
+    /// The layout version the surface is written in: 1 (entries with offsets and 32-bit payload checksums) or 2
+    /// (entries without offsets, which are implied, and with 64-bit payload checksums); both 16 bytes an entry.
+    /// The encoder writes ``currentLayoutVersion``.
     let layoutVersion: Int
 
     static let headerByteCount = 64
     static let currentLayoutVersion = 2
     static let supportedLayoutVersions = 1...2
     /// Bytes of one table entry.
-    var entryByteCount: Int { layoutVersion == 1 ? 16 : 24 }
+    var entryByteCount: Int { 16 }
     /// The largest tile, in pixels; it bounds every scratch buffer.
     static let maximumTileArea = 1 << 22
 

@@ -44,6 +44,13 @@ package enum Syscall {
         close(fd.rawValue)
     }
 
+    /// Closes each distinct descriptor of `descriptors` once: a list that names one descriptor twice (a caller's
+    /// mistake) must not close a number that may by then belong to someone else.
+    package static func closeEach(_ descriptors: [FileDescriptor]) {
+        var closed: Set<Int32> = []
+        for descriptor in descriptors where closed.insert(descriptor.rawValue).inserted { close(descriptor) }
+    }
+
     /// `memfd_create(2)`.
     package static func memfdCreate(name: String, flags: UInt32) -> Result<FileDescriptor, Errno> {
         valueOrErrno { unsafe cfb_memfd_create(name, flags) }.map(FileDescriptor.init(rawValue:))

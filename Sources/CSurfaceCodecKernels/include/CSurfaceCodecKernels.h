@@ -1,0 +1,42 @@
+// CSurfaceCodecKernels: the compressed-surface decoder's hot loops with x86-64 vector instructions.
+//
+// Written in C because Swift cannot enable instruction sets per function: these functions carry
+// __attribute__((target("avx2"))) and run only after a runtime check (csck_cpu_has_avx2), so the package
+// still builds for baseline x86-64 and as a dependency, with no global -march. On other architectures the
+// functions are absent (CSCK_HAS_X86_KERNELS is 0) and the Swift code uses its portable path.
+#ifndef CSURFACE_CODEC_KERNELS_H
+#define CSURFACE_CODEC_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma clang assume_nonnull begin
+
+#if defined(__x86_64__)
+#define CSCK_HAS_X86_KERNELS 1
+#else
+#define CSCK_HAS_X86_KERNELS 0
+#endif
+
+/// Whether the processor runs AVX2 (cpuid, once).
+int csck_cpu_has_avx2(void);
+
+/// Decodes the residual blocks of a packed8 component (docs/COMPRESSED-LAYOUT.md §6.1) into `x` (width ×
+/// height bytes, row-major, plus at least 32 bytes of slack: rows are written 8 bytes per block).
+///
+/// `nibbles` and `bits` are private copies of the payload's width nibbles and predictor bits, already
+/// validated, each readable 4 bytes past its end; `payload` (count bytes) may be shared memory that changes meanwhile: every width is clamped to 8
+/// and every load is bounded by `count`, so a change gives wrong samples, never an out-of-bounds access.
+/// `position` is where the residual blocks start. Call only when csck_cpu_has_avx2() returned 1.
+void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              const uint8_t *bits, size_t width, size_t height, uint8_t *x);
+
+/// Decodes the residual blocks of a packed10 component (docs/COMPRESSED-LAYOUT.md §6.2) into `x` (width ×
+/// height 16-bit samples plus at least 32 bytes of slack), under the same rules as csck_decode_packed8_avx2
+/// (widths clamped to 10).
+void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                               const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+
+#pragma clang assume_nonnull end
+
+#endif

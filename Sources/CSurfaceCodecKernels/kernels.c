@@ -1,0 +1,297 @@
+#include "CSurfaceCodecKernels.h"
+
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+int csck_cpu_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+
+/// 8 bytes at `offset`, zero-filled past `count`.
+static inline uint64_t load64(const uint8_t *p, size_t offset, size_t count) {
+    uint64_t v = 0;
+    if (offset + 8 <= count) {
+        memcpy(&v, p + offset, 8);
+        return v;
+    }
+    for (size_t i = 0; offset + i < count && i < 8; i++) v |= (uint64_t)p[offset + i] << (8 * i);
+    return v;
+}
+
+static inline unsigned width_of(const uint8_t *nibbles, size_t block) {
+    unsigned w = (nibbles[block >> 1] >> ((block & 1) * 4)) & 15;
+    return w > 8 ? 8 : w;
+}
+
+static inline unsigned is_left(const uint8_t *bits, size_t block) { return (bits[block >> 3] >> (block & 7)) & 1; }
+
+/// Byte-wise a + b (no carries between bytes).
+static inline uint64_t add_bytes(uint64_t a, uint64_t b) {
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL, high1 = 0x8080808080808080ULL;
+    return ((a & low7) + (b & low7)) ^ ((a ^ b) & high1);
+}
+
+/// One block the portable way (SWAR), for the blocks the vector loop leaves: returns the last sample.
+static inline uint8_t decode_block(uint64_t v, unsigned w, unsigned left, uint8_t previous, const uint8_t *above,
+                                   uint8_t *out) {
+    uint64_t w64 = w;
+    uint64_t m4 = (1ULL << (4 * w64)) - 1;
+    uint64_t halves = (v & m4) | ((v >> (4 * w64)) & m4) << 32;
+    uint64_t m2 = ((1ULL << (2 * w64)) - 1) * 0x0000000100000001ULL;
+    uint64_t quads = (halves & m2) | ((halves >> (2 * w64)) & m2) << 16;
+    uint64_t m1 = ((1ULL << w64) - 1) * 0x0001000100010001ULL;
+    uint64_t z = (quads & m1) | ((quads >> w64) & m1) << 8;
+    uint64_t d = ((z >> 1) & 0x7F7F7F7F7F7F7F7FULL) ^ ((z & 0x0101010101010101ULL) * 0xFF);
+    uint64_t result;
+    if (left) {
+        // Prefix sums of the bytes, plus the previous sample in every byte.
+        uint64_t s = add_bytes(d, d << 8);
+        s = add_bytes(s, s << 16);
+        s = add_bytes(s, s << 32);
+        result = add_bytes(s, (uint64_t)previous * 0x0101010101010101ULL);
+    } else {
+        uint64_t a;
+        memcpy(&a, above, 8);
+        result = add_bytes(a, d);
+    }
+    memcpy(out, &result, 8);
+    return (uint8_t)(result >> 56);
+}
+
+/// Per 4-bit predictor pattern (bit k: block k is left-predicted), a mask of 0xFF bytes over those blocks.
+static const uint64_t leftMasks[16][4] __attribute__((aligned(32))) = {
+#define M(k, i) (((k) >> (i)) & 1 ? ~0ULL : 0ULL)
+#define ROW(k) {M(k, 0), M(k, 1), M(k, 2), M(k, 3)}
+    ROW(0), ROW(1), ROW(2),  ROW(3),  ROW(4),  ROW(5),  ROW(6),  ROW(7),
+    ROW(8), ROW(9), ROW(10), ROW(11), ROW(12), ROW(13), ROW(14), ROW(15),
+#undef ROW
+#undef M
+};
+
+__attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *payload, size_t count,
+                                                                size_t position, const uint8_t *nibbles,
+                                                                const uint8_t *bits, size_t width, size_t height,
+                                                                uint8_t *x) {
+    const size_t blocksPerRow = (width + 7) >> 3;
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i fifteen = _mm256_set1_epi64x(15);
+    const __m256i eight = _mm256_set1_epi64x(8);
+    const __m256i nibbleShifts = _mm256_set_epi64x(12, 8, 4, 0);
+    const __m256i low7 = _mm256_set1_epi8(0x7F);
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i zero = _mm256_setzero_si256();
+    // Byte 7 of each 64-bit lane, copied to the whole lane.
+    const __m256i lastByte = _mm256_set_epi8(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7, 15, 15, 15, 15, 15,
+                                             15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7);
+    const __m256i notLane0 = _mm256_set_epi64x(-1, -1, -1, 0);
+    const __m256i notLanes01 = _mm256_set_epi64x(-1, -1, 0, 0);
+    for (size_t y = 0; y < height; y++) {
+        uint8_t *current = x + y * width;
+        // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
+        const uint8_t *above = y == 0 ? x : x + (y - 1) * width;
+        const unsigned forceLeft = y == 0 ? 15 : 0;
+        // The sample carried into the next block, in every byte.
+        __m256i previous = _mm256_set1_epi8((char)(y == 0 ? 0 : above[0]));
+        const size_t firstBlock = y * blocksPerRow;
+        size_t column = 0;
+        for (; column + 4 <= blocksPerRow; column += 4) {
+            const size_t block = firstBlock + column;
+            // Four width nibbles from the private controls (the slot has room past their end).
+            uint32_t nib;
+            memcpy(&nib, nibbles + (block >> 1), 4);
+            nib >>= (block & 1) * 4;
+            size_t p1 = position + (nib & 15), p2 = p1 + ((nib >> 4) & 15), p3 = p2 + ((nib >> 8) & 15);
+            if (p3 + 8 > count) break;  // near the end of the payload: the careful path below
+            uint64_t v0, v1, v2, v3;
+            memcpy(&v0, payload + position, 8);
+            memcpy(&v1, payload + p1, 8);
+            memcpy(&v2, payload + p2, 8);
+            memcpy(&v3, payload + p3, 8);
+            position = p3 + ((nib >> 12) & 15);
+            __m256i v = _mm256_set_epi64x((long long)v3, (long long)v2, (long long)v1, (long long)v0);
+            __m256i w = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(nib), nibbleShifts), fifteen);
+            w = _mm256_min_epu32(w, eight);
+            // Spread 8 fields of w bits into 8 bytes, per 64-bit lane (variable shifts).
+            __m256i w2v = _mm256_add_epi64(w, w), w4v = _mm256_add_epi64(w2v, w2v);
+            __m256i m4 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w4v), one);
+            __m256i halves = _mm256_or_si256(_mm256_and_si256(v, m4),
+                                             _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w4v), m4), 32));
+            __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
+            m2 = _mm256_or_si256(m2, _mm256_slli_epi64(m2, 32));
+            __m256i quads = _mm256_or_si256(
+                _mm256_and_si256(halves, m2),
+                _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w2v), m2), 16));
+            __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
+            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 16));
+            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
+            __m256i z = _mm256_or_si256(_mm256_and_si256(quads, m1),
+                                        _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(quads, w), m1), 8));
+            // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
+            __m256i d = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(z, 1), low7),
+                                         _mm256_sub_epi8(zero, _mm256_and_si256(z, ones8)));
+            __m256i up = _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(above + column * 8)), d);
+            // Prefix sums within each block of 8 bytes.
+            __m256i s = _mm256_add_epi8(d, _mm256_slli_epi64(d, 8));
+            s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 16));
+            s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 32));
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = ((bitWord >> (block & 7)) & 15) | forceLeft;
+            const __m256i left = _mm256_load_si256((const __m256i *)leftMasks[pattern]);
+            // Each block before its carry: the up result, or the prefix sums of a left block.
+            __m256i b = _mm256_blendv_epi8(up, s, left);
+            // The carry is the one serial part: the last sample of block k is n_k = b_k + (left_k ? n_(k-1) : 0).
+            // A scan over the four lanes (two steps) gives every n_k from b and the left masks, with the
+            // sample carried into the group added last.
+            __m256i x0 = _mm256_shuffle_epi8(b, lastByte);
+            __m256i shifted = _mm256_and_si256(_mm256_permute4x64_epi64(x0, 0x90), notLane0);
+            __m256i x1 = _mm256_add_epi8(x0, _mm256_and_si256(left, shifted));
+            __m256i a1 = _mm256_and_si256(left, _mm256_or_si256(_mm256_permute4x64_epi64(left, 0x90),
+                                                         _mm256_andnot_si256(notLane0, _mm256_set1_epi8(-1))));
+            __m256i shifted2 = _mm256_and_si256(_mm256_permute4x64_epi64(x1, 0x40), notLanes01);
+            __m256i a1s2 = _mm256_or_si256(_mm256_permute4x64_epi64(a1, 0x40),
+                                           _mm256_andnot_si256(notLanes01, _mm256_set1_epi8(-1)));
+            __m256i x2 = _mm256_add_epi8(x1, _mm256_and_si256(a1, shifted2));
+            __m256i a2 = _mm256_and_si256(a1, a1s2);
+            __m256i n = _mm256_add_epi8(x2, _mm256_and_si256(a2, previous));
+            // The sample carried into block k is n_(k-1) (into block 0: previous).
+            __m256i carried = _mm256_or_si256(_mm256_and_si256(_mm256_permute4x64_epi64(n, 0x90), notLane0),
+                                              _mm256_andnot_si256(notLane0, previous));
+            _mm256_storeu_si256((__m256i *)(current + column * 8),
+                                _mm256_add_epi8(b, _mm256_and_si256(carried, left)));
+            previous = _mm256_permute4x64_epi64(n, 0xFF);
+        }
+        uint8_t last = (uint8_t)_mm256_extract_epi8(previous, 0);
+        for (; column < blocksPerRow; column++) {
+            const size_t block = firstBlock + column;
+            unsigned w = width_of(nibbles, block);
+            uint64_t v = load64(payload, position, count);
+            position += w;
+            last = decode_block(v, w, is_left(bits, block) | (forceLeft & 1), last, above + column * 8,
+                                current + column * 8);
+        }
+    }
+}
+
+/// Per 2-bit predictor pattern (bit k: block k is left-predicted), a mask over the 128-bit lanes of those blocks.
+static const uint64_t leftMasks2[4][4] __attribute__((aligned(32))) = {
+    {0, 0, 0, 0},
+    {~0ULL, ~0ULL, 0, 0},
+    {0, 0, ~0ULL, ~0ULL},
+    {~0ULL, ~0ULL, ~0ULL, ~0ULL},
+};
+
+/// One packed10 block the portable way: returns the last value (10 bits).
+static inline uint16_t decode_block10(const uint8_t *payload, size_t position, size_t count, unsigned w,
+                                      unsigned left, uint16_t previous, const uint16_t *above, uint16_t *out) {
+    uint16_t z[8];
+    uint64_t low = load64(payload, position, count);
+    uint64_t high = load64(payload, position + (w >> 1), count) >> ((w & 1) * 4);
+    uint64_t mask = (1ULL << w) - 1;
+    for (unsigned k = 0; k < 4; k++) {
+        z[k] = (uint16_t)((low >> (k * w)) & mask);
+        z[k + 4] = (uint16_t)((high >> (k * w)) & mask);
+    }
+    uint16_t value = previous;
+    for (unsigned k = 0; k < 8; k++) {
+        uint16_t d = (uint16_t)((z[k] >> 1) ^ (0u - (z[k] & 1u)));
+        uint16_t p = left ? value : (uint16_t)(above[k] >> 6);
+        value = (uint16_t)((p + d) & 0x3FF);
+        out[k] = (uint16_t)(value << 6);
+    }
+    return value;
+}
+
+__attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *payload, size_t count,
+                                                                 size_t position, const uint8_t *nibbles,
+                                                                 const uint8_t *bits, size_t width, size_t height,
+                                                                 uint16_t *x) {
+    const size_t blocksPerRow = (width + 7) >> 3;
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i mask10 = _mm256_set1_epi16(0x3FF);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256i zero = _mm256_setzero_si256();
+    // The last 16-bit value of each 128-bit lane, copied to the whole lane.
+    const __m256i lastWord = _mm256_set_epi8(15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14,
+                                             15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14);
+    const __m256i allOnes = _mm256_set1_epi8(-1);
+    for (size_t y = 0; y < height; y++) {
+        uint16_t *current = x + y * width;
+        const uint16_t *above = y == 0 ? x : x + (y - 1) * width;
+        const unsigned forceLeft = y == 0 ? 3 : 0;
+        __m256i previous = _mm256_set1_epi16((short)(y == 0 ? 0 : above[0] >> 6));
+        const size_t firstBlock = y * blocksPerRow;
+        size_t column = 0;
+        for (; column + 2 <= blocksPerRow; column += 2) {
+            const size_t block = firstBlock + column;
+            uint16_t nib;
+            memcpy(&nib, nibbles + (block >> 1), 2);
+            nib = (uint16_t)(nib >> ((block & 1) * 4));
+            unsigned w0 = nib & 15, w1 = (nib >> 4) & 15;
+            w0 = w0 > 10 ? 10 : w0;
+            w1 = w1 > 10 ? 10 : w1;
+            size_t p1 = position + w0;
+            if (p1 + 16 > count) break;  // near the end of the payload: the careful path below
+            uint64_t a0, b0, a1, b1;
+            memcpy(&a0, payload + position, 8);
+            memcpy(&b0, payload + position + (w0 >> 1), 8);
+            memcpy(&a1, payload + p1, 8);
+            memcpy(&b1, payload + p1 + (w1 >> 1), 8);
+            position = p1 + w1;
+            __m256i v = _mm256_set_epi64x((long long)b1, (long long)a1, (long long)b0, (long long)a0);
+            v = _mm256_srlv_epi64(v, _mm256_set_epi64x((w1 & 1) * 4, 0, (w0 & 1) * 4, 0));
+            __m256i w = _mm256_set_epi64x(w1, w1, w0, w0);
+            // Four fields of w bits into four 16-bit lanes, per 64-bit lane.
+            __m256i w2v = _mm256_add_epi64(w, w);
+            __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
+            __m256i halves = _mm256_or_si256(_mm256_and_si256(v, m2),
+                                             _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w2v), m2), 32));
+            __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
+            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
+            __m256i z = _mm256_or_si256(_mm256_and_si256(halves, m1),
+                                        _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w), m1), 16));
+            __m256i d = _mm256_and_si256(
+                _mm256_xor_si256(_mm256_srli_epi16(z, 1), _mm256_sub_epi16(zero, _mm256_and_si256(z, ones16))), mask10);
+            __m256i aboveValues = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(above + column * 8)), 6);
+            __m256i up = _mm256_and_si256(_mm256_add_epi16(aboveValues, d), mask10);
+            // Prefix sums within each block (a 128-bit lane).
+            __m256i s = _mm256_add_epi16(d, _mm256_slli_si256(d, 2));
+            s = _mm256_add_epi16(s, _mm256_slli_si256(s, 4));
+            s = _mm256_add_epi16(s, _mm256_slli_si256(s, 8));
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = ((bitWord >> (block & 7)) & 3) | forceLeft;
+            const __m256i left = _mm256_load_si256((const __m256i *)leftMasks2[pattern]);
+            __m256i b = _mm256_blendv_epi8(up, s, left);
+            // The carry: n_k = b_k + (left_k ? n_(k-1) : 0), over the two lanes, then the group's carry.
+            __m256i x0 = _mm256_and_si256(_mm256_shuffle_epi8(b, lastWord), mask10);
+            __m256i shifted = _mm256_permute2x128_si256(x0, x0, 0x08);
+            __m256i x1 = _mm256_add_epi16(x0, _mm256_and_si256(left, shifted));
+            __m256i leftShifted = _mm256_permute2x128_si256(left, allOnes, 0x02);
+            __m256i chain = _mm256_and_si256(left, leftShifted);
+            __m256i n = _mm256_and_si256(_mm256_add_epi16(x1, _mm256_and_si256(chain, previous)), mask10);
+            __m256i carried = _mm256_permute2x128_si256(n, previous, 0x02);
+            __m256i result = _mm256_and_si256(_mm256_add_epi16(b, _mm256_and_si256(carried, left)), mask10);
+            _mm256_storeu_si256((__m256i *)(current + column * 8), _mm256_slli_epi16(result, 6));
+            previous = _mm256_permute2x128_si256(n, n, 0x11);
+        }
+        uint16_t last = (uint16_t)_mm256_extract_epi16(previous, 0);
+        for (; column < blocksPerRow; column++) {
+            const size_t block = firstBlock + column;
+            unsigned w = (nibbles[block >> 1] >> ((block & 1) * 4)) & 15;
+            w = w > 10 ? 10 : w;
+            last = decode_block10(payload, position, count, w, is_left(bits, block) | (forceLeft & 1), last,
+                                  above + column * 8, current + column * 8);
+            position += w;
+        }
+    }
+}
+
+#else
+
+int csck_cpu_has_avx2(void) { return 0; }
+
+#endif

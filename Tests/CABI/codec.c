@@ -1,0 +1,267 @@
+/* The codec through the C ABI: for each base format, compress an image in caller memory, decompress it whole and
+ * band by band, and compare every byte; then damaged, truncated and mismatched input, small buffers and NULLs.
+ *
+ * usage: codec WIDTH HEIGHT
+ *
+ * Prints "ok FORMAT ratio=R" per format and "FAIL ..." for every failed check; exits 0 when nothing failed.
+ */
+#include "common.h"
+
+static int failures;
+
+#define EXPECT(condition, ...)                                                                                   \
+    do {                                                                                                         \
+        if (!(condition)) {                                                                                      \
+            failures++;                                                                                          \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #condition);                                          \
+            printf(__VA_ARGS__);                                                                                 \
+            printf("\n");                                                                                        \
+        }                                                                                                        \
+    } while (0)
+
+typedef struct image {
+    fb_image image;
+    uint64_t row_bytes[FB_MAX_PLANES];
+    uint32_t rows[FB_MAX_PLANES];
+    uint32_t vertical_subsampling[FB_MAX_PLANES];
+    uint32_t plane_count;
+} image;
+
+/* An image of `format` in malloc'd planes whose rows are `padding` bytes longer than their payload. */
+static image image_make(uint32_t format, uint32_t width, uint32_t height, uint32_t padding) {
+    image result;
+    memset(&result, 0, sizeof result);
+    fb_format_info info;
+    CHECK_OK(fb_format_get_info(format, &info, &last_error));
+    result.image.format = format;
+    result.image.width = width;
+    result.image.height = height;
+    result.plane_count = info.plane_count;
+    for (uint32_t p = 0; p < info.plane_count; p++) {
+        result.row_bytes[p] = (uint64_t)(width / info.horizontal_subsampling[p]) * info.bytes_per_element[p];
+        result.rows[p] = height / info.vertical_subsampling[p];
+        result.vertical_subsampling[p] = info.vertical_subsampling[p];
+        result.image.planes[p].bytes_per_row = result.row_bytes[p] + padding;
+        result.image.planes[p].data = calloc(result.rows[p] ? result.rows[p] : 1, result.row_bytes[p] + padding);
+    }
+    return result;
+}
+
+static void image_free(image *value) {
+    for (uint32_t p = 0; p < value->plane_count; p++) free(value->image.planes[p].data);
+}
+
+static void image_fill(image *value, uint64_t k) {
+    for (uint32_t p = 0; p < value->plane_count; p++) {
+        for (uint32_t y = 0; y < value->rows[p]; y++) {
+            uint8_t *row = (uint8_t *)value->image.planes[p].data + (uint64_t)y * value->image.planes[p].bytes_per_row;
+            for (uint64_t x = 0; x < value->row_bytes[p]; x++) row[x] = pattern_byte(k, p, y, (uint32_t)x);
+        }
+    }
+}
+
+/* Payload bytes of plane rows [first, first + count) of `a` that differ from rows [0, count) of `b`... or from
+ * the same rows of `b` when `b_first` is first. */
+static uint64_t differences(const image *a, uint32_t a_first, const image *b, uint32_t b_first, uint32_t image_rows) {
+    uint64_t count = 0;
+    for (uint32_t p = 0; p < a->plane_count; p++) {
+        const uint32_t sub = a->vertical_subsampling[p];
+        const uint32_t rows = (image_rows + sub - 1) / sub;
+        for (uint32_t y = 0; y < rows; y++) {
+            const uint8_t *ra = (const uint8_t *)a->image.planes[p].data + (uint64_t)(a_first / sub + y) * a->image.planes[p].bytes_per_row;
+            const uint8_t *rb = (const uint8_t *)b->image.planes[p].data + (uint64_t)(b_first / sub + y) * b->image.planes[p].bytes_per_row;
+            for (uint64_t x = 0; x < a->row_bytes[p]; x++) count += ra[x] != rb[x];
+        }
+    }
+    return count;
+}
+
+typedef struct bands {
+    image *band;
+    image *whole;
+    uint32_t next_row;
+    uint32_t calls;
+    uint32_t stop_after;
+    int out_of_order;
+} bands;
+
+static int32_t on_band(void *context, uint32_t first_row, uint32_t row_count) {
+    bands *state = context;
+    if (first_row != state->next_row) state->out_of_order = 1;
+    state->next_row = first_row + row_count;
+    state->calls++;
+    /* Copy the band into the whole image so it can be compared at the end. */
+    for (uint32_t p = 0; p < state->band->plane_count; p++) {
+        const uint32_t sub = state->band->vertical_subsampling[p];
+        for (uint32_t y = 0; y < (row_count + sub - 1) / sub; y++) {
+            memcpy((uint8_t *)state->whole->image.planes[p].data + (uint64_t)(first_row / sub + y) * state->whole->image.planes[p].bytes_per_row,
+                   (uint8_t *)state->band->image.planes[p].data + (uint64_t)y * state->band->image.planes[p].bytes_per_row,
+                   state->band->row_bytes[p]);
+        }
+    }
+    return state->stop_after != 0 && state->calls >= state->stop_after;
+}
+
+static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint32_t width, uint32_t height) {
+    image source = image_make(format, width, height, 40);
+    image_fill(&source, 7);
+    uint64_t capacity = 0;
+    CHECK_OK(fb_codec_maximum_compressed_size(format, width, height, &capacity, &last_error));
+    uint8_t *compressed = malloc(capacity);
+    uint64_t used = 0;
+    CHECK_OK(fb_codec_compress(codec, &source.image, compressed, capacity, &used, &last_error));
+    EXPECT(used > 0 && used <= capacity, "%s used %llu of %llu", name, (unsigned long long)used, (unsigned long long)capacity);
+
+    /* Whole frame, into rows with other padding. */
+    image output = image_make(format, width, height, 8);
+    CHECK_OK(fb_codec_decompress(codec, compressed, used, &output.image, &last_error));
+    EXPECT(differences(&source, 0, &output, 0, height) == 0, "%s: decompressed bytes differ", name);
+
+    /* The compressed format as the destination's format means its base. */
+    fb_format_info info;
+    CHECK_OK(fb_format_get_info(format, &info, &last_error));
+    image output2 = image_make(format, width, height, 0);
+    output2.image.format = info.compressed_format;
+    CHECK_OK(fb_codec_decompress(codec, compressed, used, &output2.image, &last_error));
+    EXPECT(differences(&source, 0, &output2, 0, height) == 0, "%s: decompressed (compressed format) differ", name);
+
+    /* Band by band. */
+    uint32_t tile_rows = 0;
+    CHECK_OK(fb_codec_tile_row_height(codec, compressed, used, format, width, height, &tile_rows, &last_error));
+    EXPECT(tile_rows > 0 && tile_rows <= height, "%s: tile row height %u", name, tile_rows);
+    image band = image_make(format, width, tile_rows, 16);
+    image whole = image_make(format, width, height, 0);
+    bands state = {&band, &whole, 0, 0, 0, 0};
+    CHECK_OK(fb_codec_decode_rows(codec, compressed, used, height, &band.image, on_band, &state, &last_error));
+    EXPECT(!state.out_of_order && state.next_row == height, "%s: bands ended at row %u", name, state.next_row);
+    EXPECT(state.calls == (height + tile_rows - 1) / tile_rows, "%s: %u bands", name, state.calls);
+    EXPECT(differences(&source, 0, &whole, 0, height) == 0, "%s: band-decoded bytes differ", name);
+
+    /* The callback stops after the first band. */
+    if (state.calls > 1) {
+        bands stopping = {&band, &whole, 0, 0, 1, 0};
+        fb_status status = fb_codec_decode_rows(codec, compressed, used, height, &band.image, on_band, &stopping, &last_error);
+        EXPECT(status == FB_ERROR_CANCELLED && stopping.calls == 1, "%s: stop gave %s after %u", name,
+               fb_status_name(status), stopping.calls);
+    }
+
+    /* A band lower than one tile row is refused. */
+    if (tile_rows > 2) {
+        image low = image_make(format, width, 2, 0);
+        bands ignored = {&low, &whole, 0, 0, 0, 0};
+        fb_status status = fb_codec_decode_rows(codec, compressed, used, height, &low.image, on_band, &ignored, &last_error);
+        EXPECT(status == FB_ERROR_INVALID_ARGUMENT && ignored.calls == 0, "%s: low band gave %s", name, fb_status_name(status));
+        image_free(&low);
+    }
+
+    /* Too small a destination. */
+    uint64_t ignored_used = 0;
+    fb_status status = fb_codec_compress(codec, &source.image, compressed, used - 1, &ignored_used, &last_error);
+    EXPECT(status == FB_ERROR_BUFFER_TOO_SMALL, "%s: small capacity gave %s", name, fb_status_name(status));
+    CHECK_OK(fb_codec_compress(codec, &source.image, compressed, capacity, &used, &last_error));
+
+    /* Damage: every byte of the payload flipped in turn would take long; flip a spread of them. Each must give
+     * an error or (for a flipped sample bit the checksums catch) never a crash; a header byte must be refused. */
+    uint8_t *damaged = malloc(used);
+    for (uint64_t position = 0; position < used; position += used / 61 + 1) {
+        memcpy(damaged, compressed, used);
+        damaged[position] ^= 0x5A;
+        status = fb_codec_decompress(codec, damaged, used, &output.image, &last_error);
+        EXPECT(status == FB_ERROR_CORRUPT_DATA || status == FB_ERROR_UNSUPPORTED_VERSION || status == FB_ERROR_FORMAT_MISMATCH,
+               "%s: byte %llu flipped gave %s", name, (unsigned long long)position, fb_status_name(status));
+        bands ignored = {&band, &whole, 0, 0, 0, 0};
+        status = fb_codec_decode_rows(codec, damaged, used, height, &band.image, on_band, &ignored, &last_error);
+        EXPECT(status != FB_OK, "%s: byte %llu flipped decoded by rows", name, (unsigned long long)position);
+    }
+    /* Truncated: the header claims more than was given. */
+    status = fb_codec_decompress(codec, compressed, used / 2, &output.image, &last_error);
+    EXPECT(status == FB_ERROR_CORRUPT_DATA, "%s: truncated gave %s", name, fb_status_name(status));
+    /* Garbage. */
+    memset(damaged, 0xFF, used);
+    status = fb_codec_decompress(codec, damaged, used, &output.image, &last_error);
+    EXPECT(status == FB_ERROR_CORRUPT_DATA, "%s: garbage gave %s", name, fb_status_name(status));
+    /* Another size than the data's. */
+    image other = image_make(format, width + 2, height, 0);
+    status = fb_codec_decompress(codec, compressed, used, &other.image, &last_error);
+    EXPECT(status == FB_ERROR_FORMAT_MISMATCH || status == FB_ERROR_CORRUPT_DATA, "%s: wrong size gave %s", name,
+           fb_status_name(status));
+    image_free(&other);
+    /* The intact data still decodes after all that (no state left behind). */
+    CHECK_OK(fb_codec_decompress(codec, compressed, used, &output.image, &last_error));
+    EXPECT(differences(&source, 0, &output, 0, height) == 0, "%s: decompressed bytes differ after damage", name);
+
+    printf("ok %s used=%llu raw=%llu\n", name, (unsigned long long)used,
+           (unsigned long long)(source.row_bytes[0] * source.rows[0] + source.row_bytes[1] * source.rows[1]));
+    free(damaged);
+    free(compressed);
+    image_free(&source);
+    image_free(&output);
+    image_free(&output2);
+    image_free(&band);
+    image_free(&whole);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: codec WIDTH HEIGHT\n");
+        return 64;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const uint32_t width = (uint32_t)strtoul(argv[1], NULL, 10);
+    const uint32_t height = (uint32_t)strtoul(argv[2], NULL, 10);
+    fb_codec *codec = NULL;
+    CHECK_OK(fb_codec_create(2, &codec, &last_error));
+
+    const struct {
+        uint32_t format;
+        const char *name;
+    } formats[] = {{FB_FORMAT_420V, "420v"}, {FB_FORMAT_420F, "420f"}, {FB_FORMAT_X420, "x420"},
+                   {FB_FORMAT_XF20, "xf20"}, {FB_FORMAT_BGRA, "BGRA"}};
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        round_trip(codec, formats[i].format, formats[i].name, width, height);
+    }
+
+    /* Arguments. */
+    image source = image_make(FB_FORMAT_420V, width, height, 0);
+    uint8_t bytes[64] = {0};
+    uint64_t used = 0;
+    fb_error error;
+    memset(&error, 0, sizeof error);
+    EXPECT(fb_codec_compress(NULL, &source.image, bytes, sizeof bytes, &used, &error) == FB_ERROR_INVALID_ARGUMENT &&
+               error.code == FB_ERROR_INVALID_ARGUMENT && error.message[0] != 0,
+           "NULL codec");
+    EXPECT(fb_codec_compress(codec, NULL, bytes, sizeof bytes, &used, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL source");
+    EXPECT(fb_codec_compress(codec, &source.image, NULL, 0, &used, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL destination");
+    EXPECT(fb_codec_decompress(codec, NULL, 10, &source.image, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL source");
+    EXPECT(fb_codec_decompress(codec, bytes, 0, &source.image, NULL) == FB_ERROR_INVALID_ARGUMENT, "empty source");
+    EXPECT(fb_codec_decompress(codec, bytes, sizeof bytes, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL destination");
+    EXPECT(fb_codec_decode_rows(codec, bytes, sizeof bytes, height, &source.image, NULL, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT,
+           "NULL callback");
+    image odd = image_make(FB_FORMAT_420V, width, height, 0);
+    odd.image.width = width - 1;
+    EXPECT(fb_codec_compress(codec, &odd.image, bytes, sizeof bytes, &used, NULL) == FB_ERROR_INVALID_ARGUMENT, "odd width");
+    odd.image.width = width;
+    odd.image.format = FB_FOURCC('n', 'o', 'p', 'e');
+    EXPECT(fb_codec_compress(codec, &odd.image, bytes, sizeof bytes, &used, NULL) == FB_ERROR_FORMAT_MISMATCH, "unknown format");
+    odd.image.format = FB_FORMAT_COMPRESSED_420V;
+    EXPECT(fb_codec_compress(codec, &odd.image, bytes, sizeof bytes, &used, NULL) == FB_ERROR_FORMAT_MISMATCH, "compressed source");
+    odd.image.format = FB_FORMAT_420V;
+    void *odd_chroma = odd.image.planes[1].data;
+    odd.image.planes[1].data = NULL;
+    EXPECT(fb_codec_compress(codec, &odd.image, bytes, sizeof bytes, &used, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL plane");
+    odd.image.planes[1].data = odd_chroma;
+    odd.image.planes[0].bytes_per_row = 1;
+    EXPECT(fb_codec_compress(codec, &odd.image, bytes, sizeof bytes, &used, NULL) == FB_ERROR_INVALID_ARGUMENT, "short rows");
+    odd.image.planes[0].bytes_per_row = UINT64_MAX / 2;
+    EXPECT(fb_codec_compress(codec, &odd.image, bytes, sizeof bytes, &used, NULL) == FB_ERROR_INVALID_ARGUMENT, "huge stride");
+    uint64_t size = 0;
+    EXPECT(fb_codec_maximum_compressed_size(FB_FORMAT_420V, 0, 0, &size, NULL) == FB_ERROR_INVALID_ARGUMENT, "zero size");
+    EXPECT(fb_codec_maximum_compressed_size(FB_FORMAT_420V, 1u << 31, 2, &size, NULL) == FB_ERROR_INVALID_ARGUMENT, "huge size");
+    EXPECT(fb_codec_create(1, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL out_codec");
+    fb_codec_destroy(NULL);
+    image_free(&source);
+    image_free(&odd);
+    fb_codec_destroy(codec);
+    printf("failures=%d\n", failures);
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+
+/// The C ABI from C: programs in Tests/CABI compiled with `cc` against include/framebus.h and libFrameBusC.so,
+/// run as separate processes on one socket.
+@Suite struct CABITests {
+    /// What a C subscriber saw, from its output.
+    struct SubscriberReport {
+        var frames: [[String: String]]
+        var drops: [(reason: Int, first: UInt64, last: UInt64, count: UInt64)]
+        var end: String?
+        var closed: Bool
+        var statistics: [String: String]
+
+        init(_ run: ProgramRun) {
+            frames = run.records("frame")
+            drops = run.records("drop").map { fields in
+                (
+                    Int(fields["reason"] ?? "") ?? -1, UInt64(fields["first"] ?? "") ?? .max,
+                    UInt64(fields["last"] ?? "") ?? .max, UInt64(fields["count"] ?? "") ?? 0
+                )
+            }
+            end = run.records("end").first?["status"]
+            closed = !run.records("closed").isEmpty
+            statistics = run.records("stats").first ?? [:]
+        }
+
+        /// Whether frames and drop ranges together account for every sequence number in 0...last exactly once.
+        func accountsForEverySequence(through last: UInt64) -> Bool {
+            var seen = [Int](repeating: 0, count: Int(last) + 1)
+            for frame in frames {
+                guard let sequence = UInt64(frame["seq"] ?? ""), sequence <= last else { return false }
+                seen[Int(sequence)] += 1
+            }
+            for drop in drops {
+                guard drop.first <= drop.last, drop.last <= last else { return false }
+                for sequence in drop.first...drop.last { seen[Int(sequence)] += 1 }
+            }
+            return seen.allSatisfy { $0 == 1 }
+        }
+    }
+
+    /// What the C publisher did: hash per frame index, the sequence of each, the discontinuity it reported.
+    struct PublisherReport {
+        var hashes: [UInt64: String] = [:]
+        var sequences: [UInt64: UInt64] = [:]
+        var reported: (first: UInt64, last: UInt64)?
+        var lastSequence: UInt64 = 0
+
+        init(_ run: ProgramRun) {
+            for fields in run.records("published") {
+                guard let index = UInt64(fields["k"] ?? ""), let sequence = UInt64(fields["seq"] ?? "") else {
+                    continue
+                }
+                hashes[index] = fields["hash"]
+                sequences[index] = sequence
+            }
+            if let fields = run.records("reported").first, let first = UInt64(fields["first"] ?? ""),
+                let last = UInt64(fields["last"] ?? "")
+            {
+                reported = (first, last)
+            }
+            if let published = run.records("stats").first?["published"].flatMap({ UInt64($0) }), published > 0 {
+                lastSequence = published - 1
+            }
+        }
+    }
+
+    @Test(arguments: [("420v", "&8v0"), ("BGRA", "&BGA"), ("x420", "&xv0")])
+    func aCPublisherReachesCSubscribersBitExactRawAndCompressed(raw: String, compressed: String) throws {
+        let scratch = try ScratchDirectory()
+        let publisherProgram = try CProgram.build("publisher", in: scratch)
+        let subscriberProgram = try CProgram.build("subscriber", in: scratch)
+        let path = scratch.path("bus.sock")
+        let frames = 20
+
+        let publisher = try publisherProgram.start([path, raw, "96", "64", "\(frames)", "2", "5000"], in: scratch)
+        #expect(publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
+        let rawSubscriber = try subscriberProgram.start([path, raw, "8", "0"], in: scratch)
+        let compressedSubscriber = try subscriberProgram.start([path, compressed, "8", "0"], in: scratch)
+
+        #expect(publisher.wait(timeout: 120) == 0, "publisher: \(publisher.output)")
+        #expect(rawSubscriber.wait(timeout: 120) == 0, "raw subscriber: \(rawSubscriber.output)")
+        #expect(compressedSubscriber.wait(timeout: 120) == 0, "compressed subscriber: \(compressedSubscriber.output)")
+
+        let published = PublisherReport(publisher)
+        #expect(!published.hashes.isEmpty)
+        let reported = try #require(published.reported, "publisher: \(publisher.output)")
+        for (subscriber, format) in [(rawSubscriber, raw), (compressedSubscriber, compressed)] {
+            let report = SubscriberReport(subscriber)
+            #expect(subscriber.output.contains("connected format=\(format) "), "\(subscriber.output)")
+            #expect(!report.frames.isEmpty)
+            for frame in report.frames {
+                let index = try #require(frame["k"].flatMap { UInt64($0) })
+                // Bit-exact: every byte matched the pattern, and the subscriber's hash of what it read is the
+                // publisher's hash of what it wrote.
+                #expect(frame["ok"] == "1" && frame["fd"] == "1" && frame["bands"] == "1", "\(frame)")
+                #expect(frame["hash"] == published.hashes[index], "frame \(index) of \(format)")
+                #expect(frame["seq"].flatMap { UInt64($0) } == published.sequences[index])
+                #expect(frame["color"] == "1,1,1,1")
+                #expect(frame["pts_ns"] == String((Int64(index) * 1_000_000_000 + 15) / 30))
+                #expect(frame["duration_ns"] == "33333333")
+            }
+            // The upstream loss arrives as a discontinuity drop of exactly the reported range, and the next frame
+            // that arrives carries the discontinuity flag.
+            #expect(
+                report.drops.contains { $0.reason == 3 && $0.first == reported.first && $0.last == reported.last },
+                "\(subscriber.output)"
+            )
+            if let next = report.frames.first(where: { UInt64($0["seq"] ?? "")! > reported.last }),
+                next["seq"].flatMap({ UInt64($0) }) == reported.last + 1
+            {
+                #expect(next["disc"] == "1")
+            }
+            #expect(report.accountsForEverySequence(through: published.lastSequence), "\(subscriber.output)")
+            #expect(report.end == "FB_ERROR_END_OF_STREAM")
+            #expect(report.closed)
+            #expect(report.statistics["held"] == "0")
+        }
+    }
+
+    @Test func framesASubscriberHoldsMakeOutOfBuffersDropsWithTheirRanges() throws {
+        let scratch = try ScratchDirectory()
+        let publisherProgram = try CProgram.build("publisher", in: scratch)
+        let subscriberProgram = try CProgram.build("subscriber", in: scratch)
+        let path = scratch.path("bus.sock")
+
+        let publisher = try publisherProgram.start([path, "420v", "64", "48", "30", "1", "5000"], in: scratch)
+        #expect(publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
+        // Latest-only, and it holds every frame until the stream ends (then releases them from another thread).
+        let subscriber = try subscriberProgram.start([path, "420v", "0", "1000"], in: scratch)
+        #expect(publisher.wait(timeout: 120) == 0, "publisher: \(publisher.output)")
+        #expect(subscriber.wait(timeout: 120) == 0, "subscriber: \(subscriber.output)")
+
+        let published = PublisherReport(publisher)
+        let report = SubscriberReport(subscriber)
+        let maximumHeld = try #require(subscriber.records("connected").first?["max_held"].flatMap { Int($0) })
+        #expect(report.frames.count <= maximumHeld, "\(subscriber.output)")
+        #expect(report.frames.allSatisfy { $0["ok"] == "1" })
+        let outOfBuffers = report.drops.filter { $0.reason == 2 }
+        #expect(!outOfBuffers.isEmpty, "\(subscriber.output)")
+        #expect(outOfBuffers.allSatisfy { $0.count == $0.last - $0.first + 1 })
+        #expect(report.accountsForEverySequence(through: published.lastSequence), "\(subscriber.output)")
+        #expect(report.end == "FB_ERROR_END_OF_STREAM")
+        #expect(report.closed)
+        #expect(report.statistics["held"] == "0")
+        #expect(report.statistics["out"].flatMap { UInt64($0) } == outOfBuffers.reduce(0) { $0 + $1.count })
+    }
+
+    @Test(arguments: [(130, 66), (64, 64), (2, 2)])
+    func theCodecRoundTripsEveryFormatBitExactFromC(width: Int, height: Int) throws {
+        let scratch = try ScratchDirectory()
+        let program = try CProgram.build("codec", in: scratch)
+        let run = try program.start(["\(width)", "\(height)"], in: scratch)
+        #expect(run.wait(timeout: 120) == 0, "\(run.output)")
+        #expect(run.records("ok").count == 5, "\(run.output)")
+        #expect(run.output.contains("failures=0"))
+    }
+
+    @Test func theABIRefusesBadArgumentsHonoursTimeoutsAndInterrupts() throws {
+        let scratch = try ScratchDirectory()
+        let program = try CProgram.build("checks", in: scratch)
+        let run = try program.start([scratch.url.path], in: scratch)
+        #expect(run.wait(timeout: 120) == 0, "\(run.output)")
+        #expect(run.output.contains("failures=0"))
+    }
+}
