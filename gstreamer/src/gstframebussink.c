@@ -292,11 +292,16 @@ gst_framebus_sink_propose_allocation (GstBaseSink * sink, GstQuery * query)
     return TRUE;
   }
 
-  /* Learn the surfaces' layout (one buffer taken and given back unpublished: no sequence number is used). */
-  GstBuffer *probe = NULL;
-  fb_error error = { 0 };
-  if (gst_framebus_publisher_wrap_new_buffer (handle, &probe, &error) == GST_FLOW_OK)
-    gst_buffer_unref (probe);
+  /* Learn the surfaces' layout once (one buffer taken and given back unpublished: no sequence number is used). */
+  g_mutex_lock (&handle->lock);
+  gboolean known = handle->has_layout;
+  g_mutex_unlock (&handle->lock);
+  if (!known) {
+    GstBuffer *probe = NULL;
+    fb_error error = { 0 };
+    if (gst_framebus_publisher_wrap_new_buffer (handle, &probe, &error) == GST_FLOW_OK)
+      gst_buffer_unref (probe);
+  }
   gsize size = GST_VIDEO_INFO_SIZE (&info);
   g_mutex_lock (&handle->lock);
   if (handle->has_layout) {
