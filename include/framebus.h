@@ -385,6 +385,9 @@ typedef struct fb_event {
  * another thread is inside this function for the same subscriber. Events arrive in order; nothing is lost
  * silently: every frame the consumer did not get is covered by a FB_EVENT_DROP.
  *
+ * An event that arrives just after a call timed out is kept for the next call (the wait for it goes on in the
+ * background; fb_subscriber_interrupt hands it back to the subscriber's queue). If a received frame cannot be
+ * locked for reading (a DMA-BUF sync failure), that frame is released and the call returns the error.
  * The wait never blocks the library's own threads, and it returns within the timeout (plus scheduling delay)
  * even when the publisher is silent or gone.
  * Thread safety: one thread at a time (a second concurrent caller gets FB_ERROR_BUSY).
@@ -538,15 +541,19 @@ typedef struct fb_publisher_options {
      *  A subscriber granted the compressed variant gets frames the publisher encoded once, shared by all. */
     const uint32_t *FB_NULLABLE offered_formats;
     size_t offered_format_count;
-    /** Buffers made up front (default 4) and the most that may exist at once (default 8; at least
-     *  minimum_buffer_count). When every buffer is held, fb_publisher_acquire_buffer reports a drop. */
+    /** Buffers made up front (default 4) and the most that may exist at once (default 18, 1 to 1024; at least
+     *  minimum_buffer_count). Subscribers together may hold maximum_buffer_count - 2 of them (the producer keeps
+     *  2): each subscriber's share is max(1, (maximum_buffer_count - 2) / maximum_subscribers) frames, and it holds
+     *  at most min(its queue depth + extra_held_frames_per_subscriber, share) (docs/PROTOCOL.md section 7.3).
+     *  The defaults give each of 4 subscribers a share of 4; a GStreamer source whose pipeline keeps several
+     *  buffers needs a share that large. */
     uint32_t minimum_buffer_count;
     uint32_t maximum_buffer_count;
-    /** Most subscribers at once (default 16). */
+    /** Most subscribers at once (default 4; 1 to 1024). */
     uint32_t maximum_subscribers;
-    /** Frames a subscriber may hold beyond its queue depth (default 4). */
+    /** Frames a subscriber may hold beyond its queue depth (default 4; up to 1024). */
     uint32_t extra_held_frames_per_subscriber;
-    /** Mode of the socket file (default 0600). */
+    /** Mode of the socket file (default 0600; up to 0777). */
     uint32_t socket_mode;
     uint32_t reserved;
 } fb_publisher_options;
@@ -576,15 +583,31 @@ fb_status fb_publisher_create(
 void fb_publisher_destroy(fb_publisher *FB_NULLABLE publisher);
 
 /**
- * Takes a buffer from the pool for the next frame, locked for writing.
- * When subscribers hold every buffer, the frame is dropped: it uses a sequence number, every subscriber gets
- * an outOfBuffers drop, and this returns FB_ERROR_OUT_OF_BUFFERS (try again with the next frame).
+ * Takes a free buffer from the pool for the next frame, locked for writing, without waiting.
+ * When every buffer is in use (subscribers hold their share of the pool, or the caller holds acquired buffers),
+ * returns FB_ERROR_OUT_OF_BUFFERS. A failed acquire uses no sequence number and tells no subscriber anything:
+ * wait with fb_publisher_acquire_buffer_timeout, or, if you give up on the frame, say so with
+ * fb_publisher_report_drops(publisher, FB_DROP_OUT_OF_BUFFERS, 1, ...).
  * Ownership: on FB_OK, *out_buffer is yours until you pass it to fb_buffer_publish or fb_buffer_discard
  * (exactly one of them, exactly once).
  * Thread-safe.
  */
 fb_status fb_publisher_acquire_buffer(
     fb_publisher *FB_NULLABLE publisher,
+    fb_buffer *FB_NULLABLE *FB_NULLABLE out_buffer,
+    fb_error *FB_NULLABLE error
+);
+
+/**
+ * As fb_publisher_acquire_buffer, but waits up to `timeout_ns` nanoseconds (0: do not wait; negative: without
+ * limit) for a buffer to become free (subscribers release frames, or the caller publishes or discards one).
+ * Returns FB_ERROR_TIMED_OUT when none became free in time (nothing is reported to subscribers). To make a
+ * wait interruptible (GStreamer's unlock), wait in slices of a few tens of milliseconds and check your flag.
+ * The wait never blocks the library's own threads. Thread-safe.
+ */
+fb_status fb_publisher_acquire_buffer_timeout(
+    fb_publisher *FB_NULLABLE publisher,
+    int64_t timeout_ns,
     fb_buffer *FB_NULLABLE *FB_NULLABLE out_buffer,
     fb_error *FB_NULLABLE error
 );
@@ -652,8 +675,9 @@ void fb_buffer_discard(fb_buffer *FB_NULLABLE buffer);
 /**
  * Records that `count` frames (1 to 2^32) were lost before they could be published (for example upstream drops
  * or gaps), and tells every subscriber with a drop of `reason`. For FB_DROP_DISCONTINUITY the next published
- * frame also carries the discontinuity flag. On FB_OK the sequence numbers used go to *out_first and
- * *out_last (each may be NULL). Thread-safe.
+ * frame also carries the discontinuity flag. Contiguous drops of one reason reach subscribers as one range
+ * (sent within 100 ms). On FB_OK the sequence numbers used go to *out_first and *out_last (each may be NULL).
+ * Thread-safe.
  */
 fb_status fb_publisher_report_drops(
     fb_publisher *FB_NULLABLE publisher,

@@ -1,3 +1,4 @@
+import Foundation
 import FrameBus
 
 /// The Swift side of `fb_publisher`: a ``Publisher`` and the ``PixelBufferPool`` its frames come from.
@@ -13,5 +14,66 @@ final class PublisherHandle: Sendable {
     /// The formats a pool of `format` can serve: the format and its compressed variant.
     static func servable(by format: PixelFormat) -> [PixelFormat] {
         [format] + (format.compressedVariant.map { [$0] } ?? [])
+    }
+
+    /// A free buffer, waiting up to `timeoutNanoseconds` (negative: no limit; 0: no wait) for one.
+    ///
+    /// The wait is ``Publisher/nextPixelBuffer(from:)`` in a task; the C thread blocks on a condition until the task
+    /// hands over its result or the deadline passes, then cancels the task. A buffer the task gets after the deadline
+    /// is dropped, and so goes back to the pool.
+    func acquire(timeoutNanoseconds: Int64) -> Result<PixelBuffer, ABIError> {
+        do {
+            return .success(try publisher.makePixelBuffer(from: pool))
+        } catch  where error.code == .outOfBuffers && timeoutNanoseconds != 0 {
+            // Wait below.
+        } catch {
+            return .failure(ABIError(error))
+        }
+        let deadline: Date? =
+            timeoutNanoseconds < 0 ? nil : Date(timeIntervalSinceNow: Double(timeoutNanoseconds) / 1e9)
+        let handOver = HandOver<Result<PixelBuffer, ABIError>>()
+        let task = Task { [publisher, pool] in
+            do {
+                handOver.put(.success(try await publisher.nextPixelBuffer(from: pool)))
+            } catch {
+                handOver.put(.failure(ABIError(any: error)))
+            }
+        }
+        guard let result = handOver.take(until: deadline) else {
+            task.cancel()
+            return .failure(ABIError(.timedOut, "fb_publisher_acquire_buffer_timeout: no buffer became free in time"))
+        }
+        return result
+    }
+}
+
+/// One value handed from a task to a waiting thread. A value put after the taker gave up stays here and goes
+/// when the last reference does.
+final class HandOver<Value: Sendable>: @unchecked Sendable {
+    // @unchecked: `value` and `isAbandoned` are guarded by `condition`.
+    private let condition = NSCondition()
+    private var value: Value?
+    private var isAbandoned = false
+
+    func put(_ newValue: Value) {
+        condition.withLock {
+            if !isAbandoned { value = newValue }
+            condition.broadcast()
+        }
+    }
+
+    /// The value, or nil if none came before `deadline` (nil: wait without limit); then the hand-over is abandoned.
+    func take(until deadline: Date?) -> Value? {
+        condition.withLock {
+            while value == nil {
+                if let deadline {
+                    if !condition.wait(until: deadline) { break }
+                } else {
+                    condition.wait()
+                }
+            }
+            if value == nil { isAbandoned = true }
+            return value
+        }
     }
 }

@@ -83,6 +83,9 @@ typedef struct bands {
     uint32_t calls;
     uint32_t stop_after;
     int out_of_order;
+    /* When set, the callback calls back into the codec, which must refuse (not wait for itself for ever). */
+    fb_codec *reenter;
+    fb_status reentry_status;
 } bands;
 
 static int32_t on_band(void *context, uint32_t first_row, uint32_t row_count) {
@@ -98,6 +101,12 @@ static int32_t on_band(void *context, uint32_t first_row, uint32_t row_count) {
                    (uint8_t *)state->band->image.planes[p].data + (uint64_t)y * state->band->image.planes[p].bytes_per_row,
                    state->band->row_bytes[p]);
         }
+    }
+    if (state->reenter != NULL) {
+        uint32_t rows = 0;
+        uint8_t bytes[16] = {0};
+        state->reentry_status = fb_codec_tile_row_height(state->reenter, bytes, sizeof bytes, state->whole->image.format,
+                                                         state->whole->image.width, state->whole->image.height, &rows, NULL);
     }
     return state->stop_after != 0 && state->calls >= state->stop_after;
 }
@@ -131,7 +140,7 @@ static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint3
     EXPECT(tile_rows > 0 && tile_rows <= height, "%s: tile row height %u", name, tile_rows);
     image band = image_make(format, width, tile_rows, 16);
     image whole = image_make(format, width, height, 0);
-    bands state = {&band, &whole, 0, 0, 0, 0};
+    bands state = {&band, &whole, 0, 0, 0, 0, NULL, FB_OK};
     CHECK_OK(fb_codec_decode_rows(codec, compressed, used, height, &band.image, on_band, &state, &last_error));
     EXPECT(!state.out_of_order && state.next_row == height, "%s: bands ended at row %u", name, state.next_row);
     EXPECT(state.calls == (height + tile_rows - 1) / tile_rows, "%s: %u bands", name, state.calls);
@@ -139,16 +148,18 @@ static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint3
 
     /* The callback stops after the first band. */
     if (state.calls > 1) {
-        bands stopping = {&band, &whole, 0, 0, 1, 0};
+        bands stopping = {&band, &whole, 0, 0, 1, 0, codec, FB_OK};
         fb_status status = fb_codec_decode_rows(codec, compressed, used, height, &band.image, on_band, &stopping, &last_error);
         EXPECT(status == FB_ERROR_CANCELLED && stopping.calls == 1, "%s: stop gave %s after %u", name,
                fb_status_name(status), stopping.calls);
+        EXPECT(stopping.reentry_status == FB_ERROR_INVALID_ARGUMENT, "%s: a call from the callback gave %s", name,
+               fb_status_name(stopping.reentry_status));
     }
 
     /* A band lower than one tile row is refused. */
     if (tile_rows > 2) {
         image low = image_make(format, width, 2, 0);
-        bands ignored = {&low, &whole, 0, 0, 0, 0};
+        bands ignored = {&low, &whole, 0, 0, 0, 0, NULL, FB_OK};
         fb_status status = fb_codec_decode_rows(codec, compressed, used, height, &low.image, on_band, &ignored, &last_error);
         EXPECT(status == FB_ERROR_INVALID_ARGUMENT && ignored.calls == 0, "%s: low band gave %s", name, fb_status_name(status));
         image_free(&low);
@@ -169,7 +180,7 @@ static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint3
         status = fb_codec_decompress(codec, damaged, used, &output.image, &last_error);
         EXPECT(status == FB_ERROR_CORRUPT_DATA || status == FB_ERROR_UNSUPPORTED_VERSION || status == FB_ERROR_FORMAT_MISMATCH,
                "%s: byte %llu flipped gave %s", name, (unsigned long long)position, fb_status_name(status));
-        bands ignored = {&band, &whole, 0, 0, 0, 0};
+        bands ignored = {&band, &whole, 0, 0, 0, 0, NULL, FB_OK};
         status = fb_codec_decode_rows(codec, damaged, used, height, &band.image, on_band, &ignored, &last_error);
         EXPECT(status != FB_OK, "%s: byte %llu flipped decoded by rows", name, (unsigned long long)position);
     }

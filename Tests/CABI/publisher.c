@@ -6,7 +6,7 @@
  * presentation time k/30 s, duration 1/30 s and BT.709 colour, one every INTERVAL_US microseconds. Halfway it
  * reports two frames lost upstream (a discontinuity drop). Prints one line per event:
  *   published k=K seq=S hash=H       (H: FNV-1a of the rows written)
- *   outofbuffers k=K                 (every pool buffer was held; the frame was dropped)
+ *   outofbuffers k=K                 (no pool buffer became free within 20 ms; the frame was reported dropped)
  *   reported first=F last=L          (the discontinuity drop)
  *   stats published=P delivered=D held=H subscribers=N
  * then stops the publisher (subscribers get END_OF_STREAM) and prints "done".
@@ -54,10 +54,11 @@ int main(int argc, char **argv) {
         }
         fb_buffer *buffer = NULL;
         memset(&last_error, 0, sizeof last_error);
-        fb_status status = fb_publisher_acquire_buffer(publisher, &buffer, &last_error);
-        if (status == FB_ERROR_OUT_OF_BUFFERS) {
+        fb_status status = fb_publisher_acquire_buffer_timeout(publisher, 20000000, &buffer, &last_error);
+        if (status == FB_ERROR_TIMED_OUT) {
+            /* Every buffer stayed in use: the frame is lost, and subscribers are told. */
+            CHECK_OK(fb_publisher_report_drops(publisher, FB_DROP_OUT_OF_BUFFERS, 1, NULL, NULL, &last_error));
             printf("outofbuffers k=%llu\n", (unsigned long long)k);
-            usleep(interval);
             continue;
         }
         CHECK_OK(status);

@@ -135,7 +135,9 @@ import Testing
         let published = PublisherReport(publisher)
         let report = SubscriberReport(subscriber)
         let maximumHeld = try #require(subscriber.records("connected").first?["max_held"].flatMap { Int($0) })
-        #expect(report.frames.count <= maximumHeld, "\(subscriber.output)")
+        // It holds exactly what the publisher granted in its WELCOME: the limit counts the pool from the start.
+        #expect(report.frames.count == maximumHeld, "\(subscriber.output)")
+        #expect(maximumHeld == 4, "the defaults give each of 4 subscribers a share of (18 - 2) / 4 frames")
         #expect(report.frames.allSatisfy { $0["ok"] == "1" })
         let outOfBuffers = report.drops.filter { $0.reason == 2 }
         #expect(!outOfBuffers.isEmpty, "\(subscriber.output)")

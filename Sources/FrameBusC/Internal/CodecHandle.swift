@@ -1,5 +1,6 @@
 import CFrameBusABI
 import FrameBus
+import Glibc
 import Synchronization
 
 /// The Swift side of `fb_codec`: a ``SurfaceCodecContext`` plus private buffers it works in.
@@ -18,6 +19,9 @@ final class CodecHandle: Sendable {
 
     let context: SurfaceCodecContext
     private let buffers = Mutex(Buffers())
+    /// The thread running a `fb_codec_decode_rows` callback, if any: a call from it back into this codec would wait
+    /// on `buffers`, which that thread holds, for ever. Such a call is refused instead.
+    private let callbackThread = Mutex<pthread_t?>(nil)
 
     init(threadCount: Int) {
         context = SurfaceCodecContext(threadCount: threadCount)
@@ -31,6 +35,7 @@ final class CodecHandle: Sendable {
         guard unsafe !source.format.isCompressed else {
             throw ABIError(.formatMismatch, unsafe "\(function): source is \(source.format), a compressed format")
         }
+        try refuseReentry(function)
         return try buffers.withLock { (buffers) throws(ABIError) -> Int in
             let raw = unsafe try reuse(&buffers.raw, width: source.width, height: source.height, format: source.format)
             let maximum = try codecCall { () throws(CompressionError) in
@@ -66,6 +71,7 @@ final class CodecHandle: Sendable {
 
     /// Decompresses `source` into the caller's `destination`.
     func decompress(_ source: UnsafeRawBufferPointer, into destination: CallerImage) throws(ABIError) {
+        try refuseReentry("fb_codec_decompress")
         try buffers.withLock { (buffers) throws(ABIError) in
             let compressed = try unsafe load(
                 source,
@@ -92,7 +98,8 @@ final class CodecHandle: Sendable {
         height: Int,
         format: PixelFormat
     ) throws(ABIError) -> Int {
-        try buffers.withLock { (buffers) throws(ABIError) -> Int in
+        try refuseReentry("fb_codec_tile_row_height")
+        return try buffers.withLock { (buffers) throws(ABIError) -> Int in
             let compressed = try unsafe load(source, &buffers, width, height, format)
             return try codecCall { () throws(CompressionError) in try SurfaceCodec.tileRowHeight(of: compressed) }
         }
@@ -106,6 +113,7 @@ final class CodecHandle: Sendable {
         _ delivered: (_ firstRow: Int, _ rowCount: Int) -> Bool
     ) throws(ABIError) {
         let function = "fb_codec_decode_rows"
+        try refuseReentry(function)
         try buffers.withLock { (buffers) throws(ABIError) in
             let compressed = try unsafe load(source, &buffers, band.width, imageHeight, band.format)
             let tileRows = try codecCall { () throws(CompressionError) in try SurfaceCodec.tileRowHeight(of: compressed)
@@ -125,13 +133,26 @@ final class CodecHandle: Sendable {
             do {
                 try context.decodeTileRows(of: compressed, into: scratch) { rows in
                     try unsafe band.copy(from: scratch, firstRow: 0, rowCount: rows.count)
-                    guard delivered(rows.lowerBound, rows.count) else {
+                    callbackThread.withLock { $0 = pthread_self() }
+                    let goesOn = delivered(rows.lowerBound, rows.count)
+                    callbackThread.withLock { $0 = nil }
+                    guard goesOn else {
                         throw ABIError(.cancelled, "\(function): the callback stopped at row \(rows.lowerBound)")
                     }
                 }
             } catch {
                 throw ABIError(any: error)
             }
+        }
+    }
+
+    private func refuseReentry(_ function: String) throws(ABIError) {
+        let inCallback = callbackThread.withLock { thread in thread.map { pthread_equal($0, pthread_self()) != 0 } }
+        if inCallback == true {
+            throw ABIError(
+                .invalidArgument,
+                "\(function): called from inside this codec's fb_codec_decode_rows callback"
+            )
         }
     }
 

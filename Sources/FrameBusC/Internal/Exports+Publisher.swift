@@ -9,8 +9,8 @@ public func fbPublisherOptionsInit(_ options: UnsafeMutablePointer<fb_publisher_
     guard let options = unsafe options else { return }
     var defaults = unsafe fb_publisher_options()
     unsafe defaults.minimum_buffer_count = 4
-    unsafe defaults.maximum_buffer_count = 8
-    unsafe defaults.maximum_subscribers = 16
+    unsafe defaults.maximum_buffer_count = 18
+    unsafe defaults.maximum_subscribers = 4
     unsafe defaults.extra_held_frames_per_subscriber = 4
     unsafe defaults.socket_mode = 0o600
     unsafe options.pointee = defaults
@@ -94,6 +94,9 @@ public func fbPublisherCreate(
         configuration.extraHeldFramesPerSubscriber = unsafe Int(options.extra_held_frames_per_subscriber)
         let publisher: Publisher
         do { publisher = try Publisher(configuration: configuration) } catch { throw ABIError(any: error) }
+        // The publisher learns the pool's capacity (its held-frame budget) from the first buffer it hands out; take one
+        // now, so that the limits granted to the first subscribers already count it.
+        _ = try? publisher.makePixelBuffer(from: pool)
         unsafe outPublisher.pointee = Handle.make(PublisherHandle(publisher: publisher, pool: pool))
     }
 }
@@ -113,13 +116,38 @@ public func fbPublisherAcquireBuffer(
     _ outBuffer: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<fb_error>?
 ) -> fb_status {
+    unsafe acquireBuffer(publisher, timeoutNanoseconds: 0, outBuffer, error, "fb_publisher_acquire_buffer")
+}
+
+/// `fb_publisher_acquire_buffer_timeout`.
+@_cdecl("fb_publisher_acquire_buffer_timeout")
+public func fbPublisherAcquireBufferTimeout(
+    _ publisher: OpaquePointer?,
+    _ timeoutNanoseconds: Int64,
+    _ outBuffer: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe acquireBuffer(
+        publisher,
+        timeoutNanoseconds: timeoutNanoseconds,
+        outBuffer,
+        error,
+        "fb_publisher_acquire_buffer_timeout"
+    )
+}
+
+private func acquireBuffer(
+    _ publisher: OpaquePointer?,
+    timeoutNanoseconds: Int64,
+    _ outBuffer: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?,
+    _ function: String
+) -> fb_status {
     unsafe boundary(error) { () throws(ABIError) in
-        let function = "fb_publisher_acquire_buffer"
         guard let publisher = unsafe publisher else { throw .null("publisher", in: function) }
         guard let outBuffer = unsafe outBuffer else { throw .null("out_buffer", in: function) }
         let handle = unsafe Handle.borrow(publisher, as: PublisherHandle.self)
-        let buffer: PixelBuffer
-        do { buffer = try handle.publisher.makePixelBuffer(from: handle.pool) } catch { throw ABIError(any: error) }
+        let buffer = try handle.acquire(timeoutNanoseconds: timeoutNanoseconds).get()
         unsafe outBuffer.pointee = Handle.make(try BufferHandle(publisher: handle.publisher, buffer: buffer))
     }
 }
@@ -207,10 +235,10 @@ public func fbPublisherReportDrops(
         guard count >= 1, count <= 1 << 32 else {
             throw ABIError(.invalidArgument, "\(function): count \(count) is not in 1...2^32")
         }
-        let range = unsafe Handle.borrow(publisher, as: PublisherHandle.self).publisher.reportDroppedFrames(
-            reason: dropReason,
-            count: Int(count)
-        )
+        let handle = unsafe Handle.borrow(publisher, as: PublisherHandle.self)
+        guard let range = handle.publisher.reportDroppedFrames(reason: dropReason, count: Int(count)) else {
+            throw ABIError(.closed, "\(function): the publisher is stopped")
+        }
         if let outFirst = unsafe outFirst { unsafe outFirst.pointee = range.lowerBound }
         if let outLast = unsafe outLast { unsafe outLast.pointee = range.upperBound }
     }
