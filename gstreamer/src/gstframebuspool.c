@@ -9,6 +9,7 @@ GstFramebusPublisher *
 gst_framebus_publisher_new (fb_publisher * publisher, const GstVideoInfo * info)
 {
   GstFramebusPublisher *handle = g_atomic_rc_box_new0 (GstFramebusPublisher);
+  g_rw_lock_init (&handle->lifetime);
   g_mutex_init (&handle->lock);
   handle->publisher = publisher;
   handle->info = *info;
@@ -28,6 +29,7 @@ publisher_clear (gpointer data)
   if (handle->publisher != NULL)
     fb_publisher_destroy (handle->publisher);
   g_mutex_clear (&handle->lock);
+  g_rw_lock_clear (&handle->lifetime);
 }
 
 void
@@ -40,12 +42,23 @@ gst_framebus_publisher_unref (GstFramebusPublisher * handle)
 void
 gst_framebus_publisher_close (GstFramebusPublisher * handle)
 {
-  g_mutex_lock (&handle->lock);
+  g_rw_lock_writer_lock (&handle->lifetime);
   fb_publisher *publisher = handle->publisher;
   handle->publisher = NULL;
   if (publisher != NULL)
     fb_publisher_destroy (publisher);
-  g_mutex_unlock (&handle->lock);
+  g_rw_lock_writer_unlock (&handle->lifetime);
+}
+
+gboolean
+gst_framebus_publisher_get_statistics (GstFramebusPublisher * handle, fb_publisher_statistics * stats)
+{
+  gboolean have = FALSE;
+  g_rw_lock_reader_lock (&handle->lifetime);
+  if (handle->publisher != NULL)
+    have = fb_publisher_get_statistics (handle->publisher, stats, NULL) == FB_OK;
+  g_rw_lock_reader_unlock (&handle->lifetime);
+  return have;
 }
 
 /* ---- wrapped surfaces -------------------------------------------------------------------------------------- */
@@ -53,7 +66,7 @@ gst_framebus_publisher_close (GstFramebusPublisher * handle)
 /* What a wrapped GstMemory owns: the FrameBus buffer until it is published or the memory is freed. */
 typedef struct {
   GstFramebusPublisher *handle;
-  fb_buffer *buffer;            /* with handle->lock; NULL once taken for publishing */
+  fb_buffer *buffer;            /* atomic: NULL once taken for publishing */
   gsize offsets[GST_VIDEO_MAX_PLANES];
   gint strides[GST_VIDEO_MAX_PLANES];
   guint plane_count;
@@ -68,58 +81,51 @@ wrapped_surface_quark (void)
   return (GQuark) quark;
 }
 
-static GQuark
-stand_in_quark (void)
-{
-  static gsize quark;
-  if (g_once_init_enter (&quark))
-    g_once_init_leave (&quark, g_quark_from_static_string ("GstFramebusStandIn"));
-  return (GQuark) quark;
-}
-
 static void
 wrapped_surface_free (gpointer data)
 {
   WrappedSurface *surface = data;
-  g_mutex_lock (&surface->handle->lock);
-  fb_buffer *buffer = surface->buffer;
-  surface->buffer = NULL;
+  fb_buffer *buffer = g_atomic_pointer_exchange (&surface->buffer, NULL);
   /* Never published (upstream dropped it, or the sink copied from it): the surface goes back unpublished.
-   * Allowed after fb_publisher_destroy too. */
-  if (buffer != NULL)
+   * Allowed after fb_publisher_destroy too, but not while it runs. */
+  if (buffer != NULL) {
+    g_rw_lock_reader_lock (&surface->handle->lifetime);
     fb_buffer_discard (buffer);
-  g_mutex_unlock (&surface->handle->lock);
+    g_rw_lock_reader_unlock (&surface->handle->lifetime);
+  }
   gst_framebus_publisher_unref (surface->handle);
   g_free (surface);
 }
 
+void
+gst_framebus_publisher_discard (GstFramebusPublisher * handle, fb_buffer * buffer)
+{
+  g_rw_lock_reader_lock (&handle->lifetime);
+  fb_buffer_discard (buffer);
+  g_rw_lock_reader_unlock (&handle->lifetime);
+}
+
 GstFlowReturn
-gst_framebus_publisher_wrap_new_buffer (GstFramebusPublisher * handle, GstBuffer ** out, fb_error * error)
+gst_framebus_publisher_wrap_new_buffer (GstFramebusPublisher * handle, GstBuffer ** out, gint64 timeout_ns,
+    fb_error * error)
 {
   fb_buffer *buffer = NULL;
   fb_buffer_info info;
   fb_status status;
 
   *out = NULL;
-  g_mutex_lock (&handle->lock);
-  if (handle->publisher == NULL) {
-    g_mutex_unlock (&handle->lock);
-    return GST_FLOW_FLUSHING;
-  }
-  status = fb_publisher_acquire_buffer (handle->publisher, &buffer, error);
+  status = gst_framebus_publisher_acquire (handle, &buffer, &info, timeout_ns, error);
   if (status == FB_OK) {
-    status = fb_buffer_get_info (buffer, &info, error);
-    if (status != FB_OK) {
-      fb_buffer_discard (buffer);
-      buffer = NULL;
+    g_mutex_lock (&handle->lock);
+    if (!handle->has_layout) {
+      handle->layout = info;
+      handle->has_layout = TRUE;
     }
+    g_mutex_unlock (&handle->lock);
   }
-  if (status == FB_OK && !handle->has_layout) {
-    handle->layout = info;
-    handle->has_layout = TRUE;
-  }
-  g_mutex_unlock (&handle->lock);
 
+  if (status == FB_ERROR_TIMED_OUT)
+    return GST_FLOW_CUSTOM_SUCCESS;
   if (status == FB_ERROR_OUT_OF_BUFFERS)
     return GST_FLOW_CUSTOM_SUCCESS;
   if (status == FB_ERROR_CLOSED)
@@ -131,7 +137,7 @@ gst_framebus_publisher_wrap_new_buffer (GstFramebusPublisher * handle, GstBuffer
   guint plane_count = GST_VIDEO_INFO_N_PLANES (video);
   if (info.plane_count != plane_count || info.width != (guint32) GST_VIDEO_INFO_WIDTH (video)
       || info.height != (guint32) GST_VIDEO_INFO_HEIGHT (video) || plane_count > FB_MAX_PLANES) {
-    fb_buffer_discard (buffer);
+    gst_framebus_publisher_discard (handle, buffer);
     if (error != NULL) {
       error->code = FB_ERROR_INTERNAL;
       error->system_errno = 0;
@@ -154,7 +160,7 @@ gst_framebus_publisher_wrap_new_buffer (GstFramebusPublisher * handle, GstBuffer
   for (guint p = 1; p < plane_count; p++) {
     if ((gint64) (info.planes[p].data - info.planes[0].data)
         != (gint64) (info.planes[p].offset - info.planes[0].offset)) {
-      fb_buffer_discard (buffer);
+      gst_framebus_publisher_discard (handle, buffer);
       if (error != NULL) {
         error->code = FB_ERROR_INTERNAL;
         error->system_errno = 0;
@@ -210,30 +216,28 @@ gst_framebus_publisher_take_buffer (GstFramebusPublisher * handle, GstBuffer * b
     if (meta->offset[p] != surface->offsets[p] || meta->stride[p] != surface->strides[p])
       return NULL;
 
-  g_mutex_lock (&handle->lock);
-  fb_buffer *taken = surface->buffer;
-  surface->buffer = NULL;
-  g_mutex_unlock (&handle->lock);
-  return taken;
+  return g_atomic_pointer_exchange (&surface->buffer, NULL);
 }
 
 fb_status
 gst_framebus_publisher_acquire (GstFramebusPublisher * handle, fb_buffer ** out, fb_buffer_info * info,
-    fb_error * error)
+    gint64 timeout_ns, fb_error * error)
 {
   fb_buffer *buffer = NULL;
   fb_status status = FB_ERROR_CLOSED;
 
-  g_mutex_lock (&handle->lock);
+  g_rw_lock_reader_lock (&handle->lifetime);
   if (handle->publisher != NULL) {
-    status = fb_publisher_acquire_buffer (handle->publisher, &buffer, error);
+    status = timeout_ns > 0
+        ? fb_publisher_acquire_buffer_timeout (handle->publisher, timeout_ns, &buffer, error)
+        : fb_publisher_acquire_buffer (handle->publisher, &buffer, error);
     if (status == FB_OK) {
       status = fb_buffer_get_info (buffer, info, error);
       if (status != FB_OK)
         fb_buffer_discard (buffer);
     }
   }
-  g_mutex_unlock (&handle->lock);
+  g_rw_lock_reader_unlock (&handle->lifetime);
   *out = status == FB_OK ? buffer : NULL;
   return status;
 }
@@ -244,7 +248,7 @@ gst_framebus_publisher_publish (GstFramebusPublisher * handle, fb_buffer * buffe
 {
   fb_status status = FB_ERROR_CLOSED;
 
-  g_mutex_lock (&handle->lock);
+  g_rw_lock_reader_lock (&handle->lifetime);
   if (handle->publisher != NULL) {
     uint64_t published = 0;
     status = fb_buffer_publish (buffer, info, &published, error);
@@ -253,17 +257,17 @@ gst_framebus_publisher_publish (GstFramebusPublisher * handle, fb_buffer * buffe
   } else {
     fb_buffer_discard (buffer);
   }
-  g_mutex_unlock (&handle->lock);
+  g_rw_lock_reader_unlock (&handle->lifetime);
   return status;
 }
 
-gboolean
-gst_framebus_buffer_is_stand_in (GstBuffer * buffer)
+void
+gst_framebus_publisher_report_lost_frame (GstFramebusPublisher * handle)
 {
-  if (gst_buffer_n_memory (buffer) != 1)
-    return FALSE;
-  GstMemory *memory = gst_buffer_peek_memory (buffer, 0);
-  return gst_mini_object_get_qdata (GST_MINI_OBJECT_CAST (memory), stand_in_quark ()) != NULL;
+  g_rw_lock_reader_lock (&handle->lifetime);
+  if (handle->publisher != NULL)
+    fb_publisher_report_drops (handle->publisher, FB_DROP_OUT_OF_BUFFERS, 1, NULL, NULL, NULL);
+  g_rw_lock_reader_unlock (&handle->lifetime);
 }
 
 /* ---- the pool ---------------------------------------------------------------------------------------------- */
@@ -317,23 +321,38 @@ gst_framebus_pool_stop (GstBufferPool * pool)
   return TRUE;
 }
 
+/* How long upstream waits for a free surface before it gets a stand-in, and in what slices (flushing ends it). */
+#define POOL_WAIT_NS (200 * GST_MSECOND)
+#define POOL_WAIT_SLICE_NS (20 * GST_MSECOND)
+
 static GstFlowReturn
 gst_framebus_pool_alloc_buffer (GstBufferPool * pool, GstBuffer ** buffer, GstBufferPoolAcquireParams * params)
 {
   GstFramebusPool *self = GST_FRAMEBUS_POOL (pool);
   fb_error error = { 0 };
+  gboolean dont_wait = params != NULL && (params->flags & GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT);
 
-  GstFlowReturn result = gst_framebus_publisher_wrap_new_buffer (self->handle, buffer, &error);
+  GstFlowReturn result = gst_framebus_publisher_wrap_new_buffer (self->handle, buffer, 0, &error);
+  /* Surfaces in use are mostly upstream's own buffers still on their way to the sink (in a queue), which the
+   * sink publishes and frees in turn; subscribers cannot pin the last two (the library keeps them for the
+   * producer). So wait, like any bounded GstBufferPool, but not for ever: an element that keeps many buffers
+   * (a decoder's reference frames) would otherwise wait on itself. */
+  for (gint64 waited = 0; result == GST_FLOW_CUSTOM_SUCCESS && !dont_wait && waited < (gint64) POOL_WAIT_NS
+      && !GST_BUFFER_POOL_IS_FLUSHING (pool); waited += POOL_WAIT_SLICE_NS)
+    result = gst_framebus_publisher_wrap_new_buffer (self->handle, buffer, POOL_WAIT_SLICE_NS, &error);
+
   if (result == GST_FLOW_CUSTOM_SUCCESS) {
-    /* Subscribers hold every surface: this frame is already counted as an outOfBuffers drop. Upstream gets a
-     * stand-in in ordinary memory (with the default layout) so that it does not stall; the sink discards it. */
-    GST_DEBUG_OBJECT (pool, "FrameBus pool exhausted; handing out a stand-in");
-    GstBuffer *stand_in = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (&self->handle->info), NULL);
+    if (dont_wait)
+      return GST_FLOW_EOS;      /* GstBufferPool's contract for DONTWAIT */
+    if (GST_BUFFER_POOL_IS_FLUSHING (pool))
+      return GST_FLOW_FLUSHING;
+    /* Still none: hand out ordinary memory with the default layout; the sink copies it into a surface that is
+     * free by then, or reports the frame as lost. Upstream never stalls for good. */
+    GST_DEBUG_OBJECT (pool, "every surface is in use; handing out a stand-in");
+    const GstVideoInfo *info = &self->handle->info;
+    GstBuffer *stand_in = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (info), NULL);
     if (stand_in == NULL)
       return GST_FLOW_ERROR;
-    gst_mini_object_set_qdata (GST_MINI_OBJECT_CAST (gst_buffer_peek_memory (stand_in, 0)), stand_in_quark (),
-        GINT_TO_POINTER (1), NULL);
-    const GstVideoInfo *info = &self->handle->info;
     gst_buffer_add_video_meta_full (stand_in, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT (info),
         GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info), GST_VIDEO_INFO_N_PLANES (info),
         (gsize *) info->offset, (gint *) info->stride);

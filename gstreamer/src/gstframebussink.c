@@ -28,10 +28,12 @@ enum {
 
 #define DEFAULT_COMPRESSION GST_FRAMEBUS_COMPRESSION_OFFER
 #define DEFAULT_MIN_BUFFERS 4
-#define DEFAULT_MAX_BUFFERS 8
-#define DEFAULT_MAX_SUBSCRIBERS 16
+#define DEFAULT_MAX_BUFFERS 18
+#define DEFAULT_MAX_SUBSCRIBERS 4
 #define DEFAULT_SOCKET_MODE 0600
 #define DEFAULT_TIMESTAMP_MODE GST_FRAMEBUS_TIMESTAMP_CLOCK
+/* How long render waits for a free surface to copy a frame into before it drops the frame. */
+#define RENDER_WAIT_NS (20 * GST_MSECOND)
 
 struct _GstFramebusSink {
   GstBaseSink parent;
@@ -118,11 +120,7 @@ gst_framebus_sink_make_stats (GstFramebusSink * self, const gchar * name)
   GST_OBJECT_UNLOCK (self);
   if (handle != NULL) {
     fb_publisher_statistics bus = { 0 };
-    gboolean have = FALSE;
-    g_mutex_lock (&handle->lock);
-    if (handle->publisher != NULL)
-      have = fb_publisher_get_statistics (handle->publisher, &bus, NULL) == FB_OK;
-    g_mutex_unlock (&handle->lock);
+    gboolean have = gst_framebus_publisher_get_statistics (handle, &bus);
     gst_framebus_publisher_unref (handle);
     gst_structure_set (stats, "format", G_TYPE_STRING, gst_framebus_fourcc_string (format, fourcc), NULL);
     if (have)
@@ -131,7 +129,8 @@ gst_framebus_sink_make_stats (GstFramebusSink * self, const gchar * name)
           "delivered", G_TYPE_UINT64, (guint64) bus.delivered,
           "held", G_TYPE_UINT64, (guint64) bus.held_now,
           "conversions", G_TYPE_UINT64, (guint64) bus.conversions,
-          "dropped-out-of-buffers", G_TYPE_UINT64, (guint64) bus.dropped_at_source_out_of_buffers, NULL);
+          "subscriber-drops", G_TYPE_UINT64, (guint64) (bus.dropped_frame_was_late + bus.dropped_out_of_buffers
+              + bus.dropped_discontinuity), NULL);
   }
   return stats;
 }
@@ -299,7 +298,7 @@ gst_framebus_sink_propose_allocation (GstBaseSink * sink, GstQuery * query)
   if (!known) {
     GstBuffer *probe = NULL;
     fb_error error = { 0 };
-    if (gst_framebus_publisher_wrap_new_buffer (handle, &probe, &error) == GST_FLOW_OK)
+    if (gst_framebus_publisher_wrap_new_buffer (handle, &probe, 0, &error) == GST_FLOW_OK)
       gst_buffer_unref (probe);
   }
   gsize size = GST_VIDEO_INFO_SIZE (&info);
@@ -389,13 +388,6 @@ gst_framebus_sink_render (GstBaseSink * sink, GstBuffer * buffer)
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("a buffer before caps"));
     return GST_FLOW_NOT_NEGOTIATED;
   }
-  if (gst_framebus_buffer_is_stand_in (buffer)) {
-    /* The pool was exhausted when upstream asked for this buffer: the library already counted the frame as an
-     * outOfBuffers drop and told every subscriber. */
-    counter_add (&self->dropped);
-    return GST_FLOW_OK;
-  }
-
   fb_publish_info info = gst_framebus_sink_publish_info (self, buffer);
 
   fb_buffer *surface = gst_framebus_publisher_take_buffer (self->handle, buffer);
@@ -409,9 +401,12 @@ gst_framebus_sink_render (GstBaseSink * sink, GstBuffer * buffer)
 
   fb_buffer_info layout;
   fb_error error = { 0 };
-  fb_status status = gst_framebus_publisher_acquire (self->handle, &surface, &layout, &error);
-  if (status == FB_ERROR_OUT_OF_BUFFERS) {
-    GST_DEBUG_OBJECT (self, "subscribers hold every surface; frame dropped");
+  /* Wait a little for a surface (subscribers releasing frames), never long: a live pipeline must not stall on
+   * the bus. Then the frame is lost, and subscribers are told. */
+  fb_status status = gst_framebus_publisher_acquire (self->handle, &surface, &layout, RENDER_WAIT_NS, &error);
+  if (status == FB_ERROR_OUT_OF_BUFFERS || status == FB_ERROR_TIMED_OUT) {
+    GST_DEBUG_OBJECT (self, "every surface is in use; frame dropped");
+    gst_framebus_publisher_report_lost_frame (self->handle);
     counter_add (&self->dropped);
     return GST_FLOW_OK;
   }
@@ -425,7 +420,7 @@ gst_framebus_sink_render (GstBaseSink * sink, GstBuffer * buffer)
 
   GstVideoFrame frame;
   if (!gst_video_frame_map (&frame, &self->info, buffer, GST_MAP_READ)) {
-    fb_buffer_discard (surface);
+    gst_framebus_publisher_discard (self->handle, surface);
     GST_ELEMENT_ERROR (self, RESOURCE, READ, ("Could not map a buffer"), (NULL));
     return GST_FLOW_ERROR;
   }
@@ -574,12 +569,14 @@ gst_framebus_sink_class_init (GstFramebusSinkClass * klass)
           "Surfaces the FrameBus pool makes up front", 1, 64, DEFAULT_MIN_BUFFERS, flags));
   g_object_class_install_property (object_class, PROP_MAX_BUFFERS,
       g_param_spec_uint ("max-buffers", "Maximum buffers",
-          "Most surfaces the FrameBus pool may hold (at least min-buffers). When subscribers hold them all, "
-          "frames are dropped (outOfBuffers) rather than stalling the pipeline", 1, 256, DEFAULT_MAX_BUFFERS,
-          flags));
+          "Most surfaces the FrameBus pool may hold (at least min-buffers). Subscribers together may hold all but "
+          "2, each at most (max-buffers - 2) / max-subscribers; beyond its share a subscriber is sent drops "
+          "(outOfBuffers). When upstream holds the free surfaces, frames are copied or dropped rather than "
+          "stalling the pipeline", 1, 1024, DEFAULT_MAX_BUFFERS, flags));
   g_object_class_install_property (object_class, PROP_MAX_SUBSCRIBERS,
       g_param_spec_uint ("max-subscribers", "Maximum subscribers",
-          "Most subscribers connected at once", 1, 1024, DEFAULT_MAX_SUBSCRIBERS, flags));
+          "Most subscribers connected at once (each gets an equal share of the pool's surfaces to hold)", 1, 1024,
+          DEFAULT_MAX_SUBSCRIBERS, flags));
   g_object_class_install_property (object_class, PROP_SOCKET_MODE,
       g_param_spec_uint ("socket-mode", "Socket mode",
           "Permission bits of the socket file (0600: only this user; peers are also checked with SO_PEERCRED)",
@@ -591,9 +588,10 @@ gst_framebus_sink_class_init (GstFramebusSinkClass * klass)
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
           "framebussink-stats: published (frames put on the bus), zero-copy (published in the surface upstream "
-          "wrote), copied (copied once into a surface), dropped (not published: subscribers held every "
-          "surface), format, and from the publisher: subscribers, delivered, held, conversions, "
-          "dropped-out-of-buffers. Also posted as an element message at end of stream",
+          "wrote), copied (copied once into a surface), dropped (not published: no surface was free; reported "
+          "to subscribers as outOfBuffers), format, and from the publisher: subscribers, delivered, held, "
+          "conversions, subscriber-drops (frames subscribers did not get, by any reason). Also posted as an "
+          "element message at end of stream",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
