@@ -262,16 +262,19 @@ def test_sink_publishes_clock_times_on_clock_monotonic(gst_env, tmp_path):
 
 # ---- framebus publish -> framebussrc ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("publish_format, caps_format, accept, width, path_taken", [
-    ("420v", "NV12", "420v", 192, "zero-copy"),  # 192 = 3 x 64: the surface has GStreamer's layout
-    ("420v", "NV12", "420v", 160, "copied"),     # padded rows, and filesink cannot read video meta
-    ("BGRA", "BGRA", "BGRA", 160, "zero-copy"),  # 160 x 4 bytes is a multiple of 64
-    ("x420", "P010_10LE", "x420", 192, "zero-copy"),
-    ("420v", "NV12", "&8v0", 160, "decoded"),    # compressed frames, decoded by the source
+@pytest.mark.parametrize("publish_format, caps_format, accept, width, options, path_taken", [
+    # 192 = 3 x 64: the surface has GStreamer's layout. 12 frames are more than the publisher lets this
+    # subscriber hold, so zero-copy all the way also shows that freed buffers release their frames.
+    ("420v", "NV12", "420v", 192, "", "zero-copy"),
+    ("420v", "NV12", "420v", 192, "copy=true", "copied"),
+    ("420v", "NV12", "420v", 160, "", "copied"),     # padded rows, and filesink cannot read video meta
+    ("BGRA", "BGRA", "BGRA", 160, "", "zero-copy"),  # 160 x 4 bytes is a multiple of 64
+    ("x420", "P010_10LE", "x420", 192, "", "zero-copy"),
+    ("420v", "NV12", "&8v0", 160, "", "decoded"),    # compressed frames, decoded by the source
 ])
 def test_framebussrc_writes_the_publishers_frames_bit_exact(gst_env, tmp_path, publish, images,
                                                             publish_format, caps_format, accept, width,
-                                                            path_taken):
+                                                            options, path_taken):
     height = 96
     publisher = publish("--format", publish_format, "--images", str(images(width, height)), "--fps", "20",
                         "--compressed")
@@ -280,7 +283,8 @@ def test_framebussrc_writes_the_publishers_frames_bit_exact(gst_env, tmp_path, p
 
     out = tmp_path / "out.raw"
     count = 12
-    output = gst_launch(gst_env, f"framebussrc socket-path={publisher.path} accept=\"{accept}\" num-buffers={count} ! "
+    output = gst_launch(gst_env, f"framebussrc socket-path={publisher.path} accept=\"{accept}\" {options} "
+                                 f"num-buffers={count} ! "
                                  f"video/x-raw,format={caps_format},width={width},height={height} ! "
                                  f"filesink location={out}", timeout=FRAME_TIMEOUT * 2)
     data = out.read_bytes()
@@ -484,6 +488,31 @@ def test_framebussrc_waiting_for_a_publisher_stops_when_interrupted(gst_env, tmp
     output = gst_stop(pipeline, timeout=FRAME_TIMEOUT)
     assert pipeline.returncode == 0, output
     assert "Got EOS from element" in output, output
+
+
+def test_framebussrc_reconnects_to_a_restarted_publisher(gst_env, tmp_path, images):
+    from conftest import PublisherProcess
+
+    path = tmp_path / "restart.sock"
+    folder = str(images(64, 48))
+    first = PublisherProcess(path, "--format", "420v", "--images", folder, "--fps", "20")
+    pipeline = gst_start(gst_env, f"framebussrc socket-path={path} reconnect=true num-buffers=50 ! fakesink")
+    second = None
+    try:
+        time.sleep(1)
+        first.stop()
+        second = PublisherProcess(path, "--format", "420v", "--images", folder, "--fps", "20")
+        output = gst_stop(pipeline, timeout=FRAME_TIMEOUT, interrupt=False)
+    finally:
+        first.stop()
+        if second:
+            second.stop()
+        if pipeline.poll() is None:
+            gst_stop(pipeline)
+    assert pipeline.returncode == 0, output
+    stats = element_stats(output, "framebussrc-stats")
+    assert stats["frames"] == 50, stats
+    assert stats["discontinuities"] >= 1, stats  # the first frame from the new publisher
 
 
 def test_framebussrc_reports_its_latency(gst_env, publish, images):
