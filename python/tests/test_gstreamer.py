@@ -41,6 +41,11 @@ def _missing() -> str | None:
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install gstreamer1.0-tools gstreamer1.0-plugins-base " \
                    "gstreamer1.0-plugins-good)"
+    for element in ("videotestsrc", "videoconvert", "filesink", "fakesink", "identity", "queue", "udpsrc",
+                    "udpsink", "rtpvrawpay", "rtpvrawdepay"):
+        if subprocess.run(["gst-inspect-1.0", "--exists", element], capture_output=True).returncode != 0:
+            return f"GStreamer element {element} is not installed (apt-get install gstreamer1.0-plugins-base " \
+                   "gstreamer1.0-plugins-good)"
     if not (PLUGIN_DIR / "libgstframebus.so").exists():
         return f"the GStreamer plugin is not built: no {PLUGIN_DIR}/libgstframebus.so (run gstreamer/ci-build.sh)"
     return None
