@@ -560,9 +560,11 @@ gst_framebus_src_handle_frame (GstFramebusSrc * self, fb_frame * frame, GstBuffe
     self->last_end = pts + (GST_BUFFER_DURATION_IS_VALID (buffer) ? GST_BUFFER_DURATION (buffer) : 0);
   if (!GST_BUFFER_DURATION_IS_VALID (buffer) && GST_CLOCK_TIME_IS_VALID (pts)) {
     /* No durations on the bus: the frame interval is what the publisher's timestamps say (a moving average, so
-     * one late frame does not swing it). */
+     * one late frame does not swing it; not across a discontinuity, where frames are missing). */
+    gboolean contiguous = !GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_DISCONT);
     GST_OBJECT_LOCK (self);
-    if (GST_CLOCK_TIME_IS_VALID (self->last_pts) && pts > self->last_pts && pts - self->last_pts < GST_SECOND)
+    if (contiguous && GST_CLOCK_TIME_IS_VALID (self->last_pts) && pts > self->last_pts
+        && pts - self->last_pts < GST_SECOND)
       self->frame_duration = self->frame_duration == 0 ? pts - self->last_pts
           : (self->frame_duration * 7 + (pts - self->last_pts)) / 8;
     self->last_pts = pts;
