@@ -636,7 +636,7 @@ gst_framebus_src_create (GstPushSrc * src, GstBuffer ** out)
           GST_INFO_OBJECT (self, "the publisher ended the stream: %s", event.end_message);
           return GST_FLOW_EOS;
         }
-        GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not subscribe: %s", event.end_message),
+        GST_ELEMENT_ERROR (self, RESOURCE, READ, ("The subscription ended: %s", event.end_message),
             ("%s", fb_status_name (event.end_status)));
         return GST_FLOW_ERROR;
       }

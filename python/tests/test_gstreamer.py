@@ -533,3 +533,73 @@ def test_framebussrc_reports_its_latency(gst_env, publish, images):
     assert answered, "the latency query was never answered by framebussrc"
     # The pipeline asked again once frames showed the real latency (framebussrc posts a latency message).
     assert any(int(h) * 3600 + int(m) * 60 + int(s) + int(ns) > 0 for h, m, s, ns in answered), answered
+
+
+# ---- hostile and unusual publishers ----------------------------------------------------------------------------
+
+def peer_binary() -> str:
+    """FrameBusTestPeer, the package's peer process with its hostile-publisher scenarios."""
+    candidates = [os.environ.get("FRAMEBUS_TEST_PEER")] + [
+        str(ROOT / ".build" / config / "FrameBusTestPeer") for config in ("debug", "release")
+    ]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail("no FrameBusTestPeer: run `swift build` first or set FRAMEBUS_TEST_PEER")
+
+
+def hostile_publisher(path: Path, scenario: str) -> subprocess.Popen:
+    peer = subprocess.Popen([peer_binary(), "hostile-publisher", str(path), scenario], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert peer.stdout.readline().strip() == "listening"
+    return peer
+
+
+def test_framebussrc_wraps_a_surface_made_of_one_memfd_per_plane(gst_env, tmp_path):
+    # Planes in different descriptors cannot be one GstMemory: the buffer gets one memory per plane, and the
+    # video meta's offsets follow them. The peer fills Y with 0x11 and CbCr with 0x22 (64x48 NV12).
+    path = tmp_path / "planes.sock"
+    peer = hostile_publisher(path, "multi-descriptor")
+    out = tmp_path / "out.i420"
+    try:
+        output = gst_launch(gst_env, f"framebussrc socket-path={path} accept=420v num-buffers=1 ! videoconvert ! "
+                                     f"video/x-raw,format=I420 ! filesink location={out}")
+    finally:
+        peer.kill()
+        peer.wait()
+    assert out.read_bytes() == b"\x11" * (64 * 48) + b"\x22" * (32 * 24 * 2)
+    stats = element_stats(output, "framebussrc-stats")
+    assert stats["zero-copy"] == 1, stats  # videoconvert reads video meta: wrapped, not copied
+
+
+@pytest.mark.parametrize("scenario, accept", [
+    ("unsealed-surface", "420v"),   # a memfd others could shrink: refused before it is mapped
+    ("huge-compressed", "&8v0"),    # a 16384x16384 compressed surface in 4 KiB (and damaged compressed data)
+    ("reannounce", "420v"),         # a surface id announced twice
+    ("surface-flood", "420v"),      # more surfaces than the subscriber keeps
+])
+def test_framebussrc_stops_with_an_error_on_a_hostile_publisher(gst_env, tmp_path, scenario, accept):
+    path = tmp_path / "hostile.sock"
+    peer = hostile_publisher(path, scenario)
+    try:
+        result = subprocess.run(["gst-launch-1.0", "framebussrc", f"socket-path={path}", f"accept={accept}", "!",
+                                 "fakesink"], env=gst_env, capture_output=True, text=True, timeout=FRAME_TIMEOUT)
+    finally:
+        peer.kill()
+        peer.wait()
+    # A GStreamer error (exit status 1), not a crash (a negative status is a signal).
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ERROR: from element /GstPipeline:pipeline0/GstFramebusSrc:framebussrc0: The subscription ended" \
+        in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+def test_framebussrc_counts_a_drop_of_every_sequence_without_overflow(gst_env, tmp_path):
+    path = tmp_path / "drops.sock"
+    peer = hostile_publisher(path, "drop-everything")  # DROP 0...2^64-1, then a frame and the end of stream
+    try:
+        output = gst_launch(gst_env, f"framebussrc socket-path={path} accept=420v ! fakesink")
+    finally:
+        peer.kill()
+        peer.wait()
+    stats = element_stats(output, "framebussrc-stats")
+    assert stats["dropped-out-of-buffers"] == 2**64 - 1, stats  # saturated, not wrapped
