@@ -13,9 +13,11 @@ $SUDO apt-get install -y -qq --no-install-recommends make gcc pkg-config \
     gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
     libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
 
-# The C library the plugin links (libFrameBusC.so) and the CLI the tests publish with.
+# The C library the plugin links (libFrameBusC.so), the CLI the tests publish with, and the peer process whose
+# hostile publishers they subscribe to.
 swift build --product FrameBusC
 swift build --product framebus
+swift build --product FrameBusTestPeer
 make -C gstreamer FRAMEBUS_LIBDIR="$(swift build --show-bin-path)"
 
 # The plugin loads (a registry of its own, so no stale cache hides a broken build).
