@@ -1,5 +1,6 @@
 /// The status codes of the C ABI (`fb_status` in include/framebus.h), mirrored so that the safe part of this module
-/// does not import the C header. `FrameBusCTests` checks every value against the header's macros.
+/// does not import the C header. `ABIStatusTests` checks every value against the header's macros, and
+/// Tests/CABI/checks.c checks from C that `fb_status_name` gives every macro its own spelling.
 enum ABIStatus: Int32, CaseIterable, Sendable {
     case ok = 0
     case invalidArgument = 1

@@ -47,8 +47,7 @@ final class PublisherHandle: Sendable {
     }
 }
 
-/// One value handed from a task to a waiting thread. A value put after the taker gave up stays here and goes
-/// when the last reference does.
+/// One value handed from a task to a waiting thread. A value put after the taker gave up is dropped at once.
 final class HandOver<Value: Sendable>: @unchecked Sendable {
     // @unchecked: `value` and `isAbandoned` are guarded by `condition`.
     private let condition = NSCondition()
@@ -72,6 +71,8 @@ final class HandOver<Value: Sendable>: @unchecked Sendable {
                     condition.wait()
                 }
             }
+            // Hand the value over: keeping it here would keep a buffer out of its pool for as long as the task lives.
+            defer { value = nil }
             if value == nil { isAbandoned = true }
             return value
         }

@@ -61,7 +61,10 @@ final class SubscriberHandle: @unchecked Sendable {
         defer { isBusy = false }
         while true {
             if let current = fetch, let outcome = current.outcome {
+                // Hand the event over completely: a frame kept here would stay held after C releases it.
                 fetch = nil
+                current.outcome = nil
+                current.task = nil
                 switch outcome {
                 case .event(let event):
                     return .success(event)

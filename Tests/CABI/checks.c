@@ -85,6 +85,37 @@ static void check_arguments(void) {
     EXPECT(fb_abi_version() == FB_ABI_VERSION, "abi %u", fb_abi_version());
     EXPECT(strcmp(fb_status_name(FB_ERROR_TIMED_OUT), "FB_ERROR_TIMED_OUT") == 0, "%s", fb_status_name(FB_ERROR_TIMED_OUT));
     EXPECT(strcmp(fb_status_name(12345), "unknown") == 0, "%s", fb_status_name(12345));
+    /* Every status code of the header has its own name in the library (the library's table matches the header). */
+#define STATUS(code) {code, #code}
+    const struct {
+        fb_status code;
+        const char *name;
+    } statuses[] = {STATUS(FB_OK),
+                    STATUS(FB_ERROR_INVALID_ARGUMENT),
+                    STATUS(FB_ERROR_SYSTEM_CALL),
+                    STATUS(FB_ERROR_ADDRESS_IN_USE),
+                    STATUS(FB_ERROR_PERMISSION_DENIED),
+                    STATUS(FB_ERROR_REFUSED),
+                    STATUS(FB_ERROR_PROTOCOL_VIOLATION),
+                    STATUS(FB_ERROR_END_OF_STREAM),
+                    STATUS(FB_ERROR_TIMED_OUT),
+                    STATUS(FB_ERROR_SURFACE_REJECTED),
+                    STATUS(FB_ERROR_CLOSED),
+                    STATUS(FB_ERROR_OUT_OF_BUFFERS),
+                    STATUS(FB_ERROR_RESOURCE),
+                    STATUS(FB_ERROR_BUSY),
+                    STATUS(FB_ERROR_INTERRUPTED),
+                    STATUS(FB_ERROR_FORMAT_MISMATCH),
+                    STATUS(FB_ERROR_CORRUPT_DATA),
+                    STATUS(FB_ERROR_UNSUPPORTED_VERSION),
+                    STATUS(FB_ERROR_BUFFER_TOO_SMALL),
+                    STATUS(FB_ERROR_CANCELLED),
+                    STATUS(FB_ERROR_INTERNAL)};
+#undef STATUS
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        EXPECT(strcmp(fb_status_name(statuses[i].code), statuses[i].name) == 0, "%d is %s in the library, %s in the header",
+               statuses[i].code, fb_status_name(statuses[i].code), statuses[i].name);
+    }
 
     fb_format_info info;
     CHECK_OK(fb_format_get_info(FB_FORMAT_420V, &info, &last_error));
