@@ -655,7 +655,7 @@ typedef struct fb_publish_info {
  * and its memory returns to the pool once no subscriber holds it. Do not touch its planes afterwards.
  * `info` may be NULL (no times, no attachments). On FB_OK, *out_sequence (if not NULL) receives the frame's
  * sequence number.
- * Errors: FB_ERROR_CLOSED after fb_publisher_destroy, FB_ERROR_INVALID_ARGUMENT (bad times or codes; the frame
+ * Errors: FB_ERROR_CLOSED after fb_publisher_destroy, FB_ERROR_INVALID_ARGUMENT (bad times, codes or flags; the frame
  * is then not published and the buffer is discarded).
  * Thread safety: any thread; publishes of one publisher are serialised by the library.
  */
