@@ -54,11 +54,13 @@ final class HandOver<Value: Sendable>: @unchecked Sendable {
     private var value: Value?
     private var isAbandoned = false
 
-    func put(_ newValue: Value) {
-        condition.withLock {
-            if !isAbandoned { value = newValue }
-            condition.broadcast()
-        }
+    /// Stores the value and wakes the taker. `consuming`: the caller keeps no reference, so that once the taker has
+    /// it, the taker's is the only one (a buffer it gives up goes straight back to its pool).
+    func put(_ newValue: consuming Value) {
+        condition.lock()
+        if !isAbandoned { value = consume newValue }
+        condition.broadcast()
+        condition.unlock()
     }
 
     /// The value, or nil if none came before `deadline` (nil: wait without limit); then the hand-over is abandoned.

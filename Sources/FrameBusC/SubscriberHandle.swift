@@ -117,6 +117,16 @@ final class SubscriberHandle: @unchecked Sendable {
         interrupt()
     }
 
+    /// Hands a fetch's outcome over. `consuming`: the fetch task keeps no reference to the event, so a frame C
+    /// releases is released at once, not when the task finishes.
+    private func record(_ outcome: consuming Outcome, of fetch: Fetch, iterator: Subscriber.Events.Iterator) {
+        condition.lock()
+        self.iterator = iterator
+        fetch.outcome = consume outcome
+        condition.broadcast()
+        condition.unlock()
+    }
+
     private func cancelFetchLocked() {
         guard let fetch, fetch.outcome == nil, !fetch.isCancelled else { return }
         fetch.isCancelled = true
@@ -134,11 +144,7 @@ final class SubscriberHandle: @unchecked Sendable {
             } catch {
                 outcome = .failed(ABIError(any: error))
             }
-            condition.withLock {
-                self.iterator = iterator
-                started.outcome = outcome
-                condition.broadcast()
-            }
+            record(consume outcome, of: started, iterator: iterator)
         }
     }
 }

@@ -1,9 +1,10 @@
 /* A C subscriber for the cross-process tests.
  *
- * usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD
+ * usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async]
  *
  * ACCEPT: comma-separated FourCCs ("420v" or "&8v0,420v"). QUEUE_DEPTH 0 is latest-only. The first HOLD frames
- * are kept until the stream ends and then released from another thread; the others are released at once.
+ * are kept until the stream ends and then released from another thread; the others are released at once, or with
+ * "async" by a second thread while this one goes on receiving (as GStreamer frees buffers).
  * Every frame is checked byte for byte against the known pattern (a compressed frame after fb_codec_decompress,
  * and again band by band with fb_codec_decode_rows), and its descriptor is mapped to check the planes' offsets.
  * Prints one line per event:
@@ -17,6 +18,7 @@
  * stream did not end within 60 s.
  */
 #include <pthread.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -163,6 +165,23 @@ typedef struct held_frames {
     size_t count;
 } held_frames;
 
+/* Releases the frames whose pointers arrive through a pipe, until it closes. */
+static void *release_from_pipe(void *argument) {
+    const int fd = *(int *)argument;
+    fb_frame *frame;
+    for (;;) {
+        ssize_t got = read(fd, &frame, sizeof frame);
+        if (got == (ssize_t)sizeof frame) {
+            fb_frame_release(frame);
+        } else if (got < 0 && errno == EINTR) {
+            continue;
+        } else {
+            break;
+        }
+    }
+    return NULL;
+}
+
 static void *release_all(void *argument) {
     held_frames *held = argument;
     for (size_t i = 0; i < held->count; i++) fb_frame_release(held->frames[i]);
@@ -170,9 +189,15 @@ static void *release_all(void *argument) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD\n");
+    if (argc != 5 && !(argc == 6 && strcmp(argv[5], "async") == 0)) {
+        fprintf(stderr, "usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async]\n");
         return 64;
+    }
+    int release_pipe[2] = {-1, -1};
+    pthread_t async_releaser;
+    if (argc == 6) {
+        if (pipe(release_pipe) != 0) return 2;
+        pthread_create(&async_releaser, NULL, release_from_pipe, &release_pipe[0]);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     uint32_t accepted[16];
@@ -225,6 +250,8 @@ int main(int argc, char **argv) {
                    (long long)info.presentation_time_ns, (long long)info.duration_ns, fd_ok, bands_ok);
             if (held.count < hold) {
                 held.frames[held.count++] = event.frame;
+            } else if (release_pipe[1] >= 0) {
+                if (write(release_pipe[1], &event.frame, sizeof event.frame) != (ssize_t)sizeof event.frame) return 2;
             } else {
                 fb_frame_release(event.frame);
             }
@@ -245,6 +272,11 @@ int main(int argc, char **argv) {
         }
     }
     if (!ended) return 3;
+    if (release_pipe[1] >= 0) {
+        close(release_pipe[1]);
+        pthread_join(async_releaser, NULL);
+        close(release_pipe[0]);
+    }
 
     /* Frames are released from another thread, as GStreamer frees buffers. */
     pthread_t releaser;

@@ -76,7 +76,8 @@ import Testing
 
         let publisher = try publisherProgram.start([path, raw, "96", "64", "\(frames)", "2", "5000"], in: scratch)
         #expect(publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
-        let rawSubscriber = try subscriberProgram.start([path, raw, "8", "0"], in: scratch)
+        // The raw subscriber releases its frames on a second thread while it goes on receiving.
+        let rawSubscriber = try subscriberProgram.start([path, raw, "8", "0", "async"], in: scratch)
         let compressedSubscriber = try subscriberProgram.start([path, compressed, "8", "0"], in: scratch)
 
         #expect(publisher.wait(timeout: 120) == 0, "publisher: \(publisher.output)")
