@@ -1,4 +1,3 @@
-import Foundation
 // Hostile subscriber modes of the test peer (the publisher's tests; hostile publishers live elsewhere).
 //
 // bus-hoarder PATH [--queue N] [--version 1|2] [--timeout S]
@@ -8,6 +7,11 @@ import Foundation
 // bus-flood PATH --count N [--timeout S]
 //   Keeps up to N connections open that never say HELLO, replacing those the publisher closes. Prints
 //   "flood open=O opened=T refused=R" once a second.
+// CFrameBusShims includes <sys/socket.h>: in a compile job that also loads it (other files of this target import
+// it), the socket constants may belong to it rather than to Glibc, and a file that imports only Glibc then fails
+// with "cannot find 'SOCK_SEQPACKET' in scope" depending on how files are batched. Importing both is robust.
+import CFrameBusShims
+import Foundation
 @_spi(Testing) import FrameBus
 import Glibc
 

@@ -14,6 +14,8 @@
  *   end status=NAME
  *   closed                                (next_event after the end returned FB_ERROR_CLOSED)
  *   stats delivered=D late=L out=O disc=C held=H
+ *   latency frames=N p50_us=.. p99_us=.. max_us=.. library_p50_us=..   (publish stamp to the return of
+ *           fb_subscriber_next_event, and the library's own publish-to-take median, for comparison)
  * Exits 0 when every frame matched and the stream ended, 1 if a frame did not match, 2 on an API error, 3 if the
  * stream did not end within 60 s.
  */
@@ -21,6 +23,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -160,6 +163,21 @@ static int check_frame(const fb_frame *frame, const fb_frame_info *info, uint64_
     return bad == 0;
 }
 
+static uint64_t monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static int compare_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Publish-to-C latencies (the publisher's CLOCK_MONOTONIC stamp to the return of fb_subscriber_next_event). */
+static uint64_t latencies[100000];
+static size_t latency_count;
+
 typedef struct held_frames {
     fb_frame **frames;
     size_t count;
@@ -234,8 +252,12 @@ int main(int argc, char **argv) {
                    event.session.maximum_held_frames);
             break;
         case FB_EVENT_FRAME: {
+            const uint64_t received = monotonic_ns();
             fb_frame_info info;
             CHECK_OK(fb_frame_get_info(event.frame, &info, &last_error));
+            if (info.publish_time_ns != 0 && received >= info.publish_time_ns && latency_count < 100000) {
+                latencies[latency_count++] = received - info.publish_time_ns;
+            }
             const uint64_t k = (uint64_t)info.presentation_time.value;
             uint64_t hash = 0;
             int bands_ok = 0;
@@ -290,6 +312,12 @@ int main(int argc, char **argv) {
     printf("stats delivered=%llu late=%llu out=%llu disc=%llu held=%llu\n", (unsigned long long)statistics.delivered,
            (unsigned long long)statistics.dropped_frame_was_late, (unsigned long long)statistics.dropped_out_of_buffers,
            (unsigned long long)statistics.dropped_discontinuity, (unsigned long long)statistics.held_now);
+    if (latency_count > 0) {
+        qsort(latencies, latency_count, sizeof latencies[0], compare_u64);
+        printf("latency frames=%zu p50_us=%.1f p99_us=%.1f max_us=%.1f library_p50_us=%.1f\n", latency_count,
+               latencies[latency_count / 2] / 1e3, latencies[latency_count * 99 / 100] / 1e3,
+               latencies[latency_count - 1] / 1e3, statistics.latency_p50_ns / 1e3);
+    }
     fb_subscriber_destroy(subscriber);
     fb_codec_destroy(codec);
     free(held.frames);
