@@ -50,8 +50,7 @@ final class SubscriberHandle: @unchecked Sendable {
 
     /// Waits for the next event, for up to `timeoutNanoseconds` (negative: no limit; 0: only what is there).
     func nextEvent(timeoutNanoseconds: Int64) -> Result<SubscriberEvent, ABIError> {
-        let deadline: Date? =
-            timeoutNanoseconds < 0 ? nil : Date(timeIntervalSinceNow: Double(timeoutNanoseconds) / 1e9)
+        let deadline = MonotonicDeadline(timeoutNanoseconds: timeoutNanoseconds)
         condition.lock()
         defer { condition.unlock() }
         guard !isBusy else {
@@ -84,14 +83,10 @@ final class SubscriberHandle: @unchecked Sendable {
                 return .failure(ABIError(.closed, "fb_subscriber_next_event: no more events"))
             }
             if fetch == nil { startFetchLocked() }
-            if let deadline {
-                if Date() >= deadline {
-                    return .failure(ABIError(.timedOut, "fb_subscriber_next_event: no event within the timeout"))
-                }
-                _ = condition.wait(until: deadline)
-            } else {
-                condition.wait()
+            if deadline.hasPassed {
+                return .failure(ABIError(.timedOut, "fb_subscriber_next_event: no event within the timeout"))
             }
+            deadline.wait(on: condition)
         }
     }
 

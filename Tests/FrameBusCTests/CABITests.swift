@@ -2,8 +2,9 @@ import Foundation
 import Testing
 
 /// The C ABI from C: programs in Tests/CABI compiled with `cc` against include/framebus.h and libFrameBusC.so,
-/// run as separate processes on one socket.
-@Suite struct CABITests {
+/// run as separate processes on one socket. Serialized: each test starts several processes, and the cross-process
+/// tests of other suites run beside them on a machine that may be loaded.
+@Suite(.serialized) struct CABITests {
     /// What a C subscriber saw, from its output.
     struct SubscriberReport {
         var frames: [[String: String]]

@@ -212,6 +212,21 @@ struct MachineHarness {
         #expect(welcome.streamID == 42)
     }
 
+    @Test func grantsStayWithinWhatASubscriberKeepsWhateverTheConfiguration() throws {
+        var harness = Harness {
+            $0.extraHeldFramesPerSubscriber = 65_535
+            $0.maximumAnnouncedSurfaces = 65_535
+        }
+        let id = harness.subscribe(mode: 1, depth: 64)
+        guard case .welcome(let welcome) = try #require(harness.messages(id).first) else {
+            Issue.record("no WELCOME")
+            return
+        }
+        #expect(welcome.maximumHeldFrames == 255)
+        #expect(welcome.maximumAnnouncedSurfaces == 256)
+        #expect(welcome.queueDepth == 64)
+    }
+
     @Test func versionOneHelloGetsVersionOneWelcomeAndSurfaces() throws {
         var harness = Harness()
         let id = harness.subscribe(version: 1)
