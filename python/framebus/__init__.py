@@ -1,0 +1,23 @@
+"""FrameBus for Python: receive video frames from a FrameBus publisher as zero-copy NumPy arrays.
+
+    import framebus
+    with framebus.Subscriber("/run/user/1000/framebus.sock", accept=["420v"]) as bus:
+        for event in bus:
+            if isinstance(event, framebus.Frame):
+                with event as frame:
+                    luma = frame.planes[0]          # (H, W) uint8, a read-only view of shared memory
+                    print(frame.sequence, luma.mean())
+            elif isinstance(event, framebus.Dropped):
+                print("dropped", event.count, event.reason)
+"""
+
+from ._formats import FORMATS, PixelFormat, fourcc, fourcc_name, pixel_format
+from .errors import FrameBusError
+from .monitor import Monitor
+from .subscriber import Dropped, EndOfStream, Frame, Subscriber, default_socket_path
+
+__all__ = [
+    "FORMATS", "PixelFormat", "fourcc", "fourcc_name", "pixel_format", "FrameBusError", "Dropped", "EndOfStream",
+    "Frame", "Monitor", "Subscriber", "default_socket_path",
+]
+__version__ = "0.2.0"
