@@ -7,6 +7,7 @@ the descriptors (SCM_RIGHTS), the seals check and the mappings are Python's stan
 from __future__ import annotations
 
 import collections
+import ctypes
 import errno
 import fcntl
 import mmap
@@ -22,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import _wire
+from . import _native, _wire
 from ._formats import PixelFormat, fourcc_name, pixel_format
 from .errors import FrameBusError
 
@@ -166,6 +167,61 @@ class Frame:
         array = np.ndarray((self.bytes_used,), dtype=np.uint8, buffer=self._surface.maps[0]).view(_PlaneArray)
         array._frame = self
         return array
+
+    def decode(self, out: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """A compressed frame decoded into new (or the given) arrays of its base format, bit-exact, through the
+        FrameBus C library's codec. The compressed bytes are the publisher's memory and treated as hostile:
+        damaged data raises ``corruptData``, never crashes."""
+        fmt = self._surface.format
+        if not fmt.is_compressed:
+            raise FrameBusError("formatMismatch", f"{fmt.name} frames are not compressed; use planes")
+        source = self.compressed_bytes
+        base = pixel_format(fmt.base)
+        planes = out if out is not None else [
+            np.empty(((h := shape.dimensions(self.width, self.height))[1], h[0]) +
+                     (() if shape.components == 1 else (shape.components,)), dtype=shape.dtype)
+            for shape in base.planes]
+        _native_decode(source, base, self.width, self.height, planes)
+        return planes
+
+    def decode_bands(self, consume, band_rows: int | None = None) -> None:
+        """Decodes a compressed frame band by band, top to bottom, calling ``consume(first_row, planes)`` with
+        each band's planes (rows ``first_row`` onwards, as many as the arrays hold): the whole raw frame never
+        exists in memory. ``band_rows`` defaults to one tile row; it is rounded up to a multiple of it. The
+        arrays are reused for the next band: copy what you keep. Return ``False`` from ``consume`` to stop."""
+        fmt = self._surface.format
+        if not fmt.is_compressed:
+            raise FrameBusError("formatMismatch", f"{fmt.name} frames are not compressed; use planes")
+        lib, codec = _native.library(), _codec()
+        source, base = self.compressed_bytes, pixel_format(fmt.base)
+        tile_rows, error = ctypes.c_uint32(), _native.Error()
+        _native.check(lib.fb_codec_tile_row_height(codec.handle, source.ctypes.data, source.nbytes, fmt.code,
+                                                   self.width, self.height, ctypes.byref(tile_rows),
+                                                   ctypes.byref(error)), error)
+        step = max(1, tile_rows.value)
+        rows = min(self.height, -(-(band_rows or step) // step) * step)
+        planes = [np.empty((shape.dimensions(self.width, rows)[1], shape.dimensions(self.width, rows)[0]) +
+                           (() if shape.components == 1 else (shape.components,)), dtype=shape.dtype)
+                  for shape in base.planes]
+        image = _image(base, self.width, rows, planes)
+        failure: list[BaseException] = []
+
+        def band(_context, first_row, row_count):
+            try:
+                views = [p[: (row_count + 1) // 2] if s.subsampled else p[:row_count]
+                         for p, s in zip(planes, base.planes)]
+                return 1 if consume(first_row, views) is False else 0
+            except BaseException as raised:  # never let a Python exception unwind through C
+                failure.append(raised)
+                return 1
+
+        callback = _native.RowsCallback(band)
+        status = lib.fb_codec_decode_rows(codec.handle, source.ctypes.data, source.nbytes, self.height,
+                                          ctypes.byref(image), callback, None, ctypes.byref(error))
+        if failure:
+            raise failure[0]
+        if status != 19:  # FB_ERROR_CANCELLED: the consumer asked to stop
+            _native.check(status, error)
 
     @property
     def latency_ns(self) -> int:
@@ -507,6 +563,50 @@ class Subscriber:
             self.close()
         except Exception:
             pass
+
+
+_codecs = threading.local()
+
+
+def _native_decode(source: np.ndarray, base: PixelFormat, width: int, height: int, planes: list[np.ndarray]) -> None:
+    lib, codec = _native.library(), _codec()
+    image = _image(base, width, height, planes)
+    error = _native.Error()
+    _native.check(lib.fb_codec_decompress(codec.handle, source.ctypes.data, source.nbytes, ctypes.byref(image),
+                                          ctypes.byref(error)), error)
+
+
+def _codec() -> "_CodecHandle":
+    """One codec (and its reusable workspace) per thread: calls on one codec are serialised by the library."""
+    codec = getattr(_codecs, "handle", None)
+    if codec is None:
+        lib = _native.library()
+        handle, error = ctypes.c_void_p(), _native.Error()
+        _native.check(lib.fb_codec_create(1, ctypes.byref(handle), ctypes.byref(error)), error)
+        codec = _codecs.handle = _CodecHandle(lib, handle)
+    return codec
+
+
+def _image(base: PixelFormat, width: int, height: int, planes: list[np.ndarray]):
+    image = _native.Image()
+    image.format, image.width, image.height = base.code, width, height
+    if len(planes) != len(base.planes):
+        raise FrameBusError("invalidArgument", f"{base.name} has {len(base.planes)} planes")
+    for index, (plane, shape) in enumerate(zip(planes, base.planes)):
+        w, h = shape.dimensions(width, height)
+        if plane.dtype != shape.dtype or plane.shape[:2] != (h, w) or not plane.flags.writeable or \
+                plane.strides[1] != shape.bytes_per_element or plane.strides[0] < w * shape.bytes_per_element:
+            raise FrameBusError("invalidArgument", f"plane {index} does not fit {base.name} {width}x{height}")
+        image.planes[index] = _native.ImagePlane(plane.ctypes.data, plane.strides[0])
+    return image
+
+
+class _CodecHandle:
+    def __init__(self, lib, handle):
+        self.lib, self.handle = lib, handle
+
+    def __del__(self):
+        self.lib.fb_codec_destroy(self.handle)
 
 
 def _close_all(fds: list[int]) -> None:

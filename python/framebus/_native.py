@@ -1,0 +1,161 @@
+"""ctypes bindings to the FrameBus C library (include/framebus.h): the publisher and the codec.
+
+The subscriber is pure Python; publishing and the lossless codec go through the C library, so Python shares one
+implementation of the pool, the publisher's protocol state machine and the codec with every other client.
+The library is found through ``$FRAMEBUS_LIBRARY``, then the FrameBus build folders next to this package
+(a source checkout), then the system's library path (``libFrameBusC.so`` / ``libframebus.so``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+
+from .errors import FrameBusError
+
+ABI_VERSION = 1
+MAX_PLANES = 4
+
+_STATUS_NAMES = {
+    1: "invalidArgument", 2: "systemCall", 3: "addressInUse", 4: "permissionDenied", 5: "refused",
+    6: "protocolViolation", 7: "endOfStream", 8: "timedOut", 9: "invalidSurface", 10: "closed",
+    11: "outOfBuffers", 12: "resourceFailure", 13: "busy", 14: "interrupted", 15: "formatMismatch",
+    16: "corruptData", 17: "unsupportedVersion", 18: "bufferTooSmall", 19: "cancelled", 20: "internal",
+}
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int32), ("system_errno", ctypes.c_int32), ("message", ctypes.c_char * 256)]
+
+
+class Time(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_int64), ("timescale", ctypes.c_int32), ("flags", ctypes.c_uint32)]
+
+
+class Colorimetry(ctypes.Structure):
+    _fields_ = [("primaries", ctypes.c_uint8), ("transfer", ctypes.c_uint8), ("matrix", ctypes.c_uint8),
+                ("chroma_location", ctypes.c_uint8)]
+
+
+class Plane(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("offset", ctypes.c_uint64), ("bytes_per_row", ctypes.c_uint64),
+                ("byte_count", ctypes.c_uint64), ("width", ctypes.c_uint32), ("height", ctypes.c_uint32),
+                ("bytes_per_element", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
+class PublisherOptions(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("format", ctypes.c_uint32), ("width", ctypes.c_uint32),
+                ("height", ctypes.c_uint32), ("offered_formats", ctypes.POINTER(ctypes.c_uint32)),
+                ("offered_format_count", ctypes.c_size_t), ("minimum_buffer_count", ctypes.c_uint32),
+                ("maximum_buffer_count", ctypes.c_uint32), ("maximum_subscribers", ctypes.c_uint32),
+                ("extra_held_frames_per_subscriber", ctypes.c_uint32), ("socket_mode", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32)]
+
+
+class BufferInfo(ctypes.Structure):
+    _fields_ = [("format", ctypes.c_uint32), ("width", ctypes.c_uint32), ("height", ctypes.c_uint32),
+                ("plane_count", ctypes.c_uint32), ("planes", Plane * MAX_PLANES),
+                ("allocation_size", ctypes.c_uint64)]
+
+
+class PublishInfo(ctypes.Structure):
+    _fields_ = [("presentation_time", Time), ("duration", Time), ("flags", ctypes.c_uint32),
+                ("colorimetry", Colorimetry)]
+
+
+class ImagePlane(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("bytes_per_row", ctypes.c_uint64)]
+
+
+class Image(ctypes.Structure):
+    _fields_ = [("format", ctypes.c_uint32), ("width", ctypes.c_uint32), ("height", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint32), ("planes", ImagePlane * MAX_PLANES)]
+
+
+class PublisherStatistics(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "published", "dropped_at_source_frame_was_late", "dropped_at_source_out_of_buffers",
+        "dropped_at_source_discontinuity", "delivered", "dropped_frame_was_late", "dropped_out_of_buffers",
+        "dropped_discontinuity", "held_now", "subscriber_count", "conversions")]
+
+
+RowsCallback = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32)
+
+
+def _candidates():
+    explicit = os.environ.get("FRAMEBUS_LIBRARY")
+    if explicit:
+        yield explicit
+        return
+    root = Path(__file__).resolve().parents[2]
+    for config in ("release", "debug"):
+        for name in ("libframebus.so", "libFrameBusC.so"):
+            yield str(root / ".build" / config / name)
+    for name in ("framebus", "FrameBusC"):
+        found = ctypes.util.find_library(name)
+        if found:
+            yield found
+
+
+_library = None
+
+
+def library() -> ctypes.CDLL:
+    """The loaded C library; raises FrameBusError("codecUnavailable") when it cannot be found."""
+    global _library
+    if _library is not None:
+        return _library
+    tried = []
+    for candidate in _candidates():
+        tried.append(candidate)
+        if os.path.sep in candidate and not os.path.exists(candidate):
+            continue
+        try:
+            loaded = ctypes.CDLL(candidate)
+        except OSError:
+            continue
+        _declare(loaded)
+        if loaded.fb_abi_version() != ABI_VERSION:
+            raise FrameBusError("unsupportedVersion", f"{candidate} has ABI {loaded.fb_abi_version()}")
+        _library = loaded
+        return loaded
+    raise FrameBusError(
+        "codecUnavailable",
+        "the FrameBus C library was not found (build it with `swift build -c release --product FrameBusC` and set "
+        f"FRAMEBUS_LIBRARY to the .so); tried: {', '.join(tried) or 'nothing'}",
+    )
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    P, E = ctypes.c_void_p, ctypes.POINTER(Error)
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    signatures = {
+        "fb_abi_version": (u32, []),
+        "fb_publisher_options_init": (None, [ctypes.POINTER(PublisherOptions)]),
+        "fb_publisher_create": (ctypes.c_int32, [ctypes.POINTER(PublisherOptions), ctypes.POINTER(P), E]),
+        "fb_publisher_destroy": (None, [P]),
+        "fb_publisher_acquire_buffer": (ctypes.c_int32, [P, ctypes.POINTER(P), E]),
+        "fb_buffer_get_info": (ctypes.c_int32, [P, ctypes.POINTER(BufferInfo), E]),
+        "fb_buffer_publish": (ctypes.c_int32, [P, ctypes.POINTER(PublishInfo), ctypes.POINTER(u64), E]),
+        "fb_buffer_discard": (None, [P]),
+        "fb_publisher_report_drops": (ctypes.c_int32, [P, u32, u64, ctypes.POINTER(u64), ctypes.POINTER(u64), E]),
+        "fb_publisher_get_statistics": (ctypes.c_int32, [P, ctypes.POINTER(PublisherStatistics), E]),
+        "fb_codec_create": (ctypes.c_int32, [u32, ctypes.POINTER(P), E]),
+        "fb_codec_destroy": (None, [P]),
+        "fb_codec_maximum_compressed_size": (ctypes.c_int32, [u32, u32, u32, ctypes.POINTER(u64), E]),
+        "fb_codec_compress": (ctypes.c_int32, [P, ctypes.POINTER(Image), P, u64, ctypes.POINTER(u64), E]),
+        "fb_codec_decompress": (ctypes.c_int32, [P, P, u64, ctypes.POINTER(Image), E]),
+        "fb_codec_tile_row_height": (ctypes.c_int32, [P, P, u64, u32, u32, u32, ctypes.POINTER(u32), E]),
+        "fb_codec_decode_rows": (ctypes.c_int32, [P, P, u64, u32, ctypes.POINTER(Image), RowsCallback, P, E]),
+    }
+    for name, (result, arguments) in signatures.items():
+        function = getattr(lib, name)
+        function.restype, function.argtypes = result, arguments
+
+
+def check(status: int, error: Error) -> None:
+    if status != 0:
+        message = error.message.decode("utf-8", errors="replace")
+        raise FrameBusError(_STATUS_NAMES.get(status, f"status{status}"), message)

@@ -1,0 +1,143 @@
+"""Publishing NumPy arrays on a FrameBus, through the C library (include/framebus.h)."""
+
+from __future__ import annotations
+
+import ctypes
+from contextlib import contextmanager
+
+import numpy as np
+
+from . import _native
+from ._formats import pixel_format
+from .errors import FrameBusError
+
+_REASONS = {"frameWasLate": 1, "outOfBuffers": 2, "discontinuity": 3}
+
+
+def _plane_view(plane: _native.Plane, shape, writable: bool) -> np.ndarray:
+    """A NumPy view of one plane of shared memory (no copy), with its row stride."""
+    width, height = plane.width, plane.height
+    components = shape.components
+    dims = (height, width) if components == 1 else (height, width, components)
+    strides = (plane.bytes_per_row, shape.bytes_per_element) + (() if components == 1 else (shape.dtype.itemsize,))
+    buffer = (ctypes.c_uint8 * plane.byte_count).from_address(plane.data)
+    array = np.ndarray(dims, dtype=shape.dtype, buffer=buffer, strides=strides)
+    array.flags.writeable = writable
+    return array
+
+
+class Publisher:
+    """Publishes frames of one base format and size to every subscriber of ``path``.
+
+    ``offer`` lists the formats subscribers may ask for (default: ``format`` and its lossless compressed
+    variant, encoded once per frame for every subscriber that takes it). ``buffers`` is the pool's
+    (minimum, maximum) size: frames held by subscribers pin buffers, and a full pool drops frames
+    (``outOfBuffers``) rather than blocking.
+    """
+
+    def __init__(self, path: str, format: str = "420v", width: int = 1920, height: int = 1080,
+                 offer=None, buffers=(4, 8), socket_mode: int = 0o600, maximum_subscribers: int = 16):
+        self._lib = _native.library()
+        self.format = pixel_format(format)
+        if self.format.is_compressed:
+            raise FrameBusError("formatMismatch", "publish a base format; offer its compressed variant")
+        options = _native.PublisherOptions()
+        self._lib.fb_publisher_options_init(ctypes.byref(options))
+        self._offered = (ctypes.c_uint32 * 16)(*[pixel_format(f).code for f in (offer or [])])
+        options.path = path.encode()
+        options.format, options.width, options.height = self.format.code, width, height
+        if offer:
+            options.offered_formats, options.offered_format_count = self._offered, len(offer)
+        options.minimum_buffer_count, options.maximum_buffer_count = buffers
+        options.maximum_subscribers, options.socket_mode = maximum_subscribers, socket_mode
+        handle, error = ctypes.c_void_p(), _native.Error()
+        _native.check(self._lib.fb_publisher_create(ctypes.byref(options), ctypes.byref(handle), ctypes.byref(error)),
+                      error)
+        self._handle = handle
+        self.path, self.width, self.height = path, width, height
+
+    @contextmanager
+    def buffer(self, presentation_time_ns: int | None = None, **publish_options):
+        """A pool buffer as writable NumPy plane views (zero-copy): fill them inside the ``with`` block and the
+        frame is published at its end (discarded if the block raises). Raises ``outOfBuffers`` when
+        subscribers hold every buffer (the frame is then reported to them as dropped)."""
+        buffer, error = ctypes.c_void_p(), _native.Error()
+        _native.check(self._lib.fb_publisher_acquire_buffer(self._live(), ctypes.byref(buffer), ctypes.byref(error)),
+                      error)
+        info = _native.BufferInfo()
+        status = self._lib.fb_buffer_get_info(buffer, ctypes.byref(info), ctypes.byref(error))
+        if status != 0:
+            self._lib.fb_buffer_discard(buffer)
+            _native.check(status, error)
+        planes = [_plane_view(info.planes[i], shape, True) for i, shape in enumerate(self.format.planes)]
+        try:
+            yield planes
+        except BaseException:
+            self._lib.fb_buffer_discard(buffer)
+            raise
+        finally:
+            for plane in planes:
+                plane.flags.writeable = False
+        self.last_sequence = self._publish(buffer, presentation_time_ns, **publish_options)
+
+    def publish(self, *planes: np.ndarray, presentation_time_ns: int | None = None, **publish_options) -> int:
+        """Copies ``planes`` (arrays shaped as a subscriber receives them: NV12 ``(H, W)`` + ``(H/2, W/2, 2)``
+        uint8, P010 the same in uint16, BGRA ``(H, W, 4)``) into a pool buffer and publishes it: one copy.
+        Returns the frame's sequence number."""
+        if len(planes) != len(self.format.planes):
+            raise FrameBusError("invalidArgument", f"{self.format.name} has {len(self.format.planes)} planes")
+        with self.buffer(presentation_time_ns, **publish_options) as targets:
+            for source, target in zip(planes, targets):
+                if source.shape != target.shape:
+                    raise FrameBusError("invalidArgument", f"plane shape {source.shape}, expected {target.shape}")
+                np.copyto(target, source, casting="same_kind")
+        return self.last_sequence
+
+    def _publish(self, buffer, presentation_time_ns, duration_ns: int | None = None, discontinuity: bool = False,
+                 colorimetry: tuple[int, int, int, int] | None = None) -> int:
+        info = _native.PublishInfo()
+        if presentation_time_ns is not None:
+            info.presentation_time = _native.Time(presentation_time_ns, 1_000_000_000, 1)
+        if duration_ns is not None:
+            info.duration = _native.Time(duration_ns, 1_000_000_000, 1)
+        info.flags = 1 if discontinuity else 0
+        if colorimetry:
+            info.colorimetry = _native.Colorimetry(*colorimetry)
+        sequence, error = ctypes.c_uint64(), _native.Error()
+        _native.check(self._lib.fb_buffer_publish(buffer, ctypes.byref(info), ctypes.byref(sequence),
+                                                  ctypes.byref(error)), error)
+        return sequence.value
+
+    def report_drops(self, reason: str, count: int = 1) -> tuple[int, int]:
+        """Tells every subscriber that ``count`` frames were lost upstream; returns their sequence range."""
+        first, last, error = ctypes.c_uint64(), ctypes.c_uint64(), _native.Error()
+        _native.check(self._lib.fb_publisher_report_drops(self._live(), _REASONS[reason], count, ctypes.byref(first),
+                                                          ctypes.byref(last), ctypes.byref(error)), error)
+        return first.value, last.value
+
+    @property
+    def statistics(self) -> dict:
+        stats, error = _native.PublisherStatistics(), _native.Error()
+        _native.check(self._lib.fb_publisher_get_statistics(self._live(), ctypes.byref(stats), ctypes.byref(error)),
+                      error)
+        return {name: getattr(stats, name) for name, _ in stats._fields_}
+
+    def _live(self):
+        if self._handle is None:
+            raise FrameBusError("closed", "the publisher was closed")
+        return self._handle
+
+    def close(self) -> None:
+        """Stops: every subscriber gets END_OF_STREAM and the socket file is removed."""
+        if self._handle is not None:
+            self._lib.fb_publisher_destroy(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> "Publisher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        self.close()
