@@ -1,0 +1,132 @@
+"""The Python publisher and codec (through the FrameBus C library) against the Python subscriber."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import framebus
+from framebus import _native
+
+try:
+    _native.library()
+    HAVE_LIBRARY = True
+except framebus.FrameBusError as error:
+    HAVE_LIBRARY = False
+    if os.environ.get("FRAMEBUS_REQUIRE_ALL"):
+        raise
+    pytestmark = pytest.mark.skip(reason=str(error))
+
+
+def random_frame(fmt, width, height, seed):
+    rng = np.random.default_rng(seed)
+    if fmt in ("420v", "420f"):
+        return [rng.integers(0, 256, (height, width), dtype=np.uint8),
+                rng.integers(0, 256, (height // 2, width // 2, 2), dtype=np.uint8)]
+    if fmt in ("x420", "xf20"):
+        return [(rng.integers(0, 1024, (height, width), dtype=np.uint16) << 6),
+                (rng.integers(0, 1024, (height // 2, width // 2, 2), dtype=np.uint16) << 6)]
+    return [rng.integers(0, 256, (height, width, 4), dtype=np.uint8)]
+
+
+def smooth_frame(fmt, width, height, seed):
+    """A gradient with a little noise: compressible, as camera frames are."""
+    planes = random_frame(fmt, width, height, seed)
+    out = []
+    for plane in planes:
+        ramp = (np.arange(plane.shape[1])[None, :] + np.arange(plane.shape[0])[:, None] + seed)
+        if plane.ndim == 3:
+            ramp = ramp[:, :, None]
+        if plane.dtype == np.uint16:
+            out.append((((ramp % 1024) << 6) | (plane & 0x40)).astype(np.uint16))
+        else:
+            out.append(((ramp % 256) ^ (plane & 1)).astype(np.uint8))
+    return out
+
+
+def publish_while(publisher, frames, stop, interval=0.02):
+    def run():
+        index = 0
+        while not stop.is_set():
+            try:
+                publisher.publish(*frames[index % len(frames)], presentation_time_ns=index * 33_000_000)
+            except framebus.FrameBusError as error:
+                if error.code != "outOfBuffers":
+                    raise
+            index += 1
+            time.sleep(interval)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("fmt", ["420v", "x420", "BGRA"])
+def test_python_publisher_frames_arrive_bit_exact(tmp_path, fmt):
+    path = str(tmp_path / "py.sock")
+    frames = [random_frame(fmt, 64, 48, seed) for seed in range(4)]
+    stop = threading.Event()
+    with framebus.Publisher(path, fmt, 64, 48) as publisher:
+        thread = publish_while(publisher, frames, stop)
+        try:
+            with framebus.Subscriber(path, accept=[fmt], queue=2) as bus:
+                received = 0
+                while received < 6:
+                    event = bus.next_event(timeout=10)
+                    assert event is not None
+                    if isinstance(event, framebus.Frame):
+                        with event as frame:
+                            index = round(frame.presentation_time * 1000 / 33)
+                            for got, want in zip(frame.planes, frames[index % len(frames)]):
+                                assert np.array_equal(got, want)
+                        received += 1
+        finally:
+            stop.set()
+            thread.join()
+
+
+@pytest.mark.parametrize("fmt", ["420v", "x420", "BGRA"])
+def test_compressed_frames_decode_bit_exact_whole_and_in_bands(tmp_path, fmt):
+    path = str(tmp_path / "pyc.sock")
+    compressed = framebus.FORMATS[fmt].compressed_variant
+    frames = [smooth_frame(fmt, 320, 240, seed) for seed in range(3)]
+    stop = threading.Event()
+    with framebus.Publisher(path, fmt, 320, 240, offer=[fmt, compressed]) as publisher:
+        thread = publish_while(publisher, frames, stop)
+        try:
+            with framebus.Subscriber(path, accept=[compressed], queue=2) as bus:
+                assert bus.format == compressed
+                checked = 0
+                while checked < 3:
+                    event = bus.next_event(timeout=10)
+                    assert event is not None
+                    if not isinstance(event, framebus.Frame):
+                        continue
+                    with event as frame:
+                        want = frames[round(frame.presentation_time * 1000 / 33) % len(frames)]
+                        assert frame.is_compressed and frame.bytes_used < sum(p.nbytes for p in want)
+                        for got, expected in zip(frame.decode(), want):
+                            assert np.array_equal(got, expected)
+                        rows = []
+
+                        def consume(first_row, planes):
+                            rows.append(first_row)
+                            height = planes[0].shape[0]
+                            assert np.array_equal(planes[0], want[0][first_row:first_row + height])
+                        frame.decode_bands(consume, band_rows=64)
+                        assert rows[0] == 0 and len(rows) >= 2
+                    checked += 1
+        finally:
+            stop.set()
+            thread.join()
+
+
+def test_damaged_compressed_bytes_raise_instead_of_crashing():
+    fmt = framebus.FORMATS["420v"]
+    with pytest.raises(framebus.FrameBusError) as caught:
+        planes = random_frame("420v", 64, 48, 0)
+        from framebus.subscriber import _native_decode
+        garbage = np.frombuffer(os.urandom(4096), dtype=np.uint8)
+        _native_decode(garbage, fmt, 64, 48, planes)
+    assert caught.value.code in ("corruptData", "unsupportedVersion", "formatMismatch")
