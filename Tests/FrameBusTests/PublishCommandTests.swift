@@ -124,8 +124,12 @@ final class CommandProcess {
             "--allow-uid", "4242",
         ])
         try #require(waitUntil { FileManager.default.fileExists(atPath: path) }, "\(command.output)")
-        let attributes = try FileManager.default.attributesOfItem(atPath: path)
-        #expect((attributes[.posixPermissions] as? NSNumber)?.uint16Value == 0o660)
+        // The file appears at bind(2) with the umask's mode and gets --socket-mode from the chmod right after, so
+        // wait for the chmod rather than reading the mode in between.
+        func mode() -> UInt16? {
+            ((try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? NSNumber)?.uint16Value
+        }
+        #expect(waitUntil { mode() == 0o660 }, "mode \(String(mode() ?? 0, radix: 8))")
         kill(command.process.processIdentifier, SIGINT)
         command.process.waitUntilExit()
     }
