@@ -4,15 +4,17 @@
 #
 #   Fuzz/Subscriber/run.sh [SECONDS]
 #
-# Builds this package (which depends on the main one by path) with `--sanitize=fuzzer,address` into its own
+# Builds this package (which depends on the main one by path) with `--sanitize=fuzzer,address` into a fresh
 # scratch directory, seeds the corpus with real sessions (MakeSubscriberSeeds), and runs. Exits non-zero if the
 # fuzzer finds a crash, a failed invariant, an out-of-bounds access, a leak or a timeout; the reproducer is left in
 # the work directory it prints.
 set -euo pipefail
 SECONDS_TO_RUN="${1:-60}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-WORK="${FUZZ_WORK:-$(mktemp -d /tmp/framebus-fuzz-subscriber.XXXXXX)}"
-SCRATCH="${FUZZ_SCRATCH:-$HERE/.build}"
+WORK="${FUZZ_SUBSCRIBER_WORK:-$(mktemp -d /tmp/framebus-fuzz-subscriber.XXXXXX)}"
+# A fresh build directory by default: SwiftPM's incremental state for a path dependency goes stale when the main
+# package's files are renamed or removed. Set FUZZ_SCRATCH to reuse one.
+SCRATCH="${FUZZ_SCRATCH:-$WORK/build}"
 mkdir -p "$WORK/corpus"
 
 echo "building the seed maker and the fuzzer (scratch $SCRATCH)"

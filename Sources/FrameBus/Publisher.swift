@@ -171,6 +171,8 @@ public final class Publisher: Sendable {
     private let state: Mutex<State>
     /// Serialises `publish` calls, so sequence numbers reach every subscriber in order.
     private let publishing = Mutex<Void>(())
+    /// Surfaces pools freed, waiting for the loop thread to retire them (one entry per freed surface).
+    private let freedSurfaces = Mutex<[UInt64]>([])
 
     /// The default socket path: `$XDG_RUNTIME_DIR/<name>.sock`, or nil when `XDG_RUNTIME_DIR` is not set (pass a
     /// path then; never a world-writable directory such as `/tmp`, where another user can take the name first).
@@ -238,33 +240,47 @@ public final class Publisher: Sendable {
     /// Subscribers hold at most their share of the pool, so a buffer becomes free as soon as the producer's
     /// previous frames are released or superseded. Cancelling the task ends the wait.
     ///
-    /// - Throws: ``FrameBusError/Code-swift.struct/closed`` after ``stop()``, `CancellationError` as
-    ///   ``FrameBusError/Code-swift.struct/closed`` with a message, ``FrameBusError/Code-swift.struct/resourceFailure``.
+    /// - Throws: ``FrameBusError/Code-swift.struct/closed`` after ``stop()`` or when the task is cancelled (message
+    ///   "cancelled"), ``FrameBusError/Code-swift.struct/resourceFailure`` if the pool cannot make a surface.
     public func nextPixelBuffer(from pool: PixelBufferPool) async throws(FrameBusError) -> PixelBuffer {
         follow(pool)
         guard !isStopped else { throw FrameBusError(.closed, "Publisher.nextPixelBuffer") }
         do {
-            return try await Self.waitForPixelBuffer(from: pool)
-        } catch is CancellationError {
+            return try await pool.nextPixelBuffer()
+        } catch  where error.code == .cancelled {
             throw FrameBusError(.closed, "Publisher.nextPixelBuffer", message: "cancelled")
         } catch {
-            throw FrameBusError(.resourceFailure, "Publisher.nextPixelBuffer", message: "\(error)")
+            throw FrameBusError(.resourceFailure, "Publisher.nextPixelBuffer", message: error.description)
         }
     }
 
-    /// Learns a pool's capacity and follows the surfaces it frees (once per pool).
-    private func follow(_ pool: PixelBufferPool) {
+    /// Follows the surfaces a pool frees (once per pool); for the producer's pool, learns its capacity too.
+    private func follow(_ pool: PixelBufferPool, isProducers: Bool = true) {
         let isNew = state.withLock { state in
             guard state.knownPools.insert(ObjectIdentifier(pool)).inserted else { return false }
-            if let threshold = pool.attributes.allocationThreshold { state.machine.learnPoolCapacity(threshold) }
+            if isProducers, let threshold = pool.attributes.allocationThreshold {
+                state.machine.learnPoolCapacity(threshold)
+            }
             return true
         }
         guard isNew else { return }
-        Self.onSurfaceFreed(by: pool) { [weak self] surfaceID in self?.surfaceFreed(surfaceID) }
+        // The pool has one freed-surface handler: the publisher takes it (docs/PROTOCOL.md §4.2, retiring).
+        pool.setSurfaceFreedHandler { [weak self] surfaceID in self?.surfaceFreed(surfaceID.rawValue) }
     }
 
+    /// The pool freed a surface. This can run inside the state lock (a subscriber's release drops the last
+    /// reference to a buffer of a pool that went away), so the id is only noted here; the loop thread retires it.
     private func surfaceFreed(_ surfaceID: UInt64) {
-        state.withLock { state in
+        freedSurfaces.withLock { $0.append(surfaceID) }
+        doorbell.ring()
+    }
+
+    private func retireFreedSurfaces(_ state: inout State) {
+        let freed = freedSurfaces.withLock { freed in
+            defer { freed.removeAll(keepingCapacity: true) }
+            return freed
+        }
+        for surfaceID in freed {
             state.surfaceDescriptions[surfaceID] = nil
             perform(state.machine.surfaceFreed(surfaceID), &state)
         }
@@ -526,6 +542,7 @@ public final class Publisher: Sendable {
                 attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: limit)
             )
         state.withLock { $0.conversionPools[format] = pool }
+        follow(pool, isProducers: false)
         return pool
     }
 
@@ -758,6 +775,7 @@ public final class Publisher: Sendable {
                 if events & PollEvents.writable != 0 { flush(id, &state) }
                 if events & ~PollEvents.writable != 0 { readPending(id, socket, &state) }
             }
+            retireFreedSurfaces(&state)
             perform(state.machine.tick(now: ProcessInfoShim.monotonicNanoseconds()), &state)
         }
         return true

@@ -462,11 +462,15 @@ struct PublisherStateMachine<Resource> {
 
     // MARK: Publishing
 
+    /// Every sequence number is used (2⁶⁴−1 of them; only reachable by reporting absurd drop counts): the
+    /// publisher can publish nothing more and must be restarted.
+    var isSequenceSpaceExhausted: Bool { nextSequence == .max }
+
     /// Starts a frame: its sequence number, its discontinuity flag, and the formats someone needs.
     ///
     /// Returns nil after ``stop(now:)``.
     mutating func beginFrame(format: UInt32, width: UInt32, height: UInt32, discontinuity: Bool) -> FramePlan? {
-        guard !isStopped else { return nil }
+        guard !isStopped, !isSequenceSpaceExhausted else { return nil }
         let sequence = nextSequence
         nextSequence &+= 1
         published.saturatingAdd(1)
@@ -553,13 +557,15 @@ struct PublisherStateMachine<Resource> {
     /// and every subscriber gets a DROP for them (coalesced with adjacent drops).
     mutating func reportDropped(reason: WireDropReason, count: UInt64, now: UInt64) -> (ClosedRange<UInt64>, [Action])?
     {
-        guard !isStopped, count > 0 else { return nil }
+        guard !isStopped, !isSequenceSpaceExhausted, count > 0 else { return nil }
+        // Sequence numbers 0…2⁶⁴−2 are usable; a count past the end is cut there (and the stream is then over).
         let first = nextSequence
-        let (last, overflow) = first.addingReportingOverflow(count - 1)
-        let range = first...(overflow ? UInt64.max : last)
-        nextSequence = overflow ? .max : last &+ 1
-        published.saturatingAdd(count)
-        droppedAtSource[reason, default: 0].saturatingAdd(count)
+        let last = first.addingSaturating(count - 1) == .max ? UInt64.max - 1 : first + (count - 1)
+        let range = first...last
+        nextSequence = last + 1
+        let used = last - first + 1
+        published.saturatingAdd(used)
+        droppedAtSource[reason, default: 0].saturatingAdd(used)
         if reason == .discontinuity { pendingDiscontinuity = true }
         var actions: [Action] = []
         for id in connections.keys.sorted() {

@@ -16,6 +16,10 @@ final class SubscriberConnection {
     private var generation: UInt64 = 0
     private var handshakeDeadline: UInt64 = 0
     private var hasConnected = false
+    /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
+    /// same way on every reconnect (every 100 ms by default) must not flood the log.
+    private var lastWarning: (text: String, time: UInt64, suppressed: Int)?
+    private static let repeatedWarningInterval: UInt64 = 10_000_000_000
 
     /// Most datagrams read per wake-up before the doorbell (cancellation, releases) is looked at again.
     private static let readBatch = 64
@@ -66,7 +70,7 @@ final class SubscriberConnection {
                         return
                     }
                 case .failed(let error):
-                    configuration.logger.warning("connecting to \(configuration.path) failed: \(error)")
+                    warn("connecting to \(configuration.path) failed: \(error)")
                     core.connectionEnded(error, isFinal: !configuration.reconnects)
                     if !configuration.reconnects { return }
                 }
@@ -79,6 +83,21 @@ final class SubscriberConnection {
             }
         }
         if let socket { socket.shutdown() }
+    }
+
+    /// Logs a warning, unless it repeats the previous one within ``repeatedWarningInterval`` (then it is counted, and
+    /// the count is logged with the next one that gets through).
+    private func warn(_ text: String) {
+        let time = now
+        if let last = lastWarning, last.text == text, time &- last.time < Self.repeatedWarningInterval {
+            lastWarning?.suppressed += 1
+            return
+        }
+        if let last = lastWarning, last.suppressed > 0 {
+            configuration.logger.warning("(\(last.suppressed) more: \(last.text))")
+        }
+        configuration.logger.warning("\(text)")
+        lastWarning = (text, time, 0)
     }
 
     private func wait(milliseconds: Int32) {
@@ -212,7 +231,8 @@ final class SubscriberConnection {
         } catch {
             return perform(machine.receivedMalformed(error.description), descriptors: [])
         }
-        return perform(machine.received(message), descriptors: datagram.descriptors)
+        let held = message.type == .frame ? core.sender.connectionHeld : 0
+        return perform(machine.received(message, heldFrames: held), descriptors: datagram.descriptors)
     }
 
     /// Carries out an action; returns false when the connection ended.
@@ -239,7 +259,7 @@ final class SubscriberConnection {
             return true
         case .close(let error, let reply):
             if let reply, let socket {
-                configuration.logger.warning("closing connection to \(configuration.path): \(reply.reason)")
+                warn("closing connection to \(configuration.path): \(reply.reason)")
                 _ = socket.send(WireMessage.error(reply).encoded())
             }
             close(error)
@@ -255,7 +275,7 @@ final class SubscriberConnection {
         machine.closed()
         core.connectionEnded(error, isFinal: !configuration.reconnects)
         if error.code != .endOfStream {
-            configuration.logger.warning("subscription to \(configuration.path) ended: \(error)")
+            warn("subscription to \(configuration.path) ended: \(error)")
         }
     }
 
@@ -332,14 +352,19 @@ final class SubscriberConnection {
         )
         let sample: SampleBuffer
         do {
-            let pixelBuffer = try PixelBuffer(surface: surface, attachments: WireAttachments.decode(frame.attachments))
+            // The frame is held for as long as its pixel buffer lives: whoever keeps `sampleBuffer.imageBuffer`
+            // (and drops the sample buffer) keeps the publisher from recycling the surface, as with CoreVideo.
+            // Invalidating the sample buffer does not release it either, since its image buffer may still be in use.
+            let pixelBuffer = try PixelBuffer(
+                surface: surface,
+                attachments: WireAttachments.decode(frame.attachments),
+                releaseHandler: { token.release() }
+            )
             sample = try SampleBuffer(
                 imageBuffer: pixelBuffer,
                 timing: timing,
                 attachments: attachments,
-                invalidationHandler: { _ in token.release() },
-                dataIsReady: true,
-                makeDataReadyHandler: { _ throws(SampleBufferError) in _ = token }
+                dataIsReady: true
             )
         } catch {
             token.release(notDelivered: true)

@@ -18,6 +18,7 @@ final class ReleaseToken: Sendable {
         self.generation = generation
         self.sender = sender
         sender.heldCount.add(1, ordering: .relaxed)
+        sender.frameHeld(generation: generation)
     }
 
     /// Releases now (idempotent).
@@ -36,6 +37,9 @@ final class SubscriberSender: Sendable {
     private struct State {
         var socket: Socket?
         var generation: UInt64 = 0
+        /// Frames of the current connection not yet released (held by the consumer or waiting for it): what the
+        /// publisher counts against `maximumHeldFrames`, less the releases it has not read yet.
+        var connectionHeld = 0
         var outbox = SubscriberOutbox()
         var overflowed = false
     }
@@ -49,10 +53,19 @@ final class SubscriberSender: Sendable {
         state.withLock {
             $0.socket = socket
             $0.generation = generation
+            $0.connectionHeld = 0
             $0.outbox.removeAll()
             $0.overflowed = false
         }
     }
+
+    /// A frame of connection `generation` is now held.
+    func frameHeld(generation: UInt64) {
+        state.withLock { if $0.generation == generation { $0.connectionHeld += 1 } }
+    }
+
+    /// Frames of the current connection not yet released.
+    var connectionHeld: Int { state.withLock { $0.connectionHeld } }
 
     func detach() {
         state.withLock {
@@ -69,6 +82,7 @@ final class SubscriberSender: Sendable {
                 flags: notDelivered ? WireRelease.notDeliveredFlag : 0
             )
         ).encoded()
+        state.withLock { if $0.generation == token.generation { $0.connectionHeld -= 1 } }
         send(message, generation: token.generation)
     }
 

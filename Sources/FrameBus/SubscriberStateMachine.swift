@@ -127,8 +127,9 @@ struct SubscriberStateMachine {
         fail(.invalidSurface, reason)
     }
 
-    /// One decoded message from the publisher.
-    mutating func received(_ message: WireMessage) -> Action {
+    /// One decoded message from the publisher; `heldFrames` is how many frames of this connection we hold now (not
+    /// yet released), which a FRAME must not push past WELCOME's `maximumHeldFrames`.
+    mutating func received(_ message: WireMessage, heldFrames: Int = 0) -> Action {
         switch state {
         case .idle, .closed:
             // Nothing is read outside a connection; a late datagram after close is ignored.
@@ -136,7 +137,7 @@ struct SubscriberStateMachine {
         case .awaitingWelcome:
             return receivedDuringHandshake(message)
         case .active(var active):
-            let action = receivedWhileActive(message, &active)
+            let action = receivedWhileActive(message, heldFrames: heldFrames, &active)
             if case .active = state { state = .active(active) }
             return action
         }
@@ -168,10 +169,7 @@ struct SubscriberStateMachine {
             state = .active(
                 Active(
                     session: session,
-                    // One more than granted: a publisher that announces the new surface just before it retires
-                    // the oldest (as the reference publisher does) is honest, and the bound stays fixed.
-                    maximumSurfaces: announced > 0
-                        ? min(announced + 1, limits.maximumSurfaces) : limits.maximumSurfaces,
+                    maximumSurfaces: announced > 0 ? min(announced, limits.maximumSurfaces) : limits.maximumSurfaces,
                     pendingDiscontinuity: discontinuity
                 )
             )
@@ -189,7 +187,11 @@ struct SubscriberStateMachine {
         }
     }
 
-    private mutating func receivedWhileActive(_ message: WireMessage, _ active: inout Active) -> Action {
+    private mutating func receivedWhileActive(
+        _ message: WireMessage,
+        heldFrames: Int,
+        _ active: inout Active
+    ) -> Action {
         switch message {
         case .surface(let surface):
             return announce(surface, &active)
@@ -199,6 +201,16 @@ struct SubscriberStateMachine {
             }
             return .retireSurface(surfaceID: surfaceID)
         case .frame(let frame):
+            // The publisher counts a frame as held until it reads our RELEASE, which we send as soon as the frame
+            // is released, so we never count more than it does: an honest publisher never sends a frame that
+            // would exceed the grant. One that does would make us hold (and later queue RELEASEs for) any number.
+            guard heldFrames < active.session.maximumHeldFrames else {
+                return fail(
+                    .malformedMessage,
+                    "FRAME \(frame.sequence) while \(heldFrames) frames are held (maximumHeldFrames "
+                        + "\(active.session.maximumHeldFrames))"
+                )
+            }
             return accept(frame, &active)
         case .drop(let drop):
             return report(drop, &active)

@@ -9,6 +9,8 @@
 //   drop-everything   DROP 0...UInt64.max (outOfBuffers), then an honest surface and frame 0, then END_OF_STREAM
 //   drop-overflow     two DROPs of 2^63-1 frames each (0...2^63-2, 2^63-1...2^64-3), a frame, END_OF_STREAM
 //   unsealed-surface  a SURFACE whose memfd has no seals at all
+//   no-write-seal     a SURFACE whose memfd is sealed against shrinking and growing but not against writes (anyone
+//                     holding it could reopen it writable and change what others read)
 //   reannounce        SURFACE 1, then SURFACE 1 again while it is live
 //   surface-flood     SURFACEs 1, 2, 3, ... until the subscriber hangs up (at most 100000)
 //   never-read        SURFACE 1, then FRAMEs on it forever without ever reading the subscriber's RELEASEs
@@ -18,6 +20,8 @@
 //                     END_OF_STREAM
 //   multi-descriptor-short  the same, but the CbCr descriptor's byte count claims twice its memfd's size
 //   dma-buf           the same as multi-descriptor with a DMA-BUF surface from /dev/dma_heap/system or /dev/udmabuf
+//   over-grant        SURFACE 1, then 50 FRAMEs, 5 ms apart, reading our RELEASEs but ignoring its own grant of 8 held
+//                     frames (the test keeps every frame)
 //   error-reason      ERROR tooSlow whose reason holds terminal escape sequences, then close
 //   rewrite           SURFACE 1 and frames on it, rewriting its bytes (0x11, 0x22, ...) while the subscriber holds
 //                     them, until the subscriber hangs up
@@ -282,10 +286,13 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(.endOfStream(WireEndOfStream(lastSequence: 2 * half, reason: 0)))
         emit("sent 5")
         connection.awaitVerdict(sent: 5)
-    case "unsealed-surface":
+    case "unsealed-surface", "no-write-seal":
         let surface = try honestSurface(format)
         let fd = cfb_memfd_create("hostile", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
         guard fd >= 0, ftruncate(fd, off_t(surface.announcement.descriptorByteCounts[0])) == 0 else { return }
+        if scenario == "no-write-seal" {
+            guard cfb_add_seals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_SEAL) == 0 else { return }
+        }
         connection.send(.surface(surface.announcement), fds: [fd])
         connection.send(hostileFrame(0))
         emit("sent 2")
@@ -396,6 +403,18 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))
         emit("sent 3 with \(fds.count) descriptors")
         connection.awaitVerdict(sent: 3)
+    case "over-grant":
+        let surface = try honestSurface(format)
+        connection.send(.surface(surface.announcement), fds: [surface.descriptor])
+        var sent = 0
+        for sequence in 0..<50 as Range<UInt64> {
+            guard connection.send(hostileFrame(sequence)) else { break }
+            sent += 1
+            guard connection.drain(sent: sent) else { return }
+            usleep(5000)
+        }
+        emit("sent \(sent)")
+        connection.awaitVerdict(sent: sent)
     case "error-reason":
         let reason = "slow\u{1B}]0;pwned\u{07}\u{1B}[2J\u{1B}[31mred\r\nfake line"
         connection.send(.error(WireErrorMessage(code: WireErrorCode.tooSlow.rawValue, reason: reason)))

@@ -16,6 +16,8 @@ case "bus-subscriber": exit(runBusSubscriber(rest))
 case "bus-publisher": exit(runBusPublisher(rest))
 case "hostile-publisher": exit(runHostilePublisher(rest))
 case "solid-publisher": exit(runSolidPublisher(rest))
+case "bus-hoarder": exit(runBusHoarder(rest))
+case "bus-flood": exit(runBusFlood(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)

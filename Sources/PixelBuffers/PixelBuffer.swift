@@ -25,7 +25,7 @@ public final class PixelBuffer: @unchecked Sendable {
     public let height: Int
 
     private let attachmentStorage: Mutex<PixelBufferAttachments>
-    /// Called once when the buffer goes away, to hand the surface back to its pool.
+    /// Called once when the buffer goes away: hands the surface back to its pool, or runs a release handler.
     private let recycler: (@Sendable (Surface) -> Void)?
 
     /// The default bytes-per-row alignment: 64 bytes, a cache line and what most DRM/V4L2 drivers accept.
@@ -107,6 +107,30 @@ public final class PixelBuffer: @unchecked Sendable {
         let format = try PixelFormat(fourCC: surface.layout.pixelFormat)
         try Self.check(surface.layout, fits: format)
         self.init(surface: surface, pixelFormat: format, attachments: attachments, recycler: nil)
+    }
+
+    /// Wraps an imported surface as a pixel buffer that calls `releaseHandler` when it goes away.
+    ///
+    /// The handler is called exactly once, when the last reference to the pixel buffer goes away (in its `deinit`),
+    /// so whoever keeps the pixel buffer keeps the frame: a consumer that keeps `sampleBuffer.imageBuffer` and drops
+    /// the sample buffer still holds the frame, as with CoreVideo. A subscriber uses it to tell the publisher the
+    /// frame is released. If the initializer throws, the handler is never called (the caller still owns the
+    /// release).
+    ///
+    /// - Parameters:
+    ///   - surface: the surface, for example one from ``Surface/importing(_:)``.
+    ///   - attachments: the buffer's attachments.
+    ///   - releaseHandler: called once, on the thread that drops the last reference.
+    /// - Throws: ``PixelBufferError/Code-swift.struct/unknownPixelFormat``, or
+    ///   ``PixelBufferError/Code-swift.struct/formatMismatch`` if the surface's planes do not fit the format.
+    public convenience init(
+        surface: Surface,
+        attachments: PixelBufferAttachments = PixelBufferAttachments(),
+        releaseHandler: @escaping @Sendable () -> Void
+    ) throws(PixelBufferError) {
+        let format = try PixelFormat(fourCC: surface.layout.pixelFormat)
+        try Self.check(surface.layout, fits: format)
+        self.init(surface: surface, pixelFormat: format, attachments: attachments, recycler: { _ in releaseHandler() })
     }
 
     init(

@@ -29,7 +29,7 @@ public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertib
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case unknownPixelFormat, invalidSize, invalidAlignment, opaqueFormat, planeOutOfRange
-            case wouldExceedAllocationThreshold, surface, invalidImage, formatMismatch
+            case wouldExceedAllocationThreshold, surface, invalidImage, formatMismatch, cancelled
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -46,6 +46,8 @@ public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertib
         public static let planeOutOfRange = Code(.planeOutOfRange)
         /// The pool would exceed its allocation threshold (`kCVReturnWouldExceedAllocationThreshold`).
         public static let wouldExceedAllocationThreshold = Code(.wouldExceedAllocationThreshold)
+        /// The task waiting in ``PixelBufferPool/nextPixelBuffer()`` was cancelled.
+        public static let cancelled = Code(.cancelled)
         /// The surface underneath failed; see ``PixelBufferError/underlying``.
         public static let surface = Code(.surface)
         /// An image file could not be read or decoded.
@@ -64,6 +66,7 @@ public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertib
             case .surface: "surface error"
             case .invalidImage: "invalid image"
             case .formatMismatch: "format or size mismatch"
+            case .cancelled: "cancelled"
             }
         }
     }

@@ -60,16 +60,8 @@ public final class PixelBufferPool: Sendable {
     /// The layout every surface of the pool has.
     public let layout: SurfaceLayout
 
-    private struct State {
-        var idle: [(surface: Surface, since: ContinuousClock.Instant)] = []
-        var allocated = 0
-    }
     /// Shared with the recyclers of outstanding buffers, which may outlive the pool.
     private let state: SharedState
-
-    private final class SharedState: Sendable {
-        let value = Mutex(State())
-    }
 
     /// Makes a pool and pre-allocates ``Attributes/minimumBufferCount`` buffers.
     ///
@@ -97,7 +89,7 @@ public final class PixelBufferPool: Sendable {
         guard attributes.minimumBufferCount >= 0, attributes.minimumBufferCount <= 1024,
             attributes.allocationThreshold.map({ $0 >= max(1, attributes.minimumBufferCount) }) ?? true
         else { throw PixelBufferError(.invalidSize, "PixelBufferPool: buffer counts") }
-        state = SharedState()
+        state = SharedState(threshold: attributes.allocationThreshold)
         let now = ContinuousClock.now
         for _ in 0..<attributes.minimumBufferCount {
             let surface = try makeSurface()
@@ -106,6 +98,18 @@ public final class PixelBufferPool: Sendable {
                 $0.allocated += 1
             }
         }
+    }
+
+    deinit {
+        // Outstanding buffers may outlive the pool: from now on their surfaces are freed when they come back.
+        let (freed, handler) = state.value.withLock { state in
+            state.isClosed = true
+            let freed = state.idle.map(\.surface)
+            state.idle.removeAll()
+            state.allocated -= freed.count
+            return (freed, state.surfaceFreedHandler)
+        }
+        SharedState.report(freed, to: handler)
     }
 
     private func makeSurface() throws(PixelBufferError) -> Surface {
@@ -126,33 +130,82 @@ public final class PixelBufferPool: Sendable {
     /// The buffer's surface returns to the pool when the last reference to the buffer goes away.
     ///
     /// - Throws: ``PixelBufferError/Code-swift.struct/wouldExceedAllocationThreshold`` when
-    ///   ``Attributes/allocationThreshold`` buffers already exist and none is idle;
-    ///   ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
+    ///   ``Attributes/allocationThreshold`` buffers already exist and none is idle (``nextPixelBuffer()`` waits
+    ///   instead); ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
     public func makePixelBuffer() throws(PixelBufferError) -> PixelBuffer {
         let now = ContinuousClock.now
-        enum Plan {
-            case reuse(Surface)
-            case allocate, refuse
+        let grant: Grant? = state.value.withLock { state in
+            // Callers waiting in nextPixelBuffer() come first; they exist only when nothing can be vended anyway.
+            guard state.waiters.isEmpty else { return nil }
+            return state.immediateGrant()
         }
-        let threshold = attributes.allocationThreshold
-        let plan: Plan = state.value.withLock { state in
-            if let (surface, _) = state.idle.popLast() { return .reuse(surface) }
-            if let threshold, state.allocated >= threshold { return .refuse }
-            state.allocated += 1
-            return .allocate
-        }
-        let surface: Surface
-        switch plan {
-        case .reuse(let idle):
-            surface = idle
-        case .refuse:
+        guard let grant else {
             throw PixelBufferError(
                 .wouldExceedAllocationThreshold,
-                "PixelBufferPool.makePixelBuffer: \(threshold ?? 0) buffers of \(attributes.pixelFormat) in use"
+                "PixelBufferPool.makePixelBuffer: \(attributes.allocationThreshold ?? 0) buffers of \(attributes.pixelFormat) in use"
             )
+        }
+        return try vend(grant, now: now, operation: "PixelBufferPool.makePixelBuffer")
+    }
+
+    /// Takes a buffer, waiting until one can be vended within the allocation threshold.
+    ///
+    /// Returns at once when a buffer is idle or the pool may make one; otherwise suspends until a buffer comes back
+    /// to the pool (the last reference to one of its pixel buffers goes away: CoreVideo's free-buffer notification)
+    /// or a surface is freed. Callers that wait are served in the order they called.
+    ///
+    /// ```swift
+    /// while running {
+    ///     let buffer = try await pool.nextPixelBuffer()   // back-pressure: waits while consumers hold frames
+    ///     ...
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``PixelBufferError/Code-swift.struct/cancelled`` when the calling task is cancelled (before or
+    ///   while waiting); ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
+    public func nextPixelBuffer() async throws(PixelBufferError) -> PixelBuffer {
+        let now = ContinuousClock.now
+        let id = state.makeWaiterID()
+        let shared = state
+        let grant: Grant = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Grant, Never>) in
+                let immediate: Grant? = shared.value.withLock { state in
+                    // Task.isCancelled is set before the cancellation handler runs, and the handler takes this lock:
+                    // either we see the flag here, or the handler finds the waiter we add.
+                    if Task.isCancelled { return .cancelled }
+                    if state.waiters.isEmpty, let grant = state.immediateGrant() { return grant }
+                    state.waiters.append(Waiter(id: id, continuation: continuation))
+                    return nil
+                }
+                if let immediate { continuation.resume(returning: immediate) }
+            }
+        } onCancel: {
+            let waiter: Waiter? = shared.value.withLock { state in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index)
+            }
+            waiter?.continuation.resume(returning: .cancelled)
+        }
+        return try vend(grant, now: now, operation: "PixelBufferPool.nextPixelBuffer")
+    }
+
+    private func vend(
+        _ grant: Grant,
+        now: ContinuousClock.Instant,
+        operation: String
+    ) throws(PixelBufferError)
+        -> PixelBuffer
+    {
+        let surface: Surface
+        switch grant {
+        case .cancelled:
+            throw PixelBufferError(.cancelled, "\(operation): task cancelled")
+        case .reuse(let idle):
+            surface = idle
         case .allocate:
             do { surface = try makeSurface() } catch {
-                state.value.withLock { $0.allocated -= 1 }
+                // The slot we were given goes to the next waiter, who learns the same or makes it.
+                state.update { $0.allocated -= 1 }
                 throw error
             }
         }
@@ -162,10 +215,20 @@ public final class PixelBufferPool: Sendable {
             surface: surface,
             pixelFormat: attributes.pixelFormat,
             attachments: attributes.attachments,
-            recycler: { surface in
-                shared.value.withLock { $0.idle.append((surface, ContinuousClock.now)) }
-            }
+            recycler: { surface in shared.recycle(surface) }
         )
+    }
+
+    /// Sets the handler called when the pool frees a surface for good, or removes it with `nil`.
+    ///
+    /// A surface is freed when it has been idle longer than ``Attributes/maximumBufferAge`` beyond the minimum
+    /// count, when ``flush(all:)`` frees it, when the pool goes away (its idle surfaces), and when a buffer comes
+    /// back after the pool went away. A publisher uses it to retire the surface in every subscriber. The handler
+    /// runs on the thread that frees the surface, outside the pool's lock, once per surface.
+    ///
+    /// - Parameter handler: called with the freed surface's id.
+    public func setSurfaceFreedHandler(_ handler: (@Sendable (SurfaceID) -> Void)?) {
+        state.value.withLock { $0.surfaceFreedHandler = handler }
     }
 
     /// Frees idle buffers older than the maximum age, keeping the minimum count (`CVPixelBufferPoolFlush`).
@@ -173,31 +236,33 @@ public final class PixelBufferPool: Sendable {
     /// - Parameter all: free every idle buffer regardless of age (`kCVPixelBufferPoolFlushExcessBuffers` is the
     ///   default behaviour; `all` empties the pool).
     public func flush(all: Bool = false) {
-        let released: [Surface] = state.value.withLock { state in
-            let keep = all ? 0 : attributes.minimumBufferCount
-            guard state.idle.count > keep else { return [] }
+        let keep = all ? 0 : attributes.minimumBufferCount
+        let (released, handler): ([Surface], (@Sendable (SurfaceID) -> Void)?) = state.value.withLock { state in
+            guard state.idle.count > keep else { return ([], nil) }
             let released = state.idle.prefix(state.idle.count - keep).map(\.surface)
             state.idle.removeFirst(state.idle.count - keep)
             state.allocated -= released.count
-            return released
+            return (released, state.surfaceFreedHandler)
         }
-        _ = released  // surfaces unmap and close here, outside the lock
+        SharedState.report(released, to: handler)  // then the surfaces unmap and close, outside the lock
+        state.update { _ in }  // freed capacity may let a waiter allocate
     }
 
     private func trimIdle(now: ContinuousClock.Instant) {
         guard let age = attributes.maximumBufferAge else { return }
-        let released: [Surface] = state.value.withLock { state in
+        let minimum = attributes.minimumBufferCount
+        let (released, handler): ([Surface], (@Sendable (SurfaceID) -> Void)?) = state.value.withLock { state in
             var released: [Surface] = []
             // Oldest first; keep the minimum count.
-            while state.idle.count > attributes.minimumBufferCount, let oldest = state.idle.first,
-                now - oldest.since > age
-            {
+            while state.idle.count > minimum, let oldest = state.idle.first, now - oldest.since > age {
                 released.append(state.idle.removeFirst().surface)
                 state.allocated -= 1
             }
-            return released
+            return (released, released.isEmpty ? nil : state.surfaceFreedHandler)
         }
-        _ = released
+        guard !released.isEmpty else { return }
+        SharedState.report(released, to: handler)
+        state.update { _ in }
     }
 
     /// Buffers that exist now, idle or in use.
@@ -208,4 +273,95 @@ public final class PixelBufferPool: Sendable {
 
     /// Buffers handed out and not yet returned.
     public var inUseBufferCount: Int { state.value.withLock { $0.allocated - $0.idle.count } }
+
+    /// Calls to ``nextPixelBuffer()`` waiting for a buffer.
+    public var waiterCount: Int { state.value.withLock { $0.waiters.count } }
+}
+
+/// What a caller of the pool may do.
+private enum Grant: Sendable {
+    /// Use this idle surface.
+    case reuse(Surface)
+    /// Make a new surface; the slot is already counted in `allocated`.
+    case allocate
+    /// The waiting task was cancelled.
+    case cancelled
+}
+
+private struct Waiter {
+    var id: UInt64
+    var continuation: CheckedContinuation<Grant, Never>
+}
+
+/// The pool's mutable state, shared with the recyclers of outstanding buffers (which may outlive the pool).
+private final class SharedState: Sendable {
+    struct State {
+        var idle: [(surface: Surface, since: ContinuousClock.Instant)] = []
+        var allocated = 0
+        let threshold: Int?
+        /// Callers of nextPixelBuffer() in arrival order.
+        var waiters: [Waiter] = []
+        var nextWaiterID: UInt64 = 0
+        /// The pool has gone away: surfaces that come back are freed.
+        var isClosed = false
+        var surfaceFreedHandler: (@Sendable (SurfaceID) -> Void)?
+
+        /// An idle surface, or permission to make one within the threshold, or nil.
+        mutating func immediateGrant() -> Grant? {
+            if let (surface, _) = idle.popLast() { return .reuse(surface) }
+            if let threshold, allocated >= threshold { return nil }
+            allocated += 1
+            return .allocate
+        }
+
+        /// Grants to the first waiters whatever can be granted now, in order.
+        mutating func serveWaiters() -> [(Waiter, Grant)] {
+            var served: [(Waiter, Grant)] = []
+            while !waiters.isEmpty, let grant = immediateGrant() { served.append((waiters.removeFirst(), grant)) }
+            return served
+        }
+    }
+
+    let value: Mutex<State>
+
+    init(threshold: Int?) { value = Mutex(State(threshold: threshold)) }
+
+    func makeWaiterID() -> UInt64 {
+        value.withLock { state in
+            state.nextWaiterID &+= 1
+            return state.nextWaiterID
+        }
+    }
+
+    /// Applies `change`, then wakes the waiters it (or anything before it) made servable.
+    func update(_ change: (inout State) -> Void) {
+        let served = value.withLock { state in
+            change(&state)
+            return state.serveWaiters()
+        }
+        for (waiter, grant) in served { waiter.continuation.resume(returning: grant) }
+    }
+
+    /// A buffer's last reference went away: its surface goes back to the pool (or is freed if the pool is gone).
+    func recycle(_ surface: Surface) {
+        let now = ContinuousClock.now
+        var handler: (@Sendable (SurfaceID) -> Void)?
+        var freed = false
+        update { state in
+            if state.isClosed {
+                state.allocated -= 1
+                handler = state.surfaceFreedHandler
+                freed = true
+            } else {
+                state.idle.append((surface, now))
+            }
+        }
+        if freed { Self.report([surface], to: handler) }
+    }
+
+    /// Calls `handler` with each freed surface's id.
+    static func report(_ surfaces: [Surface], to handler: (@Sendable (SurfaceID) -> Void)?) {
+        guard let handler else { return }
+        for surface in surfaces { handler(surface.id) }
+    }
 }

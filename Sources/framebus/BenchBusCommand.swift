@@ -20,7 +20,9 @@ struct BenchBusCommand: ParsableCommand {
             (publish → the subscriber's didOutput on a dispatch queue, queue mode, pool of 12 surfaces), and \
             stream-copy (the whole frame through a Unix stream socket into the consumer's own buffer). Each \
             at 100 Hz, 1 kHz and unpaced (rate 0). Latency is one-way, on CLOCK_MONOTONIC. CPU is process CPU \
-            time per frame on each side. The machine may be shared: look at p50s and ratios, not single runs.
+            time per frame on each side. fanout publishes the first case at --fanout-rate to 1, 2, 4 and 8 \
+            subscribers, each in its own process (per-subscriber p99, publisher CPU per frame). The machine may \
+            be shared: look at p50s and ratios, not single runs.
             """
     )
 
@@ -33,8 +35,17 @@ struct BenchBusCommand: ParsableCommand {
     @Option(help: "Rates in Hz, comma separated; 0 is unpaced.")
     var rates: String = "100,1000,0"
 
-    @Option(help: "Transports, comma separated: framebus, seqpacket-floor, stream-copy.")
-    var transports: String = "seqpacket-floor,framebus,stream-copy"
+    @Option(help: "Transports, comma separated: framebus, seqpacket-floor, stream-copy, fanout.")
+    var transports: String = "seqpacket-floor,framebus,stream-copy,fanout"
+
+    @Option(help: "Subscriber counts of the fanout runs, comma separated.")
+    var fanout: String = "1,2,4,8"
+
+    @Option(help: "Frame rate of the fanout runs, in Hz.")
+    var fanoutRate: Int = 60
+
+    @Option(help: "Frames per fanout run.")
+    var fanoutFrames: Int = 300
 
     @Option(help: "Write the results as JSON to this file.")
     var json: String?
@@ -81,7 +92,9 @@ struct BenchBusCommand: ParsableCommand {
         if transportList.contains("framebus") {
             for (format, width, height) in caseList {
                 let path = base + "-bus.sock"
-                let publisher = try Publisher(configuration: .init(path: path, formats: [format]))
+                var configuration = Publisher.Configuration(path: path, formats: [format])
+                configuration.maximumSubscribers = 1  // one subscriber: the whole pool but the producer's 2 is its share
+                let publisher = try Publisher(configuration: configuration)
                 // Steady state: every surface exists up front, and the warm-up run announces each one to the
                 // subscriber, so the measured runs see only per-frame costs.
                 let pool = try PixelBufferPool(
@@ -153,6 +166,17 @@ struct BenchBusCommand: ParsableCommand {
                 }
                 try request(channel, "copy-end", expect: "ok")
             }
+        }
+        if transportList.contains("fanout"), let (format, width, height) = caseList.first {
+            let counts = fanout.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
+            results += try measureFanout(
+                control: control,
+                base: base,
+                counts: counts,
+                format: format,
+                width: width,
+                height: height
+            )
         }
         try? channel.send(Array("quit".utf8))
         peer.waitForExit(timeout: 5)
@@ -277,6 +301,99 @@ struct BenchBusCommand: ParsableCommand {
             peer: peer,
             publisherCPUNanoseconds: parentCPU
         )
+    }
+
+    /// Publishes `fanoutFrames` frames at `fanoutRate` to N subscribers, one peer process each, for each N.
+    func measureFanout(
+        control: BenchmarkSocket,
+        base: String,
+        counts: [Int],
+        format: PixelFormat,
+        width: Int,
+        height: Int
+    ) throws -> [BenchResult] {
+        guard let most = counts.max() else { return [] }
+        var peers: [Child] = []
+        var channels: [BenchmarkSocket] = []
+        defer {
+            for channel in channels { try? channel.send(Array("quit".utf8)) }
+            for peer in peers { peer.waitForExit(timeout: 5) }
+        }
+        for _ in 0..<most {
+            peers.append(
+                try Child(try DemoCommand.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
+            )
+            channels.append(try control.accept(timeoutMilliseconds: 20_000))
+        }
+        var results: [BenchResult] = []
+        for count in counts {
+            let path = base + "-fanout.sock"
+            let share = 4
+            var configuration = Publisher.Configuration(path: path, formats: [format])
+            configuration.maximumSubscribers = count
+            let publisher = try Publisher(configuration: configuration)
+            let buffers = configuration.producerReserve + share * count
+            let pool = try PixelBufferPool(
+                attributes: .init(
+                    width: width,
+                    height: height,
+                    pixelFormat: format,
+                    minimumBufferCount: buffers,
+                    maximumBufferAge: nil,
+                    allocationThreshold: buffers
+                )
+            )
+            let used = Array(channels.prefix(count))
+            for channel in used { try request(channel, "bus \(path)", expect: "ready") }
+            // Warm-up: every surface announced to every subscriber.
+            for _ in 0..<(buffers * 2) {
+                try publisher.publish(try publisher.makePixelBuffer(from: pool))
+                usleep(2_000)
+            }
+            usleep(200_000)
+            for channel in used { try request(channel, "begin", expect: "ok") }
+            let period = 1_000_000_000 / UInt64(max(1, fanoutRate))
+            let cpu = BenchmarkSocket.processCPUNanoseconds()
+            let start = BenchmarkSocket.monotonicNanoseconds()
+            var next = start
+            for _ in 0..<fanoutFrames {
+                try publisher.publish(try publisher.makePixelBuffer(from: pool))
+                next += period
+                sleep(until: next)
+            }
+            let publisherCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
+            let reports = try used.map { try report($0, "report \(fanoutFrames)") }
+            for channel in used { try request(channel, "unsubscribe", expect: "ok") }
+            publisher.stop()
+            let worst = PeerReport(
+                frames: reports.map(\.frames).min() ?? 0,
+                p50: reports.map(\.p50).max() ?? 0,
+                p99: reports.map(\.p99).max() ?? 0,
+                p999: reports.map(\.p999).max() ?? 0,
+                cpuNanoseconds: reports.map(\.cpuNanoseconds).reduce(0, +) / UInt64(max(1, reports.count)),
+                lastNanoseconds: reports.map(\.lastNanoseconds).max() ?? 0
+            )
+            let span = Double(max(worst.lastNanoseconds, start + 1) - start) / 1e9
+            let result = BenchResult(
+                transport: "fanout-\(count)",
+                format: format.name,
+                width: width,
+                height: height,
+                rateHz: fanoutRate,
+                sentFrames: fanoutFrames,
+                seconds: span,
+                peer: worst,
+                publisherCPUNanoseconds: publisherCPU
+            )
+            results.append(result)
+            say(result.line + " (worst subscriber)")
+            say(
+                "  per-subscriber p99 µs: "
+                    + reports.map { String(format: "%.1f", Double($0.p99) / 1000) }.joined(separator: " ")
+                    + "  frames: " + reports.map { "\($0.frames)" }.joined(separator: " ")
+            )
+        }
+        return results
     }
 
     func measureCopy(

@@ -8,6 +8,7 @@ struct FrameBusCommand: AsyncParsableCommand {
         abstract: "A compressed shared-memory video frame bus for Linux.",
         subcommands: [
             FormatsCommand.self, BenchCommand.self, PublishCommand.self, SubscribeCommand.self, DemoCommand.self,
+            TopCommand.self,
         ]
     )
 }

@@ -344,3 +344,43 @@ import Testing
         #expect(allowed.output.contains("welcome format=420v"), "\(allowed.output)")
     }
 }
+
+@Suite struct SurfaceRetirementTests {
+    /// Item 9: when the producer's pool frees a surface for good, every subscriber that has it gets
+    /// RETIRE_SURFACE for it (and the publisher forgets it), so nobody keeps freed memory mapped.
+    @Test func aSurfaceThePoolFreesIsRetiredInEverySubscriber() throws {
+        let path = temporaryBusPath("retire")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        defer { publisher.stop() }
+        let peers = try (0..<2).map { _ in try RawPeer(connectingTo: path) }
+        for peer in peers { try #require(peer.handshake() != nil) }
+        try #require(waitUntil { publisher.subscriberCount == 2 })
+        let pool = try PixelBufferPool(
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 8)
+        )
+        let buffer = try publisher.makePixelBuffer(from: pool)
+        let surfaceID = buffer.surface.id.rawValue
+        try publisher.publish(buffer)
+        _ = consume buffer
+        for peer in peers {
+            var frame: WireFrame?
+            while frame == nil, let message = peer.next(timeout: 20) {
+                if case .frame(let received) = message { frame = received }
+            }
+            let held = try #require(frame)
+            #expect(held.surfaceID == surfaceID)
+            peer.send(
+                WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded()
+            )
+        }
+        try #require(waitUntil { publisher.heldFrameCount == 0 && pool.idleBufferCount == 1 })
+        pool.flush(all: true)
+        for peer in peers {
+            var retired = false
+            while !retired, let message = peer.next(timeout: 20) {
+                if case .retireSurface(let id) = message { retired = id == surfaceID }
+            }
+            #expect(retired, "no RETIRE_SURFACE \(surfaceID)")
+        }
+    }
+}

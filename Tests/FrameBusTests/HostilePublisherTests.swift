@@ -10,7 +10,8 @@ import Testing
     func run(
         _ scenario: String,
         accepting formats: [PixelFormat] = [.yuv420BiPlanarVideoRange8],
-        delivery: Subscriber.Delivery = .queue(depth: 4)
+        delivery: Subscriber.Delivery = .queue(depth: 4),
+        keepingFrames: Bool = true
     ) async throws -> (events: [SubscriberEvent], peer: PeerProcess, statistics: FrameStatistics) {
         let path = temporaryBusPath("hostile")
         let peer = try PeerProcess(["hostile-publisher", path, scenario])
@@ -27,7 +28,11 @@ import Testing
             subscriber.cancel()
         }
         var events: [SubscriberEvent] = []
-        for try await event in subscriber.events { events.append(event) }
+        for try await event in subscriber.events {
+            // A consumer that does not keep frames releases each one at once.
+            if case .frame = event, !keepingFrames { continue }
+            events.append(event)
+        }
         return (events, peer, subscriber.statistics)
     }
 
@@ -62,9 +67,12 @@ import Testing
         #expect(ending(events)?.code == .endOfStream, "\(events)")
     }
 
-    @Test func aSurfaceWithoutSealsIsRefusedWithInvalidSurface() async throws {
-        let (events, peer, _) = try await run("unsealed-surface")
+    @Test(arguments: ["unsealed-surface", "no-write-seal"])
+    func aSurfaceWithoutSealsIsRefusedWithInvalidSurface(_ scenario: String) async throws {
+        let (events, peer, _) = try await run(scenario)
         #expect(ending(events)?.code == .surfaceRejected, "\(events)")
+        // Refused for its seals, not for anything else.
+        #expect(ending(events)?.message?.contains("seal") == true, "\(events)")
         #expect(frames(events).isEmpty)
         #expect(
             await eventually { peer.output.contains("error code=\(WireErrorCode.invalidSurface.rawValue)") },
@@ -92,11 +100,38 @@ import Testing
     }
 
     @Test func aPublisherThatNeverReadsOurReleasesIsDisconnectedWithBoundedMemory() async throws {
-        let (events, peer, _) = try await run("never-read", delivery: .latestOnly)
+        let (events, peer, _) = try await run("never-read", delivery: .latestOnly, keepingFrames: false)
         let error = ending(events)
         #expect(error?.code == .protocolViolation, "\(events.suffix(3))")
         #expect(error?.message?.contains("stopped reading") == true, "\(String(describing: error))")
         #expect(await eventually { peer.output.contains("closed after") }, "\(peer.output)")
+    }
+
+    @Test func aPublisherThatSendsMoreFramesThanItGrantedIsCutOff() async throws {
+        let path = temporaryBusPath("over-grant")
+        let peer = try PeerProcess(["hostile-publisher", path, "over-grant"])
+        try #require(await eventually { peer.output.contains("listening") })
+        let subscriber = try Subscriber(
+            configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 4))
+        )
+        defer { subscriber.cancel() }
+        var kept: [SampleBuffer] = []  // a consumer that keeps every frame: its holding is what the grant bounds
+        var ending: FrameBusError?
+        for try await event in subscriber.events {
+            switch event {
+            case .frame(let frame): kept.append(frame)
+            case .ended(let error): ending = error
+            default: break
+            }
+        }
+        // WELCOME granted 8: the subscriber held 8 and refused the ninth frame.
+        #expect(kept.count == 8)
+        #expect(ending?.code == .protocolViolation, "\(String(describing: ending))")
+        #expect(ending?.message?.contains("maximumHeldFrames 8") == true, "\(String(describing: ending))")
+        #expect(
+            await eventually { peer.output.contains("error code=\(WireErrorCode.malformedMessage.rawValue)") },
+            "\(peer.output)"
+        )
     }
 
     @Test func aTinyCompressedSurfaceClaimingSixteenThousandPixelsSquareIsRefused() async throws {

@@ -397,11 +397,15 @@ struct MachineHarness {
         let first = try #require(firstResult)
         let second = try #require(secondResult)
         #expect(first.0 == 0...(UInt64.max / 2 - 1))
-        #expect(second.0.upperBound == .max)
+        #expect(second.0 == (UInt64.max / 2)...(UInt64.max - 1))
         harness.advance(milliseconds: 100)
         #expect(harness.machine.subscribers[0].droppedDiscontinuity == .max)
         #expect(harness.machine.published == .max)
-        #expect(harness.drops(id).count == 1)
+        #expect(harness.drops(id) == [WireDrop(0...(UInt64.max - 1), reason: .discontinuity)])
+        // The sequence space is used up: nothing more can be published, and nothing traps or repeats a number.
+        #expect(harness.machine.isSequenceSpaceExhausted)
+        #expect(harness.machine.reportDropped(reason: .discontinuity, count: 1, now: harness.now) == nil)
+        #expect(harness.machine.beginFrame(format: Harness.nv12, width: 4, height: 2, discontinuity: false) == nil)
     }
 
     @Test func discontinuityMarksGeometryChangesButNotTheFirstFrame() {

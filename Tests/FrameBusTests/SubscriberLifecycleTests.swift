@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Logging
 import Testing
 
 @testable @_spi(Testing) import FrameBus
@@ -91,6 +92,51 @@ import Testing
         #expect(error.message?.contains("uid \(getuid())") == true)
         // It never said HELLO, so the publisher never had a subscriber.
         #expect(publisher.subscriberCount == 0)
+    }
+
+    /// Collects log messages (a swift-log handler).
+    struct CollectingLogHandler: LogHandler {
+        final class Box: @unchecked Sendable {
+            // @unchecked: `messages` is only touched under `lock`.
+            let lock = NSLock()
+            var messages: [String] = []
+        }
+        let box: Box
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            box.lock.withLock { box.messages.append("\(event.message)") }
+        }
+    }
+
+    @Test func aPublisherThatFailsTheSameWayOnEveryReconnectIsLoggedOnce() async throws {
+        let path = temporaryBusPath("repeat")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [Self.format]))
+        defer { publisher.stop() }
+        let box = CollectingLogHandler.Box()
+        var configuration = Subscriber.Configuration(
+            path: path,
+            acceptedFormats: [Self.format],
+            logger: Logger(label: "test") { _ in CollectingLogHandler(box: box) }
+        )
+        configuration.allowedPublisherUserIDs = [getuid() &+ 4242]
+        configuration.reconnects = true
+        configuration.reconnectInterval = .milliseconds(1)
+        let subscriber = try Subscriber(configuration: configuration)
+        defer { subscriber.cancel() }
+        var refusals = 0
+        for try await event in subscriber.events {
+            guard case .ended(let error) = event else { continue }
+            #expect(error.code == .permissionDenied)
+            refusals += 1
+            if refusals == 30 { break }
+        }
+        #expect(refusals == 30)
+        #expect(box.lock.withLock { box.messages.count } <= 2, "\(box.lock.withLock { box.messages })")
     }
 
     @Test func theDefaultAllowsOnlyOurOwnUser() throws {
@@ -235,6 +281,8 @@ import Testing
         for index in 0..<3 {
             try publishOne(publisher, pool: pool, index: index)
             #expect(await eventually { owner.lock.withLock { owner.frames } == index + 1 })
+            // The next frame only once the publisher has this one back (else it is dropped for our share).
+            #expect(await eventually { publisher.heldFrameCount == 0 })
         }
         #expect(owner.lock.withLock { owner.frames } == 3)
         // Cancelling on the main queue while more frames arrive for it must not wait for the main queue.

@@ -277,6 +277,15 @@ import Testing
         #expect(machine.received(Self.frame(100)) == .none)
     }
 
+    @Test func aFrameBeyondTheGrantedHoldingIsMalformed() {
+        var machine = Self.activeMachine()  // maximumHeldFrames 8
+        guard case .deliverFrame = machine.received(Self.frame(0), heldFrames: 7) else {
+            Issue.record("the eighth held frame was refused")
+            return
+        }
+        #expect(Self.replyCode(machine.received(Self.frame(1), heldFrames: 8)) == .malformedMessage)
+    }
+
     @Test func aRetiredSurfaceIdMayBeAnnouncedAgain() {
         var machine = Self.activeMachine()
         #expect(machine.received(.retireSurface(surfaceID: 1)) == .retireSurface(surfaceID: 1))

@@ -78,6 +78,42 @@ private func zlibStored(_ data: [UInt8]) -> [UInt8] {
     return out + bigEndian(b << 16 | a)
 }
 
+/// A zlib stream of `count` zero bytes compressed about 158:1: one fixed-Huffman deflate block of a literal 0 and
+/// then 258-byte matches at distance 1 (13 bits each), the rest as literals.
+private func zlibFixedHuffmanZeros(count: Int) -> [UInt8] {
+    var out: [UInt8] = [0x78, 0x01]
+    var bitBuffer: UInt64 = 0
+    var bitCount = 0
+    func put(_ value: UInt64, _ bits: Int) {  // LSB first, as deflate packs bits
+        bitBuffer |= value << UInt64(bitCount)
+        bitCount += bits
+        while bitCount >= 8 {
+            out.append(UInt8(truncatingIfNeeded: bitBuffer))
+            bitBuffer >>= 8
+            bitCount -= 8
+        }
+    }
+    func putCode(_ code: UInt64, _ bits: Int) {  // Huffman codes go most significant bit first
+        var reversed: UInt64 = 0
+        for bit in 0..<bits { reversed |= ((code >> UInt64(bit)) & 1) << UInt64(bits - 1 - bit) }
+        put(reversed, bits)
+    }
+    put(1, 1)  // BFINAL
+    put(1, 2)  // BTYPE 01: fixed Huffman codes
+    putCode(0x30, 8)  // literal 0
+    var remaining = count - 1
+    while remaining >= 258 {
+        putCode(0xC5, 8)  // length code 285: 258 bytes
+        putCode(0, 5)  // distance code 0: distance 1
+        remaining -= 258
+    }
+    for _ in 0..<remaining { putCode(0x30, 8) }
+    putCode(0, 7)  // end of block (256)
+    if bitCount > 0 { put(0, 8 - bitCount) }
+    let adler = UInt32(count % 65521) << 16 | 1  // a = 1 + Σ0, b = Σa = count
+    return out + bigEndian(adler)
+}
+
 /// A PNG with the given raw scanlines (without filter bytes; filter 0 is used).
 private func makePNG(
     width: Int,
@@ -373,6 +409,30 @@ private func temporaryPath(_ name: String) -> String {
         png[8 + 25 + 12] ^= 0xFF
         let error = #expect(throws: PixelBufferError.self) { try RGBImage(pngData: png) }
         #expect(error?.code == .invalidImage)
+    }
+
+    /// A few hundred bytes claiming 16384 × 16384 RGBA (1 GiB of output) are refused before anything is allocated
+    /// for the pixels: deflate cannot expand them that far.
+    @Test func tinyFileClaimingAHugeImageIsRefusedBeforeAllocating() throws {
+        let png = makePNG(width: 16384, height: 16384, bitDepth: 8, colorType: 6, scanlines: [[0, 0, 0, 0]])
+        #expect(png.count < 100)
+        let error = #expect(throws: PixelBufferError.self) { try RGBImage(pngData: png) }
+        #expect(error?.code == .invalidImage)
+        #expect(error?.operation.hasSuffix("too little image data (16 bytes) for 16384x16384") == true, "\(error!)")
+    }
+
+    /// The bound is deflate's own limit, so a legitimately well-compressed image (here about 158:1) still decodes.
+    @Test func highlyCompressedImageStillDecodes() throws {
+        let (width, height) = (2048, 1024)
+        let idat = zlibFixedHuffmanZeros(count: height * (width + 1))
+        #expect(idat.count * 100 < width * height)
+        let header = bigEndian(UInt32(width)) + bigEndian(UInt32(height)) + [8, 0, 0, 0, 0]
+        let png =
+            [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", header) + chunk("IDAT", idat)
+            + chunk("IEND", [])
+        let image = try RGBImage(pngData: png)
+        #expect(image.width == width && image.height == height)
+        #expect(image.pixels.allSatisfy { $0 == 0 })
     }
 
     @Test func absurdHeaderSizeIsRejectedBeforeDecoding() throws {

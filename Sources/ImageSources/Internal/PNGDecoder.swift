@@ -88,6 +88,17 @@ enum PNGDecoder {
         else {
             throw PixelBufferError(.invalidImage, "\(operation): unsupported size \(header.width)x\(header.height)")
         }
+        // The header's size is only a claim: a few hundred bytes can claim 16384 × 16384 RGBA, for which the output
+        // below would be 1 GiB. Deflate expands at most 1032:1, so image data that cannot hold the claimed pixels
+        // is refused before anything is allocated for them.
+        let pixelBytes = (header.width * header.height * header.bitsPerPixel + 7) / 8  // ≤ 2³⁴: cannot overflow
+        let imageDataBytes = imageDataByteCount(data)
+        guard imageDataBytes * maximumDeflateRatio + 1024 >= pixelBytes else {
+            throw PixelBufferError(
+                .invalidImage,
+                "\(operation): too little image data (\(imageDataBytes) bytes) for \(header.width)x\(header.height)"
+            )
+        }
         let stripped = strippingColourChunks(data)
 
         var image = unsafe png_image()
@@ -135,6 +146,41 @@ enum PNGDecoder {
         var height: Int
         var bitDepth: Int
         var colorType: Int
+
+        /// Bits per pixel of the stored samples (before any expansion), or 0 for an unknown colour type.
+        var bitsPerPixel: Int {
+            let samples =
+                switch colorType {
+                case 0, 3: 1
+                case 4: 2
+                case 2: 3
+                case 6: 4
+                default: 0
+                }
+            return samples * min(max(bitDepth, 0), 16)
+        }
+    }
+
+    /// The largest expansion of a deflate stream: a 2-bit code can stand for a 258-byte match.
+    static let maximumDeflateRatio = 1032
+
+    /// The total length of the IDAT chunks (the compressed image data), walking the chunk list as far as it is
+    /// well-formed.
+    static func imageDataByteCount(_ data: [UInt8]) -> Int {
+        var total = 0
+        var offset = 8
+        while offset + 12 <= data.count {
+            let length = Int(readUInt32(data, at: offset))
+            let end = offset + 12 + length
+            guard length <= Int(Int32.max), end <= data.count else {
+                // A chunk cut short: count what is there (libpng then reports the damage).
+                if Array(data[(offset + 4)..<(offset + 8)]) == Array("IDAT".utf8) { total += data.count - offset - 8 }
+                break
+            }
+            if Array(data[(offset + 4)..<(offset + 8)]) == Array("IDAT".utf8) { total += length }
+            offset = end
+        }
+        return total
     }
 
     /// Checks the signature and reads IHDR, which the PNG specification requires to be the first chunk.

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Fuzz the wire protocol and the protocol state machines with libFuzzer and AddressSanitizer for SECONDS
+# (default 60).
+#
+#   Fuzz/Protocol/run.sh [SECONDS]
+#
+# Builds the wire layer (Sources/FrameBus/Protocol), the publisher's state machine and, once it exists, the
+# subscriber's (SUBSCRIBER_SOURCES below) together with Fuzz/Protocol/*.swift using `swiftc -sanitize=fuzzer,address`,
+# with stand-ins for swift-log, swift-system and the latency histogram (Fuzz/Protocol/StandIns.swift). Seeds the
+# corpus with every message type and with scripted sessions made of real datagrams (Fuzz/Protocol/MakeSeeds.swift),
+# and runs. Exits non-zero if the fuzzer finds a crash, a broken invariant (a precondition in FuzzProtocol.swift),
+# an out-of-bounds access, a leak or a timeout; the reproducer is left in the work directory it prints.
+set -euo pipefail
+SECONDS_TO_RUN="${1:-60}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+WORK="${FUZZ_WORK:-$(mktemp -d /tmp/framebus-protocol-fuzz.XXXXXX)}"
+mkdir -p "$WORK/src" "$WORK/corpus"
+BUS="$ROOT/Sources/FrameBus"
+
+# The subscriber's engineer adds the subscriber state machine's file(s) here (paths relative to Sources/FrameBus).
+SUBSCRIBER_SOURCES=()
+
+SOURCES=(
+    Protocol/WireCoding.swift Protocol/WireMessage.swift Protocol/WireMessage+Encoding.swift
+    Protocol/WireMessage+Decoding.swift Protocol/WireMonitorReport.swift
+    PublisherStateMachine.swift FrameBusError.swift
+)
+for file in "${SOURCES[@]}" "${SUBSCRIBER_SOURCES[@]}"; do
+    sed '/^import Logging$/d; /^import PixelBuffers$/d; /^import SampleBuffers$/d; /^import SystemPackage$/d; /^import Histogram$/d' \
+        "$BUS/$file" > "$WORK/src/$(basename "$file")"
+done
+cp "$ROOT/Fuzz/Protocol/StandIns.swift" "$WORK/src/"
+
+FLAGS=(-parse-as-library -package-name framebus)
+echo "building seeds and fuzzer in $WORK"
+swiftc -O "${FLAGS[@]}" -module-name ProtocolSeeds "$WORK"/src/*.swift "$ROOT/Fuzz/Protocol/MakeSeeds.swift" \
+    -o "$WORK/make-seeds"
+"$WORK/make-seeds" "$WORK/corpus"
+swiftc -O -g -sanitize=fuzzer,address "${FLAGS[@]}" -module-name FuzzProtocol "$WORK"/src/*.swift \
+    "$ROOT/Fuzz/Protocol/FuzzProtocol.swift" "$ROOT/Fuzz/Protocol/FuzzSubscriberHook.swift" -o "$WORK/fuzz-protocol"
+
+echo "fuzzing for $SECONDS_TO_RUN s"
+cd "$WORK"
+"$WORK/fuzz-protocol" -max_total_time="$SECONDS_TO_RUN" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+    -print_final_stats=1 "$WORK/corpus"
+
+# The subscriber's state machine depends on the pixel-buffer and codec layers, so it is fuzzed by a sibling target
+# built with SwiftPM (Fuzz/Subscriber: wire decoder + SubscriberStateMachine + event queue + outbox), for as long.
+echo "fuzzing the subscriber's state machine for $SECONDS_TO_RUN s"
+"$ROOT/Fuzz/Subscriber/run.sh" "$SECONDS_TO_RUN"

@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import FrameBus
+
+/// `framebus top`: a running publisher's subscribers, live, like `pw-top`.
+struct TopCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "top",
+        abstract: "Show a running publisher's subscribers live, refreshed each second.",
+        discussion: """
+            Connects to the publisher as a monitor (it receives no frames and holds nothing) and prints, per \
+            subscriber: format, delivery mode and queue, frames delivered per second, frames held, messages \
+            queued in its socket, drops by reason, how long it holds frames (p50/p99) and bytes per second. \
+            Rates are computed from two reports. Text from the publisher is printed with control characters \
+            escaped.
+            """
+    )
+
+    @Argument(help: "The publisher's socket path (default: $XDG_RUNTIME_DIR/framebus.sock).")
+    var path: String?
+
+    @Option(help: "Stop after this many refreshes (default: until the publisher stops or Ctrl-C).")
+    var iterations: Int?
+
+    @Option(help: "A user id the publisher may run as besides our own (repeatable).")
+    var allowUID: [UInt32] = []
+
+    @Flag(help: "Never clear the screen between refreshes (the default when the output is not a terminal).")
+    var noClear = false
+
+    func run() throws {
+        guard let path = path ?? Publisher.defaultSocketPath() else {
+            throw ValidationError("XDG_RUNTIME_DIR is not set: pass the socket path")
+        }
+        var allowed = Set(allowUID)
+        allowed.insert(getuid())
+        let monitor = try PublisherMonitor(path: path, allowedUserIDs: allowed)
+        let clear = !noClear && isatty(STDOUT_FILENO) != 0
+        var previous: PublisherMonitor.Report?
+        var shown = 0
+        while iterations.map({ shown < $0 }) ?? true {
+            guard let report = try monitor.nextReport(timeout: .seconds(10)) else {
+                FileHandle.standardOutput.write(Data("the publisher stopped\n".utf8))
+                return
+            }
+            defer { previous = report }
+            // The first report has no rates yet; it arrives right after the handshake.
+            guard let previous else { continue }
+            let screen = (clear ? "\u{1B}[H\u{1B}[2J" : "") + Self.render(report, previous: previous, path: path) + "\n"
+            FileHandle.standardOutput.write(Data(screen.utf8))
+            shown += 1
+        }
+    }
+
+    static func render(_ report: PublisherMonitor.Report, previous: PublisherMonitor.Report, path: String) -> String {
+        let seconds = Double(report.time &- previous.time) / 1e9
+        let before = Dictionary(uniqueKeysWithValues: previous.subscribers.map { ($0.id, $0) })
+        func rate(_ now: UInt64, _ then: UInt64?) -> Double {
+            guard seconds > 0 else { return 0 }
+            return Double(now &- min(now, then ?? 0)) / seconds
+        }
+        var lines: [String] = []
+        lines.append(
+            "\(path.escapingControlCharacters)  published \(report.published) (\(String(format: "%.1f", rate(report.published, previous.published)))/s)  "
+                + "subscribers \(report.subscriberCount)  dropped at source \(report.droppedAtSource)"
+        )
+        lines.append(
+            pad("ID", 5) + pad("PID", 8) + pad("FORMAT", 8) + pad("MODE", 9) + pad("HELD", 6) + pad("QUEUE", 6)
+                + pad("FPS", 8) + pad("MB/s", 9) + pad("LATE", 7) + pad("OOB", 7) + pad("DISC", 7)
+                + pad("HOLD p50", 10) + pad("HOLD p99", 10) + "V"
+        )
+        for subscriber in report.subscribers {
+            let old = before[subscriber.id]
+            let mode = subscriber.isLatestOnly ? "latest" : "queue \(subscriber.queueDepth)"
+            lines.append(
+                pad("\(subscriber.id)", 5) + pad("\(subscriber.processID)", 8)
+                    + pad(subscriber.formatName.escapingControlCharacters, 8) + pad(mode, 9)
+                    + pad("\(subscriber.held)", 6) + pad("\(subscriber.queued)", 6)
+                    + pad(String(format: "%.1f", rate(subscriber.delivered, old?.delivered)), 8)
+                    + pad(String(format: "%.2f", rate(subscriber.bytesDelivered, old?.bytesDelivered) / 1e6), 9)
+                    + pad("\(subscriber.dropped[.frameWasLate, default: 0])", 7)
+                    + pad("\(subscriber.dropped[.outOfBuffers, default: 0])", 7)
+                    + pad("\(subscriber.dropped[.discontinuity, default: 0])", 7)
+                    + pad(duration(subscriber.holdTimeP50), 10) + pad(duration(subscriber.holdTimeP99), 10)
+                    + "\(subscriber.version)"
+            )
+        }
+        if report.subscriberCount > report.subscribers.count {
+            lines.append("… and \(report.subscriberCount - report.subscribers.count) more")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+
+    static func duration(_ nanoseconds: UInt64) -> String {
+        if nanoseconds == 0 { return "-" }
+        if nanoseconds < 1_000_000 { return String(format: "%.0fµs", Double(nanoseconds) / 1e3) }
+        if nanoseconds < 1_000_000_000 { return String(format: "%.1fms", Double(nanoseconds) / 1e6) }
+        return String(format: "%.2fs", Double(nanoseconds) / 1e9)
+    }
+}

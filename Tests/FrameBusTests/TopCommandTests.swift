@@ -1,0 +1,69 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable @_spi(Testing) import FrameBus
+
+@Suite struct TopCommandTests {
+    @Test func topShowsALiveSubscriberFromAnotherProcess() throws {
+        let path = temporaryBusPath("top")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        defer { publisher.stop() }
+        let subscriber = try PeerProcess(["bus-subscriber", path, "--timeout", "60"])
+        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let pool = try PixelBufferPool(
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 34)
+        )
+        let running = Atomic<Bool>(true)
+        let producer = Thread {
+            var index = 0
+            while running.load(ordering: .relaxed) {
+                if let buffer = try? publisher.makePixelBuffer(from: pool) {
+                    _ = try? fillFrame(buffer, index: index)
+                    _ = try? publisher.publish(buffer)
+                    index += 1
+                }
+                usleep(16_000)
+            }
+        }
+        producer.start()
+        defer { running.store(false, ordering: .relaxed) }
+
+        let top = try CommandProcess(["top", path, "--iterations", "2"])
+        top.process.waitUntilExit()
+        #expect(top.process.terminationStatus == 0, "\(top.output)")
+        let id = try #require(publisher.statistics.subscribers.first?.id)
+        let rows = top.output.split(separator: "\n").filter { $0.hasPrefix("\(id) ") }
+        #expect(rows.count == 2, "\(top.output)")
+        let fields = rows.last.map { $0.split(separator: " ", omittingEmptySubsequences: true) } ?? []
+        #expect(fields.count >= 13, "\(top.output)")
+        if fields.count >= 13 {
+            #expect(fields[2] == "420v")
+            #expect(fields[3] == "latest")
+            #expect((Double(fields[6]) ?? 0) > 0, "delivered per second: \(top.output)")
+        }
+        _ = subscriber
+    }
+
+    @Test func textFromThePublisherIsPrintedEscaped() throws {
+        let path = temporaryBusPath("evil-top")
+        let listener = try Socket.listen(path: path, mode: 0o600).get()
+        defer { unlink(path) }
+        let top = try CommandProcess(["top", path, "--iterations", "1"])
+        try #require(try listener.waitReadable(timeoutMilliseconds: 20_000).get(), "top did not connect")
+        let connection = RawPeer(socket: try #require(try listener.accept().get()))
+        guard case .hello(let hello) = connection.next() else {
+            Issue.record("no HELLO")
+            return
+        }
+        #expect(hello.kind == .monitor)
+        connection.send(
+            WireMessage.error(WireErrorMessage(.notPermitted, "go away \u{1B}[2J\u{1B}]0;pwned\u{07} now")).encoded()
+        )
+        top.process.waitUntilExit()
+        #expect(top.process.terminationStatus != 0)
+        #expect(top.output.contains("go away \\u{1b}[2J\\u{1b}]0;pwned\\u{7} now"), "\(top.output)")
+        #expect(!top.output.contains("\u{1B}"))
+    }
+}
