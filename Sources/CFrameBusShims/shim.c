@@ -6,8 +6,10 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/vfs.h>
 #include <linux/dma-buf.h>
 #include <linux/dma-heap.h>
+#include <linux/magic.h>
 #include <linux/udmabuf.h>
 // DRM fourccs come from the kernel UAPI header; nothing links libdrm. Debian's linux-libc-dev does not ship
 // <drm/drm_fourcc.h>, but libdrm-dev carries the same header as <libdrm/drm_fourcc.h>. With neither installed the
@@ -34,6 +36,7 @@ _Static_assert(CFB_DMA_BUF_SYNC_WRITE == DMA_BUF_SYNC_WRITE, "DMA_BUF_SYNC_WRITE
 _Static_assert(CFB_DMA_BUF_SYNC_RW == DMA_BUF_SYNC_RW, "DMA_BUF_SYNC_RW");
 _Static_assert(CFB_DMA_BUF_SYNC_START == DMA_BUF_SYNC_START, "DMA_BUF_SYNC_START");
 _Static_assert(CFB_DMA_BUF_SYNC_END == DMA_BUF_SYNC_END, "DMA_BUF_SYNC_END");
+_Static_assert(CFB_DMA_BUF_MAGIC == DMA_BUF_MAGIC, "DMA_BUF_MAGIC");
 #ifdef CFB_HAVE_DRM_FOURCC_H
 _Static_assert(CFB_DRM_FORMAT_NV12 == DRM_FORMAT_NV12, "DRM_FORMAT_NV12");
 _Static_assert(CFB_DRM_FORMAT_P010 == DRM_FORMAT_P010, "DRM_FORMAT_P010");
@@ -70,6 +73,13 @@ int cfb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *pid = credentials.pid;
     *uid = credentials.uid;
     *gid = credentials.gid;
+    return 0;
+}
+
+int cfb_file_system_type(int fd, long *type) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    *type = (long)info.f_type;
     return 0;
 }
 

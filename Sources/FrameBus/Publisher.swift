@@ -388,8 +388,8 @@ public final class Publisher: Sendable {
                     converted = nil
                     bytesUsed = 0
                 }
-                let described = converted.flatMap { self.representation(of: $0, bytesUsed: bytesUsed) }
                 state.withLock { state in
+                    let described = converted.flatMap { representation(of: $0, bytesUsed: bytesUsed, &state) }
                     let actions = state.machine.deliver(
                         template,
                         format: fourCC,
@@ -405,11 +405,16 @@ public final class Publisher: Sendable {
     }
 
     /// What a surface looks like on the wire, from its handle (computed once per surface and cached).
-    private func representation(of buffer: PixelBuffer, bytesUsed: Int) -> Machine.Representation? {
+    private func representation(
+        of buffer: PixelBuffer,
+        bytesUsed: Int,
+        _ state: inout State
+    ) -> Machine.Representation? {
         let surface = buffer.surface
         let key = surface.id.rawValue
-        var description = state.withLock { $0.surfaceDescriptions[key] }
+        var description = state.surfaceDescriptions[key]
         if description == nil {
+            // Once per surface: a handle (a reopen per memfd) tells how its descriptors and planes are laid out.
             do {
                 let handle = try surface.makeHandle()
                 description = Self.describe(handle)
@@ -417,13 +422,11 @@ public final class Publisher: Sendable {
                 configuration.logger.error("cannot export surface \(surface.id): \(error)")
                 return nil
             }
-            state.withLock { state in
-                // Surfaces from pools are forgotten when their pool frees them; the cap bounds the rest.
-                if state.surfaceDescriptions.count >= Self.maximumSurfaceDescriptions {
-                    state.surfaceDescriptions.removeAll(keepingCapacity: true)
-                }
-                state.surfaceDescriptions[key] = description
+            // Surfaces from pools are forgotten when their pool frees them; the cap bounds the rest.
+            if state.surfaceDescriptions.count >= Self.maximumSurfaceDescriptions {
+                state.surfaceDescriptions.removeAll(keepingCapacity: true)
             }
+            state.surfaceDescriptions[key] = description
         }
         guard let description else { return nil }
         return Machine.Representation(
@@ -687,18 +690,21 @@ public final class Publisher: Sendable {
     /// Sends what the machine queued for `id` until the socket is full.
     private func flush(_ id: ConnectionID, _ state: inout State) {
         guard let socket = state.sockets[id] else { return }
-        let items = state.machine.outbound(of: id)
         var sent = 0
         var failure: String?
-        sending: for item in items {
-            switch Self.send(item, on: socket) {
-            case .success(.sent):
-                sent += 1
-            case .success(.wouldBlock):
-                break sending
-            case .failure(let error):
-                failure = error.reason
-                break sending
+        // The slice must be gone before `sent` changes the queue, or that change copies it.
+        do {
+            let items = state.machine.outbound(of: id)
+            sending: for item in items {
+                switch Self.send(item, on: socket) {
+                case .success(.sent):
+                    sent += 1
+                case .success(.wouldBlock):
+                    break sending
+                case .failure(let error):
+                    failure = error.reason
+                    break sending
+                }
             }
         }
         let now = ProcessInfoShim.monotonicNanoseconds()
@@ -776,7 +782,10 @@ public final class Publisher: Sendable {
                 if events & ~PollEvents.writable != 0 { readPending(id, socket, &state) }
             }
             retireFreedSurfaces(&state)
-            perform(state.machine.tick(now: ProcessInfoShim.monotonicNanoseconds()), &state)
+            let now = ProcessInfoShim.monotonicNanoseconds()
+            if let deadline = state.machine.nextDeadline(), deadline <= now {
+                perform(state.machine.tick(now: now), &state)
+            }
         }
         return true
     }

@@ -106,16 +106,19 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// A subscriber after its WELCOME: the only per-connection state that allocates (its histogram, its maps).
-    private struct SubscriberSession {
-        var credentials: Credentials
-        var version: UInt16
-        var format: UInt32
-        var deliveryMode: UInt16
-        var queueDepth: UInt16
-        var maximumHeldFrames: Int
-        var maximumAnnouncedSurfaces: Int
-        var acceptsDMABuf: Bool
-        var firstSequence: UInt64
+    ///
+    /// A class, so that updating it in place never copies its maps and histogram (an enum payload that is a struct
+    /// would be copied on every write while the dictionary still holds the old value). Only this machine holds it.
+    private final class SubscriberSession {
+        let credentials: Credentials
+        let version: UInt16
+        let format: UInt32
+        let deliveryMode: UInt16
+        let queueDepth: UInt16
+        let maximumHeldFrames: Int
+        let maximumAnnouncedSurfaces: Int
+        let acceptsDMABuf: Bool
+        let firstSequence: UInt64
         /// Announced surface ids and when (an increasing counter), for retiring the oldest.
         var announced: [UInt64: UInt64] = [:]
         var announceCounter: UInt64 = 0
@@ -129,6 +132,28 @@ struct PublisherStateMachine<Resource> {
         var droppedDiscontinuity: UInt64 = 0
         var holdTimes = LatencyRecorder()
         var outbound: [Outbound] = []
+
+        init(
+            credentials: Credentials,
+            version: UInt16,
+            format: UInt32,
+            deliveryMode: UInt16,
+            queueDepth: UInt16,
+            maximumHeldFrames: Int,
+            maximumAnnouncedSurfaces: Int,
+            acceptsDMABuf: Bool,
+            firstSequence: UInt64
+        ) {
+            self.credentials = credentials
+            self.version = version
+            self.format = format
+            self.deliveryMode = deliveryMode
+            self.queueDepth = queueDepth
+            self.maximumHeldFrames = maximumHeldFrames
+            self.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
+            self.acceptsDMABuf = acceptsDMABuf
+            self.firstSequence = firstSequence
+        }
     }
 
     private struct MonitorSession {
@@ -236,9 +261,8 @@ struct PublisherStateMachine<Resource> {
     mutating func sent(_ count: Int, on id: ConnectionID, now: UInt64) -> [Action] {
         guard count > 0, let connection = connections[id] else { return [] }
         switch connection {
-        case .subscriber(var session):
+        case .subscriber(let session):
             session.outbound.removeFirst(min(count, session.outbound.count))
-            connections[id] = .subscriber(session)
         case .monitor(var monitor):
             monitor.outbound.removeFirst(min(count, monitor.outbound.count))
             connections[id] = .monitor(monitor)
@@ -283,7 +307,7 @@ struct PublisherStateMachine<Resource> {
                 return fail(id, .malformedMessage, "expected HELLO, got \(message.type.name)", now: now)
             }
             return handshake(id, credentials, hello, now: now)
-        case .subscriber(var session):
+        case .subscriber(let session):
             switch message {
             case .release(let release):
                 guard let held = session.held[release.sequence], held.surfaceID == release.surfaceID else {
@@ -302,7 +326,6 @@ struct PublisherStateMachine<Resource> {
                     session.droppedLate.saturatingAdd(1)
                     session.delivered = session.delivered > 0 ? session.delivered - 1 : 0
                 }
-                connections[id] = .subscriber(session)
                 return []
             case .goodbye:
                 return connectionClosed(id, reason: "goodbye", now: now)
@@ -397,7 +420,7 @@ struct PublisherStateMachine<Resource> {
             maximumHeld = max(1, min(maximumHeld, Int(UInt16.max) - 1))
             let depth = hello.deliveryMode == 0 ? 1 : min(Int(hello.queueDepth), maximumHeld)
             let announcedLimit = min(max(limits.maximumAnnouncedSurfaces, maximumHeld + 1), Int(UInt16.max))
-            var session = SubscriberSession(
+            let session = SubscriberSession(
                 credentials: credentials,
                 version: hello.version,
                 format: format,
@@ -501,13 +524,14 @@ struct PublisherStateMachine<Resource> {
         if representation != nil && isConversion { conversions.saturatingAdd(1) }
         var actions: [Action] = []
         let sequence = template.sequence
-        for id in connections.keys.sorted() {
-            guard case .subscriber(var session) = connections[id], session.format == format,
+        // Sessions are objects updated in place; the dictionary itself changes only when one fails (tooSlow), and
+        // the loop iterates the value it started with.
+        for (id, connection) in connections {
+            guard case .subscriber(let session) = connection, session.format == format,
                 session.firstSequence <= sequence
             else { continue }
-            defer { if case .subscriber = connections[id] { connections[id] = .subscriber(session) } }
             guard let representation else {
-                if drop(sequence...sequence, .outOfBuffers, in: &session, now: now) { actions.append(.deadlineChanged) }
+                if drop(sequence...sequence, .outOfBuffers, in: session, now: now) { actions.append(.deadlineChanged) }
                 continue
             }
             let surfaceV1 = representation.surfaceV1
@@ -518,17 +542,17 @@ struct PublisherStateMachine<Resource> {
             var limit = session.maximumHeldFrames
             if let share { limit = min(limit, share) }
             guard sendable, session.held.count < limit else {
-                if drop(sequence...sequence, .outOfBuffers, in: &session, now: now) { actions.append(.deadlineChanged) }
+                if drop(sequence...sequence, .outOfBuffers, in: session, now: now) { actions.append(.deadlineChanged) }
                 continue
             }
             let surfaceID = representation.surfaceID
             if session.announced[surfaceID] == nil {
                 if session.announced.count >= session.maximumAnnouncedSurfaces {
-                    retireOldestIdleSurface(of: &session)
+                    retireOldestIdleSurface(of: session)
                 }
                 let message: WireMessage =
                     session.version == 1 ? .surfaceV1(surfaceV1!) : .surface(representation.surface)
-                enqueue(.surface(message, representation.resource), in: &session)
+                enqueue(.surface(message, representation.resource), in: session)
                 session.announceCounter &+= 1
                 session.announced[surfaceID] = session.announceCounter
             }
@@ -539,12 +563,11 @@ struct PublisherStateMachine<Resource> {
                 frame.flags |= WireFrame.attachmentsChangedFlag
                 session.lastAttachments = frame.attachments
             }
-            enqueue(.message(.frame(frame)), in: &session)
+            enqueue(.message(.frame(frame)), in: session)
             session.held[sequence] = HeldFrame(surfaceID: surfaceID, resource: representation.resource, sentAt: now)
             session.delivered.saturatingAdd(1)
             session.bytesDelivered.saturatingAdd(representation.bytesUsed)
             if session.outbound.count > limits.maximumQueuedMessages {
-                connections[id] = .subscriber(session)
                 actions += tooSlow(id, queued: session.outbound.count, now: now)
                 continue
             }
@@ -569,9 +592,8 @@ struct PublisherStateMachine<Resource> {
         if reason == .discontinuity { pendingDiscontinuity = true }
         var actions: [Action] = []
         for id in connections.keys.sorted() {
-            guard case .subscriber(var session) = connections[id] else { continue }
-            if drop(range, reason, in: &session, now: now) { actions.append(.deadlineChanged) }
-            connections[id] = .subscriber(session)
+            guard case .subscriber(let session) = connections[id] else { continue }
+            if drop(range, reason, in: session, now: now) { actions.append(.deadlineChanged) }
             actions.append(.flush(id))
         }
         return (range, actions)
@@ -581,18 +603,17 @@ struct PublisherStateMachine<Resource> {
     mutating func surfaceFreed(_ surfaceID: UInt64) -> [Action] {
         var actions: [Action] = []
         for id in connections.keys.sorted() {
-            guard case .subscriber(var session) = connections[id], session.announced[surfaceID] != nil,
+            guard case .subscriber(let session) = connections[id], session.announced[surfaceID] != nil,
                 !session.held.values.contains(where: { $0.surfaceID == surfaceID })
             else { continue }
             session.announced[surfaceID] = nil
-            enqueue(.message(.retireSurface(surfaceID: surfaceID)), in: &session)
-            connections[id] = .subscriber(session)
+            enqueue(.message(.retireSurface(surfaceID: surfaceID)), in: session)
             actions.append(.flush(id))
         }
         return actions
     }
 
-    private mutating func retireOldestIdleSurface(of session: inout SubscriberSession) {
+    private mutating func retireOldestIdleSurface(of session: SubscriberSession) {
         var heldSurfaces = Set<UInt64>()
         for frame in session.held.values { heldSurfaces.insert(frame.surfaceID) }
         // maximumAnnouncedSurfaces > maximumHeldFrames, so an idle one exists whenever the limit is reached.
@@ -600,7 +621,7 @@ struct PublisherStateMachine<Resource> {
             let oldest = session.announced.filter({ !heldSurfaces.contains($0.key) }).min(by: { $0.value < $1.value })
         else { return }
         session.announced[oldest.key] = nil
-        enqueue(.message(.retireSurface(surfaceID: oldest.key)), in: &session)
+        enqueue(.message(.retireSurface(surfaceID: oldest.key)), in: session)
     }
 
     /// Records dropped frames for one subscriber: extends the pending range or sends it and starts another.
@@ -608,7 +629,7 @@ struct PublisherStateMachine<Resource> {
     private mutating func drop(
         _ range: ClosedRange<UInt64>,
         _ reason: WireDropReason,
-        in session: inout SubscriberSession,
+        in session: SubscriberSession,
         now: UInt64
     ) -> Bool {
         let count = WireDrop(range, reason: reason).frameCount
@@ -624,20 +645,20 @@ struct PublisherStateMachine<Resource> {
             session.pendingDrop = pending
             return false
         }
-        flushPendingDrop(&session)
+        flushPendingDrop(session)
         session.pendingDrop = PendingDrop(range: range, reason: reason, startedAt: now)
         return true
     }
 
-    private func flushPendingDrop(_ session: inout SubscriberSession) {
+    private func flushPendingDrop(_ session: SubscriberSession) {
         guard let pending = session.pendingDrop else { return }
         session.pendingDrop = nil
         session.outbound.append(.message(.drop(WireDrop(pending.range, reason: pending.reason))))
     }
 
     /// Queues a message after any pending DROP, so drops stay in sequence order (docs/PROTOCOL.md §4.2).
-    private func enqueue(_ item: Outbound, in session: inout SubscriberSession) {
-        flushPendingDrop(&session)
+    private func enqueue(_ item: Outbound, in session: SubscriberSession) {
+        flushPendingDrop(session)
         session.outbound.append(item)
     }
 
@@ -655,10 +676,9 @@ struct PublisherStateMachine<Resource> {
                     "no HELLO within \(limits.handshakeTimeout / 1_000_000) ms (pid \(credentials.processID))",
                     now: now
                 )
-            case .subscriber(var session):
+            case .subscriber(let session):
                 if let pending = session.pendingDrop, now &- pending.startedAt >= limits.dropFlushInterval {
-                    flushPendingDrop(&session)
-                    connections[id] = .subscriber(session)
+                    flushPendingDrop(session)
                     if session.outbound.count > limits.maximumQueuedMessages {
                         actions += tooSlow(id, queued: session.outbound.count, now: now)
                     } else {
@@ -715,8 +735,8 @@ struct PublisherStateMachine<Resource> {
             switch connections[id] {
             case .pending:
                 outbound = [.message(.error(WireErrorMessage(.shuttingDown, "publisher shutting down")))]
-            case .subscriber(var session):
-                flushPendingDrop(&session)
+            case .subscriber(let session):
+                flushPendingDrop(session)
                 // Frames already queued are dropped with the rest: the subscriber stops holding them at EOF.
                 outbound = session.outbound.filter {
                     if case .message(.drop) = $0 { return true } else { return false }

@@ -30,7 +30,8 @@ extension Surface {
     ///   - modifier: the DRM format modifier.
     ///   - readOnly: map read-only.
     /// - Throws: ``SurfaceError/Code-swift.struct/invalidLayout`` (plane count, a plane outside its buffer, a
-    ///   non-linear modifier), ``SurfaceError/Code-swift.struct/systemCall``.
+    ///   non-linear modifier), ``SurfaceError/Code-swift.struct/notADMABuf`` (a descriptor that is not a DMA-BUF),
+    ///   ``SurfaceError/Code-swift.struct/systemCall``.
     public static func importDMABuf(
         planes: [DMABufPlane],
         layout: SurfaceLayout,
@@ -108,6 +109,16 @@ extension Surface {
         var mappings: [Mapping] = []
         do throws(SurfaceError) {
             for (index, descriptor) in borrowed.enumerated() {
+                // Only a real DMA-BUF has a size fixed at export: anything else (a memfd, a file) could be shrunk by
+                // its sender under our mapping and make us SIGBUS.
+                let fileSystem = try Syscall.fileSystemType(descriptor)
+                    .mapError { SurfaceError(.systemCall, "fstatfs(dma-buf)", errno: $0) }.get()
+                guard fileSystem == DMABufSync.fileSystemMagic else {
+                    throw SurfaceError(
+                        .notADMABuf,
+                        "Surface.importDMABuf: file system 0x\(String(fileSystem, radix: 16))"
+                    )
+                }
                 let info = try Syscall.fileSize(descriptor)
                     .mapError { SurfaceError(.systemCall, "fstat(dma-buf)", errno: $0) }.get()
                 // Exporters report a DMA-BUF's size in st_size (0 when unknown): map what the handle says, which

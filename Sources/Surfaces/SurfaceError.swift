@@ -31,7 +31,7 @@ public struct SurfaceError: Error, Hashable, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case systemCall, invalidLayout, notSealed, tooSmall, notLocked, alreadyLocked, readOnly
-            case unbalancedUnlock, notAMemFD, deviceUnavailable, invalidHandle, notWriteSealed
+            case unbalancedUnlock, notAMemFD, deviceUnavailable, invalidHandle, notWriteSealed, notADMABuf
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -57,6 +57,9 @@ public struct SurfaceError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let unbalancedUnlock = Code(.unbalancedUnlock)
         /// The descriptor is not a memfd (it has no seals to check).
         public static let notAMemFD = Code(.notAMemFD)
+        /// A descriptor imported as a DMA-BUF is not one (its file system is not the DMA-BUF one): it could be a
+        /// memfd that its sender shrinks under our mapping.
+        public static let notADMABuf = Code(.notADMABuf)
         /// The device node an allocator needs does not exist on this machine.
         public static let deviceUnavailable = Code(.deviceUnavailable)
         /// A handle's descriptor is closed, or its layout does not match what it describes.
@@ -74,6 +77,7 @@ public struct SurfaceError: Error, Hashable, Sendable, CustomStringConvertible {
             case .readOnly: "surface is read-only"
             case .unbalancedUnlock: "unlock does not match a lock"
             case .notAMemFD: "descriptor is not a memfd"
+            case .notADMABuf: "descriptor is not a DMA-BUF"
             case .deviceUnavailable: "device node unavailable"
             case .invalidHandle: "invalid surface handle"
             }

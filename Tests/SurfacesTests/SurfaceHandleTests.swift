@@ -256,6 +256,21 @@ private let forgedHandles: [ForgedHandle] = [
         #expect(importError(handle)?.code == .invalidHandle)
     }
 
+    /// A memfd sent as a "DMA-BUF" escapes the seal checks: its sender could shrink it under our mapping (SIGBUS).
+    @Test func aMemfdPretendingToBeADMABufIsRefused() throws {
+        let fd = makeMemFD("fake-dma-buf", byteCount: 8192, seals: 0)
+        try #require(fd >= 0)
+        let handle = SurfaceHandle(
+            id: .next(),
+            layout: splitLayout,
+            backing: .dmaBuf(modifier: DRMModifier.linear),
+            descriptors: [FileDescriptor(rawValue: fd)],
+            planeDescriptorIndices: [0, 0],
+            descriptorByteCounts: [8192]
+        )
+        #expect(importError(handle)?.code == .notADMABuf)
+    }
+
     @Test func dmaBufHandleWithATiledModifierIsRefused() throws {
         let surface = try Surface.makeMemFD(layout: makeTestLayout())
         let handle = try surface.makeHandle()

@@ -3,7 +3,7 @@
 // - memfd_create and file seals (need _GNU_SOURCE, which must never be defined in a header);
 // - CMSG_* macros for SCM_RIGHTS;
 // - SO_PEERCRED (struct ucred needs _GNU_SOURCE);
-// - DMA-BUF, DMA heap and udmabuf ioctls (function-like _IOW/_IOWR macros);
+// - DMA-BUF, DMA heap and udmabuf ioctls (function-like _IOW/_IOWR macros), and fstatfs to recognise a DMA-BUF;
 // - function-like drm_fourcc.h macros, mirrored as constants and checked with _Static_assert in shim.c.
 //
 // Nothing else lives here.
@@ -60,6 +60,10 @@ static const uint64_t CFB_DMA_BUF_SYNC_WRITE = 2ULL << 0;
 static const uint64_t CFB_DMA_BUF_SYNC_RW = 3ULL;
 static const uint64_t CFB_DMA_BUF_SYNC_START = 0ULL << 2;
 static const uint64_t CFB_DMA_BUF_SYNC_END = 1ULL << 2;
+/// statfs(2) f_type of a DMA-BUF file (linux/magic.h DMA_BUF_MAGIC, "DMAB").
+static const long CFB_DMA_BUF_MAGIC = 0x444d4142L;
+/// fstatfs(fd) (sys/vfs.h, which Swift's Glibc module lacks): stores f_type. Returns 0 or -1 with errno set.
+int cfb_file_system_type(int fd, long *type);
 
 /// ioctl(fd, DMA_BUF_IOCTL_SYNC, { flags }). Returns 0 or -1 with errno set.
 int cfb_dma_buf_sync(int fd, uint64_t flags);

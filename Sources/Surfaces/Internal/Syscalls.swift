@@ -86,6 +86,12 @@ package enum Syscall {
         }
     }
 
+    /// `fstatfs(2)`: the type of the file system `fd` lives on (`f_type`).
+    package static func fileSystemType(_ fd: FileDescriptor) -> Result<Int, Errno> {
+        var type = 0
+        return valueOrErrno { unsafe cfb_file_system_type(fd.rawValue, &type) }.map { _ in type }
+    }
+
     /// `mmap(2)` of a whole shared file from offset 0.
     package static func mapShared(
         _ fd: FileDescriptor,
@@ -170,6 +176,8 @@ enum DMABufSync {
     static let readWrite = CFB_DMA_BUF_SYNC_RW
     static let start = CFB_DMA_BUF_SYNC_START
     static let end = CFB_DMA_BUF_SYNC_END
+    /// `fstatfs` type of a DMA-BUF.
+    static let fileSystemMagic = Int(CFB_DMA_BUF_MAGIC)
 }
 
 /// memfd flags and seals (checked against the kernel headers in the shim).
