@@ -56,6 +56,25 @@ let benchmarks: @Sendable () -> Void = {
         maxIterations: 200
     )
     let single = SurfaceCodecContext(threadCount: 1)
+    // The malloc count of a sample that does nothing: package-benchmark's own per-sample overhead, to subtract
+    // from the codec's counts (which must equal it: zero allocations per frame).
+    Benchmark("empty (malloc overhead)") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(0) }
+    }
+    // The same frame decoded 1000 times per sample: a per-frame allocation would show as ≥ 1000 here.
+    if let frame = loadFrame("kodak/kodim23.png", "kodim23", format: .yuv420BiPlanarVideoRange8) {
+        Benchmark("decode 420v kodim23 x1000", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try single.decompress(frame.compressed, into: frame.output) }
+        } setup: {
+            try single.compress(frame.source, into: frame.compressed)
+            try single.decompress(frame.compressed, into: frame.output)
+        }
+        Benchmark("encode 420v kodim23 x1000", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try single.compress(frame.source, into: frame.compressed) }
+        } setup: {
+            try single.compress(frame.source, into: frame.compressed)
+        }
+    }
     let sources = [("kodak/kodim23.png", "kodim23"), ("synthetic/ui_windows_1920x1080.png", "ui_windows")]
     for format in PixelFormat.baseFormats {
         for (path, name) in sources {

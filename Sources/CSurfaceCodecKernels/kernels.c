@@ -74,8 +74,10 @@ static const uint64_t leftMasks[16][4] __attribute__((aligned(32))) = {
 __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *payload, size_t count,
                                                                 size_t position, const uint8_t *nibbles,
                                                                 const uint8_t *bits, size_t width, size_t height,
-                                                                uint8_t *x) {
+                                                                uint8_t *x, size_t stride) {
     const size_t blocksPerRow = (width + 7) >> 3;
+    // Blocks wholly inside a row: the vector loop writes only those, so nothing is written past a row's end.
+    const size_t wholeBlocks = width >> 3;
     const __m256i one = _mm256_set1_epi64x(1);
     const __m256i fifteen = _mm256_set1_epi64x(15);
     const __m256i eight = _mm256_set1_epi64x(8);
@@ -89,15 +91,15 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
     const __m256i notLane0 = _mm256_set_epi64x(-1, -1, -1, 0);
     const __m256i notLanes01 = _mm256_set_epi64x(-1, -1, 0, 0);
     for (size_t y = 0; y < height; y++) {
-        uint8_t *current = x + y * width;
+        uint8_t *current = x + y * stride;
         // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
-        const uint8_t *above = y == 0 ? x : x + (y - 1) * width;
+        const uint8_t *above = y == 0 ? x : x + (y - 1) * stride;
         const unsigned forceLeft = y == 0 ? 15 : 0;
         // The sample carried into the next block, in every byte.
         __m256i previous = _mm256_set1_epi8((char)(y == 0 ? 0 : above[0]));
         const size_t firstBlock = y * blocksPerRow;
         size_t column = 0;
-        for (; column + 4 <= blocksPerRow; column += 4) {
+        for (; column + 4 <= wholeBlocks; column += 4) {
             const size_t block = firstBlock + column;
             // Four width nibbles from the private controls (the slot has room past their end).
             uint32_t nib;
@@ -170,8 +172,14 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
             unsigned w = width_of(nibbles, block);
             uint64_t v = load64(payload, position, count);
             position += w;
-            last = decode_block(v, w, is_left(bits, block) | (forceLeft & 1), last, above + column * 8,
-                                current + column * 8);
+            // The last block of a row may be partial: decoded aside, and only its samples copied.
+            uint8_t decoded[8];
+            uint8_t aboveBytes[8] = {0};
+            const size_t samples = width - column * 8 < 8 ? width - column * 8 : 8;
+            if (y > 0) memcpy(aboveBytes, above + column * 8, samples);
+            last = decode_block(v, w, is_left(bits, block) | (forceLeft & 1), last, aboveBytes, decoded);
+            memcpy(current + column * 8, decoded, samples);
+            if (samples < 8) last = decoded[samples - 1];
         }
     }
 }
@@ -288,6 +296,100 @@ __attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *pa
             position += w;
         }
     }
+}
+
+/// The bit length of the largest of 8 bytes (0...8).
+static inline unsigned width8(uint64_t v) {
+    uint64_t folded = v | v >> 32;
+    folded |= folded >> 16;
+    folded |= folded >> 8;
+    unsigned byte = (unsigned)(folded & 0xFF);
+    return byte == 0 ? 0 : 32 - (unsigned)__builtin_clz(byte);
+}
+
+/// Packs 8 bytes, each below 2^w, into the low 8·w bits (byte i at bit w·i).
+static inline uint64_t compact8(uint64_t bytes, unsigned w) {
+    const uint64_t lanes8 = 0x00FF00FF00FF00FFULL, lanes16 = 0x0000FFFF0000FFFFULL;
+    uint64_t pairs = (bytes & lanes8) | ((bytes >> 8) & lanes8) << w;
+    uint64_t quads = (pairs & lanes16) | ((pairs >> 16) & lanes16) << (2 * w);
+    return (quads & 0xFFFFFFFFULL) | (quads >> 32) << (4 * w);
+}
+
+__attribute__((target("avx2"))) size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount,
+                                                        uint8_t *out, size_t *zeroBlocks) {
+    const size_t nibbleBytes = (blockCount + 1) >> 1, bitBytes = (blockCount + 7) >> 3;
+    uint8_t *nibbles = out, *bits = out + nibbleBytes;
+    memset(out, 0, nibbleBytes + bitBytes);
+    size_t position = nibbleBytes + bitBytes, zeros = 0, block = 0;
+    // Bit length of a nibble, and of a high nibble (4 more unless 0).
+    const __m256i lengthLow = _mm256_setr_epi8(0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 0, 1, 2, 2, 3, 3, 3, 3, 4,
+                                               4, 4, 4, 4, 4, 4, 4);
+    const __m256i lengthHigh = _mm256_setr_epi8(0, 5, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8, 0, 5, 6, 6, 7, 7, 7,
+                                                7, 8, 8, 8, 8, 8, 8, 8, 8);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i lowByte = _mm256_set1_epi64x(0xFF);
+    const __m256i lanes8 = _mm256_set1_epi64x(0x00FF00FF00FF00FFLL);
+    const __m256i lanes16 = _mm256_set1_epi64x(0x0000FFFF0000FFFFLL);
+    const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFFLL);
+    _Alignas(32) uint64_t packed[4];
+    _Alignas(32) uint64_t widths[4];
+    for (; block + 4 <= blockCount; block += 4) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(up + block * 8));
+        __m256i l = _mm256_loadu_si256((const __m256i *)(left + block * 8));
+#define WIDTHS(v, out)                                                                                                \
+    do {                                                                                                              \
+        __m256i f = _mm256_or_si256(v, _mm256_srli_epi64(v, 32));                                                     \
+        f = _mm256_or_si256(f, _mm256_srli_epi64(f, 16));                                                             \
+        f = _mm256_or_si256(f, _mm256_srli_epi64(f, 8));                                                              \
+        __m256i hi = _mm256_shuffle_epi8(lengthHigh, _mm256_and_si256(_mm256_srli_epi16(f, 4), low4));                \
+        __m256i lo = _mm256_shuffle_epi8(lengthLow, _mm256_and_si256(f, low4));                                       \
+        out = _mm256_and_si256(_mm256_max_epu8(hi, lo), lowByte);                                                     \
+    } while (0)
+        __m256i wu, wl;
+        WIDTHS(u, wu);
+        WIDTHS(l, wl);
+#undef WIDTHS
+        // Left where strictly narrower (up on ties), as the portable encoder.
+        __m256i useLeft = _mm256_cmpgt_epi64(wu, wl);
+        __m256i w = _mm256_blendv_epi8(wu, wl, useLeft);
+        __m256i chosen = _mm256_blendv_epi8(u, l, useLeft);
+        __m256i w2 = _mm256_add_epi64(w, w), w4 = _mm256_add_epi64(w2, w2);
+        __m256i pairs = _mm256_or_si256(_mm256_and_si256(chosen, lanes8),
+                                        _mm256_sllv_epi64(_mm256_and_si256(_mm256_srli_epi64(chosen, 8), lanes8), w));
+        __m256i quads = _mm256_or_si256(_mm256_and_si256(pairs, lanes16),
+                                        _mm256_sllv_epi64(_mm256_and_si256(_mm256_srli_epi64(pairs, 16), lanes16), w2));
+        __m256i result =
+            _mm256_or_si256(_mm256_and_si256(quads, low32), _mm256_sllv_epi64(_mm256_srli_epi64(quads, 32), w4));
+        _mm256_store_si256((__m256i *)packed, result);
+        _mm256_store_si256((__m256i *)widths, w);
+        for (unsigned k = 0; k < 4; k++) {
+            memcpy(out + position, &packed[k], 8);
+            position += widths[k];
+        }
+        // block is a multiple of 4: its four nibbles are two whole bytes, its four bits half a byte.
+        unsigned group = (unsigned)(widths[0] | widths[1] << 4 | widths[2] << 8 | widths[3] << 12);
+        nibbles[block >> 1] = (uint8_t)group;
+        if ((block >> 1) + 1 < nibbleBytes) nibbles[(block >> 1) + 1] = (uint8_t)(group >> 8);
+        bits[block >> 3] |= (uint8_t)(_mm256_movemask_pd(_mm256_castsi256_pd(useLeft)) << (block & 7));
+        zeros += (unsigned)__builtin_popcount(
+            (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(w, _mm256_setzero_si256()))));
+    }
+    for (; block < blockCount; block++) {
+        uint64_t u, l;
+        memcpy(&u, up + block * 8, 8);
+        memcpy(&l, left + block * 8, 8);
+        unsigned wu = width8(u), wl = width8(l);
+        unsigned useLeft = wl < wu;
+        unsigned w = useLeft ? wl : wu;
+        uint64_t v = compact8(useLeft ? l : u, w);
+        memcpy(out + position, &v, 8);
+        position += w;
+        zeros += w == 0;
+        nibbles[block >> 1] |= (uint8_t)(w << ((block & 1) * 4));
+        bits[block >> 3] |= (uint8_t)(useLeft << (block & 7));
+    }
+    *zeroBlocks = zeros;
+    return position;
 }
 
 #else

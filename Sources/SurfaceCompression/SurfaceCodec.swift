@@ -3,8 +3,9 @@ import PixelBuffers
 /// The lossless codec between a base-format pixel buffer and its compressed variant (`420v` ↔ `&8v0`, …).
 ///
 /// A compressed surface is tiled: a 64-byte header (magic, layout version, base format, size, tile size,
-/// bytes used, checksum), a table with one entry per tile and component (offset, size, mode, checksum), and
-/// the payloads. Each component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left"
+/// bytes used, checksum), a table with one entry per tile and component (size, mode, 64-bit checksum), and
+/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes layout version 2; the decoder also
+/// reads version 1 and refuses any other with ``CompressionError/Code-swift.struct/unsupportedVersion``. Each component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left"
 /// prediction (chosen per block of 8 samples) with bit-packed residuals, or raw. 4:2:0 formats code Y, Cb and Cr
 /// separately; BGRA codes G, B−G, R−G and A. 10-bit formats drop their six padding bits only where they are
 /// all zero, so every bit survives. The surface is allocated for the worst case
@@ -19,8 +20,11 @@ import PixelBuffers
 /// ```
 ///
 /// Every function locks the buffers it reads (read-only) and writes (read-write) itself, so callers must not
-/// hold a read-write lock on them. The decoder treats compressed bytes as hostile: a damaged surface gives a
-/// ``CompressionError``, never a crash or an out-of-bounds access.
+/// hold a read-write lock on them. The decoder treats compressed bytes as hostile, including a publisher that
+/// rewrites them while they are decoded: every bound comes from a private copy read once, so a damaged surface
+/// gives a ``CompressionError`` (or, if it changes during decoding, wrong pixels), never a crash or an
+/// out-of-bounds access. These functions allocate their working memory per call; a ``SurfaceCodecContext``
+/// keeps it, so that a stream of frames allocates nothing per frame.
 public enum SurfaceCodec {
     /// The tile size in pixels: a tile row is what ``decodeTileRows(of:into:options:_:)`` hands over at once.
     public struct TileSize: Hashable, Sendable {
@@ -237,14 +241,14 @@ public enum SurfaceCodec {
     /// never exists in memory.
     ///
     /// Tile rows are decoded into `scratch` in batches, top to bottom: as many tile rows at once as `scratch`
-    /// holds (its height divided by ``tileRowHeight(of:)``) and the options' threads allow, the tiles of a batch
-    /// decoded in parallel. Then `body(rows)` runs on the calling thread: the image rows `rows` are in the
+    /// holds (its height divided by ``tileRowHeight(of:)``), the tiles of a batch decoded in parallel by the
+    /// options' threads. Then `body(rows)` runs on the calling thread: the image rows `rows` are in the
     /// first `rows.count` rows of `scratch`, which is locked read-write meanwhile, so `body` reads it with
     /// `scratch.withUnsafeBytes(ofPlane:)`.
     ///
     /// - Parameters:
     ///   - scratch: a base-format buffer as wide as the image and at least one tile row high
-    ///     (``tileRowHeight(of:)``); make it N tile rows high to decode N tile rows in parallel.
+    ///     (``tileRowHeight(of:)``); make it N tile rows high to decode N tile rows at once, in parallel.
     ///   - body: called once per batch, in order; if it throws, decoding stops and its error is rethrown.
     /// - Throws: a ``CompressionError`` as ``decompress(_:into:options:)``, or what `body` throws; batches
     ///   decoded before an error have been handed over.

@@ -21,21 +21,30 @@
 /// Whether the processor runs AVX2 (cpuid, once).
 int csck_cpu_has_avx2(void);
 
-/// Decodes the residual blocks of a packed8 component (docs/COMPRESSED-LAYOUT.md §6.1) into `x` (width ×
-/// height bytes, row-major, plus at least 32 bytes of slack: rows are written 8 bytes per block).
+/// Decodes the residual blocks of a packed8 component (docs/COMPRESSED-LAYOUT.md §6.1) into `x`: height rows
+/// of width bytes, `stride` bytes apart (stride ≥ width). Exactly the samples are written, nothing past a
+/// row's end, so `x` may be a plane that other threads write beside this component.
 ///
 /// `nibbles` and `bits` are private copies of the payload's width nibbles and predictor bits, already
 /// validated, each readable 4 bytes past its end; `payload` (count bytes) may be shared memory that changes meanwhile: every width is clamped to 8
 /// and every load is bounded by `count`, so a change gives wrong samples, never an out-of-bounds access.
 /// `position` is where the residual blocks start. Call only when csck_cpu_has_avx2() returned 1.
 void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                              const uint8_t *bits, size_t width, size_t height, uint8_t *x);
+                              const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
 
 /// Decodes the residual blocks of a packed10 component (docs/COMPRESSED-LAYOUT.md §6.2) into `x` (width ×
 /// height 16-bit samples plus at least 32 bytes of slack), under the same rules as csck_decode_packed8_avx2
 /// (widths clamped to 10).
 void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                                const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+
+/// Chooses and packs the blocks of a packed8 payload (docs/COMPRESSED-LAYOUT.md §6.1): `up` and `left` hold
+/// the zig-zagged residuals of each block under each predictor (8 bytes a block); writes the width nibbles,
+/// the predictor bits and the packed blocks to `out` (room for the worst case plus 8 bytes) and returns the
+/// payload's size; `zeroBlocks` receives the number of blocks of width 0. The same bytes as the portable
+/// encoder. Call only when csck_cpu_has_avx2() returned 1.
+size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out,
+                       size_t *zeroBlocks);
 
 #pragma clang assume_nonnull end
 

@@ -1,9 +1,11 @@
-/// A fast non-cryptographic 64-bit checksum for detecting damaged surfaces.
+/// A fast non-cryptographic 64-bit checksum for detecting damaged surfaces (docs/COMPRESSED-LAYOUT.md §8).
 ///
 /// Four independent lanes each take 8 bytes per step: `lane = rotl((lane ^ word) * K, 31)`. Every step is a
 /// bijection of the lane state, and the final fold is a bijection of each lane given the others, so any change
-/// confined to one 8-byte word (in particular any single bit flip) always changes the 64-bit result. It runs at
-/// well over 10 GB/s, cheap next to decoding.
+/// confined to one 8-byte word (in particular any single bit flip) always changes the 64-bit result; other
+/// changes go unnoticed with probability about 2^-64. Layout version 2 stores all 64 bits of each payload's
+/// checksum, so that guarantee holds for payloads; version 1 stored only the low 32 bits, which misses any
+/// change with probability about 2^-32. It detects accidents, not malice: a writer can recompute it.
 enum Checksum {
     private static let k0: UInt64 = 0x9E37_79B9_7F4A_7C15
     private static let k1: UInt64 = 0xC2B2_AE3D_27D4_EB4F

@@ -12,8 +12,8 @@ enum Kernels {
         #endif
     }()
 
-    /// The packed8 residual blocks with AVX2 (see `csck_decode_packed8_avx2`). Returns false, having done
-    /// nothing, where AVX2 is not available.
+    /// The packed8 residual blocks with AVX2 (see `csck_decode_packed8_avx2`), rows `rowStride` bytes apart.
+    /// Returns false, having done nothing, where AVX2 is not available.
     static func decodePacked8(
         _ payload: UnsafeRawPointer,
         count: Int,
@@ -22,7 +22,8 @@ enum Kernels {
         bits: UnsafePointer<UInt8>,
         width: Int,
         height: Int,
-        into x: UnsafeMutablePointer<UInt8>
+        into x: UnsafeMutablePointer<UInt8>,
+        rowStride: Int
     ) -> Bool {
         #if arch(x86_64)
         guard hasAVX2 else { return false }
@@ -34,7 +35,8 @@ enum Kernels {
             bits,
             width,
             height,
-            x
+            x,
+            rowStride
         )
         return true
         #else
@@ -66,6 +68,27 @@ enum Kernels {
             height,
             x
         )
+        return true
+        #else
+        return false
+        #endif
+    }
+
+    /// Chooses and packs the blocks of a packed8 payload with AVX2 (see `csck_pack8_avx2`): sets `size` and
+    /// `zeroBlocks`. Returns false, having done nothing, where AVX2 is not available.
+    static func pack8(
+        up: UnsafePointer<UInt8>,
+        left: UnsafePointer<UInt8>,
+        blockCount: Int,
+        into out: UnsafeMutableRawPointer,
+        size: inout Int,
+        zeroBlocks: inout Int
+    ) -> Bool {
+        #if arch(x86_64)
+        guard hasAVX2 else { return false }
+        var zeros = 0
+        size = unsafe csck_pack8_avx2(up, left, blockCount, out.assumingMemoryBound(to: UInt8.self), &zeros)
+        zeroBlocks = zeros
         return true
         #else
         return false

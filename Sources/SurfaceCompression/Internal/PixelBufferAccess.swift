@@ -177,7 +177,7 @@ enum CodecDriver {
         }
     }
 
-    /// Decodes batches of tile rows into `scratch` (as many at once as it holds and threads allow, in parallel)
+    /// Decodes batches of tile rows into `scratch` (as many at once as it holds, their tiles in parallel)
     /// and hands each batch to `body` in order, on the calling thread.
     static func decodeTileRows(
         of compressed: PixelBuffer,
@@ -206,9 +206,9 @@ enum CodecDriver {
                     + ": scratch must be \(compressed.pixelFormat.base), \(compressed.width) wide and at least \(rowHeight) rows"
             )
         }
-        // Tile rows decoded at once: as many as the scratch holds, at most one per thread (a band is one tile,
-        // so this is where the parallelism comes from), at least one.
-        let batch = max(1, min(max(1, threads), scratch.height / grid.tileHeight))
+        // Tile rows decoded at once: as many as the scratch holds (at least one). Their tiles are decoded in
+        // parallel; with bands (one tile per tile row) this is where the parallelism comes from.
+        let batch = max(1, scratch.height / grid.tileHeight)
         try PixelBufferAccess.lock(scratch, readOnly: false, op)
         defer { PixelBufferAccess.unlock(scratch, readOnly: false) }
         var row = 0

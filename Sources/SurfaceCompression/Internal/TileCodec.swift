@@ -538,6 +538,11 @@ enum TileCodec {
     ) throws(CompressionError) {
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
+        // The Y of an 8-bit 4:2:0 band (a tile as wide as the image) is decoded straight into the plane by the
+        // AVX2 kernel, which writes exactly the tile's samples: no copy from the scratch afterwards.
+        let rect = grid.tileRect(tile)
+        let yIntoPlane = grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width && Kernels.hasAVX2
+        var yWrittenInPlace = false
         let privateCopy = unsafe scratch + 5 * stride
         // Version 1 stored the low 32 bits of each payload checksum, version 2 all 64.
         let checksumMask: UInt64 = grid.layoutVersion == 1 ? 0xFFFF_FFFF : ~0
@@ -577,6 +582,8 @@ enum TileCodec {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
             case .packed8:
+                let inPlane = yIntoPlane && c == 0
+                let target = unsafe inPlane ? image.plane0 + (rect.y - image.originY) * image.bytesPerRow0 : slot
                 guard
                     unsafe ComponentCodec.decodePacked8(
                         payload,
@@ -584,9 +591,11 @@ enum TileCodec {
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),
-                        into: slot.assumingMemoryBound(to: UInt8.self)
+                        into: target.assumingMemoryBound(to: UInt8.self),
+                        rowStride: inPlane ? image.bytesPerRow0 : nil
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
+                if inPlane { yWrittenInPlace = true }
             case .packed10, .packed16:
                 guard
                     unsafe ComponentCodec.decodePacked16(
@@ -608,6 +617,12 @@ enum TileCodec {
             default: unsafe pointers.c3 = source
             }
         }
-        unsafe TileSamples.scatter(grid, tile: tile, components: pointers, into: image)
+        unsafe TileSamples.scatter(
+            grid,
+            tile: tile,
+            components: pointers,
+            into: image,
+            skipsComponent0: yWrittenInPlace
+        )
     }
 }

@@ -100,18 +100,20 @@ enum TileSamples {
         }
     }
 
-    /// Writes one tile into the image; `components[c]` points at component `c`'s contiguous samples.
+    /// Writes one tile into the image; `components[c]` points at component `c`'s contiguous samples. With
+    /// `skipsComponent0`, an 8-bit 4:2:0 tile's Y is already in the plane.
     static func scatter(
         _ grid: TileGrid,
         tile: Int,
         components: ComponentPointers,
-        into image: ImagePlanes
+        into image: ImagePlanes,
+        skipsComponent0: Bool = false
     ) {
         let rect = grid.tileRect(tile)
         switch grid.format.kind {
         case .yuv8:
             let y = unsafe components.c0.assumingMemoryBound(to: UInt8.self)
-            for row in 0..<rect.height {
+            for row in 0..<(skipsComponent0 ? 0 : rect.height) {
                 let dst = unsafe image.plane0 + (rect.y + row - image.originY) * image.bytesPerRow0 + rect.x
                 unsafe dst.assumingMemoryBound(to: UInt8.self).update(from: y + row * rect.width, count: rect.width)
             }

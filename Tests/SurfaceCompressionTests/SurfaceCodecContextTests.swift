@@ -1,0 +1,122 @@
+import Foundation
+import PixelBuffers
+import SurfaceCompression
+import Testing
+
+/// The reusable codec: bit-exact with every thread count and tile geometry, reused across sizes and formats;
+/// decodeTileRows decodes several tile rows at once and lets its body throw.
+@Suite struct SurfaceCodecContextTests {
+    static let geometries: [SurfaceCodec.TileSize] = [
+        .default, .init(width: 64, height: 64), .init(width: 32, height: 6), .init(width: nil, height: 16),
+    ]
+
+    /// Two corpus photographs and a screen image, every format, threads 1, 2 and 3, every tile geometry; one
+    /// context per thread count and geometry, reused for every image and format.
+    @Test(arguments: [1, 2, 3])
+    func aContextRoundTripsEveryFormatAndGeometryBitExact(threads: Int) throws {
+        let names = ["kodak/kodim23.png", "skimage/astronaut.png", "synthetic/terminal_1920x1080.png"]
+        let images = try names.compactMap { name -> RGBImage? in
+            let path = corpusURL.appendingPathComponent(name).path
+            guard FileManager.default.fileExists(atPath: path) else { return nil }
+            return try RGBImage(contentsOfPNGFile: path).croppedToEven()
+        }
+        #expect(images.count >= 2)
+        for geometry in Self.geometries {
+            let codec = SurfaceCodecContext(threadCount: threads, tileSize: geometry)
+            for image in images {
+                for format in PixelFormat.baseFormats {
+                    let bytes = image.convertedBytes(to: format)
+                    let source = try makeBuffer(bytes, width: image.width, height: image.height, format: format)
+                    let compressed = try SurfaceCodec.makeCompressedBuffer(
+                        width: image.width,
+                        height: image.height,
+                        format: format,
+                        tileSize: geometry
+                    )
+                    let statistics = try codec.compress(source, into: compressed)
+                    #expect(statistics.compressedByteCount == (try SurfaceCodec.bytesUsed(of: compressed)))
+                    let output = try PixelBuffer(width: image.width, height: image.height, pixelFormat: format)
+                    try codec.decompress(compressed, into: output)
+                    #expect(try packed(output) == bytes, "\(format) \(image.width)x\(image.height) \(geometry)")
+                }
+            }
+        }
+    }
+
+    /// A scratch three tile rows high: batches of up to three tile rows, decoded with two threads, handed over
+    /// in order; the assembled rows are the image.
+    @Test(arguments: PixelFormat.baseFormats)
+    func decodeTileRowsHandsOverBatchesOfSeveralTileRows(format: PixelFormat) throws {
+        let width = 200
+        let height = 134
+        let bytes = syntheticBytes(format, width: width, height: height, seed: 21)
+        let source = try makeBuffer(bytes, width: width, height: height, format: format)
+        let tiles = SurfaceCodec.TileSize(width: 64, height: 16)
+        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles)
+        let compressed = try SurfaceCodec.makeCompressedBuffer(
+            width: width,
+            height: height,
+            format: format,
+            tileSize: tiles
+        )
+        try codec.compress(source, into: compressed)
+        let rowHeight = try SurfaceCodec.tileRowHeight(of: compressed)
+        let scratch = try PixelBuffer(width: width, height: rowHeight * 3, pixelFormat: format)
+        var assembled = [[UInt8]](repeating: [], count: format.planes.count)
+        var batches: [Range<Int>] = []
+        try codec.decodeTileRows(of: compressed, into: scratch) { rows in
+            batches.append(rows)
+            for (index, plane) in format.planes.enumerated() {
+                let rowBytes = width / plane.horizontalSubsampling * plane.bytesPerElement
+                let bytesPerRow = scratch.bytesPerRow(ofPlane: index)
+                try scratch.withUnsafeBytes(ofPlane: index) { planeBytes in
+                    for row in 0..<rows.count / plane.verticalSubsampling {
+                        assembled[index] += planeBytes[row * bytesPerRow..<row * bytesPerRow + rowBytes]
+                    }
+                }
+            }
+        }
+        // 134 rows in tile rows of 16: 9 tile rows, in batches of 3 (the last one short).
+        #expect(batches == [0..<48, 48..<96, 96..<134])
+        #expect(assembled.flatMap { $0 } == bytes)
+    }
+
+    /// Contexts with several threads, made and released again and again, encode and decode exactly.
+    @Test func contextsWithThreadsCanBeMadeAndReleasedRepeatedly() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange8
+        let bytes = syntheticBytes(format, width: 128, height: 128, seed: 9)
+        let source = try makeBuffer(bytes, width: 128, height: 128, format: format)
+        let tiles = SurfaceCodec.TileSize(width: nil, height: 16)
+        let compressed = try SurfaceCodec.makeCompressedBuffer(width: 128, height: 128, format: format, tileSize: tiles)
+        let output = try PixelBuffer(width: 128, height: 128, pixelFormat: format)
+        for round in 0..<40 {
+            let codec = SurfaceCodecContext(threadCount: 2 + round % 3, tileSize: tiles)
+            try codec.compress(source, into: compressed)
+            try codec.decompress(compressed, into: output)
+        }
+        #expect(try packed(output) == bytes)
+    }
+
+    struct Stop: Error, Equatable {}
+
+    /// An error thrown by the body stops decoding at once and comes back to the caller unchanged.
+    @Test func anErrorThrownByTheBodyStopsDecodingAndIsRethrown() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange8
+        let bytes = syntheticBytes(format, width: 64, height: 96, seed: 2)
+        let source = try makeBuffer(bytes, width: 64, height: 96, format: format)
+        let tiles = SurfaceCodec.TileSize(width: nil, height: 16)
+        let compressed = try SurfaceCodec.makeCompressedBuffer(width: 64, height: 96, format: format, tileSize: tiles)
+        try SurfaceCodec.compress(source, into: compressed, options: .init(tileSize: tiles))
+        let scratch = try PixelBuffer(width: 64, height: 16, pixelFormat: format)
+        var calls = 0
+        #expect(throws: Stop()) {
+            try SurfaceCodec.decodeTileRows(of: compressed, into: scratch) { _ in
+                calls += 1
+                if calls == 2 { throw Stop() }
+            }
+        }
+        #expect(calls == 2)
+        // The scratch is unlocked again afterwards.
+        #expect(!scratch.surface.isLocked)
+    }
+}
