@@ -69,8 +69,8 @@ import Testing
     @Test(arguments: [("420v", "&8v0"), ("BGRA", "&BGA"), ("x420", "&xv0")])
     func aCPublisherReachesCSubscribersBitExactRawAndCompressed(raw: String, compressed: String) throws {
         let scratch = try ScratchDirectory()
-        let publisherProgram = try CProgram.build("publisher", in: scratch)
-        let subscriberProgram = try CProgram.build("subscriber", in: scratch)
+        let publisherProgram = try CProgram.build("publisher")
+        let subscriberProgram = try CProgram.build("subscriber")
         let path = scratch.path("bus.sock")
         let frames = 20
 
@@ -121,8 +121,8 @@ import Testing
 
     @Test func framesASubscriberHoldsMakeOutOfBuffersDropsWithTheirRanges() throws {
         let scratch = try ScratchDirectory()
-        let publisherProgram = try CProgram.build("publisher", in: scratch)
-        let subscriberProgram = try CProgram.build("subscriber", in: scratch)
+        let publisherProgram = try CProgram.build("publisher")
+        let subscriberProgram = try CProgram.build("subscriber")
         let path = scratch.path("bus.sock")
 
         let publisher = try publisherProgram.start([path, "420v", "64", "48", "30", "1", "5000"], in: scratch)
@@ -152,7 +152,7 @@ import Testing
     @Test(arguments: [(130, 66), (64, 64), (2, 2)])
     func theCodecRoundTripsEveryFormatBitExactFromC(width: Int, height: Int) throws {
         let scratch = try ScratchDirectory()
-        let program = try CProgram.build("codec", in: scratch)
+        let program = try CProgram.build("codec")
         let run = try program.start(["\(width)", "\(height)"], in: scratch)
         #expect(run.wait(timeout: 120) == 0, "\(run.output)")
         #expect(run.records("ok").count == 5, "\(run.output)")
@@ -161,7 +161,7 @@ import Testing
 
     @Test func theABIRefusesBadArgumentsHonoursTimeoutsAndInterrupts() throws {
         let scratch = try ScratchDirectory()
-        let program = try CProgram.build("checks", in: scratch)
+        let program = try CProgram.build("checks")
         let run = try program.start([scratch.url.path], in: scratch)
         #expect(run.wait(timeout: 120) == 0, "\(run.output)")
         #expect(run.output.contains("failures=0"))

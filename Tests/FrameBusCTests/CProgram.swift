@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// Errors of the harness itself (no compiler, no library, a program that hung).
@@ -70,25 +71,48 @@ final class ScratchDirectory {
 }
 
 /// A C test program compiled with `cc` against include/framebus.h and the built libFrameBusC.so.
-struct CProgram {
+struct CProgram: Sendable {
     let executable: URL
 
-    /// Compiles Tests/CABI/`name`.c into `directory` with every warning an error.
-    static func build(_ name: String, in directory: ScratchDirectory) throws -> CProgram {
-        let products = try CABILocations.productsDirectory()
-        let output = directory.url.appendingPathComponent(name)
-        let arguments = [
-            "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-O1", "-I",
-            CABILocations.includeDirectory.path,
-            CABILocations.source(name).path, "-o", output.path, "-L", products.path, "-lFrameBusC",
-            "-Wl,-rpath,\(products.path)", "-lpthread",
-        ]
-        let run = try ProgramRun(try CABILocations.compiler(), arguments, directory: directory)
-        let status = run.wait(timeout: 120)
-        guard status == 0 else {
-            throw CABITestError("compiling \(name).c failed (\(status)):\n\(run.output)")
+    /// Programs compiled so far in this test process: each is compiled once, however many tests run it.
+    private static let compiled = Mutex<[String: Result<CProgram, CABITestError>]>([:])
+
+    /// Tests/CABI/`name`.c compiled with every warning an error, into the build products directory
+    /// (`CABIPrograms/`), once per test process.
+    static func build(_ name: String) throws -> CProgram {
+        // Compiling under the lock serialises the few compilations, which also keeps them off a loaded machine's
+        // other tests.
+        try compiled.withLock { cache in
+            if let result = cache[name] { return try result.get() }
+            let result = Result { () throws(CABITestError) -> CProgram in try compile(name) }
+            cache[name] = result
+            return try result.get()
         }
-        return CProgram(executable: output)
+    }
+
+    private static func compile(_ name: String) throws(CABITestError) -> CProgram {
+        do {
+            let products = try CABILocations.productsDirectory()
+            let directory = products.appendingPathComponent("CABIPrograms")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let output = directory.appendingPathComponent(name)
+            let log = directory.appendingPathComponent(name + ".log")
+            let arguments = [
+                "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-O1", "-I",
+                CABILocations.includeDirectory.path, CABILocations.source(name).path, "-o", output.path, "-L",
+                products.path, "-lFrameBusC", "-Wl,-rpath,\(products.path)", "-lpthread",
+            ]
+            let run = try ProgramRun(try CABILocations.compiler(), arguments, outputURL: log)
+            let status = run.wait(timeout: 120)
+            guard status == 0 else {
+                throw CABITestError("compiling \(name).c failed (\(status)):\n\(run.output)")
+            }
+            return CProgram(executable: output)
+        } catch let error as CABITestError {
+            throw error
+        } catch {
+            throw CABITestError("compiling \(name).c: \(error)")
+        }
     }
 
     func start(_ arguments: [String], in directory: ScratchDirectory) throws -> ProgramRun {
@@ -101,8 +125,16 @@ final class ProgramRun {
     let process = Process()
     let outputURL: URL
 
-    init(_ executable: URL, _ arguments: [String], directory: ScratchDirectory) throws {
-        outputURL = directory.url.appendingPathComponent("out-\(UUID().uuidString.prefix(8))")
+    convenience init(_ executable: URL, _ arguments: [String], directory: ScratchDirectory) throws {
+        try self.init(
+            executable,
+            arguments,
+            outputURL: directory.url.appendingPathComponent("out-\(UUID().uuidString.prefix(8))")
+        )
+    }
+
+    init(_ executable: URL, _ arguments: [String], outputURL: URL) throws {
+        self.outputURL = outputURL
         _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
         let handle = try FileHandle(forWritingTo: outputURL)
         process.executableURL = executable
