@@ -8,6 +8,7 @@ import Foundation
 // bus-flood PATH --count N [--timeout S]
 //   Keeps up to N connections open that never say HELLO, replacing those the publisher closes. Prints
 //   "flood open=O opened=T refused=R" once a second.
+import CFrameBusShims
 @_spi(Testing) import FrameBus
 import Glibc
 

@@ -1,4 +1,5 @@
 import Foundation
+import ImageSources
 import PixelBuffers
 import SurfaceCompression
 import Testing
