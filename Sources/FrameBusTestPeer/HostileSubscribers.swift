@@ -1,4 +1,3 @@
-import Foundation
 // Hostile subscriber modes of the test peer (the publisher's tests; hostile publishers live elsewhere).
 //
 // bus-hoarder PATH [--queue N] [--version 1|2] [--timeout S]
@@ -9,6 +8,7 @@ import Foundation
 //   Keeps up to N connections open that never say HELLO, replacing those the publisher closes. Prints
 //   "flood open=O opened=T refused=R" once a second.
 import CFrameBusShims
+import Foundation
 @_spi(Testing) import FrameBus
 import Glibc
 
