@@ -160,6 +160,9 @@ public final class Publisher: Sendable {
         var knownPools: Set<ObjectIdentifier> = []
         /// What each surface sent so far looks like on the wire (from its handle, made once).
         var surfaceDescriptions: [UInt64: SurfaceDescription] = [:]
+        /// After `accept` failed (EMFILE), the listener is left alone until then.
+        var acceptPausedUntil: UInt64 = 0
+        var logLimiter = LogLimiter()
     }
 
     /// The configuration it was made with.
@@ -741,13 +744,18 @@ public final class Publisher: Sendable {
     /// Most datagrams read from one connection per turn, so one busy peer cannot starve the others.
     private static let readsPerTurn = 64
 
+    /// How long the listener is left alone after `accept` failed (out of descriptors).
+    private static let acceptPause: UInt64 = 100_000_000
+
     /// One turn of the event loop; false when the publisher stopped.
     private func runOnce() -> Bool {
         var interests: [(descriptor: Int32, events: Int16)] = [(doorbell.descriptor, PollEvents.readable)]
         var polled: [(ConnectionID, Socket)] = []
         let (stopped, listening, timeout) = state.withLock { state -> (Bool, Bool, Int32) in
             let machine = state.machine
-            let listening = machine.canAcceptConnection
+            let now = ProcessInfoShim.monotonicNanoseconds()
+            let paused = now < state.acceptPausedUntil
+            let listening = machine.canAcceptConnection && !paused
             if listening { interests.append((listener.descriptor, PollEvents.readable)) }
             polled.reserveCapacity(state.sockets.count)
             for (id, socket) in state.sockets {
@@ -756,8 +764,9 @@ public final class Publisher: Sendable {
                 interests.append((socket.descriptor, events))
             }
             var timeout: Int32 = 1000
-            if let deadline = machine.nextDeadline() {
-                let now = ProcessInfoShim.monotonicNanoseconds()
+            var deadline = machine.nextDeadline()
+            if paused { deadline = min(deadline ?? .max, state.acceptPausedUntil) }
+            if let deadline {
                 let wait = deadline > now ? (deadline - now) / 1_000_000 + 1 : 0
                 timeout = Int32(min(wait, 1000))
             }
@@ -797,9 +806,14 @@ public final class Publisher: Sendable {
             case .success(.some(let accepted)): socket = accepted
             case .success(.none): return
             case .failure(let errno):
-                // EMFILE and friends: the next turn retries. Rate-limited through the machine's log would need an
-                // event; one line per turn at most, and turns are at least a poll apart.
-                configuration.logger.error("accept failed: \(errno)")
+                // EMFILE and friends: the pending connection stays in the backlog and keeps the listener readable,
+                // so stop listening for a while instead of spinning, and say so at most once per 10 s.
+                let now = ProcessInfoShim.monotonicNanoseconds()
+                state.acceptPausedUntil = now &+ Self.acceptPause
+                let line = "accept failed: \(errno); not accepting for \(Self.acceptPause / 1_000_000) ms"
+                if let line = state.logLimiter.admit(key: "accept", message: line, now: now, interval: 10_000_000_000) {
+                    configuration.logger.error("\(line)")
+                }
                 return
             }
             guard case .success(let credentials) = socket.peerCredentials() else {

@@ -417,9 +417,11 @@ struct PublisherStateMachine<Resource> {
             }
             var maximumHeld = Int(hello.queueDepth) + limits.extraHeldFramesPerSubscriber
             if let share { maximumHeld = min(maximumHeld, share) }
-            maximumHeld = max(1, min(maximumHeld, Int(UInt16.max) - 1))
+            // Subscribers keep at most 256 surfaces (docs/PROTOCOL.md §8.2), and the announced limit must exceed what
+            // a subscriber holds, so both are capped here whatever the configuration says.
+            maximumHeld = max(1, min(maximumHeld, Self.subscriberSurfaceLimit - 1))
             let depth = hello.deliveryMode == 0 ? 1 : min(Int(hello.queueDepth), maximumHeld)
-            let announcedLimit = min(max(limits.maximumAnnouncedSurfaces, maximumHeld + 1), Int(UInt16.max))
+            let announcedLimit = min(max(limits.maximumAnnouncedSurfaces, maximumHeld + 1), Self.subscriberSurfaceLimit)
             let session = SubscriberSession(
                 credentials: credentials,
                 version: hello.version,
@@ -465,6 +467,9 @@ struct PublisherStateMachine<Resource> {
     }
 
     // MARK: The held-frame budget (docs/PROTOCOL.md §7.3)
+
+    /// The most surfaces any subscriber keeps mapped (docs/PROTOCOL.md §8.2).
+    static var subscriberSurfaceLimit: Int { 256 }
 
     /// Frames one subscriber may hold under the budget; nil without a budget.
     var share: Int? {

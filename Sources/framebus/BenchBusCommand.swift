@@ -93,7 +93,8 @@ struct BenchBusCommand: ParsableCommand {
             for (format, width, height) in caseList {
                 let path = base + "-bus.sock"
                 var configuration = Publisher.Configuration(path: path, formats: [format])
-                configuration.maximumSubscribers = 1  // one subscriber: the whole pool but the producer's 2 is its share
+                // One subscriber: the whole pool but the producer's two buffers is its share.
+                configuration.maximumSubscribers = 1
                 let publisher = try Publisher(configuration: configuration)
                 // Steady state: every surface exists up front, and the warm-up run announces each one to the
                 // subscriber, so the measured runs see only per-frame costs.

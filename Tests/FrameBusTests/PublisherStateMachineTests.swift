@@ -212,6 +212,21 @@ struct MachineHarness {
         #expect(welcome.streamID == 42)
     }
 
+    @Test func grantsStayWithinWhatASubscriberKeepsWhateverTheConfiguration() throws {
+        var harness = Harness {
+            $0.extraHeldFramesPerSubscriber = 65_535
+            $0.maximumAnnouncedSurfaces = 65_535
+        }
+        let id = harness.subscribe(mode: 1, depth: 64)
+        guard case .welcome(let welcome) = try #require(harness.messages(id).first) else {
+            Issue.record("no WELCOME")
+            return
+        }
+        #expect(welcome.maximumHeldFrames == 255)
+        #expect(welcome.maximumAnnouncedSurfaces == 256)
+        #expect(welcome.queueDepth == 64)
+    }
+
     @Test func versionOneHelloGetsVersionOneWelcomeAndSurfaces() throws {
         var harness = Harness()
         let id = harness.subscribe(version: 1)
@@ -387,6 +402,21 @@ struct MachineHarness {
         #expect(harness.drops(id).isEmpty)
         harness.advance(milliseconds: 100)
         #expect(harness.drops(id) == [WireDrop(0...0, reason: .outOfBuffers)])
+    }
+
+    @Test func aNewDropRangeAsksTheIOLayerToWakeForItsFlush() {
+        var harness = Harness()
+        _ = harness.subscribe()
+        func wakes(_ actions: [Harness.Machine.Action]) -> Bool {
+            actions.contains { if case .deadlineChanged = $0 { true } else { false } }
+        }
+        let first = harness.machine.reportDropped(reason: .outOfBuffers, count: 1, now: harness.now)
+        let second = harness.machine.reportDropped(reason: .outOfBuffers, count: 1, now: harness.now)
+        let third = harness.machine.reportDropped(reason: .discontinuity, count: 1, now: harness.now)
+        #expect(wakes(first?.1 ?? []))
+        #expect(!wakes(second?.1 ?? []))  // it only extends the pending range
+        #expect(wakes(third?.1 ?? []))  // another reason: a new range
+        #expect(harness.machine.nextDeadline() == harness.now + 100_000_000)
     }
 
     @Test func hugeDropCountsSaturateInsteadOfTrapping() throws {
