@@ -20,8 +20,10 @@ mkdir -p "$WORK/corpus"
 echo "building the seed maker and the fuzzer (scratch $SCRATCH)"
 swift build --package-path "$HERE" --scratch-path "$SCRATCH/seeds" -c release --product MakeSubscriberSeeds
 "$SCRATCH/seeds/release/MakeSubscriberSeeds" "$WORK/corpus"
-swift build --package-path "$HERE" --scratch-path "$SCRATCH/fuzz" -c release --sanitize=fuzzer \
-    --sanitize=address --product FuzzSubscriber
+# --sanitize links libFuzzer's main(); -Xswiftc makes sure every Swift module (FrameBus above all), not only this
+# package's own target, is instrumented for coverage (SwiftPM does not always pass --sanitize to path dependencies).
+swift build --package-path "$HERE" --scratch-path "$SCRATCH/fuzz" -c release --sanitize=fuzzer --sanitize=address \
+    -Xswiftc -sanitize=fuzzer,address --product FuzzSubscriber
 
 echo "fuzzing for $SECONDS_TO_RUN s in $WORK"
 cd "$WORK"

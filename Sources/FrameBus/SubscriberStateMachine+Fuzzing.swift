@@ -46,6 +46,7 @@ import SampleBuffers
         }
         func end(_ error: FrameBusError) {
             outcome.ends += 1
+            held.removeAll()  // frames of the old connection no longer count against the next one's grant
             machine.closed()
             outbox.removeAll()
             queue.append(ended: error)
@@ -103,7 +104,10 @@ import SampleBuffers
                 _ = machine.connected()  // as a reconnecting subscriber does, unless the consumer lags
             }
             switch try? WireMessage.decode(bytes, descriptorCount: Int(control & 0x07)) {
-            case .some(let message): perform(machine.received(message), importFails: control & 0x08 != 0)
+            case .some(let message):
+                // What we hold of this connection: frames the consumer took and has not released, and those waiting.
+                let held = held.count + queue.frameCount
+                perform(machine.received(message, heldFrames: held), importFails: control & 0x08 != 0)
             case .none: perform(machine.receivedMalformed("fuzz"), importFails: false)
             }
             if control & 0x10 != 0, let entry = queue.popFirst(), case .frame(let sequence, _) = entry {

@@ -1,6 +1,7 @@
 // Mode "hostile-publisher PATH SCENARIO": a publisher that breaks the protocol on purpose, for the tests of a real
-// Subscriber in the test process. It listens at PATH, prints "listening", accepts one subscriber, answers its HELLO
-// with a WELCOME for the first format it asked for, then plays SCENARIO and reports on stdout:
+// Subscriber in the test process. It listens at PATH, prints "listening", accepts one subscriber (exiting if none
+// comes within a minute), answers its HELLO with a WELCOME for the first format it asked for, then plays SCENARIO
+// and reports on stdout:
 //   sent N            messages of the scenario sent so far (after the scenario's burst)
 //   error code=C      the subscriber replied with ERROR code C
 //   closed after N    the subscriber closed the connection after N scenario messages
@@ -233,6 +234,13 @@ func runHostilePublisher(_ arguments: [String]) -> Int32 {
     guard arguments.count >= 2, let listener = listenUnix(path: arguments[0]) else { return 2 }
     let scenario = arguments[1]
     emit("listening")
+    defer { unlink(arguments[0]) }
+    // Never outlive a test that died before connecting: give up after a minute without a subscriber.
+    var pending = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+    guard Glibc.poll(&pending, 1, 60_000) > 0 else {
+        emit("nobody connected")
+        return 3
+    }
     let accepted = accept(listener, nil, nil)
     guard accepted >= 0 else { return 3 }
     let connection = RawConnection(descriptor: accepted)

@@ -7,6 +7,9 @@
 // bus-flood PATH --count N [--timeout S]
 //   Keeps up to N connections open that never say HELLO, replacing those the publisher closes. Prints
 //   "flood open=O opened=T refused=R" once a second.
+// CFrameBusShims includes <sys/socket.h>: in a compile job that also loads it (other files of this target import
+// it), the socket constants may belong to it rather than to Glibc, and a file that imports only Glibc then fails
+// with "cannot find 'SOCK_SEQPACKET' in scope" depending on how files are batched. Importing both is robust.
 import CFrameBusShims
 import Foundation
 @_spi(Testing) import FrameBus

@@ -136,7 +136,8 @@ import Testing
             if refusals == 30 { break }
         }
         #expect(refusals == 30)
-        #expect(box.lock.withLock { box.messages.count } <= 2, "\(box.lock.withLock { box.messages })")
+        // Once, plus at most a summary and a repeat per 10 s on a very slow machine; without the limit, 30.
+        #expect(box.lock.withLock { box.messages.count } < 10, "\(box.lock.withLock { box.messages })")
     }
 
     @Test func theDefaultAllowsOnlyOurOwnUser() throws {
@@ -247,6 +248,36 @@ import Testing
         func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
             lock.withLock { frames += 1 }
         }
+    }
+
+    final class BlockingDelegate: SubscriberDelegate, @unchecked Sendable {
+        // @unchecked: the semaphores are thread-safe; nothing else is mutable.
+        let entered = DispatchSemaphore(value: 0)
+        let proceed = DispatchSemaphore(value: 0)
+
+        func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
+            entered.signal()
+            proceed.wait()
+        }
+    }
+
+    @Test func cancelAndDeinitDoNotWaitForADelegateCallbackThatIsBlocked() throws {
+        let path = temporaryBusPath("blocked")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [Self.format]))
+        defer { publisher.stop() }
+        let delegate = BlockingDelegate()
+        var subscriber: Subscriber? = try Subscriber(configuration: .init(path: path, acceptedFormats: [Self.format]))
+        subscriber?.setDelegate(delegate, queue: DispatchQueue(label: "blocked"))
+        #expect(waitUntil { publisher.subscriberCount == 1 })
+        try publishOne(publisher, pool: try makePool())
+        #expect(delegate.entered.wait(timeout: .now() + 20) == .success)
+        // The callback is blocked until we let it go, which we do only after these return: if either waited for
+        // the delegate's queue, this test would never finish.
+        subscriber?.cancel()
+        subscriber?.cancel()
+        subscriber = nil
+        delegate.proceed.signal()
+        #expect(waitUntil { publisher.subscriberCount == 0 })
     }
 
     @Test func anOwnerThatIsItsSubscribersDelegateIsFreed() throws {
