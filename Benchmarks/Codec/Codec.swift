@@ -74,6 +74,19 @@ let benchmarks: @Sendable () -> Void = {
         } setup: {
             try single.compress(frame.source, into: frame.compressed)
         }
+        // Two threads: the context's own worker thread, so no allocation per frame either.
+        let two = SurfaceCodecContext(threadCount: 2)
+        Benchmark("encode 420v kodim23 x1000 2 threads", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try two.compress(frame.source, into: frame.compressed) }
+        } setup: {
+            try two.compress(frame.source, into: frame.compressed)
+        }
+        Benchmark("decode 420v kodim23 x1000 2 threads", configuration: .init(maxIterations: 20)) { benchmark in
+            for _ in 0..<1000 { try two.decompress(frame.compressed, into: frame.output) }
+        } setup: {
+            try two.compress(frame.source, into: frame.compressed)
+            try two.decompress(frame.compressed, into: frame.output)
+        }
     }
     let sources = [("kodak/kodim23.png", "kodim23"), ("synthetic/ui_windows_1920x1080.png", "ui_windows")]
     for format in PixelFormat.baseFormats {

@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// Make one per stream and keep it: a publisher encodes every frame through its context; a subscriber decodes
 /// through its own. Calls on one context are serialised (a lock); use one context per thread that encodes or
-/// decodes concurrently.
+/// decodes concurrently. A context with several threads keeps `threadCount - 1` threads of its own (the caller
+/// is the last worker), started when it is made and ended when it is released.
 ///
 /// ```swift
 /// let codec = SurfaceCodecContext(threadCount: 2)
@@ -30,7 +31,7 @@ public final class SurfaceCodecContext: Sendable {
     public init(threadCount: Int = 1, tileSize: SurfaceCodec.TileSize = .default) {
         self.threadCount = threadCount > 0 ? threadCount : System.processorCount
         self.tileSize = tileSize
-        self.workspace = Mutex(CodecWorkspace())
+        self.workspace = Mutex(CodecWorkspace(threads: self.threadCount))
     }
 
     /// Compresses a base-format buffer into a buffer of its compressed variant, losslessly; as

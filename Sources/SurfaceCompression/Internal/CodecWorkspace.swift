@@ -20,8 +20,26 @@
     var chunkFirstTile: [Int] = []
     var chunkUsed: [Int] = []
     var failures: [CompressionError?] = []
+    /// The parallel parts of encode and decode, filled per call (no closure to allocate).
+    let encodeJob = EncodeChunksJob()
+    let decodeJob = DecodeTilesJob()
+    /// A context's threads; nil for the one-shot API, which uses libdispatch.
+    let pool: WorkerPool?
 
-    init() {}
+    /// A workspace; with `threads` > 1 it keeps `threads - 1` threads of its own for parallel calls.
+    init(threads: Int = 1) {
+        pool = threads > 1 ? WorkerPool(threadCount: threads - 1) : nil
+    }
+
+    /// Runs `job` for `workers` workers: on this workspace's threads if it has them (no allocation), else
+    /// on libdispatch's.
+    func parallel(workers: Int, _ job: any ParallelWork) {
+        if let pool, workers <= pool.availableWorkers {
+            pool.run(workers: workers, job)
+        } else {
+            System.parallel(workers: workers) { worker in job.work(worker: worker) }
+        }
+    }
 
     deinit {
         while let area = unsafe scratchAreas.popLast() { unsafe area.deallocate() }

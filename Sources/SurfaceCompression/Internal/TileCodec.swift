@@ -375,28 +375,20 @@ enum TileCodec {
         unsafe workspace.chunkUsed.withUnsafeMutableBufferPointer { used in
             unsafe workspace.regionStart.withUnsafeBufferPointer { starts in
                 unsafe workspace.chunkFirstTile.withUnsafeBufferPointer { firsts in
-                    System.parallel(workers: workers) { worker in
-                        var chunk = worker
-                        while chunk < chunkCount {
-                            let firstTile = unsafe firsts[chunk]
-                            let endTile = unsafe firsts[chunk + 1]
-                            var cursor = unsafe starts[chunk]
-                            for t in firstTile..<endTile {
-                                unsafe encodeTile(
-                                    grid,
-                                    tile: t,
-                                    from: image,
-                                    scratch: scratch[worker],
-                                    stride: stride,
-                                    table: destination,
-                                    into: staging,
-                                    cursor: &cursor
-                                )
-                            }
-                            unsafe used[chunk] = cursor - starts[chunk]
-                            chunk += workers
-                        }
-                    }
+                    let job = workspace.encodeJob
+                    job.grid = grid
+                    unsafe job.image = image
+                    unsafe job.table = destination
+                    unsafe job.staging = staging
+                    unsafe job.scratch = scratch
+                    job.stride = stride
+                    job.chunkCount = chunkCount
+                    job.workers = workers
+                    unsafe job.starts = starts
+                    unsafe job.firsts = firsts
+                    unsafe job.used = used
+                    workspace.parallel(workers: workers, job)
+                    unsafe job.scratch = nil
                 }
             }
         }
@@ -422,7 +414,7 @@ enum TileCodec {
     }
 
     /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output.
-    private static func encodeTile(
+    static func encodeTile(
         _ grid: TileGrid,
         tile: Int,
         from image: ImagePlanes,
@@ -499,28 +491,19 @@ enum TileCodec {
         CodecWorkspace.reset(&workspace.failures, count: workers, to: nil)
         unsafe workspace.failures.withUnsafeMutableBufferPointer { failures in
             unsafe header.entries.withUnsafeBufferPointer { entries in
-                System.parallel(workers: workers) { worker in
-                    // Contiguous runs of tiles per worker keep neighbouring rows on one core.
-                    let first = tiles.lowerBound + tiles.count * worker / workers
-                    let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
-                    for tile in first..<end {
-                        do throws(CompressionError) {
-                            try unsafe decodeTile(
-                                grid,
-                                tile: tile,
-                                entries: entries,
-                                from: p,
-                                scratch: scratch[worker],
-                                stride: stride,
-                                into: image,
-                                verifyChecksums: verifyChecksums
-                            )
-                        } catch {
-                            unsafe failures[worker] = error
-                            return
-                        }
-                    }
-                }
+                let job = workspace.decodeJob
+                job.grid = grid
+                unsafe job.entries = entries
+                unsafe job.surface = p
+                job.tiles = tiles
+                unsafe job.image = image
+                unsafe job.scratch = scratch
+                job.stride = stride
+                job.workers = workers
+                job.verifyChecksums = verifyChecksums
+                unsafe job.failures = failures
+                workspace.parallel(workers: workers, job)
+                unsafe job.scratch = nil
             }
         }
         for failure in workspace.failures { if let failure { throw failure } }
