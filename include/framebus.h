@@ -376,7 +376,9 @@ typedef struct fb_event {
 } fb_event;
 
 /**
- * Waits for the next event, for up to `timeout_ns` nanoseconds (0: do not wait; negative: wait without limit).
+ * Waits for the next event, for up to `timeout_ns` nanoseconds (negative: wait without limit; 0: do not wait,
+ * for polling: events are fetched in the background, so an event already waiting may come only with the next
+ * call, a moment later).
  *
  * Returns FB_OK with *event filled (a frame event gives you an fb_frame to release); FB_ERROR_TIMED_OUT if
  * nothing happened in time (*event is then set to FB_EVENT_NONE, and no event is lost: it comes with the next
@@ -655,7 +657,7 @@ typedef struct fb_publish_info {
  * and its memory returns to the pool once no subscriber holds it. Do not touch its planes afterwards.
  * `info` may be NULL (no times, no attachments). On FB_OK, *out_sequence (if not NULL) receives the frame's
  * sequence number.
- * Errors: FB_ERROR_CLOSED after fb_publisher_destroy, FB_ERROR_INVALID_ARGUMENT (bad times or codes; the frame
+ * Errors: FB_ERROR_CLOSED after fb_publisher_destroy, FB_ERROR_INVALID_ARGUMENT (bad times, codes or flags; the frame
  * is then not published and the buffer is discarded).
  * Thread safety: any thread; publishes of one publisher are serialised by the library.
  */

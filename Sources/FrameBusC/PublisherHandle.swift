@@ -29,8 +29,7 @@ final class PublisherHandle: Sendable {
         } catch {
             return .failure(ABIError(error))
         }
-        let deadline: Date? =
-            timeoutNanoseconds < 0 ? nil : Date(timeIntervalSinceNow: Double(timeoutNanoseconds) / 1e9)
+        let deadline = MonotonicDeadline(timeoutNanoseconds: timeoutNanoseconds)
         let handOver = HandOver<Result<PixelBuffer, ABIError>>()
         let task = Task { [publisher, pool] in
             do {
@@ -54,27 +53,49 @@ final class HandOver<Value: Sendable>: @unchecked Sendable {
     private var value: Value?
     private var isAbandoned = false
 
-    func put(_ newValue: Value) {
-        condition.withLock {
-            if !isAbandoned { value = newValue }
-            condition.broadcast()
-        }
+    /// Stores the value and wakes the taker. `consuming`: the caller keeps no reference, so that once the taker has
+    /// it, the taker's is the only one (a buffer it gives up goes straight back to its pool).
+    func put(_ newValue: consuming Value) {
+        condition.lock()
+        if !isAbandoned { value = consume newValue }
+        condition.broadcast()
+        condition.unlock()
     }
 
-    /// The value, or nil if none came before `deadline` (nil: wait without limit); then the hand-over is abandoned.
-    func take(until deadline: Date?) -> Value? {
+    /// The value, or nil if none came before `deadline`; then the hand-over is abandoned.
+    func take(until deadline: MonotonicDeadline) -> Value? {
         condition.withLock {
-            while value == nil {
-                if let deadline {
-                    if !condition.wait(until: deadline) { break }
-                } else {
-                    condition.wait()
-                }
-            }
+            while value == nil, !deadline.hasPassed { deadline.wait(on: condition) }
             // Hand the value over: keeping it here would keep a buffer out of its pool for as long as the task lives.
             defer { value = nil }
             if value == nil { isAbandoned = true }
             return value
         }
+    }
+}
+
+/// A deadline on the monotonic clock, so that a timeout is not shortened or stretched when the wall clock is set.
+struct MonotonicDeadline: Sendable {
+    private let instant: ContinuousClock.Instant?
+
+    /// `timeoutNanoseconds` from now; negative: none.
+    init(timeoutNanoseconds: Int64) {
+        instant = timeoutNanoseconds < 0 ? nil : .now + .nanoseconds(timeoutNanoseconds)
+    }
+
+    var hasPassed: Bool { instant.map { ContinuousClock.now >= $0 } ?? false }
+
+    /// Waits on `condition` (locked by the caller) until it is signalled or the deadline may have passed; callers
+    /// check their state and ``hasPassed`` again. `NSCondition` waits until a wall-clock `Date`, so the wait is for
+    /// the monotonic time that remains, converted at this moment.
+    func wait(on condition: NSCondition) {
+        guard let instant else {
+            condition.wait()
+            return
+        }
+        let remaining = instant - ContinuousClock.now
+        guard remaining > .zero else { return }
+        let (seconds, attoseconds) = remaining.components
+        _ = condition.wait(until: Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18))
     }
 }

@@ -50,8 +50,7 @@ final class SubscriberHandle: @unchecked Sendable {
 
     /// Waits for the next event, for up to `timeoutNanoseconds` (negative: no limit; 0: only what is there).
     func nextEvent(timeoutNanoseconds: Int64) -> Result<SubscriberEvent, ABIError> {
-        let deadline: Date? =
-            timeoutNanoseconds < 0 ? nil : Date(timeIntervalSinceNow: Double(timeoutNanoseconds) / 1e9)
+        let deadline = MonotonicDeadline(timeoutNanoseconds: timeoutNanoseconds)
         condition.lock()
         defer { condition.unlock() }
         guard !isBusy else {
@@ -84,14 +83,10 @@ final class SubscriberHandle: @unchecked Sendable {
                 return .failure(ABIError(.closed, "fb_subscriber_next_event: no more events"))
             }
             if fetch == nil { startFetchLocked() }
-            if let deadline {
-                if Date() >= deadline {
-                    return .failure(ABIError(.timedOut, "fb_subscriber_next_event: no event within the timeout"))
-                }
-                _ = condition.wait(until: deadline)
-            } else {
-                condition.wait()
+            if deadline.hasPassed {
+                return .failure(ABIError(.timedOut, "fb_subscriber_next_event: no event within the timeout"))
             }
+            deadline.wait(on: condition)
         }
     }
 
@@ -117,6 +112,16 @@ final class SubscriberHandle: @unchecked Sendable {
         interrupt()
     }
 
+    /// Hands a fetch's outcome over. `consuming`: the fetch task keeps no reference to the event, so a frame C
+    /// releases is released at once, not when the task finishes.
+    private func record(_ outcome: consuming Outcome, of fetch: Fetch, iterator: Subscriber.Events.Iterator) {
+        condition.lock()
+        self.iterator = iterator
+        fetch.outcome = consume outcome
+        condition.broadcast()
+        condition.unlock()
+    }
+
     private func cancelFetchLocked() {
         guard let fetch, fetch.outcome == nil, !fetch.isCancelled else { return }
         fetch.isCancelled = true
@@ -134,11 +139,7 @@ final class SubscriberHandle: @unchecked Sendable {
             } catch {
                 outcome = .failed(ABIError(any: error))
             }
-            condition.withLock {
-                self.iterator = iterator
-                started.outcome = outcome
-                condition.broadcast()
-            }
+            record(consume outcome, of: started, iterator: iterator)
         }
     }
 }

@@ -1,9 +1,10 @@
 /* A C subscriber for the cross-process tests.
  *
- * usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD
+ * usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async]
  *
  * ACCEPT: comma-separated FourCCs ("420v" or "&8v0,420v"). QUEUE_DEPTH 0 is latest-only. The first HOLD frames
- * are kept until the stream ends and then released from another thread; the others are released at once.
+ * are kept until the stream ends and then released from another thread; the others are released at once, or with
+ * "async" by a second thread while this one goes on receiving (as GStreamer frees buffers).
  * Every frame is checked byte for byte against the known pattern (a compressed frame after fb_codec_decompress,
  * and again band by band with fb_codec_decode_rows), and its descriptor is mapped to check the planes' offsets.
  * Prints one line per event:
@@ -13,12 +14,16 @@
  *   end status=NAME
  *   closed                                (next_event after the end returned FB_ERROR_CLOSED)
  *   stats delivered=D late=L out=O disc=C held=H
+ *   latency frames=N p50_us=.. p99_us=.. max_us=.. library_p50_us=..   (publish stamp to the return of
+ *           fb_subscriber_next_event, and the library's own publish-to-take median, for comparison)
  * Exits 0 when every frame matched and the stream ended, 1 if a frame did not match, 2 on an API error, 3 if the
  * stream did not end within 60 s.
  */
 #include <pthread.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -158,10 +163,42 @@ static int check_frame(const fb_frame *frame, const fb_frame_info *info, uint64_
     return bad == 0;
 }
 
+static uint64_t monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static int compare_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Publish-to-C latencies (the publisher's CLOCK_MONOTONIC stamp to the return of fb_subscriber_next_event). */
+static uint64_t latencies[100000];
+static size_t latency_count;
+
 typedef struct held_frames {
     fb_frame **frames;
     size_t count;
 } held_frames;
+
+/* Releases the frames whose pointers arrive through a pipe, until it closes. */
+static void *release_from_pipe(void *argument) {
+    const int fd = *(int *)argument;
+    fb_frame *frame;
+    for (;;) {
+        ssize_t got = read(fd, &frame, sizeof frame);
+        if (got == (ssize_t)sizeof frame) {
+            fb_frame_release(frame);
+        } else if (got < 0 && errno == EINTR) {
+            continue;
+        } else {
+            break;
+        }
+    }
+    return NULL;
+}
 
 static void *release_all(void *argument) {
     held_frames *held = argument;
@@ -170,9 +207,15 @@ static void *release_all(void *argument) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD\n");
+    if (argc != 5 && !(argc == 6 && strcmp(argv[5], "async") == 0)) {
+        fprintf(stderr, "usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async]\n");
         return 64;
+    }
+    int release_pipe[2] = {-1, -1};
+    pthread_t async_releaser;
+    if (argc == 6) {
+        if (pipe(release_pipe) != 0) return 2;
+        pthread_create(&async_releaser, NULL, release_from_pipe, &release_pipe[0]);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     uint32_t accepted[16];
@@ -209,8 +252,12 @@ int main(int argc, char **argv) {
                    event.session.maximum_held_frames);
             break;
         case FB_EVENT_FRAME: {
+            const uint64_t received = monotonic_ns();
             fb_frame_info info;
             CHECK_OK(fb_frame_get_info(event.frame, &info, &last_error));
+            if (info.publish_time_ns != 0 && received >= info.publish_time_ns && latency_count < 100000) {
+                latencies[latency_count++] = received - info.publish_time_ns;
+            }
             const uint64_t k = (uint64_t)info.presentation_time.value;
             uint64_t hash = 0;
             int bands_ok = 0;
@@ -225,6 +272,8 @@ int main(int argc, char **argv) {
                    (long long)info.presentation_time_ns, (long long)info.duration_ns, fd_ok, bands_ok);
             if (held.count < hold) {
                 held.frames[held.count++] = event.frame;
+            } else if (release_pipe[1] >= 0) {
+                if (write(release_pipe[1], &event.frame, sizeof event.frame) != (ssize_t)sizeof event.frame) return 2;
             } else {
                 fb_frame_release(event.frame);
             }
@@ -245,6 +294,11 @@ int main(int argc, char **argv) {
         }
     }
     if (!ended) return 3;
+    if (release_pipe[1] >= 0) {
+        close(release_pipe[1]);
+        pthread_join(async_releaser, NULL);
+        close(release_pipe[0]);
+    }
 
     /* Frames are released from another thread, as GStreamer frees buffers. */
     pthread_t releaser;
@@ -258,6 +312,12 @@ int main(int argc, char **argv) {
     printf("stats delivered=%llu late=%llu out=%llu disc=%llu held=%llu\n", (unsigned long long)statistics.delivered,
            (unsigned long long)statistics.dropped_frame_was_late, (unsigned long long)statistics.dropped_out_of_buffers,
            (unsigned long long)statistics.dropped_discontinuity, (unsigned long long)statistics.held_now);
+    if (latency_count > 0) {
+        qsort(latencies, latency_count, sizeof latencies[0], compare_u64);
+        printf("latency frames=%zu p50_us=%.1f p99_us=%.1f max_us=%.1f library_p50_us=%.1f\n", latency_count,
+               latencies[latency_count / 2] / 1e3, latencies[latency_count * 99 / 100] / 1e3,
+               latencies[latency_count - 1] / 1e3, statistics.latency_p50_ns / 1e3);
+    }
     fb_subscriber_destroy(subscriber);
     fb_codec_destroy(codec);
     free(held.frames);

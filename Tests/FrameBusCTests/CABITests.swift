@@ -2,8 +2,9 @@ import Foundation
 import Testing
 
 /// The C ABI from C: programs in Tests/CABI compiled with `cc` against include/framebus.h and libFrameBusC.so,
-/// run as separate processes on one socket.
-@Suite struct CABITests {
+/// run as separate processes on one socket. Serialized: each test starts several processes, and the cross-process
+/// tests of other suites run beside them on a machine that may be loaded.
+@Suite(.serialized) struct CABITests {
     /// What a C subscriber saw, from its output.
     struct SubscriberReport {
         var frames: [[String: String]]
@@ -76,7 +77,8 @@ import Testing
 
         let publisher = try publisherProgram.start([path, raw, "96", "64", "\(frames)", "2", "5000"], in: scratch)
         #expect(publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
-        let rawSubscriber = try subscriberProgram.start([path, raw, "8", "0"], in: scratch)
+        // The raw subscriber releases its frames on a second thread while it goes on receiving.
+        let rawSubscriber = try subscriberProgram.start([path, raw, "8", "0", "async"], in: scratch)
         let compressedSubscriber = try subscriberProgram.start([path, compressed, "8", "0"], in: scratch)
 
         #expect(publisher.wait(timeout: 120) == 0, "publisher: \(publisher.output)")
