@@ -1,14 +1,15 @@
 /*
  * GstFramebusPool: the buffer pool framebussink offers upstream in the allocation query. Its buffers are
  * FrameBus publisher buffers (sealed memfd surfaces) wrapped as GstMemory with a GstVideoMeta giving the real
- * plane offsets and strides, so an upstream element that writes into them (videotestsrc, v4l2src with
- * io-mode=dmabuf-import... any element that maps frames with gst_video_frame_map) writes straight into the
- * surface the subscribers will map: the sink then publishes it without a copy.
+ * plane offsets and strides, so an upstream element that writes into them through gst_video_frame_map
+ * (videotestsrc, videoconvert, rtpvrawdepay, software decoders) writes straight into the surface the subscribers
+ * will map: the sink then publishes it without a copy.
  *
  * Buffers are never recycled by GStreamer: a surface belongs to the FrameBus pool, which lends it again only
  * when no subscriber holds it. Acquiring takes a fresh FrameBus buffer; releasing a buffer that was not
  * published gives the surface back unpublished. When every surface is in use (upstream itself holds them, in a
- * queue for example), the pool hands out a stand-in in ordinary memory instead of blocking; the sink copies it.
+ * queue for example), acquiring waits up to 200 ms, then hands out a stand-in in ordinary memory instead of
+ * blocking longer; the sink copies it.
  */
 #ifndef GST_FRAMEBUS_POOL_H
 #define GST_FRAMEBUS_POOL_H

@@ -75,8 +75,9 @@ class _PlaneArray(np.ndarray):
 
     _frame: "Frame | None"
 
-    def __array_finalize__(self, obj):  # called for views and slices too
-        self._frame = getattr(obj, "_frame", None)
+    def __array_finalize__(self, obj):  # called for views, slices and copies
+        # A view shares the frame's memory and keeps the frame; a copy owns its bytes and keeps nothing.
+        self._frame = None if self.flags.owndata else getattr(obj, "_frame", None)
 
 
 class _Surface:
@@ -107,7 +108,6 @@ class Frame:
         self.discontinuity = bool(message.flags & 1)
         self.color_primaries, self.transfer_function, self.ycbcr_matrix, self.chroma_location = message.attachments
         self._surface = surface
-        self._planes: list[np.ndarray] | None = None
         self._released = [False]
         self._finalizer = weakref.finalize(self, subscriber._release, message.sequence, message.surface_id,
                                            self._released)
@@ -140,24 +140,22 @@ class Frame:
         NV12 ``Y (H, W) uint8``, ``CbCr (H/2, W/2, 2) uint8``; P010 the same in ``<u2``; BGRA ``(H, W, 4)``."""
         if self._released[0]:
             raise FrameBusError("closed", f"frame {self.sequence} was released")
-        if self._planes is None:
-            fmt = self._surface.format
-            if fmt.is_compressed:
-                raise FrameBusError("codecUnavailable",
-                                    f"{fmt.name} frames are compressed; read them with compressed_bytes")
-            planes = []
-            for shape, record in zip(fmt.planes, self._surface.message.planes):
-                width, height = shape.dimensions(self.width, self.height)
-                dims = (height, width) if shape.components == 1 else (height, width, shape.components)
-                item = shape.dtype.itemsize
-                strides = (record.bytes_per_row, shape.bytes_per_element) + (
-                    () if shape.components == 1 else (item,))
-                array = np.ndarray(dims, dtype=shape.dtype, buffer=self._surface.maps[record.descriptor_index],
-                                   offset=record.offset, strides=strides).view(_PlaneArray)
-                array._frame = self
-                planes.append(array)
-            self._planes = planes
-        return list(self._planes)
+        # Made afresh on each call (cheap) rather than cached, so frame and planes form no reference cycle and the
+        # frame is released the moment its last reference goes, without waiting for the garbage collector.
+        fmt = self._surface.format
+        if fmt.is_compressed:
+            raise FrameBusError("formatMismatch", f"{fmt.name} frames are compressed: use decode() or compressed_bytes")
+        planes = []
+        for shape, record in zip(fmt.planes, self._surface.message.planes):
+            width, height = shape.dimensions(self.width, self.height)
+            dims = (height, width) if shape.components == 1 else (height, width, shape.components)
+            strides = (record.bytes_per_row, shape.bytes_per_element) + (
+                () if shape.components == 1 else (shape.dtype.itemsize,))
+            array = np.ndarray(dims, dtype=shape.dtype, buffer=self._surface.maps[record.descriptor_index],
+                               offset=record.offset, strides=strides).view(_PlaneArray)
+            array._frame = self
+            planes.append(array)
+        return planes
 
     @property
     def compressed_bytes(self) -> np.ndarray:

@@ -244,6 +244,8 @@ def test_videotestsrc_frames_reach_a_subscriber_bit_exact(gst_env, tmp_path, fmt
         assert stats["copied"] == stats["published"] and stats["zero-copy"] == 0, stats
     else:
         assert stats["zero-copy"] == stats["published"] and stats["copied"] == 0, stats
+    # The path is also announced as a message when publishing starts.
+    assert f"framebussink-path, zero-copy=(boolean){'false' if through else 'true'}" in output, output
 
 
 def test_sink_publishes_clock_times_on_clock_monotonic(gst_env, tmp_path):
