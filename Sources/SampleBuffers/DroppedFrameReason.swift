@@ -32,7 +32,7 @@ public enum DroppedFrameReason: UInt8, Hashable, Sendable, CaseIterable, CustomS
 /// More about why a frame was dropped (`kCMSampleBufferAttachmentKey_DroppedFrameReasonInfo`).
 ///
 /// CoreMedia defines one value, `kCMSampleBufferDroppedFrameReasonInfo_CameraModeSwitch`; FrameBus adds the
-/// causes of a ``DroppedFrameReason/discontinuity`` that DESIGN.md names. Raw values are wire-stable:
+/// causes of a ``DroppedFrameReason/discontinuity`` that docs/ARCHITECTURE.md names. Raw values are wire-stable:
 ///
 /// | raw | case | meaning |
 /// |---|---|---|
