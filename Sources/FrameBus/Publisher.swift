@@ -19,7 +19,7 @@ import SystemPackage
 /// ```swift
 /// let pool = try PixelBufferPool(attributes: .init(width: 1920, height: 1080,
 ///                                                  pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 34))
-/// let path = Publisher.defaultSocketPath()!          // $XDG_RUNTIME_DIR/framebus.sock
+/// let path = try SocketPath.default()                 // $XDG_RUNTIME_DIR/framebus.sock
 /// let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
 /// let buffer = try await publisher.nextPixelBuffer(from: pool)   // waits while subscribers hold every buffer
 /// // ... fill buffer ...
@@ -31,7 +31,7 @@ import SystemPackage
 public final class Publisher: Sendable {
     /// How a publisher listens and what it allows. The limits are those of docs/PROTOCOL.md §8.1.
     public struct Configuration: Sendable {
-        /// The socket path (see ``Publisher/defaultSocketPath(name:)``).
+        /// The socket path (see ``SocketPath/default(name:)``).
         public var path: String
         /// The formats offered to subscribers. Each frame is published in one format; a subscriber granted the
         /// compressed variant of it (or the base of a compressed frame) gets a converted copy, made once per frame
@@ -184,15 +184,6 @@ public final class Publisher: Sendable {
     /// Encodes and decodes frames for subscribers of another format, reusing its workspace (and threads) for every
     /// frame. Its calls are serialised, as `publish` calls are.
     private let codec: SurfaceCodecContext
-
-    /// The default socket path: `$XDG_RUNTIME_DIR/<name>.sock`, or nil when `XDG_RUNTIME_DIR` is not set (pass a
-    /// path then; never a world-writable directory such as `/tmp`, where another user can take the name first).
-    public static func defaultSocketPath(name: String = "framebus") -> String? {
-        guard let directory = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !directory.isEmpty else {
-            return nil
-        }
-        return directory + "/" + name + ".sock"
-    }
 
     /// Starts listening at `configuration.path`, replacing a stale socket file.
     ///

@@ -5,7 +5,7 @@ import Foundation
 /// `$XDG_RUNTIME_DIR` (normally `/run/user/UID`, mode 0700) belongs to the user alone, so no other local user can
 /// bind a name there first and pose as the publisher, as anyone can in `/tmp`. Publishers and subscribers that agree
 /// on a name find each other without spelling out a path; `framebus publish` and `framebus subscribe` use the name
-/// `framebus` unless told otherwise (the same path as ``Publisher/defaultSocketPath(name:)``).
+/// `framebus` unless told otherwise.
 public enum SocketPath {
     /// The socket path for the stream called `name`: `$XDG_RUNTIME_DIR/NAME.sock`.
     ///

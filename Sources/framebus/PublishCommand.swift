@@ -79,9 +79,7 @@ struct PublishCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let path = path ?? Publisher.defaultSocketPath() else {
-            throw ValidationError("XDG_RUNTIME_DIR is not set: pass --path")
-        }
+        let path = try path ?? SocketPath.default()
         let pixelFormat = try PixelFormat(format)
         guard !pixelFormat.isCompressed else { throw ValidationError("publish a base format; use --compressed") }
         var formats = [pixelFormat]

@@ -29,9 +29,7 @@ struct TopCommand: ParsableCommand {
     var noClear = false
 
     func run() throws {
-        guard let path = path ?? Publisher.defaultSocketPath() else {
-            throw ValidationError("XDG_RUNTIME_DIR is not set: pass the socket path")
-        }
+        let path = try path ?? SocketPath.default()
         var allowed = Set(allowUID)
         allowed.insert(getuid())
         let monitor = try PublisherMonitor(path: path, allowedUserIDs: allowed)

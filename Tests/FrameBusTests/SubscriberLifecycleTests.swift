@@ -346,12 +346,12 @@ import Testing
         #expect(throws: FrameBusError.self) { _ = try SocketPath.path(name: "camera", environment: environment) }
     }
 
-    @Test func itAgreesWithThePublishersDefault() throws {
+    @Test func itIsTheFramebusSocketInTheRuntimeDirectory() throws {
         guard let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
             #expect(throws: FrameBusError.self) { _ = try SocketPath.default() }
             return
         }
-        #expect(try SocketPath.default() == Publisher.defaultSocketPath())
+        #expect(try SocketPath.default() == runtime + "/framebus.sock")
     }
 }
 
