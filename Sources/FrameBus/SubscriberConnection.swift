@@ -185,7 +185,12 @@ final class SubscriberConnection {
         if ready[1] & PollEvents.writable != 0 { core.sender.flush() }
         if ready[1] & ~PollEvents.writable != 0 {
             for _ in 0..<Self.readBatch {
-                switch socket.receive(maximumSize: WireProtocol.maximumMessageSize) {
+                // Control room for every descriptor a SURFACE may carry (PROTOCOL.md §1), so a 3- or 4-descriptor
+                // surface is judged by its contents rather than cut by the kernel.
+                switch socket.receive(
+                    maximumSize: WireProtocol.maximumMessageSize,
+                    maximumDescriptors: WireProtocol.maximumDescriptorCount
+                ) {
                 case .success(.wouldBlock):
                     return checkHandshakeDeadline()
                 case .success(.endOfFile):
