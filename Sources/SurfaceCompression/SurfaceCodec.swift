@@ -4,9 +4,12 @@ import PixelBuffers
 ///
 /// A compressed surface is tiled: a 64-byte header (magic, layout version, base format, size, tile size,
 /// bytes used, checksum), a table with one entry per tile and component (size, mode, 64-bit checksum), and
-/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes layout version 2; the decoder also
-/// reads version 1 and refuses any other with ``CompressionError/Code-swift.struct/unsupportedVersion``. Each component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left"
-/// prediction (chosen per block of 8 samples) with bit-packed residuals, or raw. 4:2:0 formats code Y, Cb and Cr
+/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes layout version 3 when a surface uses
+/// the mode only version 3 has (packed residuals through LZ4), and version 2 otherwise; the decoder reads
+/// versions 1 to 3 and refuses any other with ``CompressionError/Code-swift.struct/unsupportedVersion``. Each
+/// component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left" prediction (chosen
+/// per block of 8 samples) with bit-packed residuals, those packed residuals through LZ4 (screen content), or
+/// raw. 4:2:0 formats code Y, Cb and Cr
 /// separately; BGRA codes G, B−G, R−G and A. 10-bit formats drop their six padding bits only where they are
 /// all zero, so every bit survives. The surface is allocated for the worst case
 /// (``maximumCompressedByteCount(width:height:format:tileSize:)``), and only the bytes used are ever read.
@@ -286,10 +289,11 @@ public enum SurfaceCodec {
         try CodecDriver.bytesUsed(of: compressed)
     }
 
-    /// How many table entries (tile components) use each mode: raw, solid, LZ4, packed (8-, 10- and 16-bit).
+    /// How many table entries (tile components) use each mode: raw, solid, lz4, packed8, packed10, packed16 and
+    /// packed8LZ4 (modes with no entry are left out).
     public static func modeCounts(of compressed: PixelBuffer) throws(CompressionError) -> [String: Int] {
         let counts = try CodecDriver.modeCounts(of: compressed)
-        let names = ["raw", "solid", "lz4", "packed8", "packed10", "packed16"]
+        let names = ["raw", "solid", "lz4", "packed8", "packed10", "packed16", "packed8LZ4"]
         var result: [String: Int] = [:]
         for (name, count) in zip(names, counts) where count > 0 { result[name] = count }
         return result

@@ -109,7 +109,7 @@ import Testing
         var (compressed, _) = try Self.makeCompressed()
         try Self.damage(compressed) { $0[0] ^= 0x20 }
         try Self.expectDecode(compressed, fails: .badMagic)
-        for version in [0, 3, 0x101] {
+        for version in [0, 4, 0x101] {
             (compressed, _) = try Self.makeCompressed()
             try Self.damage(compressed) { $0.storeBytes(of: UInt16(version), toByteOffset: 4, as: UInt16.self) }
             try Self.expectDecode(compressed, fails: .unsupportedVersion)
@@ -238,10 +238,14 @@ import Testing
         try Self.expectDecode(compressed, fails: .checksumMismatch, verifiesChecksums: true)
         // A raw tile whose size is not the raw size.
         let (raw, _) = try Self.makeCompressed()
+        var relabelled = false
         try Self.damage(raw, reseal: true) { bytes in
-            #expect(bytes[Self.modeOffset(0)] == TileMode.packed8.rawValue)
-            bytes[Self.modeOffset(0)] = TileMode.raw.rawValue
+            for index in 0..<18 where !relabelled && bytes[Self.modeOffset(index)] == TileMode.packed8.rawValue {
+                bytes[Self.modeOffset(index)] = TileMode.raw.rawValue
+                relabelled = true
+            }
         }
+        #expect(relabelled)
         try Self.expectDecode(raw, fails: .corruptPayload)
     }
 

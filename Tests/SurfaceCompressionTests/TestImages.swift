@@ -118,3 +118,53 @@ func roundTrip(
     try SurfaceCodec.decompress(compressed, into: output, options: decodeOptions)
     return (compressed, statistics, output)
 }
+
+/// Packed bytes of a screen-like image: a light page with rows of "glyphs" (a few 5×7 bitmaps repeated in two
+/// inks), a title bar with a horizontal gradient, and a coloured side panel. Most residual blocks are zero and
+/// the same blocks repeat, as in text and user interfaces.
+func screenBytes(_ format: PixelFormat, width: Int, height: Int, seed: UInt64) -> [UInt8] {
+    var random = SplitMix(seed: seed)
+    let glyphs: [[UInt8]] = (0..<12).map { _ in (0..<7).map { _ in UInt8(truncatingIfNeeded: random.next()) & 0x1F } }
+    let text = (0..<4096).map { _ in Int(random.next() % 13) }  // 12: a space
+    var bytes: [UInt8] = []
+    for (index, plane) in format.planes.enumerated() {
+        let w = width / plane.horizontalSubsampling
+        let h = height / plane.verticalSubsampling
+        let xScale = plane.horizontalSubsampling
+        let yScale = plane.verticalSubsampling
+        for y in 0..<h {
+            for x in 0..<w {
+                for s in 0..<plane.samplesPerElement {
+                    let px = x * xScale
+                    let py = y * yScale
+                    var value: Int
+                    if py < 16 {
+                        value = 60 + px * 120 / max(width, 1) + s * 9 + index * 5  // title bar
+                    } else if px < width / 6 {
+                        value = 90 + s * 30 + index * 11  // side panel
+                    } else {
+                        value = index == 0 || format.planes.count == 1 ? 235 - s * 3 : 128  // page
+                        let cellX = (px - width / 6) / 6
+                        let cellY = (py - 16) / 10
+                        let gx = (px - width / 6) % 6
+                        let gy = (py - 16) % 10
+                        let character = text[(cellY * 97 + cellX) % text.count]
+                        if character < 12, gx < 5, gy < 7, glyphs[character][gy] >> gx & 1 == 1 {
+                            let ink = cellY % 3 == 0 ? 20 : 70
+                            value =
+                                index == 0 || format.planes.count == 1 ? ink + s * 20 : 128 + (cellY % 3 == 0 ? 30 : 0)
+                        }
+                    }
+                    if format.bitDepth > 8 {
+                        let word = UInt16(value * 4 & 0x3FF) << 6
+                        bytes.append(UInt8(word & 0xFF))
+                        bytes.append(UInt8(word >> 8))
+                    } else {
+                        bytes.append(UInt8(value & 0xFF))
+                    }
+                }
+            }
+        }
+    }
+    return bytes
+}

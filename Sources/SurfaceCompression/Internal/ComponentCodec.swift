@@ -14,12 +14,20 @@ enum TileMode: UInt8, Sendable, CaseIterable {
     case packed10 = 4
     /// 16-bit samples with padding bits set: the same on all 16 bits (width nibble 15 means 16).
     case packed16 = 5
+    /// A packed8 payload through LZ4 (layout version 3): screen content, where most residual blocks are zero and
+    /// the width nibbles repeat in long runs that LZ4 folds away, while the prediction keeps what LZ4 alone
+    /// cannot (gradients, anti-aliased edges, text repeated at another brightness).
+    case packed8LZ4 = 6
 
-    func isValid(bytesPerSample: Int) -> Bool {
+    /// The lowest layout version that has this mode.
+    var minimumLayoutVersion: Int { self == .packed8LZ4 ? 3 : 1 }
+
+    func isValid(bytesPerSample: Int, layoutVersion: Int) -> Bool {
+        guard layoutVersion >= minimumLayoutVersion else { return false }
         switch self {
-        case .raw, .solid, .lz4: true
-        case .packed8: bytesPerSample == 1
-        case .packed10, .packed16: bytesPerSample == 2
+        case .raw, .solid, .lz4: return true
+        case .packed8, .packed8LZ4: return bytesPerSample == 1
+        case .packed10, .packed16: return bytesPerSample == 2
         }
     }
 }
@@ -61,7 +69,8 @@ enum ComponentCodec {
         residuals2 rl: UnsafeMutablePointer<UInt8>,
         packed out: UnsafeMutableRawPointer,
         alternative alt: UnsafeMutableRawPointer,
-        usesVectorKernels: Bool = true
+        usesVectorKernels: Bool = true,
+        allowsPacked8LZ4: Bool = true
     ) -> Choice {
         let n = width &* height
         // Solid?
@@ -72,16 +81,17 @@ enum ComponentCodec {
             unsafe out.storeBytes(of: first, as: UInt8.self)
             return unsafe Choice(mode: .solid, payload: UnsafeRawPointer(out), byteCount: 1)
         }
-        let lz4Written = unsafe tryLZ4First(
+        let lz4First = unsafe tryLZ4First(
             UnsafeRawPointer(s),
             rowBytes: width,
             rows: height,
             blocks: ((width &+ 7) &>> 3) &* height,
             into: alt
         )
-        if lz4Written < 0 {
-            return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4Written)
+        if lz4First < 0 {
+            return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4First)
         }
+        let lz4Written = lz4First
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
         // Residuals for both predictors, rows padded to whole blocks with zeros. The loops are flat: they vectorise.
@@ -167,20 +177,38 @@ enum ComponentCodec {
         }
         let total = position
         let rawBytes = n
+        var best = unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
+        if total < rawBytes { unsafe best = Choice(mode: .packed8, payload: UnsafeRawPointer(out), byteCount: total) }
         // LZ4 only where many residual blocks are zero (flat or repetitive screen content): it is slow and poor
-        // on photographs. It must beat the packed size.
+        // on photographs. Each must beat the best so far.
+        guard zeroBlocks &* lz4ZeroBlockDivisor >= blockCount || lz4Written > 0 else { return unsafe best }
         if lz4Written > 0 {
-            if lz4Written < min(total, rawBytes) {
-                return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: lz4Written)
+            if unsafe lz4Written < best.byteCount {
+                unsafe best = Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: lz4Written)
             }
-        } else if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
-            let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
-            if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
+        } else {
+            let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: best.byteCount &- 1)
+            if written > 0 { unsafe best = Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
-        guard total < rawBytes else {
-            return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
+        // The packed payload through LZ4, into the up residuals (read for the last time by the packing above).
+        if allowsPacked8LZ4, unsafe best.byteCount > 1 {
+            let written = unsafe LZ4Block.compress(
+                UnsafeRawPointer(out),
+                count: total,
+                into: ru,
+                capacity: best.byteCount &- 1
+            )
+            if written > 0 {
+                unsafe best = Choice(mode: .packed8LZ4, payload: UnsafeRawPointer(ru), byteCount: written)
+            }
         }
-        return unsafe Choice(mode: .packed8, payload: UnsafeRawPointer(out), byteCount: total)
+        return unsafe best
+    }
+
+    /// The largest valid packed8 payload of a width × height component: every block 8 bytes wide.
+    static func maximumPacked8ByteCount(width: Int, height: Int) -> Int {
+        let blocks = ((width &+ 7) &>> 3) &* height
+        return ((blocks &+ 1) &>> 1) &+ ((blocks &+ 7) &>> 3) &+ blocks &* 8
     }
 
     /// The bit width of the widest of 8 residual bytes.

@@ -1,11 +1,11 @@
-/// The compressed surface layout (versions 1 and 2) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 to 3) and the tile-parallel encoder and decoder over raw memory.
 ///
 /// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 4 | magic `FBSC` (bytes 46 42 53 43) |
-/// | 4 | 2 | layout version (2; decoders also read 1) |
+/// | 4 | 2 | layout version (3 if a packed8LZ4 entry is present, else 2; decoders also read 1) |
 /// | 6 | 2 | header byte count (64) |
 /// | 8 | 4 | base format FourCC (`420v`, …, big-endian packed as CoreVideo's OSType) |
 /// | 12 | 4 | width in pixels |
@@ -42,7 +42,11 @@ enum TileCodec {
     ) {
         unsafe p.initializeMemory(as: UInt8.self, repeating: 0, count: TileGrid.headerByteCount)
         unsafe p.storeBytes(of: magic.littleEndian, toByteOffset: 0, as: UInt32.self)
-        unsafe p.storeBytes(of: UInt16(grid.layoutVersion).littleEndian, toByteOffset: 4, as: UInt16.self)
+        unsafe p.storeBytes(
+            of: UInt16(writtenLayoutVersion(grid, table: p)).littleEndian,
+            toByteOffset: 4,
+            as: UInt16.self
+        )
         unsafe p.storeBytes(of: UInt16(TileGrid.headerByteCount).littleEndian, toByteOffset: 6, as: UInt16.self)
         unsafe p.storeBytes(of: baseFourCC.littleEndian, toByteOffset: 8, as: UInt32.self)
         unsafe p.storeBytes(of: UInt32(grid.width).littleEndian, toByteOffset: 12, as: UInt32.self)
@@ -52,6 +56,20 @@ enum TileCodec {
         unsafe p.storeBytes(of: UInt32(grid.entryCount).littleEndian, toByteOffset: 28, as: UInt32.self)
         unsafe p.storeBytes(of: UInt64(bytesUsed).littleEndian, toByteOffset: 32, as: UInt64.self)
         unsafe sealHeader(p, tableByteCount: grid.entryCount * grid.entryByteCount)
+    }
+
+    /// The version a header states: the grid's, except that a version 3 grid whose table uses no mode of version 3
+    /// says 2 (the same bytes), so that decoders that know only version 2 still read every surface they can.
+    static func writtenLayoutVersion(_ grid: TileGrid, table p: UnsafeRawPointer) -> Int {
+        guard grid.layoutVersion == 3 else { return grid.layoutVersion }
+        for index in 0..<grid.entryCount {
+            let mode = unsafe p.load(
+                fromByteOffset: TileGrid.headerByteCount + index * grid.entryByteCount + 4,
+                as: UInt8.self
+            )
+            if let mode = TileMode(rawValue: mode), mode.minimumLayoutVersion == 3 { return 3 }
+        }
+        return 2
     }
 
     /// Computes and stores the header checksum (tests use it to forge consistent damaged tables).
@@ -298,7 +316,7 @@ enum TileCodec {
             }
             guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_()) }
             guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
-                mode.isValid(bytesPerSample: bytesPerSample)
+                mode.isValid(bytesPerSample: bytesPerSample, layoutVersion: grid.layoutVersion)
             else { throw CompressionError(.invalidTileMode, where_()) }
             switch mode {
             case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_()) }
@@ -440,7 +458,8 @@ enum TileCodec {
                     residuals: residuals.assumingMemoryBound(to: UInt8.self),
                     residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt8.self),
                     packed: packed,
-                    alternative: alternative
+                    alternative: alternative,
+                    allowsPacked8LZ4: TileMode.packed8LZ4.minimumLayoutVersion <= grid.layoutVersion
                 )
             } else {
                 unsafe choice = ComponentCodec.encode16(
@@ -564,13 +583,29 @@ enum TileCodec {
                 else {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
-            case .packed8:
+            case .packed8, .packed8LZ4:
+                var packed = unsafe payload
+                var packedCount = e.byteCount
+                if e.mode == .packed8LZ4 {
+                    // As for lz4: LZ4 reads a private copy. The packed payload it gives is private too (slot 4, free
+                    // for 8-bit samples), at most the component's worst packed size, which the slot holds.
+                    unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+                    let packedSlot = unsafe scratch + 4 * stride
+                    packedCount = unsafe LZ4Block.decompress(
+                        privateCopy,
+                        count: e.byteCount,
+                        into: packedSlot,
+                        capacity: ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height)
+                    )
+                    guard packedCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
+                    unsafe packed = UnsafeRawPointer(packedSlot)
+                }
                 let inPlane = yIntoPlane && c == 0
                 let target = unsafe inPlane ? image.plane0 + (rect.y - image.originY) * image.bytesPerRow0 : slot
                 guard
                     unsafe ComponentCodec.decodePacked8(
-                        payload,
-                        count: e.byteCount,
+                        packed,
+                        count: packedCount,
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),

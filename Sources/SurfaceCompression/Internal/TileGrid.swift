@@ -43,14 +43,15 @@ struct TileGrid: Hashable, Sendable {
     let tileHeight: Int
     let tilesAcross: Int
     let tilesDown: Int
-    /// The layout version the surface is written in: 1 (entries with offsets and 32-bit payload checksums) or 2
-    /// (entries without offsets, which are implied, and with 64-bit payload checksums); both 16 bytes an entry.
-    /// The encoder writes ``currentLayoutVersion``.
+    /// The layout version the surface is written in: 1 (entries with offsets and 32-bit payload checksums), 2
+    /// (entries without offsets, which are implied, and with 64-bit payload checksums; both 16 bytes an entry) or
+    /// 3 (version 2 plus the packed8LZ4 mode). The encoder encodes with ``currentLayoutVersion`` and states 2 in
+    /// the header when no entry needs 3 (`TileCodec.writtenLayoutVersion`).
     let layoutVersion: Int
 
     static let headerByteCount = 64
-    static let currentLayoutVersion = 2
-    static let supportedLayoutVersions = 1...2
+    static let currentLayoutVersion = 3
+    static let supportedLayoutVersions = 1...3
     /// Bytes of one table entry.
     var entryByteCount: Int { 16 }
     /// The largest tile, in pixels; it bounds every scratch buffer.

@@ -1,0 +1,109 @@
+import PixelBuffers
+import Testing
+
+@testable import SurfaceCompression
+
+/// Screen content: packed residuals through LZ4 (mode packed8LZ4, layout version 3), and how the layout version a
+/// surface states follows from the modes it uses.
+@Suite struct ScreenContentTests {
+    static let eightBitFormats: [PixelFormat] = [.yuv420BiPlanarVideoRange8, .yuv420BiPlanarFullRange8, .bgra8]
+
+    static func compress(
+        _ bytes: [UInt8],
+        _ format: PixelFormat,
+        width: Int,
+        height: Int,
+        tiles: SurfaceCodec.TileSize = .init(width: nil, height: 64)
+    ) throws -> (source: PixelBuffer, compressed: PixelBuffer, statistics: SurfaceCodec.Statistics) {
+        let source = try makeBuffer(bytes, width: width, height: height, format: format)
+        let compressed = try SurfaceCodec.makeCompressedBuffer(
+            width: width,
+            height: height,
+            format: format,
+            tileSize: tiles
+        )
+        let statistics = try SurfaceCodec.compress(source, into: compressed, options: .init(tileSize: tiles))
+        return (source, compressed, statistics)
+    }
+
+    static func statedVersion(_ compressed: PixelBuffer) throws -> UInt16 {
+        try compressed.lock([.readOnly])
+        defer { try? compressed.unlock([.readOnly]) }
+        return compressed.surface.withUnsafeBytes { $0.load(fromByteOffset: 4, as: UInt16.self) }
+    }
+
+    @Test(arguments: eightBitFormats)
+    func screenContentUsesPackedResidualsThroughLZ4AndDecodesExactly(_ format: PixelFormat) throws {
+        let bytes = screenBytes(format, width: 640, height: 256, seed: 1)
+        let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+        let modes = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(modes["packed8LZ4", default: 0] > 0, "\(modes)")
+        #expect(try Self.statedVersion(compressed) == 3)
+        for threads in [1, 2] {
+            let output = try PixelBuffer(width: 640, height: 256, pixelFormat: format)
+            try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+            #expect(try packed(output) == bytes)
+        }
+    }
+
+    /// A surface that needs no version 3 mode says version 2, so decoders that know only version 2 read it.
+    @Test func aSurfaceWithoutPackedResidualsThroughLZ4SaysVersion2() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange8
+        let bytes = syntheticBytes(format, width: 128, height: 64, seed: 7, noise: 16)
+        let (_, compressed, _) = try Self.compress(bytes, format, width: 128, height: 64)
+        #expect(try SurfaceCodec.modeCounts(of: compressed)["packed8LZ4"] == nil)
+        #expect(try Self.statedVersion(compressed) == 2)
+        let output = try PixelBuffer(width: 128, height: 64, pixelFormat: format)
+        try SurfaceCodec.decompress(compressed, into: output)
+        #expect(try packed(output) == bytes)
+    }
+
+    /// Mode 6 exists only from version 3: the same table under a version 2 header is refused.
+    @Test func packedResidualsThroughLZ4InAVersion2SurfaceAreRefused() throws {
+        let format = PixelFormat.bgra8
+        let (_, compressed, _) = try Self.compress(
+            screenBytes(format, width: 320, height: 128, seed: 2),
+            format,
+            width: 320,
+            height: 128
+        )
+        #expect(try Self.statedVersion(compressed) == 3)
+        try DamagedSurfaceTests.damage(compressed, reseal: true) {
+            $0.storeBytes(of: UInt16(2), toByteOffset: 4, as: UInt16.self)
+        }
+        try DamagedSurfaceTests.expectDecode(compressed, fails: .invalidTileMode)
+    }
+
+    /// The LZ4 stream of a packed8LZ4 entry must give exactly a packed payload: relabelled entries (an LZ4 of raw
+    /// samples read as packed residuals, and the reverse) and a broken LZ4 stream are corrupt, never decoded.
+    @Test func packedResidualsThroughLZ4ThatAreNotAPackedPayloadAreCorrupt() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange8
+        let bytes = screenBytes(format, width: 640, height: 256, seed: 3)
+        for (from, to) in [(TileMode.packed8LZ4, TileMode.lz4), (.lz4, .packed8LZ4)] {
+            let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+            var relabelled = 0
+            try DamagedSurfaceTests.damage(compressed, reseal: true) { surface in
+                let entries = Int(surface.load(fromByteOffset: 28, as: UInt32.self))
+                for index in 0..<entries where surface[DamagedSurfaceTests.modeOffset(index)] == from.rawValue {
+                    surface[DamagedSurfaceTests.modeOffset(index)] = to.rawValue
+                    relabelled += 1
+                }
+            }
+            #expect(relabelled > 0, "no \(from) entry to relabel")
+            try DamagedSurfaceTests.expectDecode(compressed, fails: .corruptPayload, verifiesChecksums: false)
+        }
+        let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+        var damaged = false
+        try DamagedSurfaceTests.damage(compressed) { surface in
+            let entries = Int(surface.load(fromByteOffset: 28, as: UInt32.self))
+            for index in 0..<entries
+            where !damaged && surface[DamagedSurfaceTests.modeOffset(index)] == TileMode.packed8LZ4.rawValue {
+                surface[DamagedSurfaceTests.payloadOffset(surface, entry: index, entryCount: entries)] = 0xFF
+                damaged = true
+            }
+        }
+        #expect(damaged)
+        try DamagedSurfaceTests.expectDecode(compressed, fails: .corruptPayload, verifiesChecksums: false)
+        try DamagedSurfaceTests.expectDecode(compressed, fails: .checksumMismatch)
+    }
+}
