@@ -12,10 +12,12 @@ enum MakeSeeds {
             return seed >> 33
         }
         var index = 0
+        var version3Seeds = 0
         for (fourCC, kind) in formats {
             for version in TileGrid.supportedLayoutVersions {
                 for (width, height, tileWidth, tileHeight, style) in [
                     (16, 8, 16, 8, 0), (32, 16, 16, 4, 1), (24, 12, 8, 4, 2), (20, 10, 20, 6, 3), (8, 8, 4, 4, 4),
+                    (64, 32, 64, 32, 5),
                 ] {
                     let format = CodecFormat(kind: kind)
                     let grid = TileGrid(
@@ -35,7 +37,13 @@ enum MakeSeeds {
                         case 1: value = UInt64(i / 3 % 5)  // repetitive (LZ4)
                         case 2: value = UInt64(i % 97) &+ random() % 4  // smooth (packed)
                         case 3: value = random()  // noise (raw), padding bits set in 16-bit formats
-                        default: value = UInt64(i % 2 == 0 ? 0x40 : 0x81)  // 10-bit words
+                        case 4: value = UInt64(i % 2 == 0 ? 0x40 : 0x81)  // 10-bit words
+                        default:  // screen-like (packed8LZ4 in version 3): a page with a repeated "glyph"
+                            let x = i % width
+                            let y = i / width % height
+                            let glyph = (x / 6 * 7 + y / 10 * 3) % 5
+                            let ink = x % 6 < 5 && y % 10 < 7 && (glyph * 37 + x % 6 * 5 + y % 10 * 11) % 4 == 0
+                            value = ink ? 40 : 230
                         }
                         image.storeBytes(of: UInt8(truncatingIfNeeded: value), toByteOffset: i, as: UInt8.self)
                     }
@@ -49,6 +57,7 @@ enum MakeSeeds {
                     )
                     let output = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
                     let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes, into: output, threads: 1)
+                    if output.load(fromByteOffset: 4, as: UInt16.self) == 3 { version3Seeds += 1 }
                     let file = fopen("\(directory)/seed\(index)", "wb")!
                     fwrite(output, 1, used, file)
                     fclose(file)
@@ -58,5 +67,8 @@ enum MakeSeeds {
                 }
             }
         }
+        // The screen-like seeds must exercise packed8LZ4 (version 3) for the 8-bit formats.
+        print("\(index) seeds, \(version3Seeds) of layout version 3")
+        if version3Seeds == 0 { exit(1) }
     }
 }

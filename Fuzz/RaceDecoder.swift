@@ -33,12 +33,19 @@ struct Generator {
 }
 
 /// An image whose tiles take every mode: a flat quarter (solid), a repeating band (LZ4), a gradient with a
-/// little noise (packed), noise (raw).
-func makeImage(_ grid: TileGrid, seed: UInt64) -> UnsafeMutableRawPointer {
+/// little noise (packed), noise (raw); or, for `screen`, a page of repeated "glyphs" (packed8LZ4).
+func makeImage(_ grid: TileGrid, seed: UInt64, screen: Bool) -> UnsafeMutableRawPointer {
     let count = grid.rawImageByteCount
     let image = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 64)
     var random = Generator(state: seed)
-    for i in 0..<count {
+    for i in 0..<count where screen {
+        let x = i % grid.width
+        let y = i / grid.width % grid.height
+        let glyph = (x / 6 * 7 + y / 10 * 3) % 5
+        let ink = x % 6 < 5 && y % 10 < 7 && (glyph * 37 + x % 6 * 5 + y % 10 * 11) % 4 == 0
+        image.storeBytes(of: ink ? 40 : 230, toByteOffset: i, as: UInt8.self)
+    }
+    for i in 0..<count where !screen {
         let position = i * 4 / count
         let value: UInt64
         switch position {
@@ -62,8 +69,14 @@ func planes(_ grid: TileGrid, _ image: UnsafeMutableRawPointer) -> ImagePlanes {
     )
 }
 
-func race(_ grid: TileGrid, fourCC: UInt32, seconds: Double, seed: UInt64) -> (decodes: Int, errors: Int, writes: Int) {
-    let source = makeImage(grid, seed: seed)
+func race(
+    _ grid: TileGrid,
+    fourCC: UInt32,
+    screen: Bool,
+    seconds: Double,
+    seed: UInt64
+) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int) {
+    let source = makeImage(grid, seed: seed, screen: screen)
     defer { source.deallocate() }
     let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
     defer { scratch.deallocate() }
@@ -72,6 +85,9 @@ func race(_ grid: TileGrid, fourCC: UInt32, seconds: Double, seed: UInt64) -> (d
     let surface = SharedBytes(base: .allocate(byteCount: used, alignment: 64), count: used)
     defer { surface.base.deallocate() }
     surface.base.copyMemory(from: scratch, byteCount: used)
+    let packed8LZ4 = (0..<grid.entryCount).filter {
+        scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self) == TileMode.packed8LZ4.rawValue
+    }.count
     let output = UnsafeMutableRawPointer.allocate(byteCount: grid.rawImageByteCount, alignment: 64)
     defer { output.deallocate() }
     let flags = RaceFlags()
@@ -139,21 +155,23 @@ func race(_ grid: TileGrid, fourCC: UInt32, seconds: Double, seed: UInt64) -> (d
     }
     flags.stop.store(true, ordering: .relaxed)
     while !writer.isFinished { usleep(1000) }
-    return (decodes, errors, flags.writes.load(ordering: .relaxed))
+    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4)
 }
 
 @main
 enum RaceDecoder {
     static func main() {
         let seconds = CommandLine.arguments.count > 1 ? Double(CommandLine.arguments[1]) ?? 10 : 10
-        let cases: [(UInt32, CodecFormat.Kind, Int, Int, Int, Int)] = [
-            (0x3432_3076, .yuv8, 128, 64, 32, 16),  // 420v
-            (0x7834_3230, .yuv16, 128, 64, 32, 16),  // x420
-            (0x4247_5241, .bgra, 96, 48, 32, 16),  // BGRA
-            (0x3432_3076, .yuv8, 256, 32, 256, 8),  // 420v, bands
+        let cases: [(UInt32, CodecFormat.Kind, Int, Int, Int, Int, Bool)] = [
+            (0x3432_3076, .yuv8, 128, 64, 32, 16, false),  // 420v
+            (0x7834_3230, .yuv16, 128, 64, 32, 16, false),  // x420
+            (0x4247_5241, .bgra, 96, 48, 32, 16, false),  // BGRA
+            (0x3432_3076, .yuv8, 256, 32, 256, 8, false),  // 420v, bands
+            (0x3432_3076, .yuv8, 256, 64, 256, 32, true),  // 420v screen content, bands
+            (0x4247_5241, .bgra, 128, 64, 128, 32, true),  // BGRA screen content, bands
         ]
         let share = seconds / Double(cases.count)
-        for (index, (fourCC, kind, width, height, tileWidth, tileHeight)) in cases.enumerated() {
+        for (index, (fourCC, kind, width, height, tileWidth, tileHeight, screen)) in cases.enumerated() {
             let grid = TileGrid(
                 format: CodecFormat(kind: kind),
                 width: width,
@@ -161,11 +179,16 @@ enum RaceDecoder {
                 tileWidth: tileWidth,
                 tileHeight: tileHeight
             )!
-            let result = race(grid, fourCC: fourCC, seconds: share, seed: UInt64(index + 1))
+            let result = race(grid, fourCC: fourCC, screen: screen, seconds: share, seed: UInt64(index + 1))
             print(
-                "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight): \(result.decodes) decodes, "
-                    + "\(result.errors) errors, \(result.writes) rewrites; no crash"
+                "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
+                    + "\(result.decodes) decodes, \(result.errors) errors, \(result.writes) rewrites, "
+                    + "\(result.packed8LZ4) packed8LZ4 entries; no crash"
             )
+            guard !screen || result.packed8LZ4 > 0 else {
+                print("the screen-content surface has no packed8LZ4 entry to race")
+                exit(1)
+            }
             guard result.writes > 0 else {
                 print("the writer never ran")
                 exit(1)
