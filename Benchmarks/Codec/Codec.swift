@@ -88,6 +88,20 @@ let benchmarks: @Sendable () -> Void = {
             try two.decompress(frame.compressed, into: frame.output)
         }
     }
+    // Screen content takes other modes (LZ4, packed8LZ4): their paths must allocate nothing per frame either.
+    if let frame = loadFrame("synthetic/ui_windows_1920x1080.png", "ui_windows", format: .yuv420BiPlanarVideoRange8) {
+        Benchmark("decode 420v ui_windows x1000", configuration: .init(maxIterations: 5)) { benchmark in
+            for _ in 0..<1000 { try single.decompress(frame.compressed, into: frame.output) }
+        } setup: {
+            try single.compress(frame.source, into: frame.compressed)
+            try single.decompress(frame.compressed, into: frame.output)
+        }
+        Benchmark("encode 420v ui_windows x1000", configuration: .init(maxIterations: 5)) { benchmark in
+            for _ in 0..<1000 { try single.compress(frame.source, into: frame.compressed) }
+        } setup: {
+            try single.compress(frame.source, into: frame.compressed)
+        }
+    }
     let sources = [("kodak/kodim23.png", "kodim23"), ("synthetic/ui_windows_1920x1080.png", "ui_windows")]
     for format in PixelFormat.baseFormats {
         for (path, name) in sources {
