@@ -143,16 +143,14 @@ __attribute__((target("sse4.1"))) void csck_decode_packed10_sse41(const uint8_t 
             position += w;
             __m128i d = _mm_and_si128(_mm_xor_si128(_mm_srli_epi16(z, 1), _mm_sub_epi16(zero, _mm_and_si128(z, ones16))),
                                       mask10);
-            __m128i result;
-            if (csck_is_left(bits, block) | forceLeft) {
-                __m128i s = _mm_add_epi16(d, _mm_slli_si128(d, 2));
-                s = _mm_add_epi16(s, _mm_slli_si128(s, 4));
-                s = _mm_add_epi16(s, _mm_slli_si128(s, 8));
-                result = _mm_and_si128(_mm_add_epi16(s, previous), mask10);
-            } else {
-                __m128i aboveValues = _mm_srli_epi16(_mm_loadu_si128((const __m128i *)(above + column * 8)), 6);
-                result = _mm_and_si128(_mm_add_epi16(aboveValues, d), mask10);
-            }
+            // Both predictions, then a blend (branch-free: the predictor bits are data).
+            __m128i s = _mm_add_epi16(d, _mm_slli_si128(d, 2));
+            s = _mm_add_epi16(s, _mm_slli_si128(s, 4));
+            s = _mm_add_epi16(s, _mm_slli_si128(s, 8));
+            __m128i aboveValues = _mm_srli_epi16(_mm_loadu_si128((const __m128i *)(above + column * 8)), 6);
+            const __m128i left = _mm_set1_epi16((short)(0 - (csck_is_left(bits, block) | forceLeft)));
+            __m128i result = _mm_and_si128(
+                _mm_blendv_epi8(_mm_add_epi16(aboveValues, d), _mm_add_epi16(s, previous), left), mask10);
             _mm_storeu_si128((__m128i *)(current + column * 8), _mm_slli_epi16(result, 6));
             previous = _mm_shuffle_epi8(result, lastWord);
         }
