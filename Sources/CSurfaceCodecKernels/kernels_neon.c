@@ -125,16 +125,14 @@ void csck_decode_packed10_neon(const uint8_t *payload, size_t count, size_t posi
             uint16x8_t z = unpack_fields(vld1q_u8(payload + position), w);
             position += w;
             uint16x8_t d = vandq_u16(veorq_u16(vshrq_n_u16(z, 1), vsubq_u16(zero, vandq_u16(z, ones16))), mask10);
-            uint16x8_t result;
-            if (csck_is_left(bits, block) | forceLeft) {
-                uint16x8_t s = vaddq_u16(d, vextq_u16(zero, d, 7));
-                s = vaddq_u16(s, vextq_u16(zero, s, 6));
-                s = vaddq_u16(s, vextq_u16(zero, s, 4));
-                result = vandq_u16(vaddq_u16(s, previous), mask10);
-            } else {
-                uint16x8_t aboveValues = vshrq_n_u16(vld1q_u16(above + column * 8), 6);
-                result = vandq_u16(vaddq_u16(aboveValues, d), mask10);
-            }
+            // Both predictions, then a select (branch-free: the predictor bits are data).
+            uint16x8_t s = vaddq_u16(d, vextq_u16(zero, d, 7));
+            s = vaddq_u16(s, vextq_u16(zero, s, 6));
+            s = vaddq_u16(s, vextq_u16(zero, s, 4));
+            uint16x8_t aboveValues = vshrq_n_u16(vld1q_u16(above + column * 8), 6);
+            const uint16x8_t left = vdupq_n_u16((uint16_t)(0 - (csck_is_left(bits, block) | forceLeft)));
+            uint16x8_t result =
+                vandq_u16(vbslq_u16(left, vaddq_u16(s, previous), vaddq_u16(aboveValues, d)), mask10);
             vst1q_u16(current + column * 8, vshlq_n_u16(result, 6));
             previous = vdupq_laneq_u16(result, 7);
         }
