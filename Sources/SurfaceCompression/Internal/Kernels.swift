@@ -49,7 +49,7 @@ package enum Kernels {
     static var tier: Tier { forcedTier ?? selectedTier }
 
     /// Runs `body` with the codec's kernels forced to `tier` (on this task only), which must be available.
-    static func withTier<Result>(_ tier: Tier, _ body: () throws -> Result) rethrows -> Result {
+    static func withTier<Value>(_ tier: Tier, _ body: () throws -> Value) rethrows -> Value {
         precondition(availableTiers.contains(tier), "kernel tier \(tier) is not available here")
         return try $forcedTier.withValue(tier, operation: body)
     }
