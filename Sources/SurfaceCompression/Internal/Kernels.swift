@@ -31,6 +31,9 @@ package enum Kernels {
         #endif
     }()
 
+    /// Whether this processor runs the AVX2 kernels (cpuid, checked once); whether they are in use is `tier`.
+    static var hasAVX2: Bool { availableTiers.contains(.avx2) }
+
     /// The tier the codec uses: the best available one, unless `FRAMEBUS_CODEC_KERNELS` names another available
     /// one (a name that is not available here is ignored).
     package static let selectedTier: Tier = {
