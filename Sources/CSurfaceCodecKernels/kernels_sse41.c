@@ -58,6 +58,34 @@ static const uint64_t leftMasks[4][2] __attribute__((aligned(16))) = {
 static const uint64_t carryMasks[4][2] __attribute__((aligned(16))) = {
     {~0ULL, 0}, {~0ULL, ~0ULL}, {~0ULL, 0}, {~0ULL, ~0ULL}};
 
+/// Two blocks of a row: `z` holds their zig-zagged residuals (8 bytes each), `pattern` their predictor bits;
+/// writes their 16 samples to `out` and returns the last one in every byte (the sample carried on).
+__attribute__((target("sse4.1"))) static inline __m128i decode_pair8(__m128i z, const uint8_t *above, uint8_t *out,
+                                                                     unsigned pattern, __m128i previous) {
+    const __m128i low7 = _mm_set1_epi8(0x7F);
+    const __m128i ones8 = _mm_set1_epi8(1);
+    // Block 0's last sample into block 1's bytes (block 0's bytes zero), and byte 15 into every byte.
+    const __m128i lastOfFirst = _mm_set_epi8(7, 7, 7, 7, 7, 7, 7, 7, -128, -128, -128, -128, -128, -128, -128, -128);
+    const __m128i lastByte = _mm_set1_epi8(15);
+    // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
+    __m128i d = _mm_xor_si128(_mm_and_si128(_mm_srli_epi16(z, 1), low7),
+                              _mm_sub_epi8(_mm_setzero_si128(), _mm_and_si128(z, ones8)));
+    __m128i up = _mm_add_epi8(_mm_loadu_si128((const __m128i *)above), d);
+    // Prefix sums within each block of 8 bytes.
+    __m128i s = _mm_add_epi8(d, _mm_slli_epi64(d, 8));
+    s = _mm_add_epi8(s, _mm_slli_epi64(s, 16));
+    s = _mm_add_epi8(s, _mm_slli_epi64(s, 32));
+    const __m128i left = _mm_load_si128((const __m128i *)leftMasks[pattern]);
+    __m128i b = _mm_blendv_epi8(up, s, left);
+    // The sample carried into block 0 is `previous`; into block 1, block 0's last sample (plus `previous` if
+    // block 0 is left-predicted).
+    __m128i carried = _mm_add_epi8(_mm_shuffle_epi8(b, lastOfFirst),
+                                   _mm_and_si128(previous, _mm_load_si128((const __m128i *)carryMasks[pattern])));
+    __m128i result = _mm_add_epi8(b, _mm_and_si128(carried, left));
+    _mm_storeu_si128((__m128i *)out, result);
+    return _mm_shuffle_epi8(result, lastByte);
+}
+
 __attribute__((target("sse4.1"))) void csck_decode_packed8_sse41(const uint8_t *payload, size_t count,
                                                                   size_t position, const uint8_t *nibbles,
                                                                   const uint8_t *bits, size_t width, size_t height,
@@ -65,21 +93,40 @@ __attribute__((target("sse4.1"))) void csck_decode_packed8_sse41(const uint8_t *
     const size_t blocksPerRow = (width + 7) >> 3;
     // Blocks wholly inside a row: the vector loop writes only those, so nothing is written past a row's end.
     const size_t wholeBlocks = width >> 3;
-    const __m128i low7 = _mm_set1_epi8(0x7F);
-    const __m128i ones8 = _mm_set1_epi8(1);
-    const __m128i zero = _mm_setzero_si128();
-    // Block 0's last sample into block 1's bytes (block 0's bytes zero), and byte 15 into every byte.
-    const __m128i lastOfFirst = _mm_set_epi8(7, 7, 7, 7, 7, 7, 7, 7, -128, -128, -128, -128, -128, -128, -128, -128);
-    const __m128i lastByte = _mm_set1_epi8(15);
     for (size_t y = 0; y < height; y++) {
         uint8_t *current = x + y * stride;
         // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
         const uint8_t *above = y == 0 ? x : x + (y - 1) * stride;
-        const unsigned forceLeft = y == 0 ? 3 : 0;
+        const unsigned forceLeft = y == 0 ? 15 : 0;
         // The sample carried into the next block, in every byte (into column 0: the sample above).
         __m128i previous = _mm_set1_epi8((char)(y == 0 ? 0 : above[0]));
         const size_t firstBlock = y * blocksPerRow;
         size_t column = 0;
+        // Four blocks a step: their widths from one load of the private nibbles (the copy has room past its end),
+        // one bound check for the four loads.
+        for (; column + 4 <= wholeBlocks; column += 4) {
+            const size_t block = firstBlock + column;
+            uint32_t nib;
+            memcpy(&nib, nibbles + (block >> 1), 4);
+            nib >>= (block & 1) * 4;
+            unsigned w0 = nib & 15, w1 = (nib >> 4) & 15, w2 = (nib >> 8) & 15, w3 = (nib >> 12) & 15;
+            w0 = w0 > 8 ? 8 : w0;
+            w1 = w1 > 8 ? 8 : w1;
+            w2 = w2 > 8 ? 8 : w2;
+            w3 = w3 > 8 ? 8 : w3;
+            const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2;
+            if (p3 + 8 > count) break;  // near the end of the payload: the pairs and the careful path below
+            __m128i za = _mm_packus_epi16(unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + position)), w0),
+                                          unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + p1)), w1));
+            __m128i zb = _mm_packus_epi16(unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + p2)), w2),
+                                          unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + p3)), w3));
+            position = p3 + w3;
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = ((bitWord >> (block & 7)) & 15) | forceLeft;
+            previous = decode_pair8(za, above + column * 8, current + column * 8, pattern & 3, previous);
+            previous = decode_pair8(zb, above + column * 8 + 16, current + column * 8 + 16, pattern >> 2, previous);
+        }
         for (; column + 2 <= wholeBlocks; column += 2) {
             const size_t block = firstBlock + column;
             unsigned nib = nibbles[block >> 1];
@@ -89,29 +136,12 @@ __attribute__((target("sse4.1"))) void csck_decode_packed8_sse41(const uint8_t *
             w1 = w1 > 8 ? 8 : w1;
             const size_t p1 = position + w0;
             if (p1 + 8 > count) break;  // near the end of the payload: the careful path below
-            __m128i f0 = unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + position)), w0);
-            __m128i f1 = unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + p1)), w1);
+            __m128i z = _mm_packus_epi16(unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + position)), w0),
+                                         unpack_fields(_mm_loadl_epi64((const __m128i *)(payload + p1)), w1));
             position = p1 + w1;
-            __m128i z = _mm_packus_epi16(f0, f1);
-            // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
-            __m128i d = _mm_xor_si128(_mm_and_si128(_mm_srli_epi16(z, 1), low7),
-                                      _mm_sub_epi8(zero, _mm_and_si128(z, ones8)));
-            __m128i up = _mm_add_epi8(_mm_loadu_si128((const __m128i *)(above + column * 8)), d);
-            // Prefix sums within each block of 8 bytes.
-            __m128i s = _mm_add_epi8(d, _mm_slli_epi64(d, 8));
-            s = _mm_add_epi8(s, _mm_slli_epi64(s, 16));
-            s = _mm_add_epi8(s, _mm_slli_epi64(s, 32));
-            const unsigned pattern = ((bits[block >> 3] | (unsigned)bits[(block >> 3) + 1] << 8) >> (block & 7) & 3) |
-                                     forceLeft;
-            const __m128i left = _mm_load_si128((const __m128i *)leftMasks[pattern]);
-            __m128i b = _mm_blendv_epi8(up, s, left);
-            // The sample carried into block 0 is `previous`; into block 1, block 0's last sample (plus `previous`
-            // if block 0 is left-predicted).
-            __m128i carried = _mm_add_epi8(_mm_shuffle_epi8(b, lastOfFirst),
-                                           _mm_and_si128(previous, _mm_load_si128((const __m128i *)carryMasks[pattern])));
-            __m128i result = _mm_add_epi8(b, _mm_and_si128(carried, left));
-            _mm_storeu_si128((__m128i *)(current + column * 8), result);
-            previous = _mm_shuffle_epi8(result, lastByte);
+            const unsigned pattern =
+                (((bits[block >> 3] | (unsigned)bits[(block >> 3) + 1] << 8) >> (block & 7)) & 3) | (forceLeft & 3);
+            previous = decode_pair8(z, above + column * 8, current + column * 8, pattern, previous);
         }
         const uint8_t last = (uint8_t)_mm_cvtsi128_si32(previous);
         position = csck_decode_row8_tail(payload, count, position, nibbles, bits, firstBlock, column, width,
