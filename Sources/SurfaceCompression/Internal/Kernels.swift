@@ -51,7 +51,9 @@ package enum Kernels {
     /// The tier in effect here: the forced one within `withTier(_:_:)`, otherwise `selectedTier`.
     static var tier: Tier { forcedTier ?? selectedTier }
 
-    /// Runs `body` with the codec's kernels forced to `tier` (on this task only), which must be available.
+    /// Runs `body` with the codec's kernels forced to `tier`, which must be available. The tier is a task-local
+    /// value: it holds for code `body` runs on its own thread or task, not on the codec's worker threads
+    /// (libdispatch), which use `selectedTier`; tests call the component codec directly.
     static func withTier<Value>(_ tier: Tier, _ body: () throws -> Value) rethrows -> Value {
         precondition(availableTiers.contains(tier), "kernel tier \(tier) is not available here")
         return try $forcedTier.withValue(tier, operation: body)
