@@ -15,7 +15,8 @@
 
 int csck_cpu_has_sse41(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.1") ? 1 : 0;
+    // SSE4.1 processors all have SSSE3 (pshufb); both are checked all the same.
+    return __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3") ? 1 : 0;
 }
 
 /// Per width (0...8 for packed8, 0...10 for packed10): the shuffle that puts bytes ⌊i·w/8⌋ and ⌊i·w/8⌋ + 1 of

@@ -60,7 +60,7 @@ size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount
 int csck_cpu_has_sse41(void);
 
 #if defined(__x86_64__)
-/// csck_decode_packed8_avx2's contract with SSE4.1 (two blocks per step). Call only when csck_cpu_has_sse41()
+/// csck_decode_packed8_avx2's contract with SSE4.1. Call only when csck_cpu_has_sse41()
 /// returned 1.
 void csck_decode_packed8_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                                const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
