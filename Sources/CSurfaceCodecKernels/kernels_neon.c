@@ -23,9 +23,9 @@ typedef struct {
 #define CSCK_NS(w, i) (int16_t)(-(int)(((i) * (w)) & 7))
 #define CSCK_M(w) (uint16_t)((1u << (w)) - 1)
 #define CSCK_T(w)                                                                                                     \
-    {{CSCK_SH(w, 0), CSCK_SH(w, 1), CSCK_SH(w, 2), CSCK_SH(w, 3), CSCK_SH(w, 4), CSCK_SH(w, 5), CSCK_SH(w, 6),          \
+    {{CSCK_SH(w, 0), CSCK_SH(w, 1), CSCK_SH(w, 2), CSCK_SH(w, 3), CSCK_SH(w, 4), CSCK_SH(w, 5), CSCK_SH(w, 6),        \
       CSCK_SH(w, 7)},                                                                                                 \
-     {CSCK_NS(w, 0), CSCK_NS(w, 1), CSCK_NS(w, 2), CSCK_NS(w, 3), CSCK_NS(w, 4), CSCK_NS(w, 5), CSCK_NS(w, 6),          \
+     {CSCK_NS(w, 0), CSCK_NS(w, 1), CSCK_NS(w, 2), CSCK_NS(w, 3), CSCK_NS(w, 4), CSCK_NS(w, 5), CSCK_NS(w, 6),        \
       CSCK_NS(w, 7)},                                                                                                 \
      {CSCK_M(w), CSCK_M(w), CSCK_M(w), CSCK_M(w), CSCK_M(w), CSCK_M(w), CSCK_M(w), CSCK_M(w)}}
 static const csck_neon_unpack_table unpackTables[11] __attribute__((aligned(16))) = {

@@ -30,9 +30,9 @@ typedef struct {
 #define CSCK_SH(w, i) (uint8_t)(((i) * (w)) >> 3), (uint8_t)((((i) * (w)) >> 3) + 1)
 #define CSCK_MU(w, i) (uint16_t)((w) == 0 ? 0 : 1u << (16 - (((i) * (w)) & 7) - (w)))
 #define CSCK_T(w)                                                                                                     \
-    {{CSCK_SH(w, 0), CSCK_SH(w, 1), CSCK_SH(w, 2), CSCK_SH(w, 3), CSCK_SH(w, 4), CSCK_SH(w, 5), CSCK_SH(w, 6),          \
+    {{CSCK_SH(w, 0), CSCK_SH(w, 1), CSCK_SH(w, 2), CSCK_SH(w, 3), CSCK_SH(w, 4), CSCK_SH(w, 5), CSCK_SH(w, 6),        \
       CSCK_SH(w, 7)},                                                                                                 \
-     {CSCK_MU(w, 0), CSCK_MU(w, 1), CSCK_MU(w, 2), CSCK_MU(w, 3), CSCK_MU(w, 4), CSCK_MU(w, 5), CSCK_MU(w, 6),          \
+     {CSCK_MU(w, 0), CSCK_MU(w, 1), CSCK_MU(w, 2), CSCK_MU(w, 3), CSCK_MU(w, 4), CSCK_MU(w, 5), CSCK_MU(w, 6),        \
       CSCK_MU(w, 7)},                                                                                                 \
      {16 - (w), 0}}
 static const csck_unpack_table unpackTables[11] __attribute__((aligned(16))) = {
@@ -172,8 +172,8 @@ __attribute__((target("sse4.1"))) void csck_decode_packed10_sse41(const uint8_t 
             if (position + 16 > count) break;  // near the end of the payload: the careful path below
             __m128i z = unpack_fields(_mm_loadu_si128((const __m128i *)(payload + position)), w);
             position += w;
-            __m128i d = _mm_and_si128(_mm_xor_si128(_mm_srli_epi16(z, 1), _mm_sub_epi16(zero, _mm_and_si128(z, ones16))),
-                                      mask10);
+            __m128i d = _mm_and_si128(
+                _mm_xor_si128(_mm_srli_epi16(z, 1), _mm_sub_epi16(zero, _mm_and_si128(z, ones16))), mask10);
             // Both predictions, then a blend (branch-free: the predictor bits are data).
             __m128i s = _mm_add_epi16(d, _mm_slli_si128(d, 2));
             s = _mm_add_epi16(s, _mm_slli_si128(s, 4));
@@ -222,25 +222,25 @@ __attribute__((target("sse4.1"))) size_t csck_pack8_sse41(const uint8_t *up, con
     const __m128i lengthHigh = _mm_setr_epi8(0, 5, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8);
     const __m128i low4 = _mm_set1_epi8(0x0F);
     const __m128i lowByte = _mm_set1_epi64x(0xFF);
+    const __m128i lowByte32 = _mm_set1_epi32(0xFF);
     const __m128i lanes8 = _mm_set1_epi16(0x00FF);
     const __m128i lanes16 = _mm_set1_epi32(0x0000FFFF);
     const __m128i low32 = _mm_set1_epi64x(0xFFFFFFFFLL);
     for (; block + 2 <= blockCount; block += 2) {
         __m128i u = _mm_loadu_si128((const __m128i *)(up + block * 8));
         __m128i l = _mm_loadu_si128((const __m128i *)(left + block * 8));
-#define WIDTHS(v, out)                                                                                                \
-    do {                                                                                                              \
-        __m128i f = _mm_or_si128(v, _mm_srli_epi64(v, 32));                                                           \
-        f = _mm_or_si128(f, _mm_srli_epi64(f, 16));                                                                   \
-        f = _mm_or_si128(f, _mm_srli_epi64(f, 8));                                                                    \
-        __m128i hi = _mm_shuffle_epi8(lengthHigh, _mm_and_si128(_mm_srli_epi16(f, 4), low4));                         \
-        __m128i lo = _mm_shuffle_epi8(lengthLow, _mm_and_si128(f, low4));                                             \
-        out = _mm_and_si128(_mm_max_epu8(hi, lo), lowByte);                                                           \
-    } while (0)
-        __m128i wu, wl;
-        WIDTHS(u, wu);
-        WIDTHS(l, wl);
-#undef WIDTHS
+        // Both candidates' widths at once: each block's bytes ORed into 32 bits, up's in the low half of the
+        // block's 64-bit lane and left's in the high half, then into one byte of each half, then its bit length.
+        __m128i f = _mm_blend_epi16(_mm_or_si128(u, _mm_srli_epi64(u, 32)), _mm_or_si128(l, _mm_slli_epi64(l, 32)),
+                                    0xCC);
+        f = _mm_or_si128(f, _mm_srli_epi32(f, 16));
+        f = _mm_or_si128(f, _mm_srli_epi32(f, 8));
+        __m128i lengths = _mm_max_epu8(_mm_shuffle_epi8(lengthHigh, _mm_and_si128(_mm_srli_epi16(f, 4), low4)),
+                                       _mm_shuffle_epi8(lengthLow, _mm_and_si128(f, low4)));
+        lengths = _mm_and_si128(lengths, lowByte32);
+        // wu and wl in the low 32 bits of each block's lane (the high halves zero).
+        __m128i wu = _mm_and_si128(lengths, lowByte);
+        __m128i wl = _mm_srli_epi64(lengths, 32);
         // Left where strictly narrower (up on ties), as the portable encoder; the widths are small, so a 32-bit
         // compare of the low halves, copied to the high halves, is the 64-bit compare SSE4.1 lacks.
         __m128i useLeft = _mm_shuffle_epi32(_mm_cmpgt_epi32(wu, wl), _MM_SHUFFLE(2, 2, 0, 0));

@@ -150,7 +150,9 @@ int main(int argc, char **argv) {
         }
     }
     static const char *names[4] = {"", "decode8", "decode10", "pack8"};
-    for (int k = 1; k <= 3; k++) printf("%s cases=%llu bytes=%llu different=%llu\n", names[k], cases[k], bytes[k], different[k]);
+    for (int k = 1; k <= 3; k++) {
+        printf("%s cases=%llu bytes=%llu different=%llu\n", names[k], cases[k], bytes[k], different[k]);
+    }
     printf("done\n");
     return 0;
 }
