@@ -28,7 +28,8 @@ let package = Package(
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
-        // The codec's vector kernels: per-function target attributes and a runtime CPU check, no global -march.
+        // The codec's vector kernels: on x86-64 per-function target attributes (AVX2, SSE4.1) and a runtime CPU
+        // check, no global -march; on arm64 NEON (baseline there).
         .target(name: "CSurfaceCodecKernels"),
 
         // The layers, bottom up; each imports only the layers below it.

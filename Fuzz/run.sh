@@ -29,14 +29,19 @@ SWIFT
 CLZ4="-I $ROOT/Sources/CLZ4"
 KERNELS="-I $ROOT/Sources/CSurfaceCodecKernels/include"
 echo "building seeds and fuzzer in $WORK"
-clang -O2 -g -c $KERNELS "$ROOT/Sources/CSurfaceCodecKernels/kernels.c" -o "$WORK/kernels.o"
-clang -O2 -g -fsanitize=address,fuzzer-no-link -c $KERNELS "$ROOT/Sources/CSurfaceCodecKernels/kernels.c" \
-    -o "$WORK/kernels-asan.o"
-swiftc -O -module-name FuzzSeeds -parse-as-library $CLZ4 $KERNELS "$WORK"/src/*.swift "$WORK/kernels.o" \
+# Every kernel tier's file (kernels.c: AVX2; kernels_sse41.c; kernels_neon.c, empty on x86-64). The decoder runs
+# the best tier this processor has; FRAMEBUS_CODEC_KERNELS=sse41|portable|... picks another (docs/BENCHMARKS.md).
+mkdir -p "$WORK/plain" "$WORK/asan"
+for source in "$ROOT"/Sources/CSurfaceCodecKernels/*.c; do
+    name="$(basename "$source" .c)"
+    clang -O2 -g -c $KERNELS "$source" -o "$WORK/plain/$name.o"
+    clang -O2 -g -fsanitize=address,fuzzer-no-link -c $KERNELS "$source" -o "$WORK/asan/$name.o"
+done
+swiftc -O -module-name FuzzSeeds -package-name framebus -parse-as-library $CLZ4 $KERNELS "$WORK"/src/*.swift "$WORK"/plain/*.o \
     "$ROOT/Fuzz/MakeSeeds.swift" -o "$WORK/make-seeds"
 "$WORK/make-seeds" "$WORK/corpus"
-swiftc -O -g -sanitize=fuzzer,address -parse-as-library -module-name FuzzDecoder $CLZ4 $KERNELS \
-    "$WORK"/src/*.swift "$WORK/kernels-asan.o" "$ROOT/Fuzz/FuzzDecoder.swift" -o "$WORK/fuzz-decoder"
+swiftc -O -g -sanitize=fuzzer,address -parse-as-library -package-name framebus -module-name FuzzDecoder $CLZ4 $KERNELS \
+    "$WORK"/src/*.swift "$WORK"/asan/*.o "$ROOT/Fuzz/FuzzDecoder.swift" -o "$WORK/fuzz-decoder"
 
 echo "fuzzing for $SECONDS_TO_RUN s"
 cd "$WORK"

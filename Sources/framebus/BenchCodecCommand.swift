@@ -50,6 +50,10 @@ struct BenchCodecCommand: ParsableCommand {
         let formatList = try formats.split(separator: ",").map { try PixelFormat(String($0)) }
         let allCores = threads ?? ProcessInfo.processInfo.activeProcessorCount
         let tileSize = SurfaceCodec.TileSize(width: tileWidth > 0 ? tileWidth : nil, height: tileHeight)
+        // The codec's kernel tier: the best this processor runs, or the one FRAMEBUS_CODEC_KERNELS names
+        // (docs/BENCHMARKS.md).
+        let available = Kernels.availableTiers.map(\.rawValue).joined(separator: ", ")
+        print("Codec kernels: \(Kernels.selectedTier.rawValue) (available here: \(available))")
         var results: [Result] = []
         for (setName, files) in sets {
             let images = try files.map { try RGBImage(contentsOfPNGFile: $0) }
@@ -86,6 +90,7 @@ struct BenchCodecCommand: ParsableCommand {
                 tileWidth: tileSize.width ?? 0,
                 tileHeight: tileSize.height,
                 repetitions: repetitions,
+                kernels: Kernels.selectedTier.rawValue,
                 results: results,
                 memory: memory
             )
@@ -103,6 +108,8 @@ struct BenchCodecCommand: ParsableCommand {
         var tileWidth: Int
         var tileHeight: Int
         var repetitions: Int
+        /// The codec's kernel tier in this run (avx2, sse41, neon or portable); absent in older reports.
+        var kernels: String?
         var results: [Result]
         var memory: [MemoryResult]
     }

@@ -1,17 +1,110 @@
+import Glibc
 import Testing
 
 @testable import SurfaceCompression
 
-/// The AVX2 packed8 kernel must decode exactly what the portable Swift decoder decodes, for any payload.
+/// Every kernel tier this processor runs (on x86-64: AVX2, SSE4.1 and the portable Swift code; on arm64: NEON and
+/// portable) decodes and packs exactly what the portable Swift code does, for any payload: encoded components and
+/// arbitrary ones (what a payload rewritten in shared memory gives), every width 1...300 and height 1...70
+/// (partial last blocks, the careful path near the payload's end), contiguous and strided into a larger plane.
+/// The NEON tier is also checked on this machine under emulation (NEONKernelTests).
 @Suite struct VectorKernelTests {
-    static let sizes: [(Int, Int)] = [(8, 1), (7, 3), (32, 2), (33, 5), (64, 64), (100, 9), (257, 4), (3, 17)]
+    static let tiers = Kernels.availableTiers
+    static let vectorTiers = tiers.filter { $0 != .portable }
 
-    /// Decodes `payload` with both decoders into separate buffers; returns both results (nil for a refusal).
-    static func decodeBoth(_ payload: [UInt8], width: Int, height: Int) -> ([UInt8]?, [UInt8]?) {
-        func decode(vector: Bool) -> [UInt8]? {
-            let slack = 64
-            var output = [UInt8](repeating: 0xEE, count: width * height + slack)
-            var controls = [UInt8](repeating: 0, count: width * height + slack)
+    /// (width, height): every width 1...300 with a random height, every height 1...70 with a random width.
+    static let cases: [(Int, Int)] = {
+        var random = SplitMix(seed: 77)
+        let byWidth = (1...300).map { ($0, 1 + Int(random.next() % 70)) }
+        let byHeight = (1...70).map { (1 + Int(random.next() % 300), $0) }
+        return byWidth + byHeight
+    }()
+
+    /// The cases split into groups that run in parallel.
+    static let groups = 0..<10
+    static func cases(in group: Int) -> ArraySlice<(Int, Int)> {
+        let size = (cases.count + groups.count - 1) / groups.count
+        return cases[min(cases.count, group * size)..<min(cases.count, (group + 1) * size)]
+    }
+
+    @Test func theTiersAreTheProcessorsBestFirst() {
+        #expect(Self.tiers.last == .portable)
+        // The best tier, unless FRAMEBUS_CODEC_KERNELS names another available one (BenchCodecKernelsTests).
+        if getenv("FRAMEBUS_CODEC_KERNELS") == nil { #expect(Kernels.selectedTier == Self.tiers[0]) }
+        #expect(Self.tiers.contains(Kernels.selectedTier))
+        #if arch(x86_64)
+        #expect(!Self.tiers.contains(.neon))
+        // AVX2 implies SSE4.1: a processor that has AVX2 runs all three x86 tiers.
+        if Self.tiers.contains(.avx2) { #expect(Self.tiers == [.avx2, .sse41, .portable]) }
+        #elseif arch(arm64)
+        #expect(Self.tiers == [.neon, .portable])
+        #endif
+        Kernels.withTier(.portable) {
+            #expect(Kernels.tier == .portable)
+            #expect(!Kernels.decodesStrided)
+        }
+    }
+
+    // MARK: Payloads
+
+    /// A packed payload of `blocks` blocks with random widths (0...maximum, in one of three mixes), random
+    /// predictor bits and random residual bytes: valid, whatever it decodes to.
+    static func arbitraryPayload(blocks: Int, maximum: Int, style: Int, _ random: inout SplitMix) -> [UInt8] {
+        var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
+        var total = 0
+        for block in 0..<blocks {
+            let w: Int
+            switch style {
+            case 0: w = Int(random.next() % UInt64(maximum + 1))
+            case 1: w = random.next() % 4 == 0 ? Int(random.next() % UInt64(maximum + 1)) : maximum
+            default: w = Int(random.next() % 3)
+            }
+            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
+            total += w
+        }
+        var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
+        for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
+        return nibbles + bits + (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    }
+
+    /// Samples of a smooth image with noise of the given range.
+    static func samples8(width: Int, height: Int, noise: UInt64, _ random: inout SplitMix) -> [UInt8] {
+        (0..<width * height).map { i in
+            UInt8(truncatingIfNeeded: (i % width) * 3 + (i / width) * 5)
+                &+ UInt8(truncatingIfNeeded: random.next() % noise)
+        }
+    }
+
+    /// `samples` encoded with the portable encoder: the mode and the payload.
+    static func encode8(_ samples: [UInt8], width: Int, height: Int) -> (TileMode, [UInt8]) {
+        let stride = (width + 16) * height * 2 + 128
+        var scratch = [UInt8](repeating: 0, count: stride * 4)
+        var copy = samples + [UInt8](repeating: 0, count: 64)
+        return scratch.withUnsafeMutableBytes { s in
+            let base = s.baseAddress!
+            let choice = copy.withUnsafeMutableBufferPointer { samples in
+                ComponentCodec.encode8(
+                    samples: samples.baseAddress!,
+                    width: width,
+                    height: height,
+                    residuals: base.assumingMemoryBound(to: UInt8.self),
+                    residuals2: (base + stride).assumingMemoryBound(to: UInt8.self),
+                    packed: base + 2 * stride,
+                    alternative: base + 3 * stride,
+                    usesVectorKernels: Kernels.tier != .portable
+                )
+            }
+            return (choice.mode, Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount)))
+        }
+    }
+
+    // MARK: packed8 decode
+
+    /// Decodes a packed8 `payload` under `tier` into contiguous rows; nil for a refusal.
+    static func decode8(_ payload: [UInt8], width: Int, height: Int, tier: Kernels.Tier) -> [UInt8]? {
+        Kernels.withTier(tier) {
+            var output = [UInt8](repeating: 0xEE, count: width * height + 64)
+            var controls = [UInt8](repeating: 0, count: width * height + 64)
             let ok = payload.withUnsafeBytes { p in
                 output.withUnsafeMutableBufferPointer { x in
                     controls.withUnsafeMutableBufferPointer { c in
@@ -21,88 +114,145 @@ import Testing
                             width: width,
                             height: height,
                             controls: c.baseAddress!,
-                            into: x.baseAddress!,
-                            usesVectorKernels: vector
+                            into: x.baseAddress!
                         )
                     }
                 }
             }
             return ok ? Array(output.prefix(width * height)) : nil
         }
-        return (decode(vector: true), decode(vector: false))
     }
 
-    /// Encoded components of every size: both decoders give the original samples back.
-    @Test(arguments: sizes.indices)
-    func bothDecodersRoundTripEncodedComponents(index: Int) throws {
-        let (width, height) = Self.sizes[index]
-        var random = SplitMix(seed: UInt64(index + 1))
-        for style in 0..<3 {
-            var samples = [UInt8](repeating: 0, count: width * height + 64)
+    /// Decodes under a vector `tier` straight into a plane of rows `stride` bytes apart, filled with 0xA5 before
+    /// (64 bytes more after the last row); returns the whole plane, nil for a refusal.
+    static func decode8(_ payload: [UInt8], width: Int, height: Int, stride: Int, tier: Kernels.Tier) -> [UInt8]? {
+        Kernels.withTier(tier) {
+            var plane = [UInt8](repeating: 0xA5, count: stride * height + 64)
+            var controls = [UInt8](repeating: 0, count: width * height + 64)
+            let ok = payload.withUnsafeBytes { p in
+                plane.withUnsafeMutableBufferPointer { x in
+                    controls.withUnsafeMutableBufferPointer { c in
+                        ComponentCodec.decodePacked8(
+                            p.baseAddress!,
+                            count: p.count,
+                            width: width,
+                            height: height,
+                            controls: c.baseAddress!,
+                            into: x.baseAddress!,
+                            rowStride: stride
+                        )
+                    }
+                }
+            }
+            return ok ? plane : nil
+        }
+    }
+
+    /// Checks every tier against the portable decoder on `payload` (and against `original` when given),
+    /// contiguous and strided: the samples equal byte for byte, and not one byte beside them written.
+    static func checkDecode8(
+        _ payload: [UInt8],
+        width: Int,
+        height: Int,
+        original: [UInt8]?,
+        _ random: inout SplitMix,
+        _ label: String
+    ) {
+        let portable = decode8(payload, width: width, height: height, tier: .portable)
+        #expect(portable != nil, "\(label): refused")
+        guard let portable else { return }
+        if let original { #expect(portable == original, "\(label): portable round trip") }
+        for tier in vectorTiers {
+            #expect(decode8(payload, width: width, height: height, tier: tier) == portable, "\(label) \(tier)")
+            let stride = width + 1 + Int(random.next() % 17)
+            guard let plane = decode8(payload, width: width, height: height, stride: stride, tier: tier) else {
+                Issue.record("\(label) \(tier): strided decode refused")
+                continue
+            }
+            var samplesEqual = true
+            var besideUntouched = true
             for y in 0..<height {
-                for x in 0..<width {
-                    let smooth = UInt8(truncatingIfNeeded: x * 3 + y * 5)
-                    let noise = UInt8(truncatingIfNeeded: random.next() % (style == 0 ? 3 : style == 1 ? 40 : 256))
-                    samples[y * width + x] = smooth &+ noise
-                }
+                samplesEqual =
+                    samplesEqual && plane[y * stride..<y * stride + width] == portable[y * width..<(y + 1) * width]
+                besideUntouched =
+                    besideUntouched && plane[y * stride + width..<(y + 1) * stride].allSatisfy { $0 == 0xA5 }
             }
-            let original = Array(samples.prefix(width * height))
-            let stride = (width + 16) * height * 2 + 128
-            var scratch = [UInt8](repeating: 0, count: stride * 4)
-            let payload: [UInt8]? = scratch.withUnsafeMutableBytes { s in
-                let base = s.baseAddress!
-                let choice = samples.withUnsafeMutableBufferPointer { samples in
-                    ComponentCodec.encode8(
-                        samples: samples.baseAddress!,
-                        width: width,
-                        height: height,
-                        residuals: (base).assumingMemoryBound(to: UInt8.self),
-                        residuals2: (base + stride).assumingMemoryBound(to: UInt8.self),
-                        packed: base + 2 * stride,
-                        alternative: base + 3 * stride
-                    )
-                }
-                guard choice.mode == .packed8 else { return nil }
-                return Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount))
-            }
-            guard let payload else { continue }
-            let (vector, portable) = Self.decodeBoth(payload, width: width, height: height)
-            #expect(vector == original, "\(width)x\(height) style \(style)")
-            #expect(portable == original, "\(width)x\(height) style \(style)")
+            besideUntouched = besideUntouched && plane[(stride * height)...].allSatisfy { $0 == 0xA5 }
+            #expect(samplesEqual, "\(label) \(tier) stride \(stride): samples")
+            #expect(besideUntouched, "\(label) \(tier) stride \(stride): wrote beside the component")
         }
     }
 
-    /// Random residual bytes and predictor bits under valid widths: whatever the payload says, both decoders
-    /// agree byte for byte (what a rewritten shared payload would give).
-    @Test(arguments: sizes.indices)
-    func bothDecodersAgreeOnArbitraryPayloads(index: Int) {
-        let (width, height) = Self.sizes[index]
-        var random = SplitMix(seed: UInt64(100 + index))
-        let blocks = (width + 7) / 8 * height
-        for _ in 0..<20 {
-            var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
-            var total = 0
-            for block in 0..<blocks {
-                let w = Int(random.next() % 9)
-                nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
-                total += w
+    /// Arbitrary payloads (three width mixes) and encoded components (three noise levels) of every size.
+    @Test(arguments: groups)
+    func everyTierDecodesPacked8AsThePortableCode(group: Int) {
+        var random = SplitMix(seed: UInt64(1000 + group))
+        for (width, height) in Self.cases(in: group) {
+            let blocks = (width + 7) / 8 * height
+            for style in 0..<3 {
+                let payload = Self.arbitraryPayload(blocks: blocks, maximum: 8, style: style, &random)
+                Self.checkDecode8(
+                    payload,
+                    width: width,
+                    height: height,
+                    original: nil,
+                    &random,
+                    "\(width)x\(height) arbitrary \(style)"
+                )
             }
-            var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
-            for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
-            let residuals = (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-            let (vector, portable) = Self.decodeBoth(nibbles + bits + residuals, width: width, height: height)
-            #expect(vector != nil)
-            #expect(vector == portable, "\(width)x\(height)")
+            for noise: UInt64 in [3, 40, 256] {
+                let samples = Self.samples8(width: width, height: height, noise: noise, &random)
+                let (mode, payload) = Kernels.withTier(.portable) {
+                    Self.encode8(samples, width: width, height: height)
+                }
+                guard mode == .packed8 else { continue }
+                Self.checkDecode8(
+                    payload,
+                    width: width,
+                    height: height,
+                    original: samples,
+                    &random,
+                    "\(width)x\(height) noise \(noise)"
+                )
+            }
         }
     }
 
-    /// Decodes a packed10 `payload` with both decoders; returns both results (nil for a refusal).
-    static func decodeBoth10(_ payload: [UInt8], width: Int, height: Int) -> ([UInt16]?, [UInt16]?) {
-        func decode(vector: Bool) -> [UInt16]? {
-            let slack = 64
-            var output = [UInt16](repeating: 0xEEEE, count: width * height + slack)
-            var controls = [UInt8](repeating: 0, count: width * height + slack)
-            var residuals = [UInt16](repeating: 0, count: (width + 8) * height + slack)
+    /// Widths above 8 are refused wherever they sit among the nibbles (the validation reads 16 at a time), even
+    /// when the payload's size adds up, under every tier.
+    @Test(arguments: tiers)
+    func aWidthAboveEightIsRefusedAnywhere(tier: Kernels.Tier) {
+        let width = 64
+        let height = 5
+        let blocks = width / 8 * height
+        for position in [0, 1, 7, 15, 16, 17, blocks - 1] {
+            for bad in [9, 12, 15] {
+                var nibbles = [UInt8](repeating: 0x33, count: blocks / 2)
+                nibbles[position / 2] = position % 2 == 0 ? (0x30 | UInt8(bad)) : (0x03 | UInt8(bad) << 4)
+                let total = 3 * (blocks - 1) + bad
+                let payload = nibbles + [UInt8](repeating: 0, count: blocks / 8) + [UInt8](repeating: 1, count: total)
+                #expect(
+                    Self.decode8(payload, width: width, height: height, tier: tier) == nil,
+                    "nibble \(position) = \(bad)"
+                )
+            }
+            // The same with width 8 is valid.
+            var nibbles = [UInt8](repeating: 0x33, count: blocks / 2)
+            nibbles[position / 2] = position % 2 == 0 ? 0x38 : 0x83
+            let payload =
+                nibbles + [UInt8](repeating: 0, count: blocks / 8) + [UInt8](repeating: 1, count: 3 * (blocks - 1) + 8)
+            #expect(Self.decode8(payload, width: width, height: height, tier: tier) != nil)
+        }
+    }
+
+    // MARK: packed10 decode
+
+    /// Decodes a packed10 `payload` under `tier`; nil for a refusal.
+    static func decode10(_ payload: [UInt8], width: Int, height: Int, tier: Kernels.Tier) -> [UInt16]? {
+        Kernels.withTier(tier) {
+            var output = [UInt16](repeating: 0xEEEE, count: width * height + 64)
+            var controls = [UInt8](repeating: 0, count: width * height + 64)
+            var residuals = [UInt16](repeating: 0, count: (width + 8) * height + 64)
             let ok = payload.withUnsafeBytes { p in
                 output.withUnsafeMutableBufferPointer { x in
                     controls.withUnsafeMutableBufferPointer { c in
@@ -115,8 +265,7 @@ import Testing
                                 height: height,
                                 controls: c.baseAddress!,
                                 residuals: r.baseAddress!,
-                                into: x.baseAddress!,
-                                usesVectorKernels: vector
+                                into: x.baseAddress!
                             )
                         }
                     }
@@ -124,27 +273,16 @@ import Testing
             }
             return ok ? Array(output.prefix(width * height)) : nil
         }
-        return (decode(vector: true), decode(vector: false))
     }
 
-    /// 10-bit: encoded components round-trip through both decoders, and arbitrary payloads decode alike.
-    @Test(arguments: sizes.indices)
-    func bothTenBitDecodersAgree(index: Int) throws {
-        let (width, height) = Self.sizes[index]
-        var random = SplitMix(seed: UInt64(200 + index))
-        var samples = [UInt16](repeating: 0, count: width * height + 64)
-        for y in 0..<height {
-            for x in 0..<width {
-                let value = (x * 7 + y * 11 + Int(random.next() % 20)) & 0x3FF
-                samples[y * width + x] = UInt16(value) << 6
-            }
-        }
-        let original = Array(samples.prefix(width * height))
+    /// `samples` (10-bit values << 6) encoded with the portable encoder: the mode and the payload.
+    static func encode16(_ samples: [UInt16], width: Int, height: Int) -> (TileMode, [UInt8]) {
         let stride = ((width + 16) * height * 2 + 128) * 2
         var scratch = [UInt8](repeating: 0, count: stride * 4)
-        let payload: [UInt8]? = scratch.withUnsafeMutableBytes { s in
+        var copy = samples + [UInt16](repeating: 0, count: 64)
+        return scratch.withUnsafeMutableBytes { s in
             let base = s.baseAddress!
-            let choice = samples.withUnsafeMutableBufferPointer { samples in
+            let choice = copy.withUnsafeMutableBufferPointer { samples in
                 ComponentCodec.encode16(
                     samples: samples.baseAddress!,
                     width: width,
@@ -155,139 +293,131 @@ import Testing
                     alternative: base + 3 * stride
                 )
             }
-            guard choice.mode == .packed10 else { return nil }
-            return Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount))
-        }
-        if let payload {
-            let (vector, portable) = Self.decodeBoth10(payload, width: width, height: height)
-            #expect(vector == original, "\(width)x\(height)")
-            #expect(portable == original, "\(width)x\(height)")
-        }
-        let blocks = (width + 7) / 8 * height
-        for _ in 0..<20 {
-            var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
-            var total = 0
-            for block in 0..<blocks {
-                let w = Int(random.next() % 11)
-                nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
-                total += w
-            }
-            var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
-            for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
-            let residuals = (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-            let (vector, portable) = Self.decodeBoth10(nibbles + bits + residuals, width: width, height: height)
-            #expect(vector != nil)
-            #expect(vector == portable, "\(width)x\(height)")
+            return (choice.mode, Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount)))
         }
     }
 
-    /// The AVX2 block packer writes exactly the portable encoder's bytes (same mode, same payload).
-    @Test(arguments: sizes.indices)
-    func bothEncodersWriteTheSameBytes(index: Int) {
-        let (width, height) = Self.sizes[index]
-        var random = SplitMix(seed: UInt64(300 + index))
-        for style in 0..<4 {
-            var samples = [UInt8](repeating: 0, count: width * height + 64)
-            for i in 0..<width * height {
-                let smooth = UInt8(truncatingIfNeeded: (i % width) * 3 + (i / width) * 5)
-                let range: UInt64 = [2, 9, 60, 256][style]
-                samples[i] = smooth &+ UInt8(truncatingIfNeeded: random.next() % range)
+    /// 10-bit: arbitrary payloads and encoded components of every size decode alike under every tier.
+    @Test(arguments: groups)
+    func everyTierDecodesPacked10AsThePortableCode(group: Int) {
+        var random = SplitMix(seed: UInt64(2000 + group))
+        for (width, height) in Self.cases(in: group) {
+            let blocks = (width + 7) / 8 * height
+            var payloads: [([UInt8], [UInt16]?, String)] = (0..<3).map { style in
+                (Self.arbitraryPayload(blocks: blocks, maximum: 10, style: style, &random), nil, "arbitrary \(style)")
             }
-            func encode(vector: Bool) -> (TileMode, [UInt8]) {
-                let stride = (width + 16) * height * 2 + 128
-                var scratch = [UInt8](repeating: 0, count: stride * 4)
-                var copy = samples
-                return scratch.withUnsafeMutableBytes { s in
-                    let base = s.baseAddress!
-                    let choice = copy.withUnsafeMutableBufferPointer { samples in
-                        ComponentCodec.encode8(
-                            samples: samples.baseAddress!,
-                            width: width,
-                            height: height,
-                            residuals: base.assumingMemoryBound(to: UInt8.self),
-                            residuals2: (base + stride).assumingMemoryBound(to: UInt8.self),
-                            packed: base + 2 * stride,
-                            alternative: base + 3 * stride,
-                            usesVectorKernels: vector
-                        )
-                    }
-                    return (choice.mode, Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount)))
+            for noise in [5, 60, 1024] {
+                let samples = (0..<width * height).map { i in
+                    UInt16(((i % width) * 7 + (i / width) * 11 + Int(random.next() % UInt64(noise))) & 0x3FF) << 6
                 }
+                let (mode, payload) = Self.encode16(samples, width: width, height: height)
+                if mode == .packed10 { payloads.append((payload, samples, "noise \(noise)")) }
             }
-            let vector = encode(vector: true)
-            let portable = encode(vector: false)
-            #expect(vector.0 == portable.0, "\(width)x\(height) style \(style)")
-            #expect(vector.1 == portable.1, "\(width)x\(height) style \(style)")
-        }
-    }
-
-    /// Widths above 8 are refused wherever they sit among the nibbles (the validation reads 16 at a time), even
-    /// when the payload's size adds up.
-    @Test func aWidthAboveEightIsRefusedAnywhere() {
-        let width = 64
-        let height = 5
-        let blocks = width / 8 * height
-        for position in [0, 1, 7, 15, 16, 17, blocks - 1] {
-            for bad in [9, 12, 15] {
-                var nibbles = [UInt8](repeating: 0x33, count: blocks / 2)
-                nibbles[position / 2] = position % 2 == 0 ? (0x30 | UInt8(bad)) : (0x03 | UInt8(bad) << 4)
-                let total = 3 * (blocks - 1) + bad
-                let payload = nibbles + [UInt8](repeating: 0, count: blocks / 8) + [UInt8](repeating: 1, count: total)
-                let (vector, portable) = Self.decodeBoth(payload, width: width, height: height)
-                #expect(vector == nil, "nibble \(position) = \(bad)")
-                #expect(portable == nil, "nibble \(position) = \(bad)")
-            }
-            // The same with width 8 is valid.
-            var nibbles = [UInt8](repeating: 0x33, count: blocks / 2)
-            nibbles[position / 2] = position % 2 == 0 ? 0x38 : 0x83
-            let payload =
-                nibbles + [UInt8](repeating: 0, count: blocks / 8) + [UInt8](repeating: 1, count: 3 * (blocks - 1) + 8)
-            #expect(Self.decodeBoth(payload, width: width, height: height).0 != nil)
-        }
-    }
-
-    /// Straight into a plane: rows `stride` apart, and not one byte written past a row's end (the bytes between
-    /// rows keep their canary), since other threads write beside the component.
-    @Test(arguments: sizes.indices)
-    func theKernelWritesExactlyTheSamplesOfAStridedPlane(index: Int) throws {
-        try #require(Kernels.hasAVX2, "the strided path is the AVX2 kernel's")
-        let (width, height) = Self.sizes[index]
-        var random = SplitMix(seed: UInt64(400 + index))
-        let blocks = (width + 7) / 8 * height
-        var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
-        var total = 0
-        for block in 0..<blocks {
-            let w = Int(random.next() % 9)
-            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
-            total += w
-        }
-        var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
-        for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
-        let payload = nibbles + bits + (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-        let contiguous = try #require(Self.decodeBoth(payload, width: width, height: height).1)
-        let stride = width + 5
-        var plane = [UInt8](repeating: 0xA5, count: stride * height + 64)
-        var controls = [UInt8](repeating: 0, count: payload.count + 64)
-        let ok = payload.withUnsafeBytes { p in
-            plane.withUnsafeMutableBufferPointer { x in
-                controls.withUnsafeMutableBufferPointer { c in
-                    ComponentCodec.decodePacked8(
-                        p.baseAddress!,
-                        count: p.count,
-                        width: width,
-                        height: height,
-                        controls: c.baseAddress!,
-                        into: x.baseAddress!,
-                        rowStride: stride
+            for (payload, original, label) in payloads {
+                let portable = Self.decode10(payload, width: width, height: height, tier: .portable)
+                #expect(portable != nil, "\(width)x\(height) \(label): refused")
+                if let original { #expect(portable == original, "\(width)x\(height) \(label): round trip") }
+                for tier in Self.vectorTiers {
+                    #expect(
+                        Self.decode10(payload, width: width, height: height, tier: tier) == portable,
+                        "\(width)x\(height) \(label) \(tier)"
                     )
                 }
             }
         }
-        #expect(ok)
-        for y in 0..<height {
-            #expect(Array(plane[y * stride..<y * stride + width]) == Array(contiguous[y * width..<(y + 1) * width]))
-            #expect(plane[y * stride + width..<(y + 1) * stride].allSatisfy { $0 == 0xA5 }, "row \(y) spilled")
+    }
+
+    // MARK: pack8
+
+    /// Every tier's encoder writes exactly the portable encoder's bytes (same mode, same payload).
+    @Test(arguments: groups)
+    func everyTierEncodesAsThePortableCode(group: Int) {
+        var random = SplitMix(seed: UInt64(3000 + group))
+        for (width, height) in Self.cases(in: group) {
+            for noise: UInt64 in [2, 9, 60, 256] {
+                let samples = Self.samples8(width: width, height: height, noise: noise, &random)
+                let portable = Kernels.withTier(.portable) { Self.encode8(samples, width: width, height: height) }
+                for tier in Self.vectorTiers {
+                    let vector = Kernels.withTier(tier) { Self.encode8(samples, width: width, height: height) }
+                    #expect(vector.0 == portable.0, "\(width)x\(height) noise \(noise) \(tier)")
+                    #expect(vector.1 == portable.1, "\(width)x\(height) noise \(noise) \(tier)")
+                }
+            }
         }
-        #expect(plane[(stride * height)..<plane.count].allSatisfy { $0 == 0xA5 })
+    }
+
+    /// The packed8 payload of `up` and `left` residual blocks, written field by field from the layout's rule
+    /// (the oracle for the kernels' block packer): each block's width is the bit length of its largest byte
+    /// under the chosen predictor, left only where strictly narrower; residual i of a block at bit w·i.
+    static func referencePack8(up: [UInt8], left: [UInt8], blockCount: Int) -> (payload: [UInt8], zeroBlocks: Int) {
+        func width(_ block: ArraySlice<UInt8>) -> Int { block.map { 8 - $0.leadingZeroBitCount }.max() ?? 0 }
+        var nibbles = [UInt8](repeating: 0, count: (blockCount + 1) / 2)
+        var bits = [UInt8](repeating: 0, count: (blockCount + 7) / 8)
+        var residuals: [UInt8] = []
+        var zeros = 0
+        for block in 0..<blockCount {
+            let u = up[block * 8..<block * 8 + 8]
+            let l = left[block * 8..<block * 8 + 8]
+            let useLeft = width(l) < width(u)
+            let w = useLeft ? width(l) : width(u)
+            let chosen = useLeft ? l : u
+            if useLeft { bits[block / 8] |= 1 << (block % 8) }
+            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
+            zeros += w == 0 ? 1 : 0
+            var packed = [UInt8](repeating: 0, count: w)
+            for (i, value) in chosen.enumerated() {
+                for bit in 0..<w where (value >> bit) & 1 == 1 {
+                    let at = w * i + bit
+                    packed[at / 8] |= 1 << (at % 8)
+                }
+            }
+            residuals += packed
+        }
+        return (nibbles + bits + residuals, zeros)
+    }
+
+    /// Arbitrary residual blocks (every width under each predictor, ties included) packed by every tier's
+    /// kernel: the reference's bytes and zero-block count, for block counts 1...600.
+    @Test(arguments: groups)
+    func everyTiersBlockPackerWritesTheLayoutsBytes(group: Int) {
+        var random = SplitMix(seed: UInt64(4000 + group))
+        for blockCount in stride(from: 1 + group, through: 600, by: Self.groups.count) {
+            func block(_ w: Int) -> [UInt8] {
+                (0..<8).map { _ in w == 0 ? 0 : UInt8(truncatingIfNeeded: random.next() % (1 << UInt64(w))) }
+            }
+            var up: [UInt8] = []
+            var left: [UInt8] = []
+            for _ in 0..<blockCount {
+                let wu = Int(random.next() % 9)
+                up += block(wu)
+                left += block(random.next() % 3 == 0 ? wu : Int(random.next() % 9))
+            }
+            let expected = Self.referencePack8(up: up, left: left, blockCount: blockCount)
+            for tier in Self.tiers {
+                var out = [UInt8](repeating: 0xEE, count: blockCount * 9 + 64)
+                var size = 0
+                var zeros = 0
+                let packed = Kernels.withTier(tier) {
+                    up.withUnsafeBufferPointer { u in
+                        left.withUnsafeBufferPointer { l in
+                            out.withUnsafeMutableBytes { o in
+                                Kernels.pack8(
+                                    up: u.baseAddress!,
+                                    left: l.baseAddress!,
+                                    blockCount: blockCount,
+                                    into: o.baseAddress!,
+                                    size: &size,
+                                    zeroBlocks: &zeros
+                                )
+                            }
+                        }
+                    }
+                }
+                #expect(packed == (tier != .portable), "\(tier)")
+                guard packed else { continue }
+                #expect(Array(out.prefix(size)) == expected.payload, "\(blockCount) blocks \(tier)")
+                #expect(zeros == expected.zeroBlocks, "\(blockCount) blocks \(tier)")
+            }
+        }
     }
 }

@@ -1,9 +1,11 @@
-// CSurfaceCodecKernels: the compressed-surface decoder's hot loops with x86-64 vector instructions.
+// CSurfaceCodecKernels: the compressed-surface codec's hot loops with vector instructions, in three tiers.
 //
-// Written in C because Swift cannot enable instruction sets per function: these functions carry
-// __attribute__((target("avx2"))) and run only after a runtime check (csck_cpu_has_avx2), so the package
-// still builds for baseline x86-64 and as a dependency, with no global -march. On other architectures the
-// functions are absent (CSCK_HAS_X86_KERNELS is 0) and the Swift code uses its portable path.
+// Written in C because Swift cannot enable instruction sets per function. On x86-64 the AVX2 functions carry
+// __attribute__((target("avx2"))) and the SSE4.1 ones __attribute__((target("sse4.1"))); each runs only after
+// its runtime check (csck_cpu_has_avx2, csck_cpu_has_sse41), so the package still builds for baseline x86-64
+// and as a dependency, with no global -march. On arm64 the NEON functions (NEON is baseline there: no check)
+// are built instead (CSCK_HAS_NEON_KERNELS). Elsewhere no kernel is built and the Swift code uses its portable
+// path. Every tier decodes and packs exactly the bytes the portable Swift code does.
 #ifndef CSURFACE_CODEC_KERNELS_H
 #define CSURFACE_CODEC_KERNELS_H
 
@@ -45,6 +47,46 @@ void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t posi
 /// encoder. Call only when csck_cpu_has_avx2() returned 1.
 size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out,
                        size_t *zeroBlocks);
+
+// MARK: SSE4.1 and NEON tiers (same contracts as the AVX2 functions above)
+
+#if defined(__aarch64__)
+#define CSCK_HAS_NEON_KERNELS 1
+#else
+#define CSCK_HAS_NEON_KERNELS 0
+#endif
+
+/// Whether the processor runs SSE4.1 (with SSSE3; cpuid, once). 0 on other architectures.
+int csck_cpu_has_sse41(void);
+
+#if defined(__x86_64__)
+/// csck_decode_packed8_avx2's contract with SSE4.1. Call only when csck_cpu_has_sse41()
+/// returned 1.
+void csck_decode_packed8_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                               const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
+
+/// csck_decode_packed10_avx2's contract with SSE4.1. Call only when csck_cpu_has_sse41() returned 1.
+void csck_decode_packed10_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                                const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+
+/// csck_pack8_avx2's contract with SSE4.1: the same bytes as the portable encoder. Call only when
+/// csck_cpu_has_sse41() returned 1.
+size_t csck_pack8_sse41(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out,
+                        size_t *zeroBlocks);
+#endif
+
+#if defined(__aarch64__)
+/// csck_decode_packed8_avx2's contract with NEON (arm64 only).
+void csck_decode_packed8_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
+
+/// csck_decode_packed10_avx2's contract with NEON (arm64 only).
+void csck_decode_packed10_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                               const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+
+/// csck_pack8_avx2's contract with NEON (arm64 only): the same bytes as the portable encoder.
+size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t *zeroBlocks);
+#endif
 
 #pragma clang assume_nonnull end
 

@@ -125,7 +125,7 @@ enum ComponentCodec {
         var position = nibbleBytes &+ bitBytes
         var nibbleWord: UInt64 = 0
         var bitWord: UInt64 = 0
-        // AVX2 where the processor has it: four blocks per step, the same bytes (see CSurfaceCodecKernels).
+        // The vector kernels where the processor has them (AVX2, SSE4.1, NEON; see Kernels): the same bytes.
         let packedByKernel =
             unsafe usesVectorKernels
             && Kernels.pack8(
@@ -277,9 +277,9 @@ enum ComponentCodec {
         rowStride: Int? = nil,
         usesVectorKernels: Bool = true
     ) -> Bool {
-        // Rows `rowStride` apart (straight into a plane) only through the AVX2 kernel, which writes nothing past
+        // Rows `rowStride` apart (straight into a plane) only through a vector kernel, which writes nothing past
         // a row's end; the portable decoder below writes whole blocks into contiguous rows.
-        precondition(rowStride == nil || (usesVectorKernels && Kernels.hasAVX2), "a row stride needs the kernel")
+        precondition(rowStride == nil || (usesVectorKernels && Kernels.decodesStrided), "a row stride needs a kernel")
         let blocksPerRow = (width &+ 7) &>> 3
         let blockCount = blocksPerRow &* height
         let nibbleBytes = (blockCount &+ 1) &>> 1
@@ -311,7 +311,7 @@ enum ComponentCodec {
         if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
         if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard tooWide == 0, total == count else { return false }
-        // AVX2 where the processor has it: four blocks per step (see CSurfaceCodecKernels).
+        // The vector kernels where the processor has them (AVX2, SSE4.1, NEON; see Kernels).
         if usesVectorKernels,
             unsafe Kernels.decodePacked8(
                 payload,

@@ -1,19 +1,70 @@
 import CSurfaceCodecKernels
+import Glibc
 
-/// The vector kernels of CSurfaceCodecKernels, chosen at run time: AVX2 where the processor has it, otherwise
-/// the portable Swift code (the kernels are not built for other architectures).
-enum Kernels {
-    /// Whether the AVX2 kernels can run here (cpuid, checked once).
-    static let hasAVX2: Bool = {
+/// The vector kernels of CSurfaceCodecKernels, chosen at run time. On x86-64: AVX2 where the processor has it,
+/// else SSE4.1 where it has that (cpuid, checked once), else the portable Swift code. On arm64: NEON (baseline
+/// there). Elsewhere: the portable Swift code. Every tier decodes and packs exactly the portable code's bytes.
+///
+/// The tier is chosen once per process (`selectedTier`); the environment variable `FRAMEBUS_CODEC_KERNELS`
+/// (`avx2`, `sse41`, `neon` or `portable`, read once) picks a lower tier for measurements. Tests run a scope under
+/// another available tier with `withTier(_:_:)`, which binds a task-local value and so cannot outlive the scope.
+package enum Kernels {
+    /// A set of kernels.
+    package enum Tier: String, CaseIterable, Sendable {
+        case avx2
+        case sse41
+        case neon
+        case portable
+    }
+
+    /// The tiers this processor runs, best first; `.portable` always, last.
+    package static let availableTiers: [Tier] = {
         #if arch(x86_64)
-        return csck_cpu_has_avx2() != 0
+        var tiers: [Tier] = []
+        if csck_cpu_has_avx2() != 0 { tiers.append(.avx2) }
+        if csck_cpu_has_sse41() != 0 { tiers.append(.sse41) }
+        return tiers + [.portable]
+        #elseif arch(arm64)
+        return [.neon, .portable]
         #else
-        return false
+        return [.portable]
         #endif
     }()
 
-    /// The packed8 residual blocks with AVX2 (see `csck_decode_packed8_avx2`), rows `rowStride` bytes apart.
-    /// Returns false, having done nothing, where AVX2 is not available.
+    /// Whether this processor runs the AVX2 kernels (cpuid, checked once); whether they are in use is `tier`.
+    static var hasAVX2: Bool { availableTiers.contains(.avx2) }
+
+    /// The tier the codec uses: the best available one, unless `FRAMEBUS_CODEC_KERNELS` names another available
+    /// one (a name that is not available here is ignored).
+    package static let selectedTier: Tier = {
+        if let name = unsafe getenv("FRAMEBUS_CODEC_KERNELS"), let tier = Tier(rawValue: unsafe String(cString: name)),
+            availableTiers.contains(tier)
+        {
+            return tier
+        }
+        return availableTiers[0]
+    }()
+
+    /// A tier forced for the current task by `withTier(_:_:)` (tests), or nil.
+    @TaskLocal static var forcedTier: Tier?
+
+    /// The tier in effect here: the forced one within `withTier(_:_:)`, otherwise `selectedTier`.
+    static var tier: Tier { forcedTier ?? selectedTier }
+
+    /// Runs `body` with the codec's kernels forced to `tier`, which must be available. The tier is a task-local
+    /// value: it holds for code `body` runs on its own thread or task, not on the codec's worker threads
+    /// (libdispatch), which use `selectedTier`; tests call the component codec directly.
+    static func withTier<Value>(_ tier: Tier, _ body: () throws -> Value) rethrows -> Value {
+        precondition(availableTiers.contains(tier), "kernel tier \(tier) is not available here")
+        return try $forcedTier.withValue(tier, operation: body)
+    }
+
+    /// Whether the tier in effect decodes packed8 straight into a plane (rows a stride apart, exactly the
+    /// samples written): every vector tier does; the portable code writes whole blocks into contiguous rows.
+    static var decodesStrided: Bool { tier != .portable }
+
+    /// The packed8 residual blocks with the tier in effect (see `csck_decode_packed8_avx2`), rows `rowStride`
+    /// bytes apart. Returns false, having done nothing, under the portable tier.
     static func decodePacked8(
         _ payload: UnsafeRawPointer,
         count: Int,
@@ -25,27 +76,27 @@ enum Kernels {
         into x: UnsafeMutablePointer<UInt8>,
         rowStride: Int
     ) -> Bool {
+        let p = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        switch tier {
         #if arch(x86_64)
-        guard hasAVX2 else { return false }
-        unsafe csck_decode_packed8_avx2(
-            payload.assumingMemoryBound(to: UInt8.self),
-            count,
-            position,
-            nibbles,
-            bits,
-            width,
-            height,
-            x,
-            rowStride
-        )
-        return true
-        #else
-        return false
+        case .avx2:
+            unsafe csck_decode_packed8_avx2(p, count, position, nibbles, bits, width, height, x, rowStride)
+            return true
+        case .sse41:
+            unsafe csck_decode_packed8_sse41(p, count, position, nibbles, bits, width, height, x, rowStride)
+            return true
+        #elseif arch(arm64)
+        case .neon:
+            unsafe csck_decode_packed8_neon(p, count, position, nibbles, bits, width, height, x, rowStride)
+            return true
         #endif
+        default:
+            return false
+        }
     }
 
-    /// The packed10 residual blocks with AVX2 (see `csck_decode_packed10_avx2`). Returns false, having done
-    /// nothing, where AVX2 is not available.
+    /// The packed10 residual blocks with the tier in effect (see `csck_decode_packed10_avx2`). Returns false,
+    /// having done nothing, under the portable tier.
     static func decodePacked10(
         _ payload: UnsafeRawPointer,
         count: Int,
@@ -56,26 +107,27 @@ enum Kernels {
         height: Int,
         into x: UnsafeMutablePointer<UInt16>
     ) -> Bool {
+        let p = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        switch tier {
         #if arch(x86_64)
-        guard hasAVX2 else { return false }
-        unsafe csck_decode_packed10_avx2(
-            payload.assumingMemoryBound(to: UInt8.self),
-            count,
-            position,
-            nibbles,
-            bits,
-            width,
-            height,
-            x
-        )
-        return true
-        #else
-        return false
+        case .avx2:
+            unsafe csck_decode_packed10_avx2(p, count, position, nibbles, bits, width, height, x)
+            return true
+        case .sse41:
+            unsafe csck_decode_packed10_sse41(p, count, position, nibbles, bits, width, height, x)
+            return true
+        #elseif arch(arm64)
+        case .neon:
+            unsafe csck_decode_packed10_neon(p, count, position, nibbles, bits, width, height, x)
+            return true
         #endif
+        default:
+            return false
+        }
     }
 
-    /// Chooses and packs the blocks of a packed8 payload with AVX2 (see `csck_pack8_avx2`): sets `size` and
-    /// `zeroBlocks`. Returns false, having done nothing, where AVX2 is not available.
+    /// Chooses and packs the blocks of a packed8 payload with the tier in effect (see `csck_pack8_avx2`): sets
+    /// `size` and `zeroBlocks`. Returns false, having done nothing, under the portable tier.
     static func pack8(
         up: UnsafePointer<UInt8>,
         left: UnsafePointer<UInt8>,
@@ -84,14 +136,22 @@ enum Kernels {
         size: inout Int,
         zeroBlocks: inout Int
     ) -> Bool {
-        #if arch(x86_64)
-        guard hasAVX2 else { return false }
+        let o = unsafe out.assumingMemoryBound(to: UInt8.self)
         var zeros = 0
-        size = unsafe csck_pack8_avx2(up, left, blockCount, out.assumingMemoryBound(to: UInt8.self), &zeros)
+        switch tier {
+        #if arch(x86_64)
+        case .avx2:
+            size = unsafe csck_pack8_avx2(up, left, blockCount, o, &zeros)
+        case .sse41:
+            size = unsafe csck_pack8_sse41(up, left, blockCount, o, &zeros)
+        #elseif arch(arm64)
+        case .neon:
+            size = unsafe csck_pack8_neon(up, left, blockCount, o, &zeros)
+        #endif
+        default:
+            return false
+        }
         zeroBlocks = zeros
         return true
-        #else
-        return false
-        #endif
     }
 }

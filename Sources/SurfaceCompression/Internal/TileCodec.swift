@@ -540,10 +540,10 @@ enum TileCodec {
     ) throws(CompressionError) {
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
-        // The Y of an 8-bit 4:2:0 band (a tile as wide as the image) is decoded straight into the plane by the
-        // AVX2 kernel, which writes exactly the tile's samples: no copy from the scratch afterwards.
+        // The Y of an 8-bit 4:2:0 band (a tile as wide as the image) is decoded straight into the plane by a
+        // vector kernel (any tier but the portable one), which writes exactly the tile's samples: no copy after.
         let rect = grid.tileRect(tile)
-        let yIntoPlane = grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width && Kernels.hasAVX2
+        let yIntoPlane = grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width && Kernels.decodesStrided
         var yWrittenInPlace = false
         let privateCopy = unsafe scratch + 5 * stride
         // Version 1 stored the low 32 bits of each payload checksum, version 2 all 64.
