@@ -3,6 +3,7 @@
 #include <string.h>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 int csck_cpu_has_avx2(void) {
@@ -61,35 +62,172 @@ static inline uint8_t decode_block(uint64_t v, unsigned w, unsigned left, uint8_
     return (uint8_t)(result >> 56);
 }
 
-/// Per 4-bit predictor pattern (bit k: block k is left-predicted), a mask of 0xFF bytes over those blocks.
-static const uint64_t leftMasks[16][4] __attribute__((aligned(32))) = {
-#define M(k, i) (((k) >> (i)) & 1 ? ~0ULL : 0ULL)
-#define ROW(k) {M(k, 0), M(k, 1), M(k, 2), M(k, 3)}
-    ROW(0), ROW(1), ROW(2),  ROW(3),  ROW(4),  ROW(5),  ROW(6),  ROW(7),
-    ROW(8), ROW(9), ROW(10), ROW(11), ROW(12), ROW(13), ROW(14), ROW(15),
-#undef ROW
-#undef M
+/// Per 4-bit predictor pattern of a group of four blocks (bit k: block k is left-predicted), the masks that
+/// resolve the carries of the group at once. With x_k the last byte of block k before its carry and n_k the
+/// last sample of block k (n_k = x_k + (left_k ? n_(k-1) : 0), n_(-1) the sample carried into the group):
+/// - left: 0xFF over the left blocks;
+/// - sums: lane k ≥ 1 selects the bytes x_m...x_(k-1) that add up to n_(k-1) without the carried sample (none
+///   when block k is up-predicted, whose carry is 0); lane 0 selects the bytes that add up to n_3 likewise;
+/// - carried: 0xFF over block k when n_(k-1) includes the sample carried into the group (blocks 0...k all left);
+/// - through: 0xFF everywhere when n_3 includes it (all four blocks left).
+typedef struct {
+    uint64_t left[4];
+    uint64_t sums[4];
+    uint64_t carried[4];
+    uint64_t through[4];
+} CarryMasks;
+
+static const CarryMasks carryMasks[16] __attribute__((aligned(32))) = {
+    // blocks 0...3: up up up up
+    {{0, 0, 0, 0},
+     {0x00000000FF000000, 0, 0, 0},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left up up up
+    {{~0ULL, 0, 0, 0},
+     {0x00000000FF000000, 0, 0, 0},
+     {~0ULL, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: up left up up
+    {{0, ~0ULL, 0, 0},
+     {0x00000000FF000000, 0x00000000000000FF, 0, 0},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left left up up
+    {{~0ULL, ~0ULL, 0, 0},
+     {0x00000000FF000000, 0x00000000000000FF, 0, 0},
+     {~0ULL, ~0ULL, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: up up left up
+    {{0, 0, ~0ULL, 0},
+     {0x00000000FF000000, 0, 0x000000000000FF00, 0},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left up left up
+    {{~0ULL, 0, ~0ULL, 0},
+     {0x00000000FF000000, 0, 0x000000000000FF00, 0},
+     {~0ULL, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: up left left up
+    {{0, ~0ULL, ~0ULL, 0},
+     {0x00000000FF000000, 0x00000000000000FF, 0x000000000000FFFF, 0},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left left left up
+    {{~0ULL, ~0ULL, ~0ULL, 0},
+     {0x00000000FF000000, 0x00000000000000FF, 0x000000000000FFFF, 0},
+     {~0ULL, ~0ULL, ~0ULL, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: up up up left
+    {{0, 0, 0, ~0ULL},
+     {0x00000000FFFF0000, 0, 0, 0x0000000000FF0000},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left up up left
+    {{~0ULL, 0, 0, ~0ULL},
+     {0x00000000FFFF0000, 0, 0, 0x0000000000FF0000},
+     {~0ULL, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: up left up left
+    {{0, ~0ULL, 0, ~0ULL},
+     {0x00000000FFFF0000, 0x00000000000000FF, 0, 0x0000000000FF0000},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left left up left
+    {{~0ULL, ~0ULL, 0, ~0ULL},
+     {0x00000000FFFF0000, 0x00000000000000FF, 0, 0x0000000000FF0000},
+     {~0ULL, ~0ULL, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: up up left left
+    {{0, 0, ~0ULL, ~0ULL},
+     {0x00000000FFFFFF00, 0, 0x000000000000FF00, 0x0000000000FFFF00},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left up left left
+    {{~0ULL, 0, ~0ULL, ~0ULL},
+     {0x00000000FFFFFF00, 0, 0x000000000000FF00, 0x0000000000FFFF00},
+     {~0ULL, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: up left left left
+    {{0, ~0ULL, ~0ULL, ~0ULL},
+     {0x00000000FFFFFFFF, 0x00000000000000FF, 0x000000000000FFFF, 0x0000000000FFFFFF},
+     {0, 0, 0, 0},
+     {0, 0, 0, 0}},
+    // blocks 0...3: left left left left
+    {{~0ULL, ~0ULL, ~0ULL, ~0ULL},
+     {0x00000000FFFFFFFF, 0x00000000000000FF, 0x000000000000FFFF, 0x0000000000FFFFFF},
+     {~0ULL, ~0ULL, ~0ULL, ~0ULL},
+     {~0ULL, ~0ULL, ~0ULL, ~0ULL}},
 };
 
-__attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *payload, size_t count,
-                                                                size_t position, const uint8_t *nibbles,
-                                                                const uint8_t *bits, size_t width, size_t height,
-                                                                uint8_t *x, size_t stride) {
+/// Per width nibble, the mask that deposits w-bit fields into the low bits of 8 bytes (pdep); widths above 8
+/// are clamped to 8.
+static const uint64_t depositMasks[16] = {
+    0,
+    0x0101010101010101ULL,
+    0x0303030303030303ULL,
+    0x0707070707070707ULL,
+    0x0F0F0F0F0F0F0F0FULL,
+    0x1F1F1F1F1F1F1F1FULL,
+    0x3F3F3F3F3F3F3F3FULL,
+    0x7F7F7F7F7F7F7F7FULL,
+    ~0ULL,
+    ~0ULL,
+    ~0ULL,
+    ~0ULL,
+    ~0ULL,
+    ~0ULL,
+    ~0ULL,
+    ~0ULL,
+};
+
+/// Whether BMI2's pdep is fast here: -1 until checked.
+static int fastDeposit = -1;
+
+int csck_cpu_has_fast_pdep(void) {
+    int fast = __atomic_load_n(&fastDeposit, __ATOMIC_RELAXED);
+    if (fast >= 0) return fast;
+    __builtin_cpu_init();
+    fast = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2");
+    unsigned eax, ebx, ecx, edx;
+    if (fast && __get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
+        // "AuthenticAMD" and "HygonGenuine" (ebx, edx, ecx): pdep is microcoded before Zen 3 (family 19h).
+        const int amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;
+        const int hygon = ebx == 0x6f677948 && edx == 0x6e65476e && ecx == 0x656e6975;
+        if ((amd || hygon) && __get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+            const unsigned base = (eax >> 8) & 15;
+            const unsigned family = base == 15 ? base + ((eax >> 20) & 0xFF) : base;
+            fast = family >= 0x19;
+        }
+    }
+    __atomic_store_n(&fastDeposit, fast, __ATOMIC_RELAXED);
+    return fast;
+}
+
+/// BMI2's pdep, as an instruction of its own so that the decoder around it needs no bmi2 target (the shifts
+/// variant must not use BMI2 instructions). Run only where csck_cpu_has_fast_pdep() returned 1.
+static inline uint64_t deposit64(uint64_t source, uint64_t mask) {
+    uint64_t result;
+    __asm__("pdepq %2, %1, %0" : "=r"(result) : "r"(source), "r"(mask));
+    return result;
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void
+decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles, const uint8_t *bits,
+               size_t width, size_t height, uint8_t *x, size_t stride, const int deposit) {
     const size_t blocksPerRow = (width + 7) >> 3;
     // Blocks wholly inside a row: the vector loop writes only those, so nothing is written past a row's end.
     const size_t wholeBlocks = width >> 3;
-    const __m256i one = _mm256_set1_epi64x(1);
-    const __m256i fifteen = _mm256_set1_epi64x(15);
-    const __m256i eight = _mm256_set1_epi64x(8);
-    const __m256i nibbleShifts = _mm256_set_epi64x(12, 8, 4, 0);
     const __m256i low7 = _mm256_set1_epi8(0x7F);
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i zero = _mm256_setzero_si256();
-    // Byte 7 of each 64-bit lane, copied to the whole lane.
-    const __m256i lastByte = _mm256_set_epi8(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7, 15, 15, 15, 15, 15,
-                                             15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7);
-    const __m256i notLane0 = _mm256_set_epi64x(-1, -1, -1, 0);
-    const __m256i notLanes01 = _mm256_set_epi64x(-1, -1, 0, 0);
+    // The last byte of each block (byte 7 of each 64-bit lane) to bytes 0...3 of every 64-bit lane, in two steps:
+    // within each 128-bit lane here (blocks 0, 1 to bytes 0, 1; blocks 2, 3 to bytes 2, 3), then across.
+    const __m256i gatherLast = _mm256_setr_epi8(7, 15, -1, -1, -1, -1, -1, -1, 7, 15, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                7, 15, -1, -1, -1, -1, -1, -1, 7, 15, -1, -1, -1, -1);
+    // Byte 0 of 64-bit lanes 1...3 to the whole lane; lane 0 (which holds n_3's sum) to zeros.
+    const __m256i spreadSums = _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0,
+                                                0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
     for (size_t y = 0; y < height; y++) {
         uint8_t *current = x + y * stride;
         // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
@@ -105,32 +243,42 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
             uint32_t nib;
             memcpy(&nib, nibbles + (block >> 1), 4);
             nib >>= (block & 1) * 4;
-            size_t p1 = position + (nib & 15), p2 = p1 + ((nib >> 4) & 15), p3 = p2 + ((nib >> 8) & 15);
+            const unsigned w0 = nib & 15, w1 = (nib >> 4) & 15, w2 = (nib >> 8) & 15, w3 = (nib >> 12) & 15;
+            const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2;
             if (p3 + 8 > count) break;  // near the end of the payload: the careful path below
             uint64_t v0, v1, v2, v3;
             memcpy(&v0, payload + position, 8);
             memcpy(&v1, payload + p1, 8);
             memcpy(&v2, payload + p2, 8);
             memcpy(&v3, payload + p3, 8);
-            position = p3 + ((nib >> 12) & 15);
-            __m256i v = _mm256_set_epi64x((long long)v3, (long long)v2, (long long)v1, (long long)v0);
-            __m256i w = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(nib), nibbleShifts), fifteen);
-            w = _mm256_min_epu32(w, eight);
-            // Spread 8 fields of w bits into 8 bytes, per 64-bit lane (variable shifts).
-            __m256i w2v = _mm256_add_epi64(w, w), w4v = _mm256_add_epi64(w2v, w2v);
-            __m256i m4 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w4v), one);
-            __m256i halves = _mm256_or_si256(_mm256_and_si256(v, m4),
-                                             _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w4v), m4), 32));
-            __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
-            m2 = _mm256_or_si256(m2, _mm256_slli_epi64(m2, 32));
-            __m256i quads = _mm256_or_si256(
-                _mm256_and_si256(halves, m2),
-                _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w2v), m2), 16));
-            __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
-            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 16));
-            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
-            __m256i z = _mm256_or_si256(_mm256_and_si256(quads, m1),
-                                        _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(quads, w), m1), 8));
+            position = p3 + w3;
+            __m256i z;
+            if (deposit) {
+                // Each w-bit field to the low bits of its byte.
+                z = _mm256_set_epi64x((long long)deposit64(v3, depositMasks[w3]),
+                                      (long long)deposit64(v2, depositMasks[w2]),
+                                      (long long)deposit64(v1, depositMasks[w1]),
+                                      (long long)deposit64(v0, depositMasks[w0]));
+            } else {
+                const __m256i one = _mm256_set1_epi64x(1);
+                __m256i v = _mm256_set_epi64x((long long)v3, (long long)v2, (long long)v1, (long long)v0);
+                __m256i w = _mm256_min_epu32(_mm256_set_epi64x(w3, w2, w1, w0), _mm256_set1_epi64x(8));
+                // Spread 8 fields of w bits into 8 bytes, per 64-bit lane (variable shifts).
+                __m256i w2v = _mm256_add_epi64(w, w), w4v = _mm256_add_epi64(w2v, w2v);
+                __m256i m4 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w4v), one);
+                __m256i halves = _mm256_or_si256(
+                    _mm256_and_si256(v, m4), _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w4v), m4), 32));
+                __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
+                m2 = _mm256_or_si256(m2, _mm256_slli_epi64(m2, 32));
+                __m256i quads = _mm256_or_si256(
+                    _mm256_and_si256(halves, m2),
+                    _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w2v), m2), 16));
+                __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
+                m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 16));
+                m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
+                z = _mm256_or_si256(_mm256_and_si256(quads, m1),
+                                    _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(quads, w), m1), 8));
+            }
             // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
             __m256i d = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(z, 1), low7),
                                          _mm256_sub_epi8(zero, _mm256_and_si256(z, ones8)));
@@ -141,30 +289,21 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
             s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 32));
             uint16_t bitWord;
             memcpy(&bitWord, bits + (block >> 3), 2);
-            const unsigned pattern = ((bitWord >> (block & 7)) & 15) | forceLeft;
-            const __m256i left = _mm256_load_si256((const __m256i *)leftMasks[pattern]);
+            const CarryMasks *masks = &carryMasks[((bitWord >> (block & 7)) & 15) | forceLeft];
             // Each block before its carry: the up result, or the prefix sums of a left block.
-            __m256i b = _mm256_blendv_epi8(up, s, left);
-            // The carry is the one serial part: the last sample of block k is n_k = b_k + (left_k ? n_(k-1) : 0).
-            // A scan over the four lanes (two steps) gives every n_k from b and the left masks, with the
-            // sample carried into the group added last.
-            __m256i x0 = _mm256_shuffle_epi8(b, lastByte);
-            __m256i shifted = _mm256_and_si256(_mm256_permute4x64_epi64(x0, 0x90), notLane0);
-            __m256i x1 = _mm256_add_epi8(x0, _mm256_and_si256(left, shifted));
-            __m256i a1 = _mm256_and_si256(left, _mm256_or_si256(_mm256_permute4x64_epi64(left, 0x90),
-                                                         _mm256_andnot_si256(notLane0, _mm256_set1_epi8(-1))));
-            __m256i shifted2 = _mm256_and_si256(_mm256_permute4x64_epi64(x1, 0x40), notLanes01);
-            __m256i a1s2 = _mm256_or_si256(_mm256_permute4x64_epi64(a1, 0x40),
-                                           _mm256_andnot_si256(notLanes01, _mm256_set1_epi8(-1)));
-            __m256i x2 = _mm256_add_epi8(x1, _mm256_and_si256(a1, shifted2));
-            __m256i a2 = _mm256_and_si256(a1, a1s2);
-            __m256i n = _mm256_add_epi8(x2, _mm256_and_si256(a2, previous));
-            // The sample carried into block k is n_(k-1) (into block 0: previous).
-            __m256i carried = _mm256_or_si256(_mm256_and_si256(_mm256_permute4x64_epi64(n, 0x90), notLane0),
-                                              _mm256_andnot_si256(notLane0, previous));
-            _mm256_storeu_si256((__m256i *)(current + column * 8),
-                                _mm256_add_epi8(b, _mm256_and_si256(carried, left)));
-            previous = _mm256_permute4x64_epi64(n, 0xFF);
+            __m256i b = _mm256_blendv_epi8(up, s, _mm256_load_si256((const __m256i *)masks->left));
+            // The carries: each n_k is a sum of some of the x_k (one psadbw over masked copies of them) plus,
+            // when the left run reaches back into the previous group, the sample carried in. Only the last
+            // two operations depend on the previous group.
+            __m256i lasts = _mm256_shuffle_epi8(b, gatherLast);
+            lasts = _mm256_or_si256(lasts, _mm256_permute2x128_si256(lasts, lasts, 0x01));
+            __m256i sums = _mm256_sad_epu8(_mm256_and_si256(lasts, _mm256_load_si256((const __m256i *)masks->sums)), zero);
+            __m256i carried = _mm256_add_epi8(b, _mm256_shuffle_epi8(sums, spreadSums));
+            __m256i last = _mm256_broadcastb_epi8(_mm256_castsi256_si128(sums));
+            _mm256_storeu_si256(
+                (__m256i *)(current + column * 8),
+                _mm256_add_epi8(carried, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)masks->carried))));
+            previous = _mm256_add_epi8(last, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)masks->through)));
         }
         uint8_t last = (uint8_t)_mm256_extract_epi8(previous, 0);
         for (; column < blocksPerRow; column++) {
@@ -182,6 +321,34 @@ __attribute__((target("avx2"))) void csck_decode_packed8_avx2(const uint8_t *pay
             if (samples < 8) last = decoded[samples - 1];
         }
     }
+}
+
+__attribute__((target("avx2"))) static void decode_packed8_deposit(const uint8_t *payload, size_t count,
+                                                                       size_t position, const uint8_t *nibbles,
+                                                                       const uint8_t *bits, size_t width,
+                                                                       size_t height, uint8_t *x, size_t stride) {
+    decode_packed8(payload, count, position, nibbles, bits, width, height, x, stride, 1);
+}
+
+__attribute__((target("avx2"))) static void decode_packed8_shifts(const uint8_t *payload, size_t count,
+                                                                 size_t position, const uint8_t *nibbles,
+                                                                 const uint8_t *bits, size_t width, size_t height,
+                                                                 uint8_t *x, size_t stride) {
+    decode_packed8(payload, count, position, nibbles, bits, width, height, x, stride, 0);
+}
+
+void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
+                                        const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
+                                        uint8_t *x, size_t stride, int deposit) {
+    if (deposit && csck_cpu_has_fast_pdep())
+        decode_packed8_deposit(payload, count, position, nibbles, bits, width, height, x, stride);
+    else
+        decode_packed8_shifts(payload, count, position, nibbles, bits, width, height, x, stride);
+}
+
+void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride) {
+    csck_decode_packed8_avx2_unpacking(payload, count, position, nibbles, bits, width, height, x, stride, 1);
 }
 
 /// Per 2-bit predictor pattern (bit k: block k is left-predicted), a mask over the 128-bit lanes of those blocks.
@@ -395,5 +562,7 @@ __attribute__((target("avx2"))) size_t csck_pack8_avx2(const uint8_t *up, const 
 #else
 
 int csck_cpu_has_avx2(void) { return 0; }
+
+int csck_cpu_has_fast_pdep(void) { return 0; }
 
 #endif

@@ -32,6 +32,17 @@ int csck_cpu_has_avx2(void);
 void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                               const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
 
+/// Whether BMI2's pdep is fast here (cpuid, once): on Intel processors with BMI2 and on AMD from Zen 3 on; it is
+/// microcoded, tens of cycles, on AMD Zen 1 and 2.
+int csck_cpu_has_fast_pdep(void);
+
+/// csck_decode_packed8_avx2 with a chosen way to unpack the blocks: with pdep (`deposit` = 1, used only where
+/// csck_cpu_has_fast_pdep() returned 1, otherwise as 0) or with vector shifts (`deposit` = 0). The same samples
+/// either way; csck_decode_packed8_avx2 uses pdep where it is fast. For tests and benchmarks.
+void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
+                                        const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
+                                        uint8_t *x, size_t stride, int deposit);
+
 /// Decodes the residual blocks of a packed10 component (docs/COMPRESSED-LAYOUT.md §6.2) into `x` (width ×
 /// height 16-bit samples plus at least 32 bytes of slack), under the same rules as csck_decode_packed8_avx2
 /// (widths clamped to 10).
