@@ -380,19 +380,49 @@ static inline uint16_t decode_block10(const uint8_t *payload, size_t position, s
     return value;
 }
 
-__attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *payload, size_t count,
-                                                                 size_t position, const uint8_t *nibbles,
-                                                                 const uint8_t *bits, size_t width, size_t height,
-                                                                 uint16_t *x) {
+/// Per 2-bit predictor pattern of a pair of blocks, 0xFFFF over the 128-bit lane of each block whose carry
+/// includes the sample carried into the pair (blocks 0...k all left), and over both lanes when the pair's last
+/// sample does (both left).
+static const uint64_t carriedMasks2[4][2][4] __attribute__((aligned(32))) = {
+    {{0, 0, 0, 0}, {0, 0, 0, 0}},
+    {{~0ULL, ~0ULL, 0, 0}, {0, 0, 0, 0}},
+    {{0, 0, 0, 0}, {0, 0, 0, 0}},
+    {{~0ULL, ~0ULL, ~0ULL, ~0ULL}, {~0ULL, ~0ULL, ~0ULL, ~0ULL}},
+};
+
+/// Per width nibble, the mask that deposits four w-bit fields into the low bits of four 16-bit lanes (pdep);
+/// widths above 10 are clamped to 10.
+static const uint64_t depositMasks10[16] = {
+    0,
+    0x0001000100010001ULL,
+    0x0003000300030003ULL,
+    0x0007000700070007ULL,
+    0x000F000F000F000FULL,
+    0x001F001F001F001FULL,
+    0x003F003F003F003FULL,
+    0x007F007F007F007FULL,
+    0x00FF00FF00FF00FFULL,
+    0x01FF01FF01FF01FFULL,
+    0x03FF03FF03FF03FFULL,
+    0x03FF03FF03FF03FFULL,
+    0x03FF03FF03FF03FFULL,
+    0x03FF03FF03FF03FFULL,
+    0x03FF03FF03FF03FFULL,
+    0x03FF03FF03FF03FFULL,
+};
+
+/// The packed10 decoder, two blocks (one per 128-bit lane) per step, with the blocks unpacked by pdep
+/// (deposit = 1) or by vector shifts (deposit = 0). Values are kept modulo 2^16 and only their low 10 bits
+/// are used: every sum is the same modulo 2^10, and the stored samples (value << 6) drop the rest.
+__attribute__((target("avx2"), always_inline)) static inline void
+decode_packed10(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles, const uint8_t *bits,
+                size_t width, size_t height, uint16_t *x, const int deposit) {
     const size_t blocksPerRow = (width + 7) >> 3;
-    const __m256i one = _mm256_set1_epi64x(1);
-    const __m256i mask10 = _mm256_set1_epi16(0x3FF);
     const __m256i ones16 = _mm256_set1_epi16(1);
     const __m256i zero = _mm256_setzero_si256();
     // The last 16-bit value of each 128-bit lane, copied to the whole lane.
     const __m256i lastWord = _mm256_set_epi8(15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14,
                                              15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14);
-    const __m256i allOnes = _mm256_set1_epi8(-1);
     for (size_t y = 0; y < height; y++) {
         uint16_t *current = x + y * width;
         const uint16_t *above = y == 0 ? x : x + (y - 1) * width;
@@ -416,22 +446,30 @@ __attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *pa
             memcpy(&a1, payload + p1, 8);
             memcpy(&b1, payload + p1 + (w1 >> 1), 8);
             position = p1 + w1;
-            __m256i v = _mm256_set_epi64x((long long)b1, (long long)a1, (long long)b0, (long long)a0);
-            v = _mm256_srlv_epi64(v, _mm256_set_epi64x((w1 & 1) * 4, 0, (w0 & 1) * 4, 0));
-            __m256i w = _mm256_set_epi64x(w1, w1, w0, w0);
-            // Four fields of w bits into four 16-bit lanes, per 64-bit lane.
-            __m256i w2v = _mm256_add_epi64(w, w);
-            __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
-            __m256i halves = _mm256_or_si256(_mm256_and_si256(v, m2),
-                                             _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w2v), m2), 32));
-            __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
-            m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
-            __m256i z = _mm256_or_si256(_mm256_and_si256(halves, m1),
-                                        _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w), m1), 16));
-            __m256i d = _mm256_and_si256(
-                _mm256_xor_si256(_mm256_srli_epi16(z, 1), _mm256_sub_epi16(zero, _mm256_and_si256(z, ones16))), mask10);
+            b0 >>= (w0 & 1) * 4;
+            b1 >>= (w1 & 1) * 4;
+            __m256i z;
+            if (deposit) {
+                const uint64_t m0 = depositMasks10[w0], m1 = depositMasks10[w1];
+                z = _mm256_set_epi64x((long long)deposit64(b1, m1), (long long)deposit64(a1, m1),
+                                      (long long)deposit64(b0, m0), (long long)deposit64(a0, m0));
+            } else {
+                const __m256i one = _mm256_set1_epi64x(1);
+                __m256i v = _mm256_set_epi64x((long long)b1, (long long)a1, (long long)b0, (long long)a0);
+                __m256i w = _mm256_set_epi64x(w1, w1, w0, w0);
+                // Four fields of w bits into four 16-bit lanes, per 64-bit lane.
+                __m256i w2v = _mm256_add_epi64(w, w);
+                __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
+                __m256i halves = _mm256_or_si256(
+                    _mm256_and_si256(v, m2), _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w2v), m2), 32));
+                __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
+                m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
+                z = _mm256_or_si256(_mm256_and_si256(halves, m1),
+                                    _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w), m1), 16));
+            }
+            __m256i d = _mm256_xor_si256(_mm256_srli_epi16(z, 1), _mm256_sub_epi16(zero, _mm256_and_si256(z, ones16)));
             __m256i aboveValues = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(above + column * 8)), 6);
-            __m256i up = _mm256_and_si256(_mm256_add_epi16(aboveValues, d), mask10);
+            __m256i up = _mm256_add_epi16(aboveValues, d);
             // Prefix sums within each block (a 128-bit lane).
             __m256i s = _mm256_add_epi16(d, _mm256_slli_si256(d, 2));
             s = _mm256_add_epi16(s, _mm256_slli_si256(s, 4));
@@ -441,19 +479,22 @@ __attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *pa
             const unsigned pattern = ((bitWord >> (block & 7)) & 3) | forceLeft;
             const __m256i left = _mm256_load_si256((const __m256i *)leftMasks2[pattern]);
             __m256i b = _mm256_blendv_epi8(up, s, left);
-            // The carry: n_k = b_k + (left_k ? n_(k-1) : 0), over the two lanes, then the group's carry.
-            __m256i x0 = _mm256_and_si256(_mm256_shuffle_epi8(b, lastWord), mask10);
-            __m256i shifted = _mm256_permute2x128_si256(x0, x0, 0x08);
-            __m256i x1 = _mm256_add_epi16(x0, _mm256_and_si256(left, shifted));
-            __m256i leftShifted = _mm256_permute2x128_si256(left, allOnes, 0x02);
-            __m256i chain = _mm256_and_si256(left, leftShifted);
-            __m256i n = _mm256_and_si256(_mm256_add_epi16(x1, _mm256_and_si256(chain, previous)), mask10);
-            __m256i carried = _mm256_permute2x128_si256(n, previous, 0x02);
-            __m256i result = _mm256_and_si256(_mm256_add_epi16(b, _mm256_and_si256(carried, left)), mask10);
+            // The carries: block 1 gets x_0 (the last value of block 0 before its carry) when it is left, both
+            // blocks get the sample carried into the pair when their left run reaches back to it. The pair's
+            // last value is lane 1's x_1 + (left_1 ? x_0 : 0) plus that sample when both are left: only the
+            // last two operations depend on the previous pair.
+            __m256i lasts = _mm256_shuffle_epi8(b, lastWord);
+            __m256i carried = _mm256_add_epi16(
+                b, _mm256_and_si256(left, _mm256_permute2x128_si256(lasts, lasts, 0x08)));
+            __m256i n = _mm256_shuffle_epi8(carried, lastWord);
+            __m256i last = _mm256_permute2x128_si256(n, n, 0x11);
+            __m256i result = _mm256_add_epi16(
+                carried, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)carriedMasks2[pattern][0])));
             _mm256_storeu_si256((__m256i *)(current + column * 8), _mm256_slli_epi16(result, 6));
-            previous = _mm256_permute2x128_si256(n, n, 0x11);
+            previous = _mm256_add_epi16(
+                last, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)carriedMasks2[pattern][1])));
         }
-        uint16_t last = (uint16_t)_mm256_extract_epi16(previous, 0);
+        uint16_t last = (uint16_t)(_mm256_extract_epi16(previous, 0) & 0x3FF);
         for (; column < blocksPerRow; column++) {
             const size_t block = firstBlock + column;
             unsigned w = (nibbles[block >> 1] >> ((block & 1) * 4)) & 15;
@@ -463,6 +504,34 @@ __attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *pa
             position += w;
         }
     }
+}
+
+__attribute__((target("avx2"))) static void decode_packed10_deposit(const uint8_t *payload, size_t count,
+                                                                   size_t position, const uint8_t *nibbles,
+                                                                   const uint8_t *bits, size_t width, size_t height,
+                                                                   uint16_t *x) {
+    decode_packed10(payload, count, position, nibbles, bits, width, height, x, 1);
+}
+
+__attribute__((target("avx2"))) static void decode_packed10_shifts(const uint8_t *payload, size_t count,
+                                                                  size_t position, const uint8_t *nibbles,
+                                                                  const uint8_t *bits, size_t width, size_t height,
+                                                                  uint16_t *x) {
+    decode_packed10(payload, count, position, nibbles, bits, width, height, x, 0);
+}
+
+void csck_decode_packed10_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
+                                         const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
+                                         uint16_t *x, int deposit) {
+    if (deposit && csck_cpu_has_fast_pdep())
+        decode_packed10_deposit(payload, count, position, nibbles, bits, width, height, x);
+    else
+        decode_packed10_shifts(payload, count, position, nibbles, bits, width, height, x);
+}
+
+void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                               const uint8_t *bits, size_t width, size_t height, uint16_t *x) {
+    csck_decode_packed10_avx2_unpacking(payload, count, position, nibbles, bits, width, height, x, 1);
 }
 
 /// The bit length of the largest of 8 bytes (0...8).
