@@ -5,10 +5,10 @@ import Testing
 
 @testable import SurfaceCompression
 
-/// The AVX2 packed8 kernel unpacks blocks two ways: with BMI2's pdep where it is fast (Intel, AMD Zen 3 on) and
+/// The AVX2 packed8 and packed10 kernels unpack blocks two ways: with BMI2's pdep where it is fast (Intel, AMD Zen 3 on) and
 /// with vector shifts elsewhere. Both must decode exactly what the portable Swift decoder decodes, into strided
 /// rows without touching a byte beside them, and read nothing past the payload's end.
-@Suite struct Packed8UnpackingTests {
+@Suite struct KernelUnpackingTests {
     /// Sizes with whole groups of four blocks, partial groups and partial blocks, and rows long enough that the
     /// vector loop does most of the work.
     static let sizes: [(Int, Int)] = [(32, 3), (40, 4), (63, 5), (96, 7), (256, 6), (517, 3), (1000, 2), (5, 9)]
@@ -181,6 +181,156 @@ import Testing
             let payload = Array(full.prefix(cut))
             let shifts = Self.kernel(payload, width: width, height: height, stride: width, deposit: false)
             let deposit = Self.kernel(payload, width: width, height: height, stride: width, deposit: true)
+            #expect(shifts == deposit, "\(width)x\(height) cut at \(cut) of \(full.count)")
+        }
+    }
+
+    // MARK: packed10
+
+    /// A packed10 payload with widths 0...10 (all 10 when `widest`), random predictor bits and residual bytes.
+    static func arbitraryPayload10(width: Int, height: Int, random: inout SplitMix, widest: Bool = false) -> [UInt8] {
+        let blocks = (width + 7) / 8 * height
+        var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
+        var total = 0
+        for block in 0..<blocks {
+            let w = widest ? 10 : Int(random.next() % 11)
+            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
+            total += w
+        }
+        var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
+        for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
+        return nibbles + bits + (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    }
+
+    /// The portable 10-bit decoder's samples, or nil for a refusal.
+    static func portable10(_ payload: [UInt8], width: Int, height: Int) -> [UInt16]? {
+        var output = [UInt16](repeating: 0, count: width * height + 64)
+        var controls = [UInt8](repeating: 0, count: payload.count + 64)
+        var residuals = [UInt16](repeating: 0, count: (width + 8) * height + 64)
+        let ok = payload.withUnsafeBytes { p in
+            output.withUnsafeMutableBufferPointer { x in
+                controls.withUnsafeMutableBufferPointer { c in
+                    residuals.withUnsafeMutableBufferPointer { r in
+                        ComponentCodec.decodePacked16(
+                            p.baseAddress!,
+                            count: p.count,
+                            tenBit: true,
+                            width: width,
+                            height: height,
+                            controls: c.baseAddress!,
+                            residuals: r.baseAddress!,
+                            into: x.baseAddress!,
+                            usesVectorKernels: false
+                        )
+                    }
+                }
+            }
+        }
+        return ok ? Array(output.prefix(width * height)) : nil
+    }
+
+    /// The 10-bit kernel with the chosen unpacking, the payload at the end of a page before an inaccessible one.
+    static func kernel10(_ payload: [UInt8], width: Int, height: Int, deposit: Bool) -> [UInt16] {
+        let blocks = (width + 7) / 8 * height
+        let controlBytes = (blocks + 1) / 2 + (blocks + 7) / 8
+        var controls = [UInt8](repeating: 0, count: controlBytes + 8)
+        for i in 0..<controlBytes { controls[i] = payload[i] }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let pages = (payload.count + page - 1) / page + 1
+        let mapping = mmap(nil, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+        defer { munmap(mapping, (pages + 1) * page) }
+        mprotect(mapping + pages * page, page, PROT_NONE)
+        let shared = (mapping + pages * page - payload.count).assumingMemoryBound(to: UInt8.self)
+        payload.withUnsafeBufferPointer { shared.update(from: $0.baseAddress!, count: payload.count) }
+        // The kernel may write up to 16 samples of slack past the component.
+        var output = [UInt16](repeating: 0xA5A5, count: width * height + 16)
+        controls.withUnsafeBufferPointer { c in
+            output.withUnsafeMutableBufferPointer { x in
+                csck_decode_packed10_avx2_unpacking(
+                    shared,
+                    payload.count,
+                    controlBytes,
+                    c.baseAddress!,
+                    c.baseAddress! + (blocks + 1) / 2,
+                    width,
+                    height,
+                    x.baseAddress!,
+                    deposit ? 1 : 0
+                )
+            }
+        }
+        return Array(output.prefix(width * height))
+    }
+
+    /// Random 10-bit payloads: both unpackings give the portable decoder's samples, byte for byte.
+    @Test(arguments: sizes.indices)
+    func bothTenBitUnpackingsMatchThePortableDecoder(index: Int) throws {
+        try #require(csck_cpu_has_avx2() != 0, "the kernel needs AVX2")
+        let (width, height) = Self.sizes[index]
+        var random = SplitMix(seed: UInt64(1200 + index))
+        for round in 0..<12 {
+            let payload = Self.arbitraryPayload10(width: width, height: height, random: &random, widest: round % 4 == 3)
+            let expected = try #require(Self.portable10(payload, width: width, height: height))
+            for deposit in [false, true] {
+                #expect(Self.kernel10(payload, width: width, height: height, deposit: deposit) == expected)
+            }
+        }
+    }
+
+    /// Encoded 10-bit components round-trip through both unpackings.
+    @Test(arguments: sizes.indices)
+    func bothTenBitUnpackingsRoundTripEncodedComponents(index: Int) throws {
+        try #require(csck_cpu_has_avx2() != 0, "the kernel needs AVX2")
+        let (width, height) = Self.sizes[index]
+        var random = SplitMix(seed: UInt64(1300 + index))
+        for spread in [3, 40, 1024] {
+            var samples = [UInt16](repeating: 0, count: width * height + 64)
+            for y in 0..<height {
+                for x in 0..<width {
+                    let value = (x * 7 + y * 11 + Int(random.next() % UInt64(spread))) & 0x3FF
+                    samples[y * width + x] = UInt16(value) << 6
+                }
+            }
+            let original = Array(samples.prefix(width * height))
+            let stride = ((width + 16) * height * 2 + 128) * 2
+            var scratch = [UInt8](repeating: 0, count: stride * 4)
+            let payload: [UInt8]? = scratch.withUnsafeMutableBytes { s in
+                let base = s.baseAddress!
+                let choice = samples.withUnsafeMutableBufferPointer { samples in
+                    ComponentCodec.encode16(
+                        samples: samples.baseAddress!,
+                        width: width,
+                        height: height,
+                        residuals: base.assumingMemoryBound(to: UInt16.self),
+                        residuals2: (base + stride).assumingMemoryBound(to: UInt16.self),
+                        packed: base + 2 * stride,
+                        alternative: base + 3 * stride
+                    )
+                }
+                guard choice.mode == .packed10 else { return nil }
+                return Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount))
+            }
+            guard let payload else { continue }
+            for deposit in [false, true] {
+                #expect(Self.kernel10(payload, width: width, height: height, deposit: deposit) == original)
+            }
+        }
+    }
+
+    /// 10-bit payloads cut short: no read past the end, and both unpackings give the same samples.
+    @Test(arguments: sizes.indices)
+    func bothTenBitUnpackingsStayInsideAShortPayload(index: Int) throws {
+        try #require(csck_cpu_has_avx2() != 0, "the kernel needs AVX2")
+        let (width, height) = Self.sizes[index]
+        var random = SplitMix(seed: UInt64(1400 + index))
+        let blocks = (width + 7) / 8 * height
+        let controlBytes = (blocks + 1) / 2 + (blocks + 7) / 8
+        for _ in 0..<8 {
+            let full = Self.arbitraryPayload10(width: width, height: height, random: &random)
+            let cut = controlBytes + Int(random.next() % UInt64(full.count - controlBytes + 1))
+            let payload = Array(full.prefix(cut))
+            let shifts = Self.kernel10(payload, width: width, height: height, deposit: false)
+            let deposit = Self.kernel10(payload, width: width, height: height, deposit: true)
             #expect(shifts == deposit, "\(width)x\(height) cut at \(cut) of \(full.count)")
         }
     }
