@@ -212,12 +212,11 @@ static inline uint64_t deposit64(uint64_t source, uint64_t mask) {
     return result;
 }
 
-__attribute__((target("avx2"), always_inline)) static inline void
-decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles, const uint8_t *bits,
-               size_t width, size_t height, uint8_t *x, size_t stride, const int deposit) {
-    const size_t blocksPerRow = (width + 7) >> 3;
-    // Blocks wholly inside a row: the vector loop writes only those, so nothing is written past a row's end.
-    const size_t wholeBlocks = width >> 3;
+/// Four unpacked blocks (z: their fields, one a byte) through the zig-zag and the predictors, stored at `out`;
+/// `pattern` has bit k set when block k is left-predicted. Returns the sample carried out, in every byte.
+__attribute__((target("avx2"), always_inline)) static inline __m256i predict4(__m256i z, const uint8_t *above,
+                                                                               uint8_t *out, unsigned pattern,
+                                                                               __m256i previous) {
     const __m256i low7 = _mm256_set1_epi8(0x7F);
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i zero = _mm256_setzero_si256();
@@ -228,6 +227,40 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
     // Byte 0 of 64-bit lanes 1...3 to the whole lane; lane 0 (which holds n_3's sum) to zeros.
     const __m256i spreadSums = _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0,
                                                 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
+    // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
+    __m256i d = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(z, 1), low7),
+                                 _mm256_sub_epi8(zero, _mm256_and_si256(z, ones8)));
+    __m256i up = _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)above), d);
+    // Prefix sums within each block of 8 bytes.
+    __m256i s = _mm256_add_epi8(d, _mm256_slli_epi64(d, 8));
+    s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 16));
+    s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 32));
+    const CarryMasks *masks = &carryMasks[pattern];
+    // Each block before its carry: the up result, or the prefix sums of a left block.
+    __m256i b = _mm256_blendv_epi8(up, s, _mm256_load_si256((const __m256i *)masks->left));
+    // The carries: each n_k is a sum of some of the x_k (one psadbw over masked copies of them) plus,
+    // when the left run reaches back into the previous group, the sample carried in. Only the last
+    // two operations depend on the previous group.
+    __m256i lasts = _mm256_shuffle_epi8(b, gatherLast);
+    lasts = _mm256_or_si256(lasts, _mm256_permute2x128_si256(lasts, lasts, 0x01));
+    __m256i sums = _mm256_sad_epu8(_mm256_and_si256(lasts, _mm256_load_si256((const __m256i *)masks->sums)), zero);
+    __m256i carried = _mm256_add_epi8(b, _mm256_shuffle_epi8(sums, spreadSums));
+    __m256i last = _mm256_broadcastb_epi8(_mm256_castsi256_si128(sums));
+    _mm256_storeu_si256(
+        (__m256i *)out,
+        _mm256_add_epi8(carried, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)masks->carried))));
+    return _mm256_add_epi8(last, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)masks->through)));
+}
+
+/// The packed8 decoder, with the blocks unpacked by pdep (deposit = 1: eight blocks a step) or by vector shifts
+/// (deposit = 0: four blocks a step). The blocks the vector steps leave (a row's end, the payload's end) are
+/// decoded one at a time with bounded loads.
+__attribute__((target("avx2"), always_inline)) static inline void
+decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles, const uint8_t *bits,
+               size_t width, size_t height, uint8_t *x, size_t stride, const int deposit) {
+    const size_t blocksPerRow = (width + 7) >> 3;
+    // Blocks wholly inside a row: the vector loop writes only those, so nothing is written past a row's end.
+    const size_t wholeBlocks = width >> 3;
     for (size_t y = 0; y < height; y++) {
         uint8_t *current = x + y * stride;
         // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
@@ -237,6 +270,42 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
         __m256i previous = _mm256_set1_epi8((char)(y == 0 ? 0 : above[0]));
         const size_t firstBlock = y * blocksPerRow;
         size_t column = 0;
+        // With pdep, eight blocks a step: one load of their width nibbles and predictor bits.
+        for (; deposit && column + 8 <= wholeBlocks; column += 8) {
+            const size_t block = firstBlock + column;
+            // Eight width nibbles from the private controls (the slot has room past their end).
+            uint64_t nib;
+            memcpy(&nib, nibbles + (block >> 1), 8);
+            nib >>= (block & 1) * 4;
+            const unsigned w0 = nib & 15, w1 = (nib >> 4) & 15, w2 = (nib >> 8) & 15, w3 = (nib >> 12) & 15;
+            const unsigned w4 = (nib >> 16) & 15, w5 = (nib >> 20) & 15, w6 = (nib >> 24) & 15, w7 = (nib >> 28) & 15;
+            const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2, p4 = p3 + w3, p5 = p4 + w4, p6 = p5 + w5;
+            const size_t p7 = p6 + w6;
+            if (p7 + 8 > count) break;  // near the end of the payload: the careful path below
+            uint64_t v0, v1, v2, v3, v4, v5, v6, v7;
+            memcpy(&v0, payload + position, 8);
+            memcpy(&v1, payload + p1, 8);
+            memcpy(&v2, payload + p2, 8);
+            memcpy(&v3, payload + p3, 8);
+            memcpy(&v4, payload + p4, 8);
+            memcpy(&v5, payload + p5, 8);
+            memcpy(&v6, payload + p6, 8);
+            memcpy(&v7, payload + p7, 8);
+            position = p7 + w7;
+            // Each w-bit field to the low bits of its byte.
+            const __m256i z0 = _mm256_set_epi64x(
+                (long long)deposit64(v3, depositMasks[w3]), (long long)deposit64(v2, depositMasks[w2]),
+                (long long)deposit64(v1, depositMasks[w1]), (long long)deposit64(v0, depositMasks[w0]));
+            const __m256i z1 = _mm256_set_epi64x(
+                (long long)deposit64(v7, depositMasks[w7]), (long long)deposit64(v6, depositMasks[w6]),
+                (long long)deposit64(v5, depositMasks[w5]), (long long)deposit64(v4, depositMasks[w4]));
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = (unsigned)(bitWord >> (block & 7));
+            previous = predict4(z0, above + column * 8, current + column * 8, (pattern & 15) | forceLeft, previous);
+            previous = predict4(z1, above + column * 8 + 32, current + column * 8 + 32,
+                                ((pattern >> 4) & 15) | forceLeft, previous);
+        }
         for (; column + 4 <= wholeBlocks; column += 4) {
             const size_t block = firstBlock + column;
             // Four width nibbles from the private controls (the slot has room past their end).
@@ -279,31 +348,10 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
                 z = _mm256_or_si256(_mm256_and_si256(quads, m1),
                                     _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(quads, w), m1), 8));
             }
-            // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
-            __m256i d = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(z, 1), low7),
-                                         _mm256_sub_epi8(zero, _mm256_and_si256(z, ones8)));
-            __m256i up = _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(above + column * 8)), d);
-            // Prefix sums within each block of 8 bytes.
-            __m256i s = _mm256_add_epi8(d, _mm256_slli_epi64(d, 8));
-            s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 16));
-            s = _mm256_add_epi8(s, _mm256_slli_epi64(s, 32));
             uint16_t bitWord;
             memcpy(&bitWord, bits + (block >> 3), 2);
-            const CarryMasks *masks = &carryMasks[((bitWord >> (block & 7)) & 15) | forceLeft];
-            // Each block before its carry: the up result, or the prefix sums of a left block.
-            __m256i b = _mm256_blendv_epi8(up, s, _mm256_load_si256((const __m256i *)masks->left));
-            // The carries: each n_k is a sum of some of the x_k (one psadbw over masked copies of them) plus,
-            // when the left run reaches back into the previous group, the sample carried in. Only the last
-            // two operations depend on the previous group.
-            __m256i lasts = _mm256_shuffle_epi8(b, gatherLast);
-            lasts = _mm256_or_si256(lasts, _mm256_permute2x128_si256(lasts, lasts, 0x01));
-            __m256i sums = _mm256_sad_epu8(_mm256_and_si256(lasts, _mm256_load_si256((const __m256i *)masks->sums)), zero);
-            __m256i carried = _mm256_add_epi8(b, _mm256_shuffle_epi8(sums, spreadSums));
-            __m256i last = _mm256_broadcastb_epi8(_mm256_castsi256_si128(sums));
-            _mm256_storeu_si256(
-                (__m256i *)(current + column * 8),
-                _mm256_add_epi8(carried, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)masks->carried))));
-            previous = _mm256_add_epi8(last, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)masks->through)));
+            previous = predict4(z, above + column * 8, current + column * 8,
+                                ((bitWord >> (block & 7)) & 15) | forceLeft, previous);
         }
         uint8_t last = (uint8_t)_mm256_extract_epi8(previous, 0);
         for (; column < blocksPerRow; column++) {
