@@ -459,18 +459,49 @@ static const uint64_t depositMasks10[16] = {
     0x03FF03FF03FF03FFULL,
 };
 
-/// The packed10 decoder, two blocks (one per 128-bit lane) per step, with the blocks unpacked by pdep
-/// (deposit = 1) or by vector shifts (deposit = 0). Values are kept modulo 2^16 and only their low 10 bits
-/// are used: every sum is the same modulo 2^10, and the stored samples (value << 6) drop the rest.
-__attribute__((target("avx2"), always_inline)) static inline void
-decode_packed10(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles, const uint8_t *bits,
-                size_t width, size_t height, uint16_t *x, const int deposit) {
-    const size_t blocksPerRow = (width + 7) >> 3;
+/// Two unpacked 10-bit blocks (z: their fields, one per 16-bit lane) through the zig-zag and the predictors,
+/// stored at `out` (as value << 6); `pattern` has bit k set when block k is left-predicted. Returns the value
+/// carried out, in every lane (modulo 2^16: only its low 10 bits count).
+__attribute__((target("avx2"), always_inline)) static inline __m256i predict2(__m256i z, const uint16_t *above,
+                                                                               uint16_t *out, unsigned pattern,
+                                                                               __m256i previous) {
     const __m256i ones16 = _mm256_set1_epi16(1);
     const __m256i zero = _mm256_setzero_si256();
     // The last 16-bit value of each 128-bit lane, copied to the whole lane.
     const __m256i lastWord = _mm256_set_epi8(15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14,
                                              15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14);
+    __m256i d = _mm256_xor_si256(_mm256_srli_epi16(z, 1), _mm256_sub_epi16(zero, _mm256_and_si256(z, ones16)));
+    __m256i aboveValues = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)above), 6);
+    __m256i up = _mm256_add_epi16(aboveValues, d);
+    // Prefix sums within each block (a 128-bit lane).
+    __m256i s = _mm256_add_epi16(d, _mm256_slli_si256(d, 2));
+    s = _mm256_add_epi16(s, _mm256_slli_si256(s, 4));
+    s = _mm256_add_epi16(s, _mm256_slli_si256(s, 8));
+    const __m256i left = _mm256_load_si256((const __m256i *)leftMasks2[pattern]);
+    __m256i b = _mm256_blendv_epi8(up, s, left);
+    // The carries: block 1 gets x_0 (the last value of block 0 before its carry) when it is left, both
+    // blocks get the sample carried into the pair when their left run reaches back to it. The pair's
+    // last value is lane 1's x_1 + (left_1 ? x_0 : 0) plus that sample when both are left: only the
+    // last two operations depend on the previous pair.
+    __m256i lasts = _mm256_shuffle_epi8(b, lastWord);
+    __m256i carried = _mm256_add_epi16(
+        b, _mm256_and_si256(left, _mm256_permute2x128_si256(lasts, lasts, 0x08)));
+    __m256i n = _mm256_shuffle_epi8(carried, lastWord);
+    __m256i last = _mm256_permute2x128_si256(n, n, 0x11);
+    __m256i result = _mm256_add_epi16(
+        carried, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)carriedMasks2[pattern][0])));
+    _mm256_storeu_si256((__m256i *)out, _mm256_slli_epi16(result, 6));
+    return _mm256_add_epi16(
+        last, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)carriedMasks2[pattern][1])));
+}
+
+/// The packed10 decoder, with the blocks unpacked by pdep (deposit = 1: four blocks a step) or by vector shifts
+/// (deposit = 0: two blocks, one per 128-bit lane, a step). Values are kept modulo 2^16 and only their low 10 bits
+/// are used: every sum is the same modulo 2^10, and the stored samples (value << 6) drop the rest.
+__attribute__((target("avx2"), always_inline)) static inline void
+decode_packed10(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles, const uint8_t *bits,
+                size_t width, size_t height, uint16_t *x, const int deposit) {
+    const size_t blocksPerRow = (width + 7) >> 3;
     for (size_t y = 0; y < height; y++) {
         uint16_t *current = x + y * width;
         const uint16_t *above = y == 0 ? x : x + (y - 1) * width;
@@ -478,6 +509,44 @@ decode_packed10(const uint8_t *payload, size_t count, size_t position, const uin
         __m256i previous = _mm256_set1_epi16((short)(y == 0 ? 0 : above[0] >> 6));
         const size_t firstBlock = y * blocksPerRow;
         size_t column = 0;
+        // With pdep, four blocks a step: one load of their width nibbles and predictor bits.
+        for (; deposit && column + 4 <= blocksPerRow; column += 4) {
+            const size_t block = firstBlock + column;
+            uint32_t nib;
+            memcpy(&nib, nibbles + (block >> 1), 4);
+            nib >>= (block & 1) * 4;
+            unsigned w0 = nib & 15, w1 = (nib >> 4) & 15, w2 = (nib >> 8) & 15, w3 = (nib >> 12) & 15;
+            w0 = w0 > 10 ? 10 : w0;
+            w1 = w1 > 10 ? 10 : w1;
+            w2 = w2 > 10 ? 10 : w2;
+            w3 = w3 > 10 ? 10 : w3;
+            const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2;
+            if (p3 + 16 > count) break;  // near the end of the payload: the steps below
+            uint64_t a0, b0, a1, b1, a2, b2, a3, b3;
+            memcpy(&a0, payload + position, 8);
+            memcpy(&b0, payload + position + (w0 >> 1), 8);
+            memcpy(&a1, payload + p1, 8);
+            memcpy(&b1, payload + p1 + (w1 >> 1), 8);
+            memcpy(&a2, payload + p2, 8);
+            memcpy(&b2, payload + p2 + (w2 >> 1), 8);
+            memcpy(&a3, payload + p3, 8);
+            memcpy(&b3, payload + p3 + (w3 >> 1), 8);
+            position = p3 + w3;
+            const uint64_t m0 = depositMasks10[w0], m1 = depositMasks10[w1];
+            const uint64_t m2 = depositMasks10[w2], m3 = depositMasks10[w3];
+            const __m256i z0 = _mm256_set_epi64x(
+                (long long)deposit64(b1 >> ((w1 & 1) * 4), m1), (long long)deposit64(a1, m1),
+                (long long)deposit64(b0 >> ((w0 & 1) * 4), m0), (long long)deposit64(a0, m0));
+            const __m256i z1 = _mm256_set_epi64x(
+                (long long)deposit64(b3 >> ((w3 & 1) * 4), m3), (long long)deposit64(a3, m3),
+                (long long)deposit64(b2 >> ((w2 & 1) * 4), m2), (long long)deposit64(a2, m2));
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = (unsigned)(bitWord >> (block & 7));
+            previous = predict2(z0, above + column * 8, current + column * 8, (pattern & 3) | forceLeft, previous);
+            previous = predict2(z1, above + column * 8 + 16, current + column * 8 + 16,
+                                ((pattern >> 2) & 3) | forceLeft, previous);
+        }
         for (; column + 2 <= blocksPerRow; column += 2) {
             const size_t block = firstBlock + column;
             uint16_t nib;
@@ -515,32 +584,10 @@ decode_packed10(const uint8_t *payload, size_t count, size_t position, const uin
                 z = _mm256_or_si256(_mm256_and_si256(halves, m1),
                                     _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w), m1), 16));
             }
-            __m256i d = _mm256_xor_si256(_mm256_srli_epi16(z, 1), _mm256_sub_epi16(zero, _mm256_and_si256(z, ones16)));
-            __m256i aboveValues = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(above + column * 8)), 6);
-            __m256i up = _mm256_add_epi16(aboveValues, d);
-            // Prefix sums within each block (a 128-bit lane).
-            __m256i s = _mm256_add_epi16(d, _mm256_slli_si256(d, 2));
-            s = _mm256_add_epi16(s, _mm256_slli_si256(s, 4));
-            s = _mm256_add_epi16(s, _mm256_slli_si256(s, 8));
             uint16_t bitWord;
             memcpy(&bitWord, bits + (block >> 3), 2);
-            const unsigned pattern = ((bitWord >> (block & 7)) & 3) | forceLeft;
-            const __m256i left = _mm256_load_si256((const __m256i *)leftMasks2[pattern]);
-            __m256i b = _mm256_blendv_epi8(up, s, left);
-            // The carries: block 1 gets x_0 (the last value of block 0 before its carry) when it is left, both
-            // blocks get the sample carried into the pair when their left run reaches back to it. The pair's
-            // last value is lane 1's x_1 + (left_1 ? x_0 : 0) plus that sample when both are left: only the
-            // last two operations depend on the previous pair.
-            __m256i lasts = _mm256_shuffle_epi8(b, lastWord);
-            __m256i carried = _mm256_add_epi16(
-                b, _mm256_and_si256(left, _mm256_permute2x128_si256(lasts, lasts, 0x08)));
-            __m256i n = _mm256_shuffle_epi8(carried, lastWord);
-            __m256i last = _mm256_permute2x128_si256(n, n, 0x11);
-            __m256i result = _mm256_add_epi16(
-                carried, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)carriedMasks2[pattern][0])));
-            _mm256_storeu_si256((__m256i *)(current + column * 8), _mm256_slli_epi16(result, 6));
-            previous = _mm256_add_epi16(
-                last, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)carriedMasks2[pattern][1])));
+            previous = predict2(z, above + column * 8, current + column * 8,
+                                ((bitWord >> (block & 7)) & 3) | forceLeft, previous);
         }
         uint16_t last = (uint16_t)(_mm256_extract_epi16(previous, 0) & 0x3FF);
         for (; column < blocksPerRow; column++) {
