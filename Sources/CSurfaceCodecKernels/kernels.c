@@ -204,7 +204,106 @@ int csck_cpu_has_fast_pdep(void) {
     return fast;
 }
 
-/// BMI2's pdep, as an instruction of its own so that the decoder around it needs no bmi2 target (the shifts
+/// Per width nibble (widths above 8 clamped to 8), how a block is unpacked without pdep: a byte shuffle puts the
+/// two bytes holding field i (bits w·i ... w·i + w - 1 of the block) in 16-bit lane i, a multiply by 2^(8 - s)
+/// (s = w·i mod 8) moves the field to the lane's high byte, and a mask keeps its w bits.
+typedef struct {
+    uint8_t control[16];
+    uint16_t multipliers[8];
+    uint16_t masks[8];
+} UnpackShuffle;
+
+static const UnpackShuffle unpackShuffles[16] __attribute__((aligned(16))) = {
+    // width 0
+    {{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0x0000, 0x0000, 0x0000, 0x0000, 0x0000, 0x0000, 0x0000, 0x0000}},
+    // width 1
+    {{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1},
+     {0x0100, 0x0080, 0x0040, 0x0020, 0x0010, 0x0008, 0x0004, 0x0002},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100}},
+    // width 2
+    {{0, 1, 0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 1, 2, 1, 2},
+     {0x0100, 0x0040, 0x0010, 0x0004, 0x0100, 0x0040, 0x0010, 0x0004},
+     {0x0300, 0x0300, 0x0300, 0x0300, 0x0300, 0x0300, 0x0300, 0x0300}},
+    // width 3
+    {{0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 1, 2, 2, 3, 2, 3},
+     {0x0100, 0x0020, 0x0004, 0x0080, 0x0010, 0x0002, 0x0040, 0x0008},
+     {0x0700, 0x0700, 0x0700, 0x0700, 0x0700, 0x0700, 0x0700, 0x0700}},
+    // width 4
+    {{0, 1, 0, 1, 1, 2, 1, 2, 2, 3, 2, 3, 3, 4, 3, 4},
+     {0x0100, 0x0010, 0x0100, 0x0010, 0x0100, 0x0010, 0x0100, 0x0010},
+     {0x0F00, 0x0F00, 0x0F00, 0x0F00, 0x0F00, 0x0F00, 0x0F00, 0x0F00}},
+    // width 5
+    {{0, 1, 0, 1, 1, 2, 1, 2, 2, 3, 3, 4, 3, 4, 4, 5},
+     {0x0100, 0x0008, 0x0040, 0x0002, 0x0010, 0x0080, 0x0004, 0x0020},
+     {0x1F00, 0x1F00, 0x1F00, 0x1F00, 0x1F00, 0x1F00, 0x1F00, 0x1F00}},
+    // width 6
+    {{0, 1, 0, 1, 1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 5, 6},
+     {0x0100, 0x0004, 0x0010, 0x0040, 0x0100, 0x0004, 0x0010, 0x0040},
+     {0x3F00, 0x3F00, 0x3F00, 0x3F00, 0x3F00, 0x3F00, 0x3F00, 0x3F00}},
+    // width 7
+    {{0, 1, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7},
+     {0x0100, 0x0002, 0x0004, 0x0008, 0x0010, 0x0020, 0x0040, 0x0080},
+     {0x7F00, 0x7F00, 0x7F00, 0x7F00, 0x7F00, 0x7F00, 0x7F00, 0x7F00}},
+    // width 8
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+    // width 9 (clamped to 8)
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+    // width 10 (clamped to 8)
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+    // width 11 (clamped to 8)
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+    // width 12 (clamped to 8)
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+    // width 13 (clamped to 8)
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+    // width 14 (clamped to 8)
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+    // width 15 (clamped to 8)
+    {{0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8},
+     {0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100, 0x0100},
+     {0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00, 0xFF00}},
+};
+
+/// One block's fields by byte shuffle and multiply (see unpackShuffles), each in the high byte of a 16-bit lane;
+/// reads 16 bytes at `p`.
+__attribute__((target("avx2"), always_inline)) static inline __m128i unpack_shuffled(const uint8_t *p, unsigned w) {
+    const UnpackShuffle *table = &unpackShuffles[w];
+    const __m128i pairs =
+        _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p), _mm_load_si128((const __m128i *)table->control));
+    return _mm_and_si128(_mm_mullo_epi16(pairs, _mm_load_si128((const __m128i *)table->multipliers)),
+                         _mm_load_si128((const __m128i *)table->masks));
+}
+
+/// Four blocks at p0...p3 (widths w0...w3) unpacked by shuffles, their fields one a byte: blocks 0 and 2, 1 and 3
+/// side by side in 256-bit registers, the fields (high bytes of 16-bit lanes) then packed to bytes, blocks 0, 1
+/// in the low 128 bits and 2, 3 in the high. Reads 16 bytes at each of p0...p3.
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+unpack4_shuffled(const uint8_t *payload, size_t p0, size_t p1, size_t p2, size_t p3, unsigned w0, unsigned w1,
+                 unsigned w2, unsigned w3) {
+    const __m256i h02 = _mm256_inserti128_si256(_mm256_castsi128_si256(unpack_shuffled(payload + p0, w0)),
+                                                unpack_shuffled(payload + p2, w2), 1);
+    const __m256i h13 = _mm256_inserti128_si256(_mm256_castsi128_si256(unpack_shuffled(payload + p1, w1)),
+                                                unpack_shuffled(payload + p3, w3), 1);
+    return _mm256_packus_epi16(_mm256_srli_epi16(h02, 8), _mm256_srli_epi16(h13, 8));
+}
+
+/// BMI2's pdep, as an instruction of its own so that the decoder around it needs no bmi2 target (the other
 /// variant must not use BMI2 instructions). Run only where csck_cpu_has_fast_pdep() returned 1.
 static inline uint64_t deposit64(uint64_t source, uint64_t mask) {
     uint64_t result;
@@ -252,9 +351,9 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i predict4(__
     return _mm256_add_epi8(last, _mm256_and_si256(previous, _mm256_load_si256((const __m256i *)masks->through)));
 }
 
-/// The packed8 decoder, with the blocks unpacked by pdep (deposit = 1: eight blocks a step) or by vector shifts
-/// (deposit = 0: four blocks a step). The blocks the vector steps leave (a row's end, the payload's end) are
-/// decoded one at a time with bounded loads.
+/// The packed8 decoder, with the blocks unpacked by pdep (deposit = 1) or by byte shuffles and multiplies
+/// (deposit = 0), eight blocks a step, then four; the blocks these steps leave (a row's end, the payload's end)
+/// are decoded one at a time with bounded loads.
 __attribute__((target("avx2"), always_inline)) static inline void
 decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles, const uint8_t *bits,
                size_t width, size_t height, uint8_t *x, size_t stride, const int deposit) {
@@ -270,8 +369,8 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
         __m256i previous = _mm256_set1_epi8((char)(y == 0 ? 0 : above[0]));
         const size_t firstBlock = y * blocksPerRow;
         size_t column = 0;
-        // With pdep, eight blocks a step: one load of their width nibbles and predictor bits.
-        for (; deposit && column + 8 <= wholeBlocks; column += 8) {
+        // Eight blocks a step: one load of their width nibbles and predictor bits.
+        for (; column + 8 <= wholeBlocks; column += 8) {
             const size_t block = firstBlock + column;
             // Eight width nibbles from the private controls (the slot has room past their end).
             uint64_t nib;
@@ -281,24 +380,31 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
             const unsigned w4 = (nib >> 16) & 15, w5 = (nib >> 20) & 15, w6 = (nib >> 24) & 15, w7 = (nib >> 28) & 15;
             const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2, p4 = p3 + w3, p5 = p4 + w4, p6 = p5 + w5;
             const size_t p7 = p6 + w6;
-            if (p7 + 8 > count) break;  // near the end of the payload: the careful path below
-            uint64_t v0, v1, v2, v3, v4, v5, v6, v7;
-            memcpy(&v0, payload + position, 8);
-            memcpy(&v1, payload + p1, 8);
-            memcpy(&v2, payload + p2, 8);
-            memcpy(&v3, payload + p3, 8);
-            memcpy(&v4, payload + p4, 8);
-            memcpy(&v5, payload + p5, 8);
-            memcpy(&v6, payload + p6, 8);
-            memcpy(&v7, payload + p7, 8);
+            // Near the end of the payload, the steps below (pdep reads 8 bytes a block, shuffles 16).
+            if (p7 + (deposit ? 8 : 16) > count) break;
+            __m256i z0, z1;
+            if (deposit) {
+                uint64_t v0, v1, v2, v3, v4, v5, v6, v7;
+                memcpy(&v0, payload + position, 8);
+                memcpy(&v1, payload + p1, 8);
+                memcpy(&v2, payload + p2, 8);
+                memcpy(&v3, payload + p3, 8);
+                memcpy(&v4, payload + p4, 8);
+                memcpy(&v5, payload + p5, 8);
+                memcpy(&v6, payload + p6, 8);
+                memcpy(&v7, payload + p7, 8);
+                // Each w-bit field to the low bits of its byte.
+                z0 = _mm256_set_epi64x(
+                    (long long)deposit64(v3, depositMasks[w3]), (long long)deposit64(v2, depositMasks[w2]),
+                    (long long)deposit64(v1, depositMasks[w1]), (long long)deposit64(v0, depositMasks[w0]));
+                z1 = _mm256_set_epi64x(
+                    (long long)deposit64(v7, depositMasks[w7]), (long long)deposit64(v6, depositMasks[w6]),
+                    (long long)deposit64(v5, depositMasks[w5]), (long long)deposit64(v4, depositMasks[w4]));
+            } else {
+                z0 = unpack4_shuffled(payload, position, p1, p2, p3, w0, w1, w2, w3);
+                z1 = unpack4_shuffled(payload, p4, p5, p6, p7, w4, w5, w6, w7);
+            }
             position = p7 + w7;
-            // Each w-bit field to the low bits of its byte.
-            const __m256i z0 = _mm256_set_epi64x(
-                (long long)deposit64(v3, depositMasks[w3]), (long long)deposit64(v2, depositMasks[w2]),
-                (long long)deposit64(v1, depositMasks[w1]), (long long)deposit64(v0, depositMasks[w0]));
-            const __m256i z1 = _mm256_set_epi64x(
-                (long long)deposit64(v7, depositMasks[w7]), (long long)deposit64(v6, depositMasks[w6]),
-                (long long)deposit64(v5, depositMasks[w5]), (long long)deposit64(v4, depositMasks[w4]));
             uint16_t bitWord;
             memcpy(&bitWord, bits + (block >> 3), 2);
             const unsigned pattern = (unsigned)(bitWord >> (block & 7));
@@ -314,40 +420,24 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
             nib >>= (block & 1) * 4;
             const unsigned w0 = nib & 15, w1 = (nib >> 4) & 15, w2 = (nib >> 8) & 15, w3 = (nib >> 12) & 15;
             const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2;
-            if (p3 + 8 > count) break;  // near the end of the payload: the careful path below
-            uint64_t v0, v1, v2, v3;
-            memcpy(&v0, payload + position, 8);
-            memcpy(&v1, payload + p1, 8);
-            memcpy(&v2, payload + p2, 8);
-            memcpy(&v3, payload + p3, 8);
-            position = p3 + w3;
+            // Near the end of the payload, the careful path below (pdep reads 8 bytes a block, shuffles 16).
+            if (p3 + (deposit ? 8 : 16) > count) break;
             __m256i z;
             if (deposit) {
+                uint64_t v0, v1, v2, v3;
+                memcpy(&v0, payload + position, 8);
+                memcpy(&v1, payload + p1, 8);
+                memcpy(&v2, payload + p2, 8);
+                memcpy(&v3, payload + p3, 8);
                 // Each w-bit field to the low bits of its byte.
                 z = _mm256_set_epi64x((long long)deposit64(v3, depositMasks[w3]),
                                       (long long)deposit64(v2, depositMasks[w2]),
                                       (long long)deposit64(v1, depositMasks[w1]),
                                       (long long)deposit64(v0, depositMasks[w0]));
             } else {
-                const __m256i one = _mm256_set1_epi64x(1);
-                __m256i v = _mm256_set_epi64x((long long)v3, (long long)v2, (long long)v1, (long long)v0);
-                __m256i w = _mm256_min_epu32(_mm256_set_epi64x(w3, w2, w1, w0), _mm256_set1_epi64x(8));
-                // Spread 8 fields of w bits into 8 bytes, per 64-bit lane (variable shifts).
-                __m256i w2v = _mm256_add_epi64(w, w), w4v = _mm256_add_epi64(w2v, w2v);
-                __m256i m4 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w4v), one);
-                __m256i halves = _mm256_or_si256(
-                    _mm256_and_si256(v, m4), _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(v, w4v), m4), 32));
-                __m256i m2 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w2v), one);
-                m2 = _mm256_or_si256(m2, _mm256_slli_epi64(m2, 32));
-                __m256i quads = _mm256_or_si256(
-                    _mm256_and_si256(halves, m2),
-                    _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(halves, w2v), m2), 16));
-                __m256i m1 = _mm256_sub_epi64(_mm256_sllv_epi64(one, w), one);
-                m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 16));
-                m1 = _mm256_or_si256(m1, _mm256_slli_epi64(m1, 32));
-                z = _mm256_or_si256(_mm256_and_si256(quads, m1),
-                                    _mm256_slli_epi64(_mm256_and_si256(_mm256_srlv_epi64(quads, w), m1), 8));
+                z = unpack4_shuffled(payload, position, p1, p2, p3, w0, w1, w2, w3);
             }
+            position = p3 + w3;
             uint16_t bitWord;
             memcpy(&bitWord, bits + (block >> 3), 2);
             previous = predict4(z, above + column * 8, current + column * 8,
@@ -378,7 +468,7 @@ __attribute__((target("avx2"))) static void decode_packed8_deposit(const uint8_t
     decode_packed8(payload, count, position, nibbles, bits, width, height, x, stride, 1);
 }
 
-__attribute__((target("avx2"))) static void decode_packed8_shifts(const uint8_t *payload, size_t count,
+__attribute__((target("avx2"))) static void decode_packed8_shuffles(const uint8_t *payload, size_t count,
                                                                  size_t position, const uint8_t *nibbles,
                                                                  const uint8_t *bits, size_t width, size_t height,
                                                                  uint8_t *x, size_t stride) {
@@ -391,7 +481,7 @@ void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, si
     if (deposit && csck_cpu_has_fast_pdep())
         decode_packed8_deposit(payload, count, position, nibbles, bits, width, height, x, stride);
     else
-        decode_packed8_shifts(payload, count, position, nibbles, bits, width, height, x, stride);
+        decode_packed8_shuffles(payload, count, position, nibbles, bits, width, height, x, stride);
 }
 
 void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,

@@ -37,8 +37,8 @@ void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t posit
 int csck_cpu_has_fast_pdep(void);
 
 /// csck_decode_packed8_avx2 with a chosen way to unpack the blocks: with pdep (`deposit` = 1, used only where
-/// csck_cpu_has_fast_pdep() returned 1, otherwise as 0) or with vector shifts (`deposit` = 0). The same samples
-/// either way; csck_decode_packed8_avx2 uses pdep where it is fast. For tests and benchmarks.
+/// csck_cpu_has_fast_pdep() returned 1, otherwise as 0) or with byte shuffles and multiplies (`deposit` = 0).
+/// The same samples either way; csck_decode_packed8_avx2 uses pdep where it is fast. For tests and benchmarks.
 void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
                                         const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
                                         uint8_t *x, size_t stride, int deposit);
@@ -49,7 +49,8 @@ void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, si
 void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                                const uint8_t *bits, size_t width, size_t height, uint16_t *x);
 
-/// csck_decode_packed10_avx2 with a chosen way to unpack the blocks, as csck_decode_packed8_avx2_unpacking.
+/// csck_decode_packed10_avx2 with a chosen way to unpack the blocks: with pdep (`deposit` = 1, where fast, as
+/// csck_decode_packed8_avx2_unpacking) or with vector shifts (`deposit` = 0).
 void csck_decode_packed10_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
                                          const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
                                          uint16_t *x, int deposit);
