@@ -316,7 +316,6 @@ static inline uint64_t deposit64(uint64_t source, uint64_t mask) {
 __attribute__((target("avx2"), always_inline)) static inline __m256i predict4(__m256i z, const uint8_t *above,
                                                                                uint8_t *out, unsigned pattern,
                                                                                __m256i previous) {
-    const __m256i low7 = _mm256_set1_epi8(0x7F);
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i zero = _mm256_setzero_si256();
     // The last byte of each block (byte 7 of each 64-bit lane) to bytes 0...3 of every 64-bit lane, in two steps:
@@ -326,9 +325,9 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i predict4(__
     // Byte 0 of 64-bit lanes 1...3 to the whole lane; lane 0 (which holds n_3's sum) to zeros.
     const __m256i spreadSums = _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0,
                                                 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
-    // Undo the zig-zag: d = (z >> 1) ^ -(z & 1), byte-wise.
-    __m256i d = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(z, 1), low7),
-                                 _mm256_sub_epi8(zero, _mm256_and_si256(z, ones8)));
+    // Undo the zig-zag, d = (z >> 1) ^ -(z & 1) byte-wise, in four operations: (z + 1) >> 1, negated where z is
+    // odd (the sign operand has each byte's bit 0 as its sign bit, and is never 0).
+    __m256i d = _mm256_sign_epi8(_mm256_avg_epu8(z, zero), _mm256_or_si256(_mm256_slli_epi16(z, 7), ones8));
     __m256i up = _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)above), d);
     // Prefix sums within each block of 8 bytes.
     __m256i s = _mm256_add_epi8(d, _mm256_slli_epi64(d, 8));
