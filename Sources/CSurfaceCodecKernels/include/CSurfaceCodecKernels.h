@@ -49,12 +49,6 @@ void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, si
 void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                                const uint8_t *bits, size_t width, size_t height, uint16_t *x);
 
-/// csck_decode_packed10_avx2 with a chosen way to unpack the blocks: with pdep (`deposit` = 1, where fast, as
-/// csck_decode_packed8_avx2_unpacking) or with vector shifts (`deposit` = 0).
-void csck_decode_packed10_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
-                                         const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
-                                         uint16_t *x, int deposit);
-
 /// Chooses and packs the blocks of a packed8 payload (docs/COMPRESSED-LAYOUT.md §6.1): `up` and `left` hold
 /// the zig-zagged residuals of each block under each predictor (8 bytes a block); writes the width nibbles,
 /// the predictor bits and the packed blocks to `out` (room for the worst case plus 8 bytes) and returns the
