@@ -184,21 +184,30 @@ static const uint64_t depositMasks[16] = {
 /// Whether BMI2's pdep is fast here: -1 until checked.
 static int fastDeposit = -1;
 
+int csck_pdep_is_fast(int hasBMI2AndAVX2, uint32_t vendorEBX, uint32_t vendorECX, uint32_t vendorEDX,
+                      uint32_t signatureEAX) {
+    if (!hasBMI2AndAVX2) return 0;
+    // "AuthenticAMD" and "HygonGenuine" (ebx, edx, ecx): pdep is microcoded before Zen 3 (family 19h).
+    const int amd = vendorEBX == 0x68747541 && vendorEDX == 0x69746e65 && vendorECX == 0x444d4163;
+    const int hygon = vendorEBX == 0x6f677948 && vendorEDX == 0x6e65476e && vendorECX == 0x656e6975;
+    if (!amd && !hygon) return 1;
+    const uint32_t base = (signatureEAX >> 8) & 15;
+    const uint32_t family = base == 15 ? base + ((signatureEAX >> 20) & 0xFF) : base;
+    return family >= 0x19;
+}
+
 int csck_cpu_has_fast_pdep(void) {
     int fast = __atomic_load_n(&fastDeposit, __ATOMIC_RELAXED);
     if (fast >= 0) return fast;
     __builtin_cpu_init();
-    fast = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2");
-    unsigned eax, ebx, ecx, edx;
-    if (fast && __get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
-        // "AuthenticAMD" and "HygonGenuine" (ebx, edx, ecx): pdep is microcoded before Zen 3 (family 19h).
-        const int amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;
-        const int hygon = ebx == 0x6f677948 && edx == 0x6e65476e && ecx == 0x656e6975;
-        if ((amd || hygon) && __get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
-            const unsigned base = (eax >> 8) & 15;
-            const unsigned family = base == 15 ? base + ((eax >> 20) & 0xFF) : base;
-            fast = family >= 0x19;
-        }
+    const int supported = __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0, signature = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
+        unsigned vendorEBX = ebx, vendorECX = ecx, vendorEDX = edx;
+        if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) signature = eax;
+        fast = csck_pdep_is_fast(supported, vendorEBX, vendorECX, vendorEDX, signature);
+    } else {
+        fast = 0;
     }
     __atomic_store_n(&fastDeposit, fast, __ATOMIC_RELAXED);
     return fast;
@@ -842,5 +851,11 @@ __attribute__((target("avx2"))) size_t csck_pack8_avx2(const uint8_t *up, const 
 int csck_cpu_has_avx2(void) { return 0; }
 
 int csck_cpu_has_fast_pdep(void) { return 0; }
+
+int csck_pdep_is_fast(int hasBMI2AndAVX2, uint32_t vendorEBX, uint32_t vendorECX, uint32_t vendorEDX,
+                      uint32_t signatureEAX) {
+    (void)hasBMI2AndAVX2, (void)vendorEBX, (void)vendorECX, (void)vendorEDX, (void)signatureEAX;
+    return 0;
+}
 
 #endif

@@ -100,11 +100,28 @@ import Testing
         #expect(plane[(stride * height)..<plane.count].allSatisfy { $0 == 0xA5 }, "\(what): past the last row")
     }
 
-    @Test func pdepIsUsedOnlyWithAVX2AndBMI2() {
-        // On an AVX2 processor the fast pdep answer is stable, and never claimed without AVX2.
-        let fast = csck_cpu_has_fast_pdep()
-        #expect(fast == csck_cpu_has_fast_pdep())
-        if fast != 0 { #expect(csck_cpu_has_avx2() != 0) }
+    /// pdep is chosen on Intel and on AMD from Zen 3 (family 19h), never on AMD Zen 1 and 2 or Hygon (family 17h,
+    /// 18h: microcoded), nor without BMI2 and AVX2. Vendor strings as cpuid leaf 0 returns them (ebx, ecx, edx),
+    /// signatures as leaf 1's eax.
+    @Test func pdepIsChosenOnlyWhereItIsFast() {
+        let intel: (UInt32, UInt32, UInt32) = (0x756e_6547, 0x6c65_746e, 0x4965_6e69)  // "GenuineIntel"
+        let amd: (UInt32, UInt32, UInt32) = (0x6874_7541, 0x444d_4163, 0x6974_6e65)  // "AuthenticAMD"
+        let hygon: (UInt32, UInt32, UInt32) = (0x6f67_7948, 0x656e_6975, 0x6e65_476e)  // "HygonGenuine"
+        func fast(_ vendor: (UInt32, UInt32, UInt32), _ signature: UInt32, supported: Bool = true) -> Bool {
+            csck_pdep_is_fast(supported ? 1 : 0, vendor.0, vendor.1, vendor.2, signature) != 0
+        }
+        #expect(fast(intel, 0x0008_06F8))  // Sapphire Rapids
+        #expect(fast(intel, 0x0003_06C3))  // Haswell
+        #expect(!fast(intel, 0x0008_06F8, supported: false))
+        #expect(!fast(amd, 0x0080_0F12))  // Zen 1 (family 17h)
+        #expect(!fast(amd, 0x0083_0F10))  // Zen 2 (family 17h)
+        #expect(fast(amd, 0x00A0_0F11))  // Zen 3 (family 19h)
+        #expect(fast(amd, 0x00A1_0F11))  // Zen 4 (family 19h)
+        #expect(fast(amd, 0x00B0_0F21))  // Zen 5 (family 1Ah)
+        #expect(!fast(hygon, 0x0090_0F01))  // Dhyana (family 18h, Zen 1)
+        #expect(!fast(amd, 0x00A0_0F11, supported: false))
+        // This processor's answer is one of these, and never without AVX2.
+        if csck_cpu_has_fast_pdep() != 0 { #expect(csck_cpu_has_avx2() != 0) }
     }
 
     /// Random payloads (widths 0...8, and all 8), both unpackings, strided: byte for byte the portable samples.
