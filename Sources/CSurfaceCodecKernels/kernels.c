@@ -634,8 +634,8 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i unpack10_sh
                                                                                         unsigned w) {
     const UnpackShuffle10 *table = &unpackShuffles10[w];
     const __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-    const __m256i fields = _mm256_srlv_epi32(_mm256_shuffle_epi8(bytes, _mm256_load_si256((const __m256i *)table->control)),
-                                             _mm256_load_si256((const __m256i *)table->shifts));
+    const __m256i pieces = _mm256_shuffle_epi8(bytes, _mm256_load_si256((const __m256i *)table->control));
+    const __m256i fields = _mm256_srlv_epi32(pieces, _mm256_load_si256((const __m256i *)table->shifts));
     return _mm256_and_si256(fields, _mm256_load_si256((const __m256i *)table->masks));
 }
 
@@ -644,7 +644,8 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i unpack10_sh
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 unpack10x2_shuffled(const uint8_t *payload, size_t p0, size_t p1, unsigned w0, unsigned w1) {
     // packus interleaves the two blocks' 128-bit halves (0 low, 1 low | 0 high, 1 high); vpermq restores the order.
-    const __m256i packed = _mm256_packus_epi32(unpack10_shuffled(payload + p0, w0), unpack10_shuffled(payload + p1, w1));
+    const __m256i packed =
+        _mm256_packus_epi32(unpack10_shuffled(payload + p0, w0), unpack10_shuffled(payload + p1, w1));
     return _mm256_permute4x64_epi64(packed, 0xD8);
 }
 
