@@ -34,6 +34,22 @@ int csck_cpu_has_avx2(void);
 void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                               const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
 
+/// Whether BMI2's pdep is fast here (cpuid, once): csck_pdep_is_fast for this processor.
+int csck_cpu_has_fast_pdep(void);
+
+/// Whether pdep is fast on a processor with these cpuid answers (leaf 0's vendor registers, leaf 1's eax): it
+/// needs BMI2 and AVX2, and is microcoded (tens of cycles) on AMD and Hygon before family 19h (Zen 3); elsewhere
+/// (Intel) it takes one cycle. On other architectures, 0.
+int csck_pdep_is_fast(int hasBMI2AndAVX2, uint32_t vendorEBX, uint32_t vendorECX, uint32_t vendorEDX,
+                      uint32_t signatureEAX);
+
+/// csck_decode_packed8_avx2 with a chosen way to unpack the blocks: with pdep (`deposit` = 1, used only where
+/// csck_cpu_has_fast_pdep() returned 1, otherwise as 0) or with byte shuffles and multiplies (`deposit` = 0).
+/// The same samples either way; csck_decode_packed8_avx2 uses pdep where it is fast. For tests and benchmarks.
+void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
+                                        const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
+                                        uint8_t *x, size_t stride, int deposit);
+
 /// Decodes the residual blocks of a packed10 component (docs/COMPRESSED-LAYOUT.md §6.2) into `x` (width ×
 /// height 16-bit samples plus at least 32 bytes of slack), under the same rules as csck_decode_packed8_avx2
 /// (widths clamped to 10).
