@@ -1,5 +1,3 @@
-import Dispatch
-import Foundation
 import PixelBuffers
 import SampleBuffers
 import Surfaces
@@ -9,13 +7,7 @@ import SystemPackage
 /// ``SubscriberStateMachine`` and carries out the actions it returns (imports, deliveries, replies).
 ///
 /// Everything here belongs to that thread; what consumers see goes through ``SubscriberCore``.
-final class SubscriberConnection: @unchecked Sendable {
-    // EXPERIMENT: while `source` is set, its handler (on the delegate's queue) reads the socket; `ioLock` keeps it
-    // and this thread apart.
-    private let ioLock = NSLock()
-    private var source: (any DispatchSourceRead)?
-    private var sourceEnded = false
-
+final class SubscriberConnection {
     let core: SubscriberCore
     let configuration: Subscriber.Configuration
     private var machine: SubscriberStateMachine
@@ -158,34 +150,6 @@ final class SubscriberConnection: @unchecked Sendable {
 
     /// Polls and handles one batch; returns false when the connection ended.
     private func service(_ socket: Socket) -> Bool {
-        ioLock.lock()
-        defer { ioLock.unlock() }
-        if source != nil || experimentStartSource(socket) {
-            if sourceEnded {
-                source?.cancel()
-                source = nil
-                sourceEnded = false
-                return false
-            }
-            ioLock.unlock()
-            let writable = core.sender.hasOutbound ? PollEvents.writable : 0
-            let ready: [Int16]
-            switch Syscall.poll(
-                [(core.doorbell.descriptor, PollEvents.readable), (socket.descriptor, writable)],
-                timeout: 1000
-            ) {
-            case .success(let events): ready = events
-            case .failure: ready = [0, 0]
-            }
-            ioLock.lock()
-            if ready[0] != 0 { core.doorbell.drain() }
-            if ready[1] & PollEvents.writable != 0 { core.sender.flush() }
-            if core.isCancelled {
-                source?.cancel()
-                source = nil
-            }
-            return true
-        }
         let awaiting: Bool
         if case .awaitingWelcome = machine.state { awaiting = true } else { awaiting = false }
         var timeout: Int32 = 1000
@@ -251,62 +215,6 @@ final class SubscriberConnection: @unchecked Sendable {
             }
         }
         return checkHandshakeDeadline()
-    }
-
-    private func experimentStartSource(_ socket: Socket) -> Bool {
-        guard case .awaitingWelcome = machine.state else {
-            guard let queue = core.experimentDelegateQueue else { return false }
-            let source = DispatchSource.makeReadSource(fileDescriptor: socket.descriptor, queue: queue)
-            source.setEventHandler { [self] in
-                guard core.experimentBeginInlineRead(on: queue) else { return }
-                ioLock.lock()
-                if self.source != nil, !sourceEnded, let socket = self.socket {
-                    if !receiveBatch(socket) {
-                        self.source?.cancel()
-                        self.source = nil
-                        core.doorbell.ring()
-                    }
-                }
-                ioLock.unlock()
-                core.experimentEndInlineRead(on: queue)
-            }
-            self.source = source
-            source.resume()
-            return true
-        }
-        return false
-    }
-
-    /// Reads what is there (at most a batch); false when the connection ended.
-    private func receiveBatch(_ socket: Socket) -> Bool {
-        for _ in 0..<Self.readBatch {
-            switch socket.receive(
-                maximumSize: WireProtocol.maximumMessageSize,
-                maximumDescriptors: WireProtocol.maximumDescriptorCount
-            ) {
-            case .success(.wouldBlock):
-                return true
-            case .success(.endOfFile):
-                return perform(
-                    .close(
-                        FrameBusError(.endOfStream, "Subscriber", message: "the publisher closed the connection"),
-                        reply: nil
-                    ),
-                    descriptors: []
-                )
-            case .failure(let errno):
-                return perform(
-                    .close(
-                        FrameBusError(.endOfStream, "Subscriber", errno: errno, message: "receive failed"),
-                        reply: nil
-                    ),
-                    descriptors: []
-                )
-            case .success(.datagram(let datagram)):
-                guard handle(datagram) else { return false }
-            }
-        }
-        return true
     }
 
     private func checkHandshakeDeadline() -> Bool {

@@ -463,26 +463,6 @@ final class SubscriberCore: Sendable {
         )
     }
 
-    // MARK: EXPERIMENT (read source on the delegate's queue)
-
-    /// The delegate's queue, while a delegate consumes the events.
-    var experimentDelegateQueue: DispatchQueue? {
-        state.withLock { if case .delegate(_, let queue) = $0.consumer { queue } else { nil } }
-    }
-
-    /// Called on `queue` by the read source before it reads: no pass is scheduled meanwhile.
-    func experimentBeginInlineRead(on queue: DispatchQueue) -> Bool {
-        state.withLock { state in
-            guard case .delegate(_, let current) = state.consumer, current === queue, !state.isDeliveryPassActive
-            else { return false }
-            state.isDeliveryPassActive = true
-            return true
-        }
-    }
-
-    /// Called on `queue` after the read: delivers inline what arrived.
-    func experimentEndInlineRead(on queue: DispatchQueue) { deliverToDelegate(on: queue) }
-
     // MARK: Cancelling
 
     func cancel() {
