@@ -127,6 +127,9 @@ public final class Subscriber: Sendable {
     /// Sets the delegate and the queue it is called on (asynchronously; `.main` is fine); events that already wait
     /// are delivered to it. The delegate is held weakly. While a delegate is set, ``events`` and ``frames`` throw
     /// ``FrameBusError/Code-swift.struct/concurrentConsumer``; set `nil` to iterate them instead.
+    ///
+    /// Callbacks never overlap: a delegate set while a callback of the previous one runs gets the following events
+    /// after that callback has returned, each on the queue it was set with.
     public func setDelegate(_ delegate: (any SubscriberDelegate)?, queue: DispatchQueue) {
         core.setDelegate(delegate, queue: queue)
     }

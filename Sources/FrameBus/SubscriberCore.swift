@@ -149,12 +149,16 @@ final class SubscriberCore: Sendable {
     enum Consumer {
         case none
         case iterator(claim: UInt64, waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?)
-        case delegate(WeakDelegate, DispatchQueue, isDelivering: Bool)
+        case delegate(WeakDelegate, DispatchQueue)
     }
 
     struct State {
         var queue: SubscriberEventQueue<PendingFrame>
         var consumer = Consumer.none
+        /// A delivery pass (``deliverToDelegate(on:)``) is scheduled or running on some delegate's queue. At most one
+        /// is, whatever the consumer became meanwhile, so that callbacks never overlap and stay in order: a delegate
+        /// set (again) while a callback of the previous one still runs gets its events after that callback.
+        var isDeliveryPassActive = false
         var nextClaim: UInt64 = 1
         var isCancelled = false
         /// No event will follow the waiting ones (the stream ended for good, or it was cancelled).
@@ -284,7 +288,7 @@ final class SubscriberCore: Sendable {
 
     private func wakeConsumer(_ state: inout State) -> Wake {
         switch state.consumer {
-        case .none, .iterator(_, waiter: nil), .delegate(_, _, isDelivering: true):
+        case .none, .iterator(_, waiter: nil):
             return .none
         case .iterator(let claim, .some(let waiter)):
             if let entry = take(&state) {
@@ -296,9 +300,9 @@ final class SubscriberCore: Sendable {
                 return .resume(waiter, nil)
             }
             return .none
-        case .delegate(let delegate, let queue, isDelivering: false):
-            guard !state.queue.isEmpty, !state.isCancelled else { return .none }
-            state.consumer = .delegate(delegate, queue, isDelivering: true)
+        case .delegate(_, let queue):
+            guard !state.isDeliveryPassActive, !state.queue.isEmpty, !state.isCancelled else { return .none }
+            state.isDeliveryPassActive = true
             return .deliver(queue)
         }
     }
@@ -307,7 +311,7 @@ final class SubscriberCore: Sendable {
         switch wake {
         case .none: break
         case .resume(let waiter, let entry): waiter.resume(returning: entry)
-        case .deliver(let queue): queue.async { self.deliverToDelegate() }
+        case .deliver(let queue): queue.async { self.deliverToDelegate(on: queue) }
         }
     }
 
@@ -392,9 +396,7 @@ final class SubscriberCore: Sendable {
             var waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?
             if case .iterator(_, let pending) = state.consumer { waiter = pending }
             if let delegate {
-                var isDelivering = false
-                if case .delegate(_, _, let delivering) = state.consumer { isDelivering = delivering }
-                state.consumer = .delegate(WeakDelegate(value: delegate), queue, isDelivering: isDelivering)
+                state.consumer = .delegate(WeakDelegate(value: delegate), queue)
             } else if case .delegate = state.consumer {
                 state.consumer = .none
             }
@@ -405,26 +407,44 @@ final class SubscriberCore: Sendable {
     }
 
     /// Runs on the delegate's queue: hands waiting events to the delegate one by one, never holding the lock
-    /// during a callback.
-    private func deliverToDelegate() {
+    /// during a callback. If the delegate was set with another queue meanwhile, the pass moves there (it stays the
+    /// only one), so every callback runs on the queue its delegate was set with.
+    private func deliverToDelegate(on current: DispatchQueue) {
+        enum Step {
+            case call(SubscriberEventQueue<PendingFrame>.Entry, any SubscriberDelegate, Subscriber)
+            case move(DispatchQueue)
+            case stop
+        }
         while true {
-            let next: (SubscriberEventQueue<PendingFrame>.Entry, any SubscriberDelegate, Subscriber)? = state.withLock {
-                state in
-                guard case .delegate(let weak, let queue, isDelivering: true) = state.consumer else { return nil }
+            let step: Step = state.withLock { state in
+                guard case .delegate(let weak, let queue) = state.consumer else {
+                    state.isDeliveryPassActive = false
+                    return .stop
+                }
+                guard queue === current else { return .move(queue) }
                 guard let delegate = weak.value, let owner = state.owner, !state.isCancelled,
                     let entry = take(&state)
                 else {
-                    state.consumer = weak.value == nil ? .none : .delegate(weak, queue, isDelivering: false)
-                    return nil
+                    state.isDeliveryPassActive = false
+                    if weak.value == nil { state.consumer = .none }
+                    return .stop
                 }
-                return (entry, delegate, owner)
+                return .call(entry, delegate, owner)
             }
-            guard let (entry, delegate, owner) = next else { return }
-            switch entry {
-            case .connected(let session, _): delegate.subscriber(owner, didConnect: session)
-            case .frame(let frame, _): delegate.subscriber(owner, didOutput: frame.sample)
-            case .dropped(let drop): delegate.subscriber(owner, didDrop: Self.marker(for: drop))
-            case .ended(let error): delegate.subscriber(owner, didEndWith: error)
+            switch step {
+            case .stop:
+                return
+            case .move(let queue):
+                queue.async { self.deliverToDelegate(on: queue) }
+                return
+            case .call(.connected(let session, _), let delegate, let owner):
+                delegate.subscriber(owner, didConnect: session)
+            case .call(.frame(let frame, _), let delegate, let owner):
+                delegate.subscriber(owner, didOutput: frame.sample)
+            case .call(.dropped(let drop), let delegate, let owner):
+                delegate.subscriber(owner, didDrop: Self.marker(for: drop))
+            case .call(.ended(let error), let delegate, let owner):
+                delegate.subscriber(owner, didEndWith: error)
             }
         }
     }
