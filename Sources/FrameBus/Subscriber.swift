@@ -131,8 +131,25 @@ public final class Subscriber: Sendable {
     /// Callbacks never overlap: a delegate set while a callback of the previous one runs gets the following events
     /// after that callback has returned, each on the queue it was set with.
     public func setDelegate(_ delegate: (any SubscriberDelegate)?, queue: DispatchQueue) {
-        core.setDelegate(delegate, queue: queue)
+        core.setDelegate(delegate, target: .queue(queue))
     }
+
+    /// Sets a delegate that is called on the subscriber's own connection thread, as soon as each event is read:
+    /// the lowest latency the bus offers (like PipeWire's process callback or a GStreamer streaming thread). With
+    /// ``setDelegate(_:queue:)`` a second thread wakes for every frame; here none does.
+    ///
+    /// A callback must return quickly and must not wait for anything: while it runs, the subscriber reads nothing
+    /// from the publisher, so late frames are not replaced meanwhile, and a callback that blocks for long gets this
+    /// subscriber disconnected as too slow. Hand heavy work to another thread (keeping the sample buffer holds the
+    /// frame). Calling ``cancel()``, ``setDelegate(_:queue:)`` or this method from a callback is fine. Otherwise it
+    /// behaves as ``setDelegate(_:queue:)``: held weakly, callbacks never overlap, and events that wait are
+    /// delivered to it (on the thread that calls this method if the connection thread has already ended).
+    public func setDelegateOnConnectionThread(_ delegate: (any SubscriberDelegate)?) {
+        core.setDelegate(delegate, target: .connectionThread)
+    }
+
+    /// Whether the caller runs on this subscriber's connection thread (for tests of delegate delivery).
+    @_spi(Testing) public var isOnConnectionThread: Bool { core.isOnConnectionThread }
 
     /// Everything that happens to the subscription, in order (one consumer at a time). Finishes after ``cancel()``
     /// or after the stream ended for good (without ``Configuration/reconnects``).

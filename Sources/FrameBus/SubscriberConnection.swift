@@ -43,6 +43,7 @@ final class SubscriberConnection {
     private var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }
 
     func run() {
+        defer { core.connectionThreadFinished() }
         let start = now
         let interval = Self.nanoseconds(configuration.reconnectInterval)
         let timeout = Self.nanoseconds(configuration.connectTimeout)
@@ -103,6 +104,7 @@ final class SubscriberConnection {
     private func wait(milliseconds: Int32) {
         _ = Syscall.poll([(core.doorbell.descriptor, PollEvents.readable)], timeout: max(1, milliseconds))
         core.doorbell.drain()
+        core.runConnectionThreadPass()
     }
 
     private enum ConnectOutcome {
@@ -167,7 +169,10 @@ final class SubscriberConnection {
         case .failure(let errno):
             return perform(.close(FrameBusError(.systemCall, "poll", errno: errno), reply: nil), descriptors: [])
         }
-        if ready[0] != 0 { core.doorbell.drain() }
+        if ready[0] != 0 {
+            core.doorbell.drain()
+            core.runConnectionThreadPass()
+        }
         if core.isCancelled { return true }
         if core.sender.hasOverflowed {
             return perform(

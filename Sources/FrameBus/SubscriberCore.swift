@@ -146,10 +146,26 @@ final class SubscriberCore: Sendable {
         weak var value: (any SubscriberDelegate)?
     }
 
+    /// Where a delegate's callbacks run.
+    enum DeliveryTarget {
+        /// Asynchronously on this queue: a second thread wakes for each event.
+        case queue(DispatchQueue)
+        /// On the connection thread, as soon as the event is read.
+        case connectionThread
+
+        func isSame(as other: DeliveryTarget) -> Bool {
+            switch (self, other) {
+            case (.queue(let a), .queue(let b)): a === b
+            case (.connectionThread, .connectionThread): true
+            default: false
+            }
+        }
+    }
+
     enum Consumer {
         case none
         case iterator(claim: UInt64, waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?)
-        case delegate(WeakDelegate, DispatchQueue)
+        case delegate(WeakDelegate, DeliveryTarget)
     }
 
     struct State {
@@ -159,6 +175,11 @@ final class SubscriberCore: Sendable {
         /// is, whatever the consumer became meanwhile, so that callbacks never overlap and stay in order: a delegate
         /// set (again) while a callback of the previous one still runs gets its events after that callback.
         var isDeliveryPassActive = false
+        /// The active pass is to run on the connection thread, which has not started it yet (it was asked for from
+        /// another thread: the doorbell woke the connection thread, which runs it in ``runConnectionThreadPass()``).
+        var isConnectionThreadPassPending = false
+        /// The connection thread has returned: a pass meant for it runs on whichever thread asks for it.
+        var isConnectionThreadFinished = false
         var nextClaim: UInt64 = 1
         var isCancelled = false
         /// No event will follow the waiting ones (the stream ended for good, or it was cancelled).
@@ -175,6 +196,14 @@ final class SubscriberCore: Sendable {
     let configuration: Subscriber.Configuration
     let state: Mutex<State>
     let doorbell: Doorbell
+    /// The connection thread, once it runs.
+    let connectionThread = Mutex<pthread_t?>(nil)
+
+    /// Whether the caller runs on this subscriber's connection thread.
+    var isOnConnectionThread: Bool {
+        guard let thread = connectionThread.withLock({ $0 }) else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
     let sender: SubscriberSender
 
     init(configuration: Subscriber.Configuration) throws(FrameBusError) {
@@ -187,7 +216,10 @@ final class SubscriberCore: Sendable {
     /// Starts the connection thread. It holds the core (not the subscriber) and ends soon after ``cancel()``.
     func start(owner: Subscriber) {
         state.withLock { $0.owner = owner }
-        let thread = Thread { [self] in SubscriberConnection(core: self).run() }
+        let thread = Thread { [self] in
+            connectionThread.withLock { $0 = pthread_self() }
+            SubscriberConnection(core: self).run()
+        }
         thread.name = "framebus.subscriber"
         thread.stackSize = 1 << 20
         thread.start()
@@ -272,7 +304,7 @@ final class SubscriberCore: Sendable {
             return (replaced, wakeConsumer(&state))
         }
         for frame in replaced { frame.token.release(notDelivered: true) }
-        perform(wake)
+        perform(wake, onConnectionThread: true)
     }
 
     // MARK: Consumers
@@ -283,7 +315,7 @@ final class SubscriberCore: Sendable {
             CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>,
             SubscriberEventQueue<PendingFrame>.Entry?
         )
-        case deliver(DispatchQueue)
+        case deliver(DeliveryTarget)
     }
 
     private func wakeConsumer(_ state: inout State) -> Wake {
@@ -300,19 +332,44 @@ final class SubscriberCore: Sendable {
                 return .resume(waiter, nil)
             }
             return .none
-        case .delegate(_, let queue):
+        case .delegate(_, let target):
             guard !state.isDeliveryPassActive, !state.queue.isEmpty, !state.isCancelled else { return .none }
             state.isDeliveryPassActive = true
-            return .deliver(queue)
+            return .deliver(target)
         }
     }
 
-    private func perform(_ wake: Wake) {
+    /// `onConnectionThread`: whether the caller is the connection thread (enqueueing what it read), which runs a
+    /// connection-thread pass at once; any other thread hands it over with the doorbell.
+    private func perform(_ wake: Wake, onConnectionThread: Bool) {
         switch wake {
         case .none: break
         case .resume(let waiter, let entry): waiter.resume(returning: entry)
-        case .deliver(let queue): queue.async { self.deliverToDelegate(on: queue) }
+        case .deliver(.queue(let queue)): queue.async { self.deliverToDelegate(on: .queue(queue)) }
+        case .deliver(.connectionThread):
+            let runsHere =
+                onConnectionThread
+                || state.withLock { state in
+                    if !state.isConnectionThreadFinished { state.isConnectionThreadPassPending = true }
+                    return state.isConnectionThreadFinished
+                }
+            if runsHere { deliverToDelegate(on: .connectionThread) } else { doorbell.ring() }
         }
+    }
+
+    /// Called by the connection thread as it returns: a pass handed over from now on runs where it is asked for.
+    func connectionThreadFinished() {
+        state.withLock { $0.isConnectionThreadFinished = true }
+        runConnectionThreadPass()
+    }
+
+    /// Called by the connection thread whenever it wakes: runs a delivery pass another thread handed over.
+    func runConnectionThreadPass() {
+        let pending = state.withLock { state in
+            defer { state.isConnectionThreadPassPending = false }
+            return state.isConnectionThreadPassPending
+        }
+        if pending { deliverToDelegate(on: .connectionThread) }
     }
 
     /// Takes the next event for a consumer, recording delivery statistics for a frame.
@@ -390,38 +447,44 @@ final class SubscriberCore: Sendable {
         }
     }
 
-    func setDelegate(_ delegate: (any SubscriberDelegate)?, queue: DispatchQueue) {
+    func setDelegate(_ delegate: (any SubscriberDelegate)?, target: DeliveryTarget) {
         let (waiter, wake) = state.withLock {
             state -> (CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?, Wake) in
             var waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?
             if case .iterator(_, let pending) = state.consumer { waiter = pending }
             if let delegate {
-                state.consumer = .delegate(WeakDelegate(value: delegate), queue)
+                state.consumer = .delegate(WeakDelegate(value: delegate), target)
             } else if case .delegate = state.consumer {
                 state.consumer = .none
             }
             return (waiter, wakeConsumer(&state))
         }
         waiter?.resume(returning: nil)
-        perform(wake)
+        perform(wake, onConnectionThread: false)
     }
 
     /// Runs on the delegate's queue: hands waiting events to the delegate one by one, never holding the lock
     /// during a callback. If the delegate was set with another queue meanwhile, the pass moves there (it stays the
     /// only one), so every callback runs on the queue its delegate was set with.
-    private func deliverToDelegate(on current: DispatchQueue) {
+    private func deliverToDelegate(on current: DeliveryTarget) {
         enum Step {
             case call(SubscriberEventQueue<PendingFrame>.Entry, any SubscriberDelegate, Subscriber)
-            case move(DispatchQueue)
+            case move(DeliveryTarget)
             case stop
         }
         while true {
             let step: Step = state.withLock { state in
-                guard case .delegate(let weak, let queue) = state.consumer else {
+                guard case .delegate(let weak, let target) = state.consumer else {
                     state.isDeliveryPassActive = false
                     return .stop
                 }
-                guard queue === current else { return .move(queue) }
+                // A pass for a connection thread that has ended stays where it is.
+                let stays: Bool
+                if case .connectionThread = target { stays = state.isConnectionThreadFinished } else { stays = false }
+                guard target.isSame(as: current) || stays else {
+                    if case .connectionThread = target { state.isConnectionThreadPassPending = true }
+                    return .move(target)
+                }
                 guard let delegate = weak.value, let owner = state.owner, !state.isCancelled,
                     let entry = take(&state)
                 else {
@@ -434,8 +497,11 @@ final class SubscriberCore: Sendable {
             switch step {
             case .stop:
                 return
-            case .move(let queue):
-                queue.async { self.deliverToDelegate(on: queue) }
+            case .move(.queue(let queue)):
+                queue.async { self.deliverToDelegate(on: .queue(queue)) }
+                return
+            case .move(.connectionThread):
+                doorbell.ring()
                 return
             case .call(.connected(let session, _), let delegate, let owner):
                 delegate.subscriber(owner, didConnect: session)

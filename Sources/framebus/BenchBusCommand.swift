@@ -36,9 +36,13 @@ struct BenchBusCommand: ParsableCommand {
     var rates: String = "100,1000,0"
 
     @Option(
-        help: "Transports, comma separated: framebus, seqpacket-floor, stream-copy, fanout, gst-zerocopy, gst-copy."
+        help: """
+            Transports, comma separated: framebus (the delegate on a dispatch queue), framebus-thread (the \
+            delegate on the subscriber's connection thread), seqpacket-floor, stream-copy, fanout, gst-zerocopy, \
+            gst-copy.
+            """
     )
-    var transports: String = "seqpacket-floor,framebus,stream-copy,fanout,gst-zerocopy,gst-copy"
+    var transports: String = "seqpacket-floor,framebus,framebus-thread,stream-copy,fanout,gst-zerocopy,gst-copy"
 
     @Option(help: "Subscriber counts of the fanout runs, comma separated.")
     var fanout: String = "1,2,4,8"
@@ -91,7 +95,9 @@ struct BenchBusCommand: ParsableCommand {
                 say(result.line)
             }
         }
-        if transportList.contains("framebus") {
+        // The subscriber's delegate on a dispatch queue, or on its connection thread (one wake-up less).
+        for (transport, delivery) in [("framebus", "queue"), ("framebus-thread", "thread")]
+        where transportList.contains(transport) {
             for (format, width, height) in caseList {
                 let path = base + "-bus.sock"
                 var configuration = Publisher.Configuration(path: path, formats: [format])
@@ -110,9 +116,10 @@ struct BenchBusCommand: ParsableCommand {
                         allocationThreshold: 12
                     )
                 )
-                try request(channel, "bus \(path)", expect: "ready")
+                try request(channel, "bus \(path) \(delivery)", expect: "ready")
                 _ = try measureBus(
                     channel,
+                    transport: transport,
                     publisher: publisher,
                     pool: pool,
                     format: format,
@@ -124,6 +131,7 @@ struct BenchBusCommand: ParsableCommand {
                 for rate in rateList {
                     let result = try measureBus(
                         channel,
+                        transport: transport,
                         publisher: publisher,
                         pool: pool,
                         format: format,
@@ -273,6 +281,7 @@ struct BenchBusCommand: ParsableCommand {
 
     func measureBus(
         _ channel: BenchmarkSocket,
+        transport: String,
         publisher: Publisher,
         pool: PixelBufferPool,
         format: PixelFormat,
@@ -304,7 +313,7 @@ struct BenchBusCommand: ParsableCommand {
         let parentCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
         let span = Double(max(peer.lastNanoseconds, start + 1) - start) / 1e9
         return BenchResult(
-            transport: "framebus",
+            transport: transport,
             format: format.name,
             width: width,
             height: height,
@@ -716,7 +725,11 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 )
                 configuration.connectTimeout = .seconds(10)
                 let subscriber = try Subscriber(configuration: configuration)
-                subscriber.setDelegate(self, queue: DispatchQueue(label: "bench.delegate", qos: .userInteractive))
+                if words.count > 2, words[2] == "thread" {
+                    subscriber.setDelegateOnConnectionThread(self)
+                } else {
+                    subscriber.setDelegate(self, queue: DispatchQueue(label: "bench.delegate", qos: .userInteractive))
+                }
                 self.subscriber = subscriber
                 try reply("ready")
             case "unsubscribe":

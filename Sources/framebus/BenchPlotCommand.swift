@@ -70,7 +70,8 @@ struct BenchPlot {
 
     /// The order of the series, and their colours; unknown transports follow in grey.
     static let series: [(transport: String, colour: String, label: String)] = [
-        ("framebus", "#1f6feb", "framebus (publish → didOutput)"),
+        ("framebus", "#1f6feb", "framebus (publish → didOutput on a dispatch queue)"),
+        ("framebus-thread", "#4dabf7", "framebus (publish → didOutput on the connection thread)"),
         ("gst-zerocopy", "#d9480f", "GStreamer shmsink→shmsrc, zero-copy (shmsink's allocator)"),
         ("gst-copy", "#f08c00", "GStreamer shmsink→shmsrc, copy (app memory)"),
         ("stream-copy", "#7048e8", "whole frame through a stream socket"),
