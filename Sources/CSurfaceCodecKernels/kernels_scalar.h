@@ -1,4 +1,4 @@
-// Scalar helpers shared by the SSE4.1 and NEON kernels (internal to CSurfaceCodecKernels): bounded loads, the
+// Scalar helpers shared by the AVX2, SSE4.1 and NEON kernels (internal to CSurfaceCodecKernels): bounded loads, the
 // control fields, and one block decoded or packed the portable way, for what the vector loops leave.
 #ifndef CSURFACE_CODEC_KERNELS_SCALAR_H
 #define CSURFACE_CODEC_KERNELS_SCALAR_H

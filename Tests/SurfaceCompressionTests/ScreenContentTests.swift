@@ -46,6 +46,37 @@ import Testing
         }
     }
 
+    /// Y components stored as LZ4 or packed residuals go straight into the output plane when its rows are
+    /// contiguous (640 wide) and through the scratch when they are padded (600 wide, rows of 640 bytes): both exact,
+    /// whole-frame and tile row by tile row (where the plane is a small scratch buffer).
+    @Test(arguments: [640, 600])
+    func screenContentDecodesExactlyIntoPlanesWithAndWithoutRowPadding(width: Int) throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange8
+        let height = 192
+        let bytes = screenBytes(format, width: width, height: height, seed: 4)
+        let (_, compressed, _) = try Self.compress(bytes, format, width: width, height: height)
+        let modes = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(modes["lz4", default: 0] + modes["packed8LZ4", default: 0] > 0, "\(modes)")
+        let output = try PixelBuffer(width: width, height: height, pixelFormat: format)
+        #expect((output.bytesPerRow(ofPlane: 0) == width) == (width % 64 == 0))
+        try SurfaceCodec.decompress(compressed, into: output)
+        #expect(try packed(output) == bytes)
+        let scratch = try PixelBuffer(width: width, height: 64, pixelFormat: format)
+        var assembled = [[UInt8]](repeating: [], count: 2)
+        try SurfaceCodec.decodeTileRows(of: compressed, into: scratch) { rows in
+            for (index, plane) in format.planes.enumerated() {
+                let rowBytes = width / plane.horizontalSubsampling * plane.bytesPerElement
+                let bytesPerRow = scratch.bytesPerRow(ofPlane: index)
+                try? scratch.withUnsafeBytes(ofPlane: index) { planeBytes in
+                    for row in 0..<rows.count / plane.verticalSubsampling {
+                        assembled[index] += planeBytes[row * bytesPerRow..<row * bytesPerRow + rowBytes]
+                    }
+                }
+            }
+        }
+        #expect(assembled.flatMap { $0 } == bytes)
+    }
+
     /// A surface that needs no version 3 mode says version 2, so decoders that know only version 2 read it.
     @Test func aSurfaceWithoutPackedResidualsThroughLZ4SaysVersion2() throws {
         let format = PixelFormat.yuv420BiPlanarVideoRange8

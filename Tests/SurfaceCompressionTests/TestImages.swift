@@ -74,6 +74,18 @@ func packed(_ buffer: PixelBuffer) throws -> [UInt8] {
     return try buffer.packedBytes()
 }
 
+/// Appends an 8-bit sample value as `format` stores it: one byte, or (10-bit formats) value × 4 MSB-aligned in a
+/// little-endian 16-bit word.
+func appendSample(_ value: Int, _ format: PixelFormat, to bytes: inout [UInt8]) {
+    if format.bitDepth > 8 {
+        let word = UInt16(value * 4 & 0x3FF) << 6
+        bytes.append(UInt8(word & 0xFF))
+        bytes.append(UInt8(word >> 8))
+    } else {
+        bytes.append(UInt8(value & 0xFF))
+    }
+}
+
 /// Packed bytes of a synthetic image: a smooth gradient with some noise and a flat block, so every mode appears.
 func syntheticBytes(_ format: PixelFormat, width: Int, height: Int, seed: UInt64, noise: Int = 8) -> [UInt8] {
     var random = SplitMix(seed: seed)
@@ -87,13 +99,7 @@ func syntheticBytes(_ format: PixelFormat, width: Int, height: Int, seed: UInt64
                     let flat = x < w / 4 && y < h / 4
                     let base = flat ? 100 + s : (x * 3 + y * 2 + s * 40 + index * 17) % 200
                     let value = flat || noise == 0 ? base : base + Int(random.next() % UInt64(noise))
-                    if format.bitDepth > 8 {
-                        let word = UInt16(value * 4 & 0x3FF) << 6
-                        bytes.append(UInt8(word & 0xFF))
-                        bytes.append(UInt8(word >> 8))
-                    } else {
-                        bytes.append(UInt8(value & 0xFF))
-                    }
+                    appendSample(value, format, to: &bytes)
                 }
             }
         }
@@ -155,13 +161,7 @@ func screenBytes(_ format: PixelFormat, width: Int, height: Int, seed: UInt64) -
                                 index == 0 || format.planes.count == 1 ? ink + s * 20 : 128 + (cellY % 3 == 0 ? 30 : 0)
                         }
                     }
-                    if format.bitDepth > 8 {
-                        let word = UInt16(value * 4 & 0x3FF) << 6
-                        bytes.append(UInt8(word & 0xFF))
-                        bytes.append(UInt8(word >> 8))
-                    } else {
-                        bytes.append(UInt8(value & 0xFF))
-                    }
+                    appendSample(value, format, to: &bytes)
                 }
             }
         }

@@ -578,11 +578,18 @@ enum TileCodec {
                 // copy, so a rewrite under it cannot move its bounds (e.byteCount <= raw <= the slot).
                 unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
                 let raw = n * bytesPerSample
+                // The Y of an 8-bit band whose plane rows are contiguous (no padding) is decompressed straight into
+                // the plane: the band's rows are then exactly `raw` bytes there.
+                let contiguous = unsafe image.bytesPerRow0 == extent.width
+                let inPlane =
+                    c == 0 && grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width && contiguous
+                let target = unsafe inPlane ? image.plane0 + (rect.y - image.originY) * image.bytesPerRow0 : slot
                 guard
-                    unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: slot, capacity: raw) == raw
+                    unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: target, capacity: raw) == raw
                 else {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
+                if inPlane { yWrittenInPlace = true }
             case .packed8, .packed8LZ4:
                 var packed = unsafe payload
                 var packedCount = e.byteCount
