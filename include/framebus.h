@@ -377,8 +377,7 @@ typedef struct fb_event {
 
 /**
  * Waits for the next event, for up to `timeout_ns` nanoseconds (negative: wait without limit; 0: do not wait,
- * for polling: events are fetched in the background, so an event already waiting may come only with the next
- * call, a moment later).
+ * for polling: an event already waiting is returned at once).
  *
  * Returns FB_OK with *event filled (a frame event gives you an fb_frame to release); FB_ERROR_TIMED_OUT if
  * nothing happened in time (*event is then set to FB_EVENT_NONE, and no event is lost: it comes with the next
@@ -387,11 +386,12 @@ typedef struct fb_event {
  * another thread is inside this function for the same subscriber. Events arrive in order; nothing is lost
  * silently: every frame the consumer did not get is covered by a FB_EVENT_DROP.
  *
- * An event that arrives just after a call timed out is kept for the next call (the wait for it goes on in the
- * background; fb_subscriber_interrupt hands it back to the subscriber's queue). If a received frame cannot be
- * locked for reading (a DMA-BUF sync failure), that frame is released and the call returns the error.
- * The wait never blocks the library's own threads, and it returns within the timeout (plus scheduling delay)
- * even when the publisher is silent or gone.
+ * Events wait in the subscriber's queue until a call takes them (latest-only replacement applies there), so an
+ * event that arrives just after a call timed out or was interrupted comes with the next call. The subscriber's
+ * own thread wakes the waiting caller directly when an event arrives (one thread wake-up per frame). If a
+ * received frame cannot be locked for reading (a DMA-BUF sync failure), that frame is released and the call
+ * returns the error. The wait never blocks the library's own threads, and it returns within the timeout (plus
+ * scheduling delay) even when the publisher is silent or gone.
  * Thread safety: one thread at a time (a second concurrent caller gets FB_ERROR_BUSY).
  */
 fb_status fb_subscriber_next_event(

@@ -148,6 +148,50 @@ public final class Subscriber: Sendable {
         core.setDelegate(delegate, target: .connectionThread)
     }
 
+    /// Takes events on a thread that is neither a task nor a dispatch queue (the C interface's
+    /// `fb_subscriber_next_event`): ``Poller/next()`` takes the next waiting event without waiting, and `wake` is
+    /// called, on the subscriber's connection thread or on the thread that cancels, whenever an event may be
+    /// waiting. `wake` must only signal the polling thread (lock a mutex, signal a condition): the connection thread
+    /// reads nothing while it runs. Events wait in the subscriber's queue until taken, so latest-only replacement
+    /// and the queue depth apply as for ``events``. One consumer at a time, as for ``events``.
+    ///
+    /// - Throws: ``FrameBusError/Code-swift.struct/concurrentConsumer`` if an iteration or a delegate consumes the
+    ///   events.
+    package func makePoller(wake: @escaping @Sendable () -> Void) throws(FrameBusError) -> Poller {
+        Poller(core: core, claim: try core.claimPoller(wake: wake))
+    }
+
+    /// See ``makePoller(wake:)``. Releasing the last reference gives the events back (to an iteration or a
+    /// delegate set later).
+    package final class Poller: Sendable {
+        let core: SubscriberCore
+        let claim: SubscriberCore.ConsumerClaim
+
+        init(core: SubscriberCore, claim: SubscriberCore.ConsumerClaim) {
+            self.core = core
+            self.claim = claim
+        }
+
+        /// What ``next()`` found.
+        package enum Result {
+            case event(SubscriberEvent)
+            /// Nothing waits now; `wake` will be called when something may.
+            case empty
+            /// No event will come: the stream ended for good (after its final `.ended` event) or the subscriber was
+            /// cancelled.
+            case finished
+        }
+
+        /// Takes the next waiting event; never waits.
+        package func next() -> Result {
+            switch core.poll(claim: claim) {
+            case .event(let event): .event(event)
+            case .empty: .empty
+            case .finished: .finished
+            }
+        }
+    }
+
     /// Whether the caller runs on this subscriber's connection thread (for tests of delegate delivery).
     @_spi(Testing) public var isOnConnectionThread: Bool { core.isOnConnectionThread }
 

@@ -166,6 +166,8 @@ final class SubscriberCore: Sendable {
         case none
         case iterator(claim: UInt64, waiter: CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?)
         case delegate(WeakDelegate, DeliveryTarget)
+        /// A thread that takes events itself (``poll(claim:)``) and is told with `wake` that one may be there.
+        case poller(claim: UInt64, wake: @Sendable () -> Void)
     }
 
     struct State {
@@ -316,12 +318,15 @@ final class SubscriberCore: Sendable {
             SubscriberEventQueue<PendingFrame>.Entry?
         )
         case deliver(DeliveryTarget)
+        case notify(@Sendable () -> Void)
     }
 
     private func wakeConsumer(_ state: inout State) -> Wake {
         switch state.consumer {
         case .none, .iterator(_, waiter: nil):
             return .none
+        case .poller(_, let wake):
+            return state.queue.isEmpty && !state.isFinished && !state.isCancelled ? .none : .notify(wake)
         case .iterator(let claim, .some(let waiter)):
             if let entry = take(&state) {
                 state.consumer = .iterator(claim: claim, waiter: nil)
@@ -345,6 +350,7 @@ final class SubscriberCore: Sendable {
         switch wake {
         case .none: break
         case .resume(let waiter, let entry): waiter.resume(returning: entry)
+        case .notify(let wake): wake()
         case .deliver(.queue(let queue)): queue.async { self.deliverToDelegate(on: .queue(queue)) }
         case .deliver(.connectionThread):
             let runsHere =
@@ -403,11 +409,60 @@ final class SubscriberCore: Sendable {
 
     func releaseClaim(_ id: UInt64) {
         let waiter = state.withLock { state -> CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>? in
+            if case .poller(id, _) = state.consumer {
+                state.consumer = .none
+                return nil
+            }
             guard case .iterator(id, let waiter) = state.consumer else { return nil }
             state.consumer = .none
             return waiter
         }
         waiter?.resume(returning: nil)
+    }
+
+    /// What ``poll(claim:)`` found.
+    enum PollResult {
+        case event(SubscriberEvent)
+        /// Nothing waits now; `wake` will be called when something may.
+        case empty
+        /// No event will come (the stream ended for good, or the subscriber was cancelled).
+        case finished
+    }
+
+    /// Claims the events for a thread that takes them itself with ``poll(claim:)``, without a task or a queue in
+    /// between: `wake` is called (on the connection thread, or on whichever thread cancels) whenever an event may
+    /// be waiting; it must only signal the polling thread (it runs with no lock of the subscriber held, but
+    /// delays reading while it runs). Fails as ``claim()`` does when another consumer has the events.
+    func claimPoller(wake: @escaping @Sendable () -> Void) throws(FrameBusError) -> ConsumerClaim {
+        let id: UInt64? = state.withLock { state in
+            guard case .none = state.consumer else { return nil }
+            let id = state.nextClaim
+            state.nextClaim += 1
+            state.consumer = .poller(claim: id, wake: wake)
+            return id
+        }
+        guard let id else {
+            throw FrameBusError(
+                .concurrentConsumer,
+                "Subscriber.poll",
+                message: "another iteration or a delegate already consumes this subscriber's events"
+            )
+        }
+        return ConsumerClaim(id: id, core: self)
+    }
+
+    /// Takes the next waiting event, never waiting itself.
+    func poll(claim: ConsumerClaim) -> PollResult {
+        let entry: SubscriberEventQueue<PendingFrame>.Entry?? = state.withLock { state in
+            guard case .poller(claim.id, _) = state.consumer, !state.isCancelled else { return .some(nil) }
+            if let entry = take(&state) { return .some(entry) }
+            return state.isFinished ? .some(nil) : nil
+        }
+        switch entry {
+        case .some(.some(let entry)): return .event(Self.event(entry))
+        case .some(.none): return .finished
+        case .none: return .empty
+        }
     }
 
     func nextEvent(claim: ConsumerClaim) async -> SubscriberEvent? {
@@ -532,6 +587,7 @@ final class SubscriberCore: Sendable {
     // MARK: Cancelling
 
     func cancel() {
+        var pollerWake: (@Sendable () -> Void)?
         let (socket, waiter, frames) = state.withLock {
             state -> (Socket?, CheckedContinuation<SubscriberEventQueue<PendingFrame>.Entry?, Never>?, [PendingFrame])
             in
@@ -544,6 +600,7 @@ final class SubscriberCore: Sendable {
                 waiter = pending
                 state.consumer = .iterator(claim: claim, waiter: nil)
             }
+            if case .poller(_, let wake) = state.consumer { pollerWake = wake }
             defer { state.socket = nil }
             return (state.socket, waiter, state.queue.removeAllFrames())
         }
@@ -553,6 +610,7 @@ final class SubscriberCore: Sendable {
         socket?.shutdown()
         for frame in frames { frame.token.release(notDelivered: true) }
         waiter?.resume(returning: nil)
+        pollerWake?()
         doorbell.ring()
     }
 }

@@ -1,51 +1,34 @@
 import Foundation
 import FrameBus
 
-/// The Swift side of `fb_subscriber`: a ``Subscriber`` whose asynchronous ``Subscriber/events`` a C thread waits
-/// for with a timeout.
+/// The Swift side of `fb_subscriber`: a ``Subscriber`` whose events a C thread waits for with a timeout.
 ///
-/// C threads are not Swift tasks, so they cannot `await`. One *fetch* at a time, a task running on the concurrency
-/// pool, awaits the next event and hands it over under `condition`; the C thread blocks on `condition` until the
-/// fetch has a result, its deadline passes, or ``interrupt()``. A C thread never blocks a pool thread and never waits
-/// for the pool to run anything, so it cannot deadlock with it, and it returns at its deadline whatever the pool or
-/// the publisher do.
-///
-/// A fetch that is still waiting when a call times out is kept, not cancelled, so a caller that polls (timeout 0)
-/// gets the event on a later call and nothing is lost. ``interrupt()`` cancels the fetch: the subscriber keeps the
-/// event in its own queue (where latest-only replacement applies), or, if the event was already taken in that
-/// instant, the fetch keeps it for the next call.
+/// C threads are not Swift tasks, so they cannot `await`. The handle takes the events with a `Subscriber.Poller`:
+/// the C thread takes the next waiting event itself, and when there is none it blocks on `condition`, which the
+/// subscriber's connection thread signals (the poller's `wake`) when an event arrives. So a frame costs one wake-up
+/// of the C thread after the connection thread read it, with no task or queue in between. Events wait in the
+/// subscriber's own queue until a call takes them (latest-only replacement applies there), so a call that times out
+/// or is interrupted loses nothing. A C thread never blocks a library thread: `wake` only locks `condition` and
+/// signals it.
 final class SubscriberHandle: @unchecked Sendable {
-    // @unchecked: every mutable property is read and written only with `condition` locked (`iterator`: by the one
-    // fetch in flight, which reads it and writes it back under the lock; a new fetch starts only after the previous
-    // one recorded its outcome).
-
-    /// The result of one fetch.
-    enum Outcome {
-        case event(SubscriberEvent)
-        /// The event sequence ended (or the fetch was cancelled before it had an event).
-        case finished
-        case failed(ABIError)
-    }
-
-    /// One await of the next event.
-    private final class Fetch: @unchecked Sendable {
-        // @unchecked: guarded by the handle's `condition`.
-        var task: Task<Void, Never>?
-        var outcome: Outcome?
-        var isCancelled = false
-    }
+    // @unchecked: every mutable property is read and written only with `condition` locked.
 
     let subscriber: Subscriber
-    private let condition = NSCondition()
-    private var iterator: Subscriber.Events.Iterator
-    private var fetch: Fetch?
+    private let condition: NSCondition
+    private let poller: Subscriber.Poller
     private var isBusy = false
     private var isInterrupted = false
-    private var isFinished = false
 
     init(configuration: Subscriber.Configuration) throws(FrameBusError) {
         subscriber = try Subscriber(configuration: configuration)
-        iterator = subscriber.events.makeAsyncIterator()
+        // `wake` holds the condition, not the handle: the subscriber keeps `wake`, and the handle the subscriber.
+        let condition = NSCondition()
+        self.condition = condition
+        poller = try subscriber.makePoller {
+            condition.lock()
+            condition.broadcast()
+            condition.unlock()
+        }
     }
 
     /// Waits for the next event, for up to `timeoutNanoseconds` (negative: no limit; 0: only what is there).
@@ -59,30 +42,19 @@ final class SubscriberHandle: @unchecked Sendable {
         isBusy = true
         defer { isBusy = false }
         while true {
-            if let current = fetch, let outcome = current.outcome {
-                // Hand the event over completely: a frame kept here would stay held after C releases it.
-                fetch = nil
-                current.outcome = nil
-                current.task = nil
-                switch outcome {
-                case .event(let event):
-                    return .success(event)
-                case .finished where current.isCancelled:
-                    continue
-                case .finished:
-                    isFinished = true
-                case .failed(let error):
-                    return .failure(error)
-                }
-            }
             if isInterrupted {
-                cancelFetchLocked()
                 return .failure(ABIError(.interrupted, "fb_subscriber_next_event: interrupted"))
             }
-            if isFinished {
+            // Taken under `condition`, which `wake` locks too: an event that arrives after this finds the thread
+            // waiting below, so its signal is never missed.
+            switch poller.next() {
+            case .event(let event):
+                return .success(event)
+            case .finished:
                 return .failure(ABIError(.closed, "fb_subscriber_next_event: no more events"))
+            case .empty:
+                break
             }
-            if fetch == nil { startFetchLocked() }
             if deadline.hasPassed {
                 return .failure(ABIError(.timedOut, "fb_subscriber_next_event: no event within the timeout"))
             }
@@ -94,7 +66,6 @@ final class SubscriberHandle: @unchecked Sendable {
     func interrupt() {
         condition.lock()
         isInterrupted = true
-        cancelFetchLocked()
         condition.broadcast()
         condition.unlock()
     }
@@ -106,40 +77,9 @@ final class SubscriberHandle: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Stops the subscription: says goodbye and ends the fetch in flight.
+    /// Stops the subscription: says goodbye and ends the wait in progress.
     func cancel() {
         subscriber.cancel()
         interrupt()
-    }
-
-    /// Hands a fetch's outcome over. `consuming`: the fetch task keeps no reference to the event, so a frame C
-    /// releases is released at once, not when the task finishes.
-    private func record(_ outcome: consuming Outcome, of fetch: Fetch, iterator: Subscriber.Events.Iterator) {
-        condition.lock()
-        self.iterator = iterator
-        fetch.outcome = consume outcome
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    private func cancelFetchLocked() {
-        guard let fetch, fetch.outcome == nil, !fetch.isCancelled else { return }
-        fetch.isCancelled = true
-        fetch.task?.cancel()
-    }
-
-    private func startFetchLocked() {
-        let started = Fetch()
-        fetch = started
-        var iterator = self.iterator
-        started.task = Task { [self] in
-            let outcome: Outcome
-            do {
-                if let event = try await iterator.next() { outcome = .event(event) } else { outcome = .finished }
-            } catch {
-                outcome = .failed(ABIError(any: error))
-            }
-            record(consume outcome, of: started, iterator: iterator)
-        }
     }
 }
