@@ -390,17 +390,22 @@ final class SubscriberCore: Sendable {
     }
 
     func claim() throws(FrameBusError) -> ConsumerClaim {
+        try claim("Subscriber.events") { .iterator(claim: $0, waiter: nil) }
+    }
+
+    /// Makes `consumer(id)` the consumer if there is none; otherwise ``FrameBusError/Code-swift.struct/concurrentConsumer``.
+    private func claim(_ operation: String, as consumer: (UInt64) -> Consumer) throws(FrameBusError) -> ConsumerClaim {
         let id: UInt64? = state.withLock { state in
             guard case .none = state.consumer else { return nil }
             let id = state.nextClaim
             state.nextClaim += 1
-            state.consumer = .iterator(claim: id, waiter: nil)
+            state.consumer = consumer(id)
             return id
         }
         guard let id else {
             throw FrameBusError(
                 .concurrentConsumer,
-                "Subscriber.events",
+                operation,
                 message: "another iteration or a delegate already consumes this subscriber's events"
             )
         }
@@ -434,21 +439,7 @@ final class SubscriberCore: Sendable {
     /// be waiting; it must only signal the polling thread (it runs with no lock of the subscriber held, but
     /// delays reading while it runs). Fails as ``claim()`` does when another consumer has the events.
     func claimPoller(wake: @escaping @Sendable () -> Void) throws(FrameBusError) -> ConsumerClaim {
-        let id: UInt64? = state.withLock { state in
-            guard case .none = state.consumer else { return nil }
-            let id = state.nextClaim
-            state.nextClaim += 1
-            state.consumer = .poller(claim: id, wake: wake)
-            return id
-        }
-        guard let id else {
-            throw FrameBusError(
-                .concurrentConsumer,
-                "Subscriber.poll",
-                message: "another iteration or a delegate already consumes this subscriber's events"
-            )
-        }
-        return ConsumerClaim(id: id, core: self)
+        try claim("Subscriber.makePoller") { .poller(claim: $0, wake: wake) }
     }
 
     /// Takes the next waiting event, never waiting itself.
