@@ -1,4 +1,5 @@
 #include "CSurfaceCodecKernels.h"
+#include "kernels_scalar.h"
 
 #include <string.h>
 
@@ -9,57 +10,6 @@
 int csck_cpu_has_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") ? 1 : 0;
-}
-
-/// 8 bytes at `offset`, zero-filled past `count`.
-static inline uint64_t load64(const uint8_t *p, size_t offset, size_t count) {
-    uint64_t v = 0;
-    if (offset + 8 <= count) {
-        memcpy(&v, p + offset, 8);
-        return v;
-    }
-    for (size_t i = 0; offset + i < count && i < 8; i++) v |= (uint64_t)p[offset + i] << (8 * i);
-    return v;
-}
-
-static inline unsigned width_of(const uint8_t *nibbles, size_t block) {
-    unsigned w = (nibbles[block >> 1] >> ((block & 1) * 4)) & 15;
-    return w > 8 ? 8 : w;
-}
-
-static inline unsigned is_left(const uint8_t *bits, size_t block) { return (bits[block >> 3] >> (block & 7)) & 1; }
-
-/// Byte-wise a + b (no carries between bytes).
-static inline uint64_t add_bytes(uint64_t a, uint64_t b) {
-    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL, high1 = 0x8080808080808080ULL;
-    return ((a & low7) + (b & low7)) ^ ((a ^ b) & high1);
-}
-
-/// One block the portable way (SWAR), for the blocks the vector loop leaves: returns the last sample.
-static inline uint8_t decode_block(uint64_t v, unsigned w, unsigned left, uint8_t previous, const uint8_t *above,
-                                   uint8_t *out) {
-    uint64_t w64 = w;
-    uint64_t m4 = (1ULL << (4 * w64)) - 1;
-    uint64_t halves = (v & m4) | ((v >> (4 * w64)) & m4) << 32;
-    uint64_t m2 = ((1ULL << (2 * w64)) - 1) * 0x0000000100000001ULL;
-    uint64_t quads = (halves & m2) | ((halves >> (2 * w64)) & m2) << 16;
-    uint64_t m1 = ((1ULL << w64) - 1) * 0x0001000100010001ULL;
-    uint64_t z = (quads & m1) | ((quads >> w64) & m1) << 8;
-    uint64_t d = ((z >> 1) & 0x7F7F7F7F7F7F7F7FULL) ^ ((z & 0x0101010101010101ULL) * 0xFF);
-    uint64_t result;
-    if (left) {
-        // Prefix sums of the bytes, plus the previous sample in every byte.
-        uint64_t s = add_bytes(d, d << 8);
-        s = add_bytes(s, s << 16);
-        s = add_bytes(s, s << 32);
-        result = add_bytes(s, (uint64_t)previous * 0x0101010101010101ULL);
-    } else {
-        uint64_t a;
-        memcpy(&a, above, 8);
-        result = add_bytes(a, d);
-    }
-    memcpy(out, &result, 8);
-    return (uint8_t)(result >> 56);
 }
 
 /// Per 4-bit predictor pattern of a group of four blocks (bit k: block k is left-predicted), the masks that
@@ -451,21 +401,10 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
             previous = predict4(z, above + column * 8, current + column * 8,
                                 ((bitWord >> (block & 7)) & 15) | forceLeft, previous);
         }
-        uint8_t last = (uint8_t)_mm256_extract_epi8(previous, 0);
-        for (; column < blocksPerRow; column++) {
-            const size_t block = firstBlock + column;
-            unsigned w = width_of(nibbles, block);
-            uint64_t v = load64(payload, position, count);
-            position += w;
-            // The last block of a row may be partial: decoded aside, and only its samples copied.
-            uint8_t decoded[8];
-            uint8_t aboveBytes[8] = {0};
-            const size_t samples = width - column * 8 < 8 ? width - column * 8 : 8;
-            if (y > 0) memcpy(aboveBytes, above + column * 8, samples);
-            last = decode_block(v, w, is_left(bits, block) | (forceLeft & 1), last, aboveBytes, decoded);
-            memcpy(current + column * 8, decoded, samples);
-            if (samples < 8) last = decoded[samples - 1];
-        }
+        // The blocks the vector steps leave (near the payload's end, a partial last block) the careful way.
+        const uint8_t last = (uint8_t)_mm256_extract_epi8(previous, 0);
+        position = csck_decode_row8_tail(payload, count, position, nibbles, bits, firstBlock, column, width,
+                                         forceLeft & 1, last, above, y > 0, current);
     }
 }
 
@@ -505,26 +444,6 @@ static const uint64_t leftMasks2[4][4] __attribute__((aligned(32))) = {
     {~0ULL, ~0ULL, ~0ULL, ~0ULL},
 };
 
-/// One packed10 block the portable way: returns the last value (10 bits).
-static inline uint16_t decode_block10(const uint8_t *payload, size_t position, size_t count, unsigned w,
-                                      unsigned left, uint16_t previous, const uint16_t *above, uint16_t *out) {
-    uint16_t z[8];
-    uint64_t low = load64(payload, position, count);
-    uint64_t high = load64(payload, position + (w >> 1), count) >> ((w & 1) * 4);
-    uint64_t mask = (1ULL << w) - 1;
-    for (unsigned k = 0; k < 4; k++) {
-        z[k] = (uint16_t)((low >> (k * w)) & mask);
-        z[k + 4] = (uint16_t)((high >> (k * w)) & mask);
-    }
-    uint16_t value = previous;
-    for (unsigned k = 0; k < 8; k++) {
-        uint16_t d = (uint16_t)((z[k] >> 1) ^ (0u - (z[k] & 1u)));
-        uint16_t p = left ? value : (uint16_t)(above[k] >> 6);
-        value = (uint16_t)((p + d) & 0x3FF);
-        out[k] = (uint16_t)(value << 6);
-    }
-    return value;
-}
 
 /// Per 2-bit predictor pattern of a pair of blocks, 0xFFFF over the 128-bit lane of each block whose carry
 /// includes the sample carried into the pair (blocks 0...k all left), and over both lanes when the pair's last
@@ -744,30 +663,12 @@ __attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *pa
         uint16_t last = (uint16_t)(_mm256_extract_epi16(previous, 0) & 0x3FF);
         for (; column < blocksPerRow; column++) {
             const size_t block = firstBlock + column;
-            unsigned w = (nibbles[block >> 1] >> ((block & 1) * 4)) & 15;
-            w = w > 10 ? 10 : w;
-            last = decode_block10(payload, position, count, w, is_left(bits, block) | (forceLeft & 1), last,
-                                  above + column * 8, current + column * 8);
+            const unsigned w = csck_width_of(nibbles, block, 10);
+            last = csck_decode_block10(payload, position, count, w, csck_is_left(bits, block) | (forceLeft & 1),
+                                       last, above + column * 8, current + column * 8);
             position += w;
         }
     }
-}
-
-/// The bit length of the largest of 8 bytes (0...8).
-static inline unsigned width8(uint64_t v) {
-    uint64_t folded = v | v >> 32;
-    folded |= folded >> 16;
-    folded |= folded >> 8;
-    unsigned byte = (unsigned)(folded & 0xFF);
-    return byte == 0 ? 0 : 32 - (unsigned)__builtin_clz(byte);
-}
-
-/// Packs 8 bytes, each below 2^w, into the low 8·w bits (byte i at bit w·i).
-static inline uint64_t compact8(uint64_t bytes, unsigned w) {
-    const uint64_t lanes8 = 0x00FF00FF00FF00FFULL, lanes16 = 0x0000FFFF0000FFFFULL;
-    uint64_t pairs = (bytes & lanes8) | ((bytes >> 8) & lanes8) << w;
-    uint64_t quads = (pairs & lanes16) | ((pairs >> 16) & lanes16) << (2 * w);
-    return (quads & 0xFFFFFFFFULL) | (quads >> 32) << (4 * w);
 }
 
 __attribute__((target("avx2"))) size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount,
@@ -829,20 +730,7 @@ __attribute__((target("avx2"))) size_t csck_pack8_avx2(const uint8_t *up, const 
         zeros += (unsigned)__builtin_popcount(
             (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(w, _mm256_setzero_si256()))));
     }
-    for (; block < blockCount; block++) {
-        uint64_t u, l;
-        memcpy(&u, up + block * 8, 8);
-        memcpy(&l, left + block * 8, 8);
-        unsigned wu = width8(u), wl = width8(l);
-        unsigned useLeft = wl < wu;
-        unsigned w = useLeft ? wl : wu;
-        uint64_t v = compact8(useLeft ? l : u, w);
-        memcpy(out + position, &v, 8);
-        position += w;
-        zeros += w == 0;
-        nibbles[block >> 1] |= (uint8_t)(w << ((block & 1) * 4));
-        bits[block >> 3] |= (uint8_t)(useLeft << (block & 7));
-    }
+    position = csck_pack8_tail(up, left, block, blockCount, out, nibbles, bits, position, &zeros);
     *zeroBlocks = zeros;
     return position;
 }
