@@ -103,6 +103,24 @@ func formatList(
     return formats
 }
 
+/// The pixel format a caller named by FourCC, or ``ABIStatus/formatMismatch``.
+func callerFormat(_ code: UInt32, _ what: String) throws(ABIError) -> PixelFormat {
+    guard let format = try? PixelFormat(fourCC: code) else {
+        throw ABIError(.formatMismatch, "\(what): unknown format \(fourCCName(code))")
+    }
+    return format
+}
+
+/// Checks a caller's image size against `format`'s base format (each side at most
+/// `PixelFormat.maximumDimension`, even where it subsamples), or throws ``ABIStatus/invalidArgument``.
+func checkCallerSize(_ width: Int, _ height: Int, fit format: PixelFormat, _ what: String) throws(ABIError) {
+    guard width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension,
+        format.base.isValidSize(width: width, height: height)
+    else {
+        throw ABIError(.invalidArgument, "\(what): \(width)x\(height) does not fit \(format)")
+    }
+}
+
 /// A FourCC as text when printable, else as hex, for messages.
 func fourCCName(_ code: UInt32) -> String {
     let bytes = [UInt8(code >> 24 & 0xFF), UInt8(code >> 16 & 0xFF), UInt8(code >> 8 & 0xFF), UInt8(code & 0xFF)]

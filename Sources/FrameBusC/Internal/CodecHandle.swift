@@ -282,19 +282,13 @@ final class CodecHandle: Sendable {
 
     /// - Throws: ``ABIStatus/invalidArgument`` or ``ABIStatus/formatMismatch``.
     init(_ image: fb_image, _ what: String, allowsCompressedFormat: Bool) throws(ABIError) {
-        guard let format = try? PixelFormat(fourCC: image.format) else {
-            throw ABIError(.formatMismatch, "\(what): unknown format \(fourCCName(image.format))")
-        }
+        let format = try callerFormat(image.format, what)
         if format.isCompressed, !allowsCompressedFormat {
             throw ABIError(.formatMismatch, "\(what): \(format) is compressed; a base format is needed")
         }
         let width = Int(image.width)
         let height = Int(image.height)
-        guard width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension,
-            format.base.isValidSize(width: width, height: height)
-        else {
-            throw ABIError(.invalidArgument, "\(what): \(width)x\(height) does not fit \(format)")
-        }
+        try checkCallerSize(width, height, fit: format, what)
         let geometry = format.base.planes
         var planes: [(data: UnsafeMutableRawPointer, bytesPerRow: Int)] = unsafe []
         var entries = unsafe image.planes

@@ -38,14 +38,8 @@ public func fbCodecMaximumCompressedSize(
     unsafe boundary(error) { () throws(ABIError) in
         let function = "fb_codec_maximum_compressed_size"
         guard let outSize = unsafe outSize else { throw .null("out_size", in: function) }
-        guard let format = try? PixelFormat(fourCC: code) else {
-            throw ABIError(.formatMismatch, "\(function): unknown format \(fourCCName(code))")
-        }
-        guard width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension,
-            format.base.isValidSize(width: Int(width), height: Int(height))
-        else {
-            throw ABIError(.invalidArgument, "\(function): \(width)x\(height) does not fit \(format)")
-        }
+        let format = try callerFormat(code, function)
+        try checkCallerSize(Int(width), Int(height), fit: format, function)
         do {
             let size = try SurfaceCodec.maximumCompressedByteCount(
                 width: Int(width),
@@ -123,14 +117,8 @@ public func fbCodecTileRowHeight(
         guard let codec = unsafe codec else { throw .null("codec", in: function) }
         let bytes = try unsafe sourceBytes(source, sourceSize, function)
         guard let outRows = unsafe outRows else { throw .null("out_rows", in: function) }
-        guard let format = try? PixelFormat(fourCC: code) else {
-            throw ABIError(.formatMismatch, "\(function): unknown format \(fourCCName(code))")
-        }
-        guard width <= PixelFormat.maximumDimension, height <= PixelFormat.maximumDimension,
-            format.base.isValidSize(width: Int(width), height: Int(height))
-        else {
-            throw ABIError(.invalidArgument, "\(function): \(width)x\(height) does not fit \(format)")
-        }
+        let format = try callerFormat(code, function)
+        try checkCallerSize(Int(width), Int(height), fit: format, function)
         let rows = try unsafe Handle.borrow(codec, as: CodecHandle.self).tileRowHeight(
             bytes,
             width: Int(width),

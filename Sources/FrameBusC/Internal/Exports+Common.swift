@@ -26,9 +26,7 @@ public func fbFormatGetInfo(
 ) -> fb_status {
     unsafe boundary(error) { () throws(ABIError) in
         guard let info = unsafe info else { throw .null("info", in: "fb_format_get_info") }
-        guard let format = try? PixelFormat(fourCC: code) else {
-            throw ABIError(.formatMismatch, "fb_format_get_info: unknown format \(fourCCName(code))")
-        }
+        let format = try callerFormat(code, "fb_format_get_info")
         var result = fb_format_info()
         result.format = format.fourCC
         result.base_format = format.base.fourCC

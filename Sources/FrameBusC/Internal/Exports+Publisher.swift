@@ -65,15 +65,7 @@ public func fbPublisherCreate(
                     + "socket_mode up to 0777 are allowed"
             )
         }
-        guard unsafe PixelFormat.maximumDimension >= options.width,
-            unsafe PixelFormat.maximumDimension >= options.height,
-            unsafe format.isValidSize(width: Int(options.width), height: Int(options.height))
-        else {
-            throw ABIError(
-                .invalidArgument,
-                unsafe "\(function): \(options.width)x\(options.height) does not fit \(format)"
-            )
-        }
+        try unsafe checkCallerSize(Int(options.width), Int(options.height), fit: format, function)
         let pool: PixelBufferPool
         do {
             pool = unsafe try PixelBufferPool(
