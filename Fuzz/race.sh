@@ -9,18 +9,7 @@ set -euo pipefail
 SECONDS_TO_RUN="${1:-20}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${RACE_WORK:-$(mktemp -d /tmp/framebus-race.XXXXXX)}"
-mkdir -p "$WORK/src"
-SOURCES="$ROOT/Sources/SurfaceCompression"
-
-for file in "$SOURCES"/Internal/*.swift "$SOURCES/CompressionError.swift"; do
-    case "$(basename "$file")" in PixelBufferAccess.swift) continue ;; esac
-    sed '/^import PixelBuffers$/d; /^import Surfaces$/d' "$file" > "$WORK/src/$(basename "$file")"
-done
-cat > "$WORK/src/Stand-in.swift" <<'SWIFT'
-public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var description: String { "stand-in" }
-}
-SWIFT
+. "$ROOT/Fuzz/stage-decoder.sh"
 
 echo "building the race harness in $WORK"
 KERNELS="$ROOT/Sources/CSurfaceCodecKernels"

@@ -11,20 +11,8 @@ set -euo pipefail
 SECONDS_TO_RUN="${1:-60}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${FUZZ_WORK:-$(mktemp -d /tmp/framebus-fuzz.XXXXXX)}"
-mkdir -p "$WORK/src" "$WORK/corpus"
-SOURCES="$ROOT/Sources/SurfaceCompression"
-
-# The decoder core has no dependency on PixelBuffers except the error's `underlying` field: strip the
-# import and give it a stand-in type.
-for file in "$SOURCES"/Internal/*.swift "$SOURCES/CompressionError.swift"; do
-    case "$(basename "$file")" in PixelBufferAccess.swift) continue ;; esac
-    sed '/^import PixelBuffers$/d; /^import Surfaces$/d' "$file" > "$WORK/src/$(basename "$file")"
-done
-cat > "$WORK/src/Stand-in.swift" <<'SWIFT'
-public struct PixelBufferError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var description: String { "stand-in" }
-}
-SWIFT
+mkdir -p "$WORK/corpus"
+. "$ROOT/Fuzz/stage-decoder.sh"
 
 CLZ4="-I $ROOT/Sources/CLZ4"
 KERNELS="-I $ROOT/Sources/CSurfaceCodecKernels/include"

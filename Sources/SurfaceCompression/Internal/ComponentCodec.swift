@@ -282,12 +282,8 @@ enum ComponentCodec {
         precondition(rowStride == nil || (usesVectorKernels && Kernels.decodesStrided), "a row stride needs a kernel")
         let blocksPerRow = (width &+ 7) &>> 3
         let blockCount = blocksPerRow &* height
-        let nibbleBytes = (blockCount &+ 1) &>> 1
-        let bitBytes = (blockCount &+ 7) &>> 3
-        guard count >= nibbleBytes &+ bitBytes else { return false }
-        unsafe UnsafeMutableRawPointer(controls).copyMemory(from: payload, byteCount: nibbleBytes &+ bitBytes)
-        let nibbles = unsafe UnsafePointer(controls)
-        let bits = unsafe nibbles + nibbleBytes
+        guard let (nibbles, bits, nibbleBytes, bitBytes) = unsafe copyControls(payload, count, blockCount, controls)
+        else { return false }
         // The widths' sum and whether any exceeds 8, 16 nibbles at a time (SWAR): a nibble is above 8 when its
         // bit 3 and any of its low 3 bits are set; 8 bytes of nibble pairs sum to at most 240, so one multiply
         // adds them up.
@@ -307,9 +303,6 @@ enum ComponentCodec {
             total &+= Int(pair & 15) &+ Int(pair &>> 4)
             i &+= 1
         }
-        // Unused trailing nibble and bits must be zero (one canonical form).
-        if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
-        if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard tooWide == 0, total == count else { return false }
         // The vector kernels where the processor has them (AVX2, SSE4.1, NEON; see Kernels).
         if usesVectorKernels,
@@ -392,6 +385,26 @@ enum ComponentCodec {
             }
             return true
         }
+    }
+
+    /// Copies a packed payload's width nibbles and predictor bits (`blockCount` blocks) into private `controls`, to
+    /// be checked and read only there: another process may rewrite the payload meanwhile. Returns nil if the payload
+    /// is shorter than they are, or if their unused trailing nibble or bits are not zero (one canonical form).
+    static func copyControls(
+        _ payload: UnsafeRawPointer,
+        _ count: Int,
+        _ blockCount: Int,
+        _ controls: UnsafeMutablePointer<UInt8>
+    ) -> (nibbles: UnsafePointer<UInt8>, bits: UnsafePointer<UInt8>, nibbleBytes: Int, bitBytes: Int)? {
+        let nibbleBytes = (blockCount &+ 1) &>> 1
+        let bitBytes = (blockCount &+ 7) &>> 3
+        guard count >= nibbleBytes &+ bitBytes else { return nil }
+        unsafe UnsafeMutableRawPointer(controls).copyMemory(from: payload, byteCount: nibbleBytes &+ bitBytes)
+        let nibbles = unsafe UnsafePointer(controls)
+        let bits = unsafe nibbles + nibbleBytes
+        if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return nil } }
+        if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return nil } }
+        return unsafe (nibbles, bits, nibbleBytes, bitBytes)
     }
 
     /// Packs 8 bytes, each below 2^w, into the low 8·w bits (byte i at bit w·i), branch-free (SWAR: pairs of
@@ -644,13 +657,8 @@ enum ComponentCodec {
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
         let blockCount = blocksPerRow &* height
-        let nibbleBytes = (blockCount &+ 1) &>> 1
-        let bitBytes = (blockCount &+ 7) &>> 3
-        guard count >= nibbleBytes &+ bitBytes else { return false }
-        // Control bytes are read once, into private memory (see decodePacked8).
-        unsafe UnsafeMutableRawPointer(controls).copyMemory(from: payload, byteCount: nibbleBytes &+ bitBytes)
-        let nibbles = unsafe UnsafePointer(controls)
-        let bits = unsafe nibbles + nibbleBytes
+        guard let (nibbles, bits, nibbleBytes, bitBytes) = unsafe copyControls(payload, count, blockCount, controls)
+        else { return false }
         let maximumWidth = tenBit ? 10 : 16
         var total = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
@@ -659,8 +667,6 @@ enum ComponentCodec {
             guard w <= maximumWidth else { return false }
             total &+= w
         }
-        if blockCount & 1 == 1 { guard unsafe nibbles[nibbleBytes &- 1] &>> 4 == 0 else { return false } }
-        if blockCount & 7 != 0 { guard unsafe bits[bitBytes &- 1] &>> UInt8(blockCount & 7) == 0 else { return false } }
         guard total == count else { return false }
         if tenBit {
             if usesVectorKernels,
