@@ -540,10 +540,13 @@ enum TileCodec {
     ) throws(CompressionError) {
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
-        // The Y of an 8-bit 4:2:0 band (a tile as wide as the image) is decoded straight into the plane by a
-        // vector kernel (any tier but the portable one), which writes exactly the tile's samples: no copy after.
+        // The Y of an 8-bit 4:2:0 band (a tile as wide as the image) is decoded straight into the plane (its rows
+        // from `planeRows`), no copy after: packed by a vector kernel (any tier but the portable one), which writes
+        // exactly the tile's samples, and LZ4 where the plane's rows are contiguous.
         let rect = grid.tileRect(tile)
-        let yIntoPlane = grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width && Kernels.decodesStrided
+        let isBandOf8BitY = grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width
+        let yIntoPlane = isBandOf8BitY && Kernels.decodesStrided
+        let planeRows = unsafe image.plane0 + (rect.y - image.originY) * image.bytesPerRow0
         var yWrittenInPlace = false
         let privateCopy = unsafe scratch + 5 * stride
         // Version 1 stored the low 32 bits of each payload checksum, version 2 all 64.
@@ -580,10 +583,8 @@ enum TileCodec {
                 let raw = n * bytesPerSample
                 // The Y of an 8-bit band whose plane rows are contiguous (no padding) is decompressed straight into
                 // the plane: the band's rows are then exactly `raw` bytes there.
-                let contiguous = unsafe image.bytesPerRow0 == extent.width
-                let inPlane =
-                    c == 0 && grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width && contiguous
-                let target = unsafe inPlane ? image.plane0 + (rect.y - image.originY) * image.bytesPerRow0 : slot
+                let inPlane = unsafe c == 0 && isBandOf8BitY && image.bytesPerRow0 == extent.width
+                let target = unsafe inPlane ? planeRows : slot
                 guard
                     unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: target, capacity: raw) == raw
                 else {
@@ -608,7 +609,7 @@ enum TileCodec {
                     unsafe packed = UnsafeRawPointer(packedSlot)
                 }
                 let inPlane = yIntoPlane && c == 0
-                let target = unsafe inPlane ? image.plane0 + (rect.y - image.originY) * image.bytesPerRow0 : slot
+                let target = unsafe inPlane ? planeRows : slot
                 guard
                     unsafe ComponentCodec.decodePacked8(
                         packed,
