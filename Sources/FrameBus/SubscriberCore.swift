@@ -393,7 +393,8 @@ final class SubscriberCore: Sendable {
         try claim("Subscriber.events") { .iterator(claim: $0, waiter: nil) }
     }
 
-    /// Makes `consumer(id)` the consumer if there is none; otherwise ``FrameBusError/Code-swift.struct/concurrentConsumer``.
+    /// Makes `consumer(id)` the consumer if there is none; otherwise throws
+    /// ``FrameBusError/Code-swift.struct/concurrentConsumer``.
     private func claim(_ operation: String, as consumer: (UInt64) -> Consumer) throws(FrameBusError) -> ConsumerClaim {
         let id: UInt64? = state.withLock { state in
             guard case .none = state.consumer else { return nil }
