@@ -161,10 +161,10 @@ public final class Publisher: Sendable {
         var machine: Machine
         var sockets: [ConnectionID: Socket] = [:]
         var conversionPools: [PixelFormat: PixelBufferPool] = [:]
-        /// Pools whose capacity and freed surfaces the publisher follows.
-        var knownPools: Set<ObjectIdentifier> = []
         /// What each surface sent so far looks like on the wire (from its handle, made once).
         var surfaceDescriptions: [UInt64: SurfaceDescription] = [:]
+        /// When the loop next looks for described surfaces that went away outside any followed pool.
+        var nextSurfaceSweep: UInt64 = 0
         /// After `accept` failed (EMFILE), the listener is left alone until then.
         var acceptPausedUntil: UInt64 = 0
         var logLimiter = LogLimiter()
@@ -181,6 +181,14 @@ public final class Publisher: Sendable {
     private let publishing = Mutex<Void>(())
     /// Surfaces pools freed, waiting for the loop thread to retire them (one entry per freed surface).
     private let freedSurfaces = Mutex<[UInt64]>([])
+    /// Pools whose capacity and freed surfaces the publisher follows, by their never-reused id (a pool's address is
+    /// reused by the next pool); entries of pools that went away are dropped when a new pool is followed.
+    private let followedPools = Mutex<[PixelBufferPool.ID: FollowedPool]>([:])
+
+    private struct FollowedPool {
+        weak var pool: PixelBufferPool?
+        var observation: PixelBufferPool.SurfaceFreedObservation?
+    }
     /// Encodes and decodes frames for subscribers of another format, reusing its workspace (and threads) for every
     /// frame. Its calls are serialised, as `publish` calls are.
     private let codec: SurfaceCodecContext
@@ -213,6 +221,19 @@ public final class Publisher: Sendable {
 
     deinit {
         stop()
+    }
+
+    /// Stops observing the pools still alive (their observers only hold the publisher weakly).
+    private func unfollowPools() {
+        let followed = followedPools.withLock { pools in
+            defer { pools.removeAll() }
+            return Array(pools.values)
+        }
+        for entry in followed {
+            if let pool = entry.pool, let observation = entry.observation {
+                pool.removeSurfaceFreedObserver(observation)
+            }
+        }
     }
 
     // MARK: Buffers
@@ -259,16 +280,23 @@ public final class Publisher: Sendable {
 
     /// Follows the surfaces a pool frees (once per pool); for the producer's pool, learns its capacity too.
     private func follow(_ pool: PixelBufferPool, isProducers: Bool = true) {
-        let isNew = state.withLock { state in
-            guard state.knownPools.insert(ObjectIdentifier(pool)).inserted else { return false }
-            if isProducers, let threshold = pool.attributes.allocationThreshold {
-                state.machine.learnPoolCapacity(threshold)
-            }
+        let isNew = followedPools.withLock { pools in
+            guard pools[pool.id] == nil else { return false }
+            // Only pools still alive are kept, so the map is bounded by the pools in use.
+            pools = pools.filter { $0.value.pool != nil }
+            pools[pool.id] = FollowedPool(pool: pool)
             return true
         }
         guard isNew else { return }
-        // The pool has one freed-surface handler: the publisher takes it (docs/PROTOCOL.md §4.2, retiring).
-        pool.setSurfaceFreedHandler { [weak self] surfaceID in self?.surfaceFreed(surfaceID.rawValue) }
+        if isProducers, let threshold = pool.attributes.allocationThreshold {
+            state.withLock { $0.machine.learnPoolCapacity(threshold) }
+        }
+        // An observer of our own (docs/PROTOCOL.md §4.2, retiring): the application's handler and other
+        // publishers' observers are called as well.
+        let observation = pool.addSurfaceFreedObserver { [weak self] surfaceID in
+            self?.surfaceFreed(surfaceID.rawValue)
+        }
+        followedPools.withLock { $0[pool.id]?.observation = observation }
     }
 
     /// The pool freed a surface. This can run inside the state lock (a subscriber's release drops the last
@@ -287,7 +315,20 @@ public final class Publisher: Sendable {
             state.surfaceDescriptions[surfaceID] = nil
             perform(state.machine.surfaceFreed(surfaceID), &state)
         }
+        // A surface from no followed pool (a pool used directly, a lone pixel buffer) is freed when its last
+        // reference goes: the publisher holds it only weakly, and retires it once it is gone.
+        let now = ProcessInfoShim.monotonicNanoseconds()
+        guard now >= state.nextSurfaceSweep else { return }
+        state.nextSurfaceSweep = now &+ Self.surfaceSweepInterval
+        let gone = state.surfaceDescriptions.filter { $0.value.owner == nil }.map(\.key)
+        for surfaceID in gone {
+            state.surfaceDescriptions[surfaceID] = nil
+            perform(state.machine.surfaceFreed(surfaceID), &state)
+        }
     }
+
+    /// How often the loop looks for described surfaces that went away outside followed pools.
+    private static let surfaceSweepInterval: UInt64 = 250_000_000
 
     // MARK: Publishing
 
@@ -421,6 +462,7 @@ public final class Publisher: Sendable {
             do {
                 let handle = try surface.makeHandle()
                 description = Self.describe(handle)
+                description?.owner = surface
             } catch {
                 configuration.logger.error("cannot export surface \(surface.id): \(error)")
                 return nil
@@ -446,6 +488,8 @@ public final class Publisher: Sendable {
     struct SurfaceDescription {
         var surface: WireSurface
         var surfaceV1: WireSurfaceV1?
+        /// The surface itself, held weakly: once it is gone, nobody (publisher, producer or pool) can use it again.
+        weak var owner: Surface?
     }
 
     /// The SURFACE (and, for one memfd, the SURFACE_V1) describing a handle: backing, modifier, descriptors, and
@@ -666,6 +710,7 @@ public final class Publisher: Sendable {
             return true
         }
         if wasRunning {
+            unfollowPools()
             _ = Syscall.unlink(configuration.path)
             listener.shutdown()
             doorbell.ring()
@@ -820,11 +865,31 @@ public final class Publisher: Sendable {
                 socket.shutdown()
                 continue
             }
+            guard configuration.allowedUserIDs.contains(credentials.uid) else {
+                refuseAtAccept(socket, uid: credentials.uid, &state)
+                continue
+            }
             let id = state.machine.connectionAccepted(
                 .init(processID: credentials.pid, userID: credentials.uid),
                 now: ProcessInfoShim.monotonicNanoseconds()
             )
             state.sockets[id] = socket
+        }
+    }
+
+    /// A uid that may not connect is answered at once and never holds a pending slot (docs/PROTOCOL.md §4.1), so
+    /// a flood of silent connections from it cannot keep others waiting. Whatever it sent already is read first:
+    /// closing with unread data would reset the connection, and the peer could lose the ERROR.
+    private func refuseAtAccept(_ socket: Socket, uid: UInt32, _ state: inout State) {
+        let reason = "uid \(uid) is not allowed"
+        _ = socket.send(WireMessage.error(WireErrorMessage(.notPermitted, reason)).encoded())
+        for _ in 0..<4 {
+            guard case .success(.datagram) = socket.receive(maximumSize: WireProtocol.maximumMessageSize) else { break }
+        }
+        socket.shutdown()
+        let now = ProcessInfoShim.monotonicNanoseconds()
+        if let line = state.logLimiter.admit(key: "refused-uid", message: reason, now: now, interval: 10_000_000_000) {
+            configuration.logger.warning("\(line)")
         }
     }
 

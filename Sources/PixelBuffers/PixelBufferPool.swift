@@ -55,6 +55,26 @@ public final class PixelBufferPool: Sendable {
         }
     }
 
+    /// A pool's identity: unique for the life of the process and never reused, unlike the pool's address (a new pool
+    /// is often allocated where a freed one was, so `ObjectIdentifier` cannot tell them apart).
+    public struct ID: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: UInt64
+
+        public var description: String { "pool#\(rawValue)" }
+
+        private static let counter = Atomic<UInt64>(0)
+
+        static func next() -> ID { ID(rawValue: counter.wrappingAdd(1, ordering: .relaxed).newValue) }
+    }
+
+    /// A registered surface-freed observer (``addSurfaceFreedObserver(_:)``); pass it to
+    /// ``removeSurfaceFreedObserver(_:)`` to stop the calls.
+    public struct SurfaceFreedObservation: Hashable, Sendable {
+        let rawValue: UInt64
+    }
+
+    /// This pool's never-reused identity.
+    public let id = ID.next()
     /// The attributes the pool was made with.
     public let attributes: Attributes
     /// The layout every surface of the pool has.
@@ -102,14 +122,14 @@ public final class PixelBufferPool: Sendable {
 
     deinit {
         // Outstanding buffers may outlive the pool: from now on their surfaces are freed when they come back.
-        let (freed, handler) = state.value.withLock { state in
+        let (freed, handlers) = state.value.withLock { state in
             state.isClosed = true
             let freed = state.idle.map(\.surface)
             state.idle.removeAll()
             state.allocated -= freed.count
-            return (freed, state.surfaceFreedHandler)
+            return (freed, state.surfaceFreedHandlers)
         }
-        SharedState.report(freed, to: handler)
+        SharedState.report(freed, to: handlers)
     }
 
     private func makeSurface() throws(PixelBufferError) -> Surface {
@@ -223,12 +243,34 @@ public final class PixelBufferPool: Sendable {
     ///
     /// A surface is freed when it has been idle longer than ``Attributes/maximumBufferAge`` beyond the minimum
     /// count, when ``flush(all:)`` frees it, when the pool goes away (its idle surfaces), and when a buffer comes
-    /// back after the pool went away. A publisher uses it to retire the surface in every subscriber. The handler
-    /// runs on the thread that frees the surface, outside the pool's lock, once per surface.
+    /// back after the pool went away. The handler runs on the thread that frees the surface, outside the pool's
+    /// lock, once per surface. This is the application's own slot: observers added with
+    /// ``addSurfaceFreedObserver(_:)`` (a publisher's, for one) are called as well, whatever is set here.
     ///
     /// - Parameter handler: called with the freed surface's id.
     public func setSurfaceFreedHandler(_ handler: (@Sendable (SurfaceID) -> Void)?) {
         state.value.withLock { $0.surfaceFreedHandler = handler }
+    }
+
+    /// Adds an observer called, like the handler of ``setSurfaceFreedHandler(_:)``, with the id of every surface the
+    /// pool frees for good: every observer is called (multicast), on the freeing thread, outside the pool's lock.
+    ///
+    /// Observers stay registered until removed, and keep being called for buffers that come back after the pool
+    /// went away. A publisher observes each pool it takes buffers from, to retire the freed surfaces in its
+    /// subscribers (docs/PROTOCOL.md §4.2).
+    ///
+    /// - Returns: the registration, for ``removeSurfaceFreedObserver(_:)``.
+    public func addSurfaceFreedObserver(_ observer: @escaping @Sendable (SurfaceID) -> Void) -> SurfaceFreedObservation {
+        state.value.withLock { state in
+            state.nextObserverID &+= 1
+            state.observers.append((state.nextObserverID, observer))
+            return SurfaceFreedObservation(rawValue: state.nextObserverID)
+        }
+    }
+
+    /// Removes an observer added with ``addSurfaceFreedObserver(_:)``; removing one twice does nothing.
+    public func removeSurfaceFreedObserver(_ observation: SurfaceFreedObservation) {
+        state.value.withLock { state in state.observers.removeAll { $0.id == observation.rawValue } }
     }
 
     /// Frees idle buffers older than the maximum age, keeping the minimum count (`CVPixelBufferPoolFlush`).
@@ -237,31 +279,31 @@ public final class PixelBufferPool: Sendable {
     ///   default behaviour; `all` empties the pool).
     public func flush(all: Bool = false) {
         let keep = all ? 0 : attributes.minimumBufferCount
-        let (released, handler): ([Surface], (@Sendable (SurfaceID) -> Void)?) = state.value.withLock { state in
-            guard state.idle.count > keep else { return ([], nil) }
+        let (released, handlers): ([Surface], [@Sendable (SurfaceID) -> Void]) = state.value.withLock { state in
+            guard state.idle.count > keep else { return ([], []) }
             let released = state.idle.prefix(state.idle.count - keep).map(\.surface)
             state.idle.removeFirst(state.idle.count - keep)
             state.allocated -= released.count
-            return (released, state.surfaceFreedHandler)
+            return (released, state.surfaceFreedHandlers)
         }
-        SharedState.report(released, to: handler)  // then the surfaces unmap and close, outside the lock
+        SharedState.report(released, to: handlers)  // then the surfaces unmap and close, outside the lock
         state.update { _ in }  // freed capacity may let a waiter allocate
     }
 
     private func trimIdle(now: ContinuousClock.Instant) {
         guard let age = attributes.maximumBufferAge else { return }
         let minimum = attributes.minimumBufferCount
-        let (released, handler): ([Surface], (@Sendable (SurfaceID) -> Void)?) = state.value.withLock { state in
+        let (released, handlers): ([Surface], [@Sendable (SurfaceID) -> Void]) = state.value.withLock { state in
             var released: [Surface] = []
             // Oldest first; keep the minimum count.
             while state.idle.count > minimum, let oldest = state.idle.first, now - oldest.since > age {
                 released.append(state.idle.removeFirst().surface)
                 state.allocated -= 1
             }
-            return (released, released.isEmpty ? nil : state.surfaceFreedHandler)
+            return (released, released.isEmpty ? [] : state.surfaceFreedHandlers)
         }
         guard !released.isEmpty else { return }
-        SharedState.report(released, to: handler)
+        SharedState.report(released, to: handlers)
         state.update { _ in }
     }
 
@@ -304,7 +346,18 @@ private final class SharedState: Sendable {
         var nextWaiterID: UInt64 = 0
         /// The pool has gone away: surfaces that come back are freed.
         var isClosed = false
+        /// The application's handler (setSurfaceFreedHandler).
         var surfaceFreedHandler: (@Sendable (SurfaceID) -> Void)?
+        /// Observers (addSurfaceFreedObserver), in the order added.
+        var observers: [(id: UInt64, observer: @Sendable (SurfaceID) -> Void)] = []
+        var nextObserverID: UInt64 = 0
+
+        /// Everyone to tell about a freed surface.
+        var surfaceFreedHandlers: [@Sendable (SurfaceID) -> Void] {
+            var handlers = observers.map(\.observer)
+            if let surfaceFreedHandler { handlers.append(surfaceFreedHandler) }
+            return handlers
+        }
 
         /// An idle surface, or permission to make one within the threshold, or nil.
         mutating func immediateGrant() -> Grant? {
@@ -345,23 +398,24 @@ private final class SharedState: Sendable {
     /// A buffer's last reference went away: its surface goes back to the pool (or is freed if the pool is gone).
     func recycle(_ surface: Surface) {
         let now = ContinuousClock.now
-        var handler: (@Sendable (SurfaceID) -> Void)?
+        var handlers: [@Sendable (SurfaceID) -> Void] = []
         var freed = false
         update { state in
             if state.isClosed {
                 state.allocated -= 1
-                handler = state.surfaceFreedHandler
+                handlers = state.surfaceFreedHandlers
                 freed = true
             } else {
                 state.idle.append((surface, now))
             }
         }
-        if freed { Self.report([surface], to: handler) }
+        if freed { Self.report([surface], to: handlers) }
     }
 
-    /// Calls `handler` with each freed surface's id.
-    static func report(_ surfaces: [Surface], to handler: (@Sendable (SurfaceID) -> Void)?) {
-        guard let handler else { return }
-        for surface in surfaces { handler(surface.id) }
+    /// Calls every handler with each freed surface's id.
+    static func report(_ surfaces: [Surface], to handlers: [@Sendable (SurfaceID) -> Void]) {
+        for surface in surfaces {
+            for handler in handlers { handler(surface.id) }
+        }
     }
 }
