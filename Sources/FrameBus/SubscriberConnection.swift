@@ -13,6 +13,8 @@ final class SubscriberConnection {
     private var machine: SubscriberStateMachine
     private var socket: Socket?
     private var surfaces: [UInt64: Surface] = [:]
+    /// The most committed memory seen so far per memfd surface (docs/PROTOCOL.md §5.7): it never shrinks.
+    private var committedBytes: [UInt64: Int] = [:]
     private var generation: UInt64 = 0
     private var handshakeDeadline: UInt64 = 0
     private var hasConnected = false
@@ -261,6 +263,7 @@ final class SubscriberConnection {
             return importSurface(announcement, descriptors: descriptors)
         case .retireSurface(let surfaceID):
             surfaces.removeValue(forKey: surfaceID)
+            committedBytes.removeValue(forKey: surfaceID)
             return true
         case .deliverFrame(let frame, let discontinuity):
             return deliver(frame, discontinuity: discontinuity)
@@ -282,6 +285,7 @@ final class SubscriberConnection {
         socket?.shutdown()
         socket = nil
         surfaces.removeAll()
+        committedBytes.removeAll()
         machine.closed()
         core.connectionEnded(error, isFinal: !configuration.reconnects)
         if error.code != .endOfStream {
@@ -345,6 +349,10 @@ final class SubscriberConnection {
         guard let surface = surfaces[frame.surfaceID] else {
             return perform(machine.frameRefused("FRAME on surface \(frame.surfaceID), never imported"), descriptors: [])
         }
+        if let refusal = checkCommitted(frame, surface) {
+            // The connection fails before anyone touched memory the publisher did not commit.
+            return perform(machine.frameRefused(refusal), descriptors: [])
+        }
         // From here the frame is held: the token releases it whatever happens.
         let token = ReleaseToken(
             sequence: frame.sequence,
@@ -385,6 +393,26 @@ final class SubscriberConnection {
             sequence: frame.sequence
         )
         return true
+    }
+
+    /// Refuses a frame that would make us read memory the publisher never committed (docs/PROTOCOL.md §5.7): a
+    /// memfd's holes cost the publisher nothing, and faulting them in would commit memory on our behalf. A
+    /// compressed frame is read up to its `bytesUsed`, a raw one over its planes. Sealed memfds never give
+    /// committed memory back, so one `fstat` per surface suffices while frames stay within what it showed.
+    private func checkCommitted(_ frame: WireFrame, _ surface: Surface) -> String? {
+        let isCompressed = (try? PixelFormat(fourCC: surface.layout.pixelFormat))?.isCompressed ?? false
+        let needed =
+            isCompressed
+            ? Int(clamping: frame.bytesUsed) : surface.layout.planes.reduce(0) { Saturating.add($0, UInt64($1.byteCount)) }
+        if let known = committedBytes[frame.surfaceID], needed <= known { return nil }
+        let committed: Int?
+        do { committed = try surface.committedByteCount() } catch { return "surface \(frame.surfaceID): \(error)" }
+        guard let committed else { return nil }  // a DMA-BUF: its exporter allocated it whole
+        committedBytes[frame.surfaceID] = committed
+        guard needed <= committed else {
+            return "FRAME \(frame.sequence) needs \(needed) bytes of surface \(frame.surfaceID), of which the publisher committed \(committed)"
+        }
+        return nil
     }
 
     static func mediaTime(_ time: WireTime) -> MediaTime {

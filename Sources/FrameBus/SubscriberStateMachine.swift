@@ -253,11 +253,12 @@ struct SubscriberStateMachine {
             return fail(.invalidSurface, "DMA-BUF modifier 0x\(String(surface.modifier, radix: 16)) is not linear")
         }
         if active.session.format.isCompressed {
-            // A compressed surface is one memfd allocated for the worst case (every tile raw), so its memory
+            // A compressed surface is one memfd allocated for the worst case (every tile raw), so its size
             // bounds what a decoder must allocate for it. A tiny surface that claims a huge image is refused here,
-            // before anyone sizes a decode buffer from its width and height.
+            // before anyone sizes a decode buffer from its width and height. The bound is the smallest worst case
+            // of every tile size the codec accepts, so no honest publisher is refused whatever its tiles.
             guard surface.planes.isEmpty, surface.backing == .memfd, surface.descriptorByteCounts.count == 1,
-                let needed = try? SurfaceCodec.maximumCompressedByteCount(
+                let needed = try? SurfaceCodec.minimumCompressedByteCount(
                     width: Int(surface.width),
                     height: Int(surface.height),
                     format: active.session.format

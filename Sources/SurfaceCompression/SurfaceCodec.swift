@@ -117,6 +117,31 @@ public enum SurfaceCodec {
         .maximumByteCount
     }
 
+    /// The fewest bytes any valid compressed surface of this size may have: the worst case
+    /// (``maximumCompressedByteCount(width:height:format:tileSize:)``) of the tile size with the fewest tiles
+    /// possible, counted as one tile: the 64-byte header, one 16-byte table entry per component, and the raw image.
+    ///
+    /// Every tile size the codec accepts needs at least this much, so a receiver that refuses a smaller surface
+    /// refuses no honest publisher, whatever tile size it encodes with (docs/COMPRESSED-LAYOUT.md §7).
+    ///
+    /// - Throws: ``CompressionError/Code-swift.struct/invalidArgument`` for an impossible size,
+    ///   ``CompressionError/Code-swift.struct/formatMismatch`` for a format the codec does not know.
+    public static func minimumCompressedByteCount(
+        width: Int,
+        height: Int,
+        format: PixelFormat
+    ) throws(CompressionError) -> Int {
+        // The grid of 2×2 tiles validates the size; its raw image size does not depend on the tiling.
+        let grid = try grid(
+            width: width,
+            height: height,
+            format: format,
+            tileSize: TileSize(width: 2, height: 2),
+            "SurfaceCodec.minimumCompressedByteCount"
+        )
+        return TileGrid.headerByteCount + grid.entryByteCount * grid.componentCount + grid.rawImageByteCount
+    }
+
     /// Makes a pool of compressed pixel buffers sized for the worst case.
     ///
     /// - Parameter format: a base format or its compressed variant; the pool makes the compressed variant.
