@@ -97,6 +97,8 @@ struct PublisherStateMachine<Resource> {
         var surfaceID: UInt64
         var resource: Resource
         var sentAt: UInt64
+        /// The FRAME's `bytesUsed`, taken back out of `bytesDelivered` if the frame is released `notDelivered`.
+        var bytesUsed: UInt64
     }
 
     private struct PendingDrop {
@@ -325,6 +327,8 @@ struct PublisherStateMachine<Resource> {
                 if release.flags & WireRelease.notDeliveredFlag != 0 {
                     session.droppedLate.saturatingAdd(1)
                     session.delivered = session.delivered > 0 ? session.delivered - 1 : 0
+                    // §5.12: bytesDelivered is the sum over delivered frames only.
+                    session.bytesDelivered -= min(held.bytesUsed, session.bytesDelivered)
                 }
                 return []
             case .goodbye:
@@ -569,7 +573,12 @@ struct PublisherStateMachine<Resource> {
                 session.lastAttachments = frame.attachments
             }
             enqueue(.message(.frame(frame)), in: session)
-            session.held[sequence] = HeldFrame(surfaceID: surfaceID, resource: representation.resource, sentAt: now)
+            session.held[sequence] = HeldFrame(
+                surfaceID: surfaceID,
+                resource: representation.resource,
+                sentAt: now,
+                bytesUsed: representation.bytesUsed
+            )
             session.delivered.saturatingAdd(1)
             session.bytesDelivered.saturatingAdd(representation.bytesUsed)
             if session.outbound.count > limits.maximumQueuedMessages {

@@ -52,7 +52,8 @@ struct TopCommand: ParsableCommand {
 
     static func render(_ report: PublisherMonitor.Report, previous: PublisherMonitor.Report, path: String) -> String {
         let seconds = Double(report.time &- previous.time) / 1e9
-        let before = Dictionary(uniqueKeysWithValues: previous.subscribers.map { ($0.id, $0) })
+        // Ids are unique in a report the decoder accepted; should one repeat anyway, the first record counts.
+        let before = Dictionary(previous.subscribers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         func rate(_ now: UInt64, _ then: UInt64?) -> Double {
             guard seconds > 0 else { return 0 }
             return Double(now &- min(now, then ?? 0)) / seconds

@@ -487,6 +487,11 @@ extension WireMessage {
                     record.version >= 1 && record.version <= WireProtocol.version,
                     "record \(index) version \(record.version)"
                 )
+                // §5.12: records are in increasing subscriber id order, so each id appears once.
+                try check(
+                    records.last.map { $0.subscriberID < record.subscriberID } ?? true,
+                    "record \(index) subscriber id \(record.subscriberID) not above the previous record's"
+                )
                 records.append(record)
             }
             return WireMonitorReport(
