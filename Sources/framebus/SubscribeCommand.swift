@@ -84,6 +84,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         let end = duration.map { start + .milliseconds(Int64($0 * 1000)) }
         var previous = subscriber.statistics
         var previousTime = 0.0
+        var previousUndecodable = 0
         var second = 0
         while true {
             var wake = clock.now + .milliseconds(100)
@@ -103,10 +104,12 @@ struct SubscribeCommand: AsyncParsableCommand {
                     format: format(),
                     current: now,
                     previous: previous,
-                    decodeMilliseconds: counter.decodeAverage
+                    decodeMilliseconds: counter.decodeAverage,
+                    undecodable: counter.undecodable.map { $0 - previousUndecodable }
                 )
                 say(json ? line.json(summary: false) : line.text)
                 previous = now
+                previousUndecodable = counter.undecodable ?? 0
                 previousTime = elapsed
             }
             if done { break }
@@ -119,7 +122,8 @@ struct SubscribeCommand: AsyncParsableCommand {
             format: format(),
             current: subscriber.statistics,
             previous: FrameStatistics(),
-            decodeMilliseconds: counter.decodeAverage
+            decodeMilliseconds: counter.decodeAverage,
+            undecodable: counter.undecodable
         )
         say(json ? total.json(summary: true) : "total: " + total.text)
         if let error = counter.ended {
@@ -157,6 +161,8 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
     private var endError: FrameBusError?
     private var decodeNanoseconds: UInt64 = 0
     private var decoded = 0
+    /// Compressed frames received but not decoded (a damaged or hostile surface), and why the first one failed.
+    private var undecodableCount = 0
     private var scratch: PixelBuffer?
     /// One codec context for every frame: its workspace is reused, so decoding allocates nothing per frame.
     private let codec = SurfaceCodecContext(threadCount: 1)
@@ -175,6 +181,8 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
     }
 
     var ended: FrameBusError? { lock.withLock { endError } }
+    /// Frames `--decode` could not decode so far (nil without `--decode`).
+    var undecodable: Int? { decode ? lock.withLock { undecodableCount } : nil }
     var decodeAverage: Double? {
         lock.withLock { decoded == 0 ? nil : Double(decodeNanoseconds) / Double(decoded) / 1e6 }
     }
@@ -182,21 +190,32 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
     func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
         if decode, let image = sampleBuffer.imageBuffer, image.pixelFormat.isCompressed {
             let start = DispatchTime.now().uptimeNanoseconds
-            // One scratch buffer, replaced only when the size changes; the subscriber refuses compressed surfaces
-            // whose memory is smaller than their claimed size needs, so a publisher cannot make this allocate more
-            // than it committed itself.
-            if scratch == nil || scratch?.width != image.width || scratch?.height != image.height {
-                scratch = try? PixelBuffer(
-                    width: image.width,
-                    height: image.height,
-                    pixelFormat: image.pixelFormat.base
-                )
-            }
-            if let scratch, (try? codec.decompress(image, into: scratch)) != nil {
+            do {
+                // One scratch buffer, replaced only when the size changes, and only for a frame whose header and
+                // table validate (so a surface of zeros allocates nothing); the old one goes first, so at most one
+                // exists. The subscriber already refused frames that reach past the memory the publisher committed.
+                if scratch == nil || scratch?.width != image.width || scratch?.height != image.height {
+                    _ = try SurfaceCodec.tileRowHeight(of: image)
+                    scratch = nil
+                    scratch = try PixelBuffer(width: image.width, height: image.height, pixelFormat: image.pixelFormat.base)
+                }
+                if let scratch { try codec.decompress(image, into: scratch) }
                 let elapsed = DispatchTime.now().uptimeNanoseconds - start
                 lock.withLock {
                     decodeNanoseconds += elapsed
                     decoded += 1
+                }
+            } catch {
+                let isFirst = lock.withLock {
+                    undecodableCount += 1
+                    return undecodableCount == 1
+                }
+                // Loudly, once: the count goes on every statistics line.
+                if isFirst {
+                    let sequence = sampleBuffer.busSequenceNumber.map { "\($0)" } ?? "?"
+                    FileHandle.standardError.write(
+                        Data(escapedForTerminal("framebus subscribe: cannot decode frame \(sequence): \(error)\n").utf8)
+                    )
                 }
             }
         }
@@ -222,6 +241,8 @@ struct StatisticsLine {
     var p50: Double
     var p99: Double
     var decodeMilliseconds: Double?
+    /// Frames received but not decoded in the interval (`--decode` only).
+    var undecodable: Int?
 
     init(
         seconds: Double,
@@ -229,9 +250,11 @@ struct StatisticsLine {
         format: String,
         current: FrameStatistics,
         previous: FrameStatistics,
-        decodeMilliseconds: Double?
+        decodeMilliseconds: Double?,
+        undecodable: Int? = nil
     ) {
         self.seconds = seconds
+        self.undecodable = undecodable
         self.format = format
         frames = current.delivered - previous.delivered
         framesPerSecond = Double(frames) / max(interval, 0.001)
@@ -251,7 +274,7 @@ struct StatisticsLine {
     }
 
     var text: String {
-        String(
+        let line = String(
             format: "%5.1fs %@ %6.1f fps  frames %5d  late %4d  outOfBuffers %4d  discontinuity %3d  held %2d  "
                 + "p50 %6.1f µs  p99 %7.1f µs  %8d B/frame",
             seconds,
@@ -266,6 +289,7 @@ struct StatisticsLine {
             p99,
             bytesPerFrame
         )
+        return line + (undecodable.map { "  undecodable \($0)" } ?? "")
     }
 
     func json(summary: Bool) -> String {
@@ -276,6 +300,7 @@ struct StatisticsLine {
             "p50us": (p50 * 10).rounded() / 10, "p99us": (p99 * 10).rounded() / 10, "bytesPerFrame": bytesPerFrame,
         ]
         if summary { object["summary"] = true }
+        if let undecodable { object["undecodable"] = undecodable }
         if let decodeMilliseconds { object["decodeMs"] = (decodeMilliseconds * 1000).rounded() / 1000 }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
         return String(decoding: data, as: UTF8.self)
