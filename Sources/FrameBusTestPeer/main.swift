@@ -18,6 +18,7 @@ case "hostile-publisher": exit(runHostilePublisher(rest))
 case "solid-publisher": exit(runSolidPublisher(rest))
 case "bus-hoarder": exit(runBusHoarder(rest))
 case "bus-flood": exit(runBusFlood(rest))
+case "bus-flood-as": exit(runBusFloodAsUser(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)
