@@ -76,6 +76,8 @@ int cfb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     return 0;
 }
 
+int cfb_accept_cloexec_nonblock(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK); }
+
 int cfb_file_system_type(int fd, long *type) {
     struct statfs info;
     if (fstatfs(fd, &info) != 0) return -1;

@@ -53,6 +53,10 @@ unsigned char *cfb_cmsg_data(const struct cmsghdr *header);
 /// getsockopt(fd, SOL_SOCKET, SO_PEERCRED). Returns 0 or -1 with errno set.
 int cfb_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
+/// accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK): the new descriptor is close-on-exec from its first
+/// instant. Returns the descriptor or -1 with errno set.
+int cfb_accept_cloexec_nonblock(int fd);
+
 // MARK: DMA-BUF
 
 static const uint64_t CFB_DMA_BUF_SYNC_READ = 1ULL << 0;

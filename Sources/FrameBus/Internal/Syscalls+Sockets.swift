@@ -69,13 +69,9 @@ extension Syscall {
 
     /// `accept4(2)` with `SOCK_CLOEXEC | SOCK_NONBLOCK`.
     static func accept(_ socket: Int32) -> Result<Int32, Errno> {
-        // accept4 needs _GNU_SOURCE, which Swift's Glibc module lacks: set the flags right after accept.
-        let result = valueOrErrno { Glibc.accept(socket, nil, nil) }
-        if case .success(let descriptor) = result {
-            _ = Glibc.fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            _ = Glibc.fcntl(descriptor, F_SETFL, Glibc.fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-        }
-        return result
+        // Through the shim, which is built with _GNU_SOURCE: no window in which a child forked by another thread
+        // could inherit the descriptor.
+        valueOrErrno { cfb_accept_cloexec_nonblock(socket) }
     }
 
     /// `fchmod(2)`; on Linux a socket's inode mode becomes the mode of the file `bind` creates.
