@@ -63,6 +63,10 @@ public final class Subscriber: Sendable {
         /// User ids allowed to be the publisher, checked with `SO_PEERCRED` right after connecting: whoever can
         /// bind the path could otherwise pose as the publisher. Default: only our own user id.
         public var allowedPublisherUserIDs: Set<UInt32> = [ProcessInfoShim.userID]
+        /// Whether DMA-BUF surfaces are accepted (the HELLO's `acceptsDMABuf`, docs/PROTOCOL.md §5.1). Turn it off
+        /// for a consumer that must see only sealed memfds (a sandboxed one, say): the publisher then sends it no
+        /// DMA-BUF frame (DROP `outOfBuffers` instead), and a DMA-BUF SURFACE ends the session.
+        public var acceptsDMABuf = true
         /// Where diagnostics go.
         public var logger: Logger
 

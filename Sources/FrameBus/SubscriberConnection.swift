@@ -33,6 +33,7 @@ final class SubscriberConnection {
             acceptedFormats: core.configuration.acceptedFormats,
             delivery: core.configuration.delivery
         )
+        machine.acceptsDMABuf = core.configuration.acceptsDMABuf
     }
 
     private static func nanoseconds(_ duration: Duration) -> UInt64 {

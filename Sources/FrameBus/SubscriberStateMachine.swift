@@ -72,6 +72,8 @@ struct SubscriberStateMachine {
 
     private(set) var state: State = .idle
     let acceptedFormats: [PixelFormat]
+    /// Whether the HELLO offers to import DMA-BUF surfaces; without it, a DMA-BUF SURFACE is refused.
+    var acceptsDMABuf = true
     let delivery: Subscriber.Delivery
     let limits: Limits
     /// The stream id of the last connection that got a WELCOME, to tell a restarted publisher from the same one.
@@ -101,7 +103,7 @@ struct SubscriberStateMachine {
                 kind: .subscriber,
                 deliveryMode: delivery.wireMode,
                 queueDepth: delivery.wireDepth,
-                flags: WireHello.acceptsDMABufFlag,
+                flags: acceptsDMABuf ? WireHello.acceptsDMABufFlag : 0,
                 formats: acceptedFormats.map(\.fourCC)
             )
         )
@@ -247,6 +249,9 @@ struct SubscriberStateMachine {
             surface.descriptorByteCounts.allSatisfy({ $0 > 0 && $0 <= UInt64(SurfaceLayout.maximumAllocationSize) })
         else {
             return fail(.invalidSurface, "SURFACE descriptor sizes \(surface.descriptorByteCounts)")
+        }
+        if surface.backing == .dmaBuf && !acceptsDMABuf {
+            return fail(.invalidSurface, "a DMA-BUF SURFACE, which this subscriber did not accept in its HELLO")
         }
         if surface.backing == .dmaBuf && surface.modifier != WireSurface.linearModifier {
             // We read frames with the CPU, which needs a linear layout.
