@@ -562,3 +562,40 @@ private func planeBytes(_ buffer: PixelBuffer) throws -> [[UInt8]] {
         #expect(publisher.pendingHandshakeCount < 64)
     }
 }
+
+// MARK: Item 8 (m8, m4): small fixes of the review's minor findings
+
+@Suite(.timeLimit(.minutes(1))) struct MinorFindingTests {
+    /// m8: a subscriber may decline DMA-BUF surfaces; its HELLO then does not offer them, and one announced anyway
+    /// is refused.
+    @Test func aSubscriberCanDeclineDMABufSurfaces() throws {
+        var machine = SubscriberStateMachine(acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .latestOnly)
+        guard case .hello(let offered) = machine.connected() else { Issue.record("no HELLO"); return }
+        #expect(offered.flags & WireHello.acceptsDMABufFlag != 0)
+        var declining = SubscriberStateMachine(acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .latestOnly)
+        declining.acceptsDMABuf = false
+        guard case .hello(let hello) = declining.connected() else { Issue.record("no HELLO"); return }
+        #expect(hello.flags & WireHello.acceptsDMABufFlag == 0)
+        var configuration = Subscriber.Configuration(path: "/nonexistent", acceptedFormats: [.yuv420BiPlanarVideoRange8])
+        #expect(configuration.acceptsDMABuf)
+        configuration.acceptsDMABuf = false
+        #expect(!configuration.acceptsDMABuf)
+    }
+
+    /// m4: an accepted connection is close-on-exec and non-blocking (accept4, no window after accept).
+    @Test func acceptedConnectionsAreCloseOnExecAndNonBlocking() throws {
+        let path = reviewBusPath("accept4")
+        let listener = try Socket.listen(path: path, mode: 0o600).get()
+        defer { unlink(path) }
+        let client = try Socket.connect(path: path, timeoutNanoseconds: 2_000_000_000).get()
+        var accepted: Socket?
+        for _ in 0..<200 where accepted == nil {
+            _ = listener.waitReadable(timeoutMilliseconds: 10)
+            if case .success(.some(let socket)) = listener.accept() { accepted = socket }
+        }
+        let socket = try #require(accepted)
+        #expect(fcntl(socket.descriptor, F_GETFD) & FD_CLOEXEC != 0)
+        #expect(fcntl(socket.descriptor, F_GETFL) & O_NONBLOCK != 0)
+        withExtendedLifetime(client) {}
+    }
+}
