@@ -124,6 +124,13 @@ private func planeBytes(_ buffer: PixelBuffer) throws -> [[UInt8]] {
     }
 }
 
+/// Holds a pool's last reference so that another thread can drop it.
+private final class PoolBox: @unchecked Sendable {
+    // @unchecked: used by one thread at a time (the test, then the thread it waits for).
+    var pool: PixelBufferPool?
+    init(_ pool: PixelBufferPool) { self.pool = pool }
+}
+
 // MARK: Item 2 (and m1, m11): pools have never-reused ids; freed surfaces are retired in every subscriber
 
 @Suite(.timeLimit(.minutes(3))) struct PoolIdentityTests {
@@ -172,23 +179,23 @@ private func planeBytes(_ buffer: PixelBuffer) throws -> [[UInt8]] {
         #expect(try await onThread { peer.handshake() } != nil)
         #expect(await reviewEventually { publisher.subscriberCount == 1 })
 
-        var first: PixelBufferPool? = try PixelBufferPool(attributes: Self.attributes)
-        let firstAddress = UInt(bitPattern: ObjectIdentifier(first!).hashValue)
-        let firstSurface = try await Self.publishAndRelease(publisher, first!, peer)
-        first!.flush(all: true)
+        let first = PoolBox(try PixelBufferPool(attributes: Self.attributes))
+        let firstAddress = UInt(bitPattern: ObjectIdentifier(first.pool!).hashValue)
+        let firstSurface = try await Self.publishAndRelease(publisher, first.pool!, peer)
+        first.pool!.flush(all: true)
         #expect(try await Self.retired(firstSurface, at: peer))
-        first = nil
-
-        // Pools are allocated until one lands at the freed pool's address (malloc usually reuses it at once).
-        var others: [PixelBufferPool] = []
-        var second: PixelBufferPool?
-        for _ in 0..<256 {
-            let pool = try PixelBufferPool(attributes: Self.attributes)
-            if UInt(bitPattern: ObjectIdentifier(pool).hashValue) == firstAddress {
-                second = pool
-                break
+        // The last reference goes on a thread of our own, which then allocates pools until one lands at the freed
+        // pool's address: malloc's per-thread cache hands the freed block to that thread's next allocation of its
+        // size, which is the next pool object (nothing else runs on the thread in between).
+        let (second, others) = try await onThread { () -> (PixelBufferPool?, [PixelBufferPool]) in
+            first.pool = nil
+            var others: [PixelBufferPool] = []
+            for _ in 0..<256 {
+                let pool = try PixelBufferPool(attributes: Self.attributes)
+                if UInt(bitPattern: ObjectIdentifier(pool).hashValue) == firstAddress { return (pool, others) }
+                others.append(pool)
             }
-            others.append(pool)
+            return (nil, others)
         }
         let reused = try #require(second, "no pool was allocated at the freed pool's address")
         let secondSurface = try await Self.publishAndRelease(publisher, reused, peer)
