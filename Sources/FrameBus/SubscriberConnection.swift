@@ -404,14 +404,16 @@ final class SubscriberConnection {
         let isCompressed = (try? PixelFormat(fourCC: surface.layout.pixelFormat))?.isCompressed ?? false
         let needed =
             isCompressed
-            ? Int(clamping: frame.bytesUsed) : surface.layout.planes.reduce(0) { Saturating.add($0, UInt64($1.byteCount)) }
+            ? Int(clamping: frame.bytesUsed)
+            : surface.layout.planes.reduce(0) { Saturating.add($0, UInt64($1.byteCount)) }
         if let known = committedBytes[frame.surfaceID], needed <= known { return nil }
         let committed: Int?
         do { committed = try surface.committedByteCount() } catch { return "surface \(frame.surfaceID): \(error)" }
         guard let committed else { return nil }  // a DMA-BUF: its exporter allocated it whole
         committedBytes[frame.surfaceID] = committed
         guard needed <= committed else {
-            return "FRAME \(frame.sequence) needs \(needed) bytes of surface \(frame.surfaceID), of which the publisher committed \(committed)"
+            return "FRAME \(frame.sequence) needs \(needed) bytes of surface \(frame.surfaceID), "
+                + "of which the publisher committed \(committed)"
         }
         return nil
     }

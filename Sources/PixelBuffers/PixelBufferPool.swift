@@ -260,7 +260,9 @@ public final class PixelBufferPool: Sendable {
     /// subscribers (docs/PROTOCOL.md §4.2).
     ///
     /// - Returns: the registration, for ``removeSurfaceFreedObserver(_:)``.
-    public func addSurfaceFreedObserver(_ observer: @escaping @Sendable (SurfaceID) -> Void) -> SurfaceFreedObservation {
+    public func addSurfaceFreedObserver(
+        _ observer: @escaping @Sendable (SurfaceID) -> Void
+    ) -> SurfaceFreedObservation {
         state.value.withLock { state in
             state.nextObserverID &+= 1
             state.observers.append((state.nextObserverID, observer))

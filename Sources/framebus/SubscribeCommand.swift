@@ -197,7 +197,11 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
                 if scratch == nil || scratch?.width != image.width || scratch?.height != image.height {
                     _ = try SurfaceCodec.tileRowHeight(of: image)
                     scratch = nil
-                    scratch = try PixelBuffer(width: image.width, height: image.height, pixelFormat: image.pixelFormat.base)
+                    scratch = try PixelBuffer(
+                        width: image.width,
+                        height: image.height,
+                        pixelFormat: image.pixelFormat.base
+                    )
                 }
                 if let scratch { try codec.decompress(image, into: scratch) }
                 let elapsed = DispatchTime.now().uptimeNanoseconds - start

@@ -156,7 +156,9 @@ private final class PoolBox: @unchecked Sendable {
         let frame = try await onThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
         let held = try #require(frame)
         #expect(held.surfaceID == surfaceID)
-        peer.send(WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded())
+        peer.send(
+            WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded()
+        )
         #expect(await reviewEventually { publisher.heldFrameCount == 0 && pool.idleBufferCount == 1 })
         return surfaceID
     }
@@ -237,7 +239,9 @@ private final class PoolBox: @unchecked Sendable {
         }
         let frame = try await onThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
         let held = try #require(frame)
-        peer.send(WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded())
+        peer.send(
+            WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded()
+        )
         #expect(try await Self.retired(surfaceID, at: peer), "a lone surface stays mapped after it is freed")
     }
 }
@@ -262,10 +266,16 @@ private final class PoolBox: @unchecked Sendable {
         )
         #expect(
             try pool.attributes.opaqueByteCount!
-                < SurfaceCodec.maximumCompressedByteCount(width: width, height: height, format: .yuv420BiPlanarVideoRange8)
+                < SurfaceCodec.maximumCompressedByteCount(
+                    width: width,
+                    height: height,
+                    format: .yuv420BiPlanarVideoRange8
+                )
         )
         let raw = try filledRaw(width: width, height: height, format: .yuv420BiPlanarVideoRange8)
-        let subscriber = try Subscriber(configuration: .init(path: path, acceptedFormats: [.compressedYUV420BiPlanarVideoRange8]))
+        let subscriber = try Subscriber(
+            configuration: .init(path: path, acceptedFormats: [.compressedYUV420BiPlanarVideoRange8])
+        )
         defer { subscriber.cancel() }
         var frames = subscriber.frames.makeAsyncIterator()
         let publishing = Task {
@@ -273,7 +283,11 @@ private final class PoolBox: @unchecked Sendable {
             while !Task.isCancelled {
                 if publisher.subscriberCount > 0 {
                     let compressed = try publisher.makePixelBuffer(from: pool)
-                    _ = try SurfaceCodec.compress(raw, into: compressed, options: .init(threadCount: 1, tileSize: tileSize))
+                    _ = try SurfaceCodec.compress(
+                        raw,
+                        into: compressed,
+                        options: .init(threadCount: 1, tileSize: tileSize)
+                    )
                     try publisher.publish(compressed)
                 }
                 try await Task.sleep(for: .milliseconds(20))
@@ -308,8 +322,10 @@ private final class PoolBox: @unchecked Sendable {
             let received = try #require(frame)
             frames.append(received)
             peer.send(
-                WireMessage.release(WireRelease(sequence: received.sequence, surfaceID: received.surfaceID, flags: flags))
-                    .encoded()
+                WireMessage.release(
+                    WireRelease(sequence: received.sequence, surfaceID: received.surfaceID, flags: flags)
+                )
+                .encoded()
             )
             #expect(await reviewEventually { publisher.heldFrameCount == 0 })
         }
@@ -548,7 +564,8 @@ private final class PoolBox: @unchecked Sendable {
             Thread { process.waitUntilExit() }.start()
         }
         func floodReports() -> Int {
-            ((try? String(contentsOf: outputURL, encoding: .utf8)) ?? "").components(separatedBy: "flood open=").count - 1
+            ((try? String(contentsOf: outputURL, encoding: .utf8)) ?? "").components(separatedBy: "flood open=").count
+                - 1
         }
         // Two seconds of flooding: before the fix every pending slot is taken by now.
         #expect(await reviewEventually(seconds: 30) { floodReports() >= 2 }, "the flood did not start")
@@ -560,7 +577,12 @@ private final class PoolBox: @unchecked Sendable {
             let peer = RawPeer(socket: socket)
             peer.send(
                 WireMessage.hello(
-                    WireHello(version: 1, deliveryMode: 1, queueDepth: 8, formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC])
+                    WireHello(
+                        version: 1,
+                        deliveryMode: 1,
+                        queueDepth: 8,
+                        formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]
+                    )
                 ).encoded()
             )
             return awaitMessage(peer, timeout: 10) { if case .welcome(let w) = $0 { w } else { nil } }
@@ -577,13 +599,22 @@ private final class PoolBox: @unchecked Sendable {
     /// is refused.
     @Test func aSubscriberCanDeclineDMABufSurfaces() throws {
         var machine = SubscriberStateMachine(acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .latestOnly)
-        guard case .hello(let offered) = machine.connected() else { Issue.record("no HELLO"); return }
+        guard case .hello(let offered) = machine.connected() else {
+            Issue.record("no HELLO")
+            return
+        }
         #expect(offered.flags & WireHello.acceptsDMABufFlag != 0)
         var declining = SubscriberStateMachine(acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .latestOnly)
         declining.acceptsDMABuf = false
-        guard case .hello(let hello) = declining.connected() else { Issue.record("no HELLO"); return }
+        guard case .hello(let hello) = declining.connected() else {
+            Issue.record("no HELLO")
+            return
+        }
         #expect(hello.flags & WireHello.acceptsDMABufFlag == 0)
-        var configuration = Subscriber.Configuration(path: "/nonexistent", acceptedFormats: [.yuv420BiPlanarVideoRange8])
+        var configuration = Subscriber.Configuration(
+            path: "/nonexistent",
+            acceptedFormats: [.yuv420BiPlanarVideoRange8]
+        )
         #expect(configuration.acceptsDMABuf)
         configuration.acceptsDMABuf = false
         #expect(!configuration.acceptsDMABuf)

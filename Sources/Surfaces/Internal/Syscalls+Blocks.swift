@@ -1,6 +1,5 @@
-import SystemPackage
-
 import Glibc
+import SystemPackage
 
 extension Syscall {
     /// `fstat(2)`'s `st_blocks` in bytes: the memory a file has allocated (for a memfd, its committed pages,
