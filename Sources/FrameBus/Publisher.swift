@@ -221,6 +221,7 @@ public final class Publisher: Sendable {
 
     deinit {
         stop()
+        unfollowPools()  // also the pools followed after stop()
     }
 
     /// Stops observing the pools still alive (their observers only hold the publisher weakly).

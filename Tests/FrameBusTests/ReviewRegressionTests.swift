@@ -206,6 +206,31 @@ private final class PoolBox: @unchecked Sendable {
         withExtendedLifetime(others) {}
     }
 
+    /// Every observer hears of every freed surface until it is removed, and pool ids are never reused.
+    @Test func observersAreMulticastAndRemovableAndIDsAreUnique() throws {
+        let pool = try PixelBufferPool(attributes: Self.attributes)
+        let first = Mutex<[UInt64]>([])
+        let second = Mutex<[UInt64]>([])
+        let one = pool.addSurfaceFreedObserver { id in first.withLock { $0.append(id.rawValue) } }
+        _ = pool.addSurfaceFreedObserver { id in second.withLock { $0.append(id.rawValue) } }
+        var surfaces: [UInt64] = []
+        do {
+            let a = try pool.makePixelBuffer()
+            let b = try pool.makePixelBuffer()
+            surfaces = [a.surface.id.rawValue, b.surface.id.rawValue]
+        }
+        pool.flush(all: true)
+        #expect(Set(first.withLock { $0 }) == Set(surfaces) && Set(second.withLock { $0 }) == Set(surfaces))
+        pool.removeSurfaceFreedObserver(one)
+        pool.removeSurfaceFreedObserver(one)
+        let third = try pool.makePixelBuffer().surface.id.rawValue
+        pool.flush(all: true)
+        #expect(first.withLock { $0.count } == 2)
+        #expect(second.withLock { $0.last } == third)
+        let ids = try (0..<64).map { _ in try PixelBufferPool(attributes: Self.attributes).id }
+        #expect(Set(ids).count == ids.count && !ids.contains(pool.id))
+    }
+
     /// m11: the application's own freed-surface handler and the publisher's observer are both called.
     @Test func theApplicationsHandlerAndThePublisherBothHearOfFreedSurfaces() async throws {
         let path = reviewBusPath("pool-multicast")
