@@ -36,20 +36,13 @@ final class SubscriberConnection {
         machine.acceptsDMABuf = core.configuration.acceptsDMABuf
     }
 
-    private static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        let whole = UInt64(clamping: max(0, seconds)).multipliedReportingOverflow(by: 1_000_000_000)
-        let total = whole.partialValue.addingReportingOverflow(UInt64(max(0, attoseconds) / 1_000_000_000))
-        return whole.overflow || total.overflow ? .max : total.partialValue
-    }
-
     private var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }
 
     func run() {
         defer { core.connectionThreadFinished() }
         let start = now
-        let interval = Self.nanoseconds(configuration.reconnectInterval)
-        let timeout = Self.nanoseconds(configuration.connectTimeout)
+        let interval = configuration.reconnectInterval.nanoseconds
+        let timeout = configuration.connectTimeout.nanoseconds
         var nextAttempt = start
         while !core.isCancelled {
             guard let socket else {
