@@ -86,4 +86,45 @@ import Testing
             #expect(frame["writable"] == "1" && frame["leaked"] == "0", "\(frame)")
         }
     }
+
+    static let gstLaunch = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        .map { "\($0)/gst-launch-1.0" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    static let plugin = CABILocations.packageRoot.appendingPathComponent("gstreamer/build/libgstframebus.so")
+
+    /// framebussrc fd-memory=true with the real gst-launch-1.0: a DMA-BUF surface (one buffer, and a buffer per
+    /// plane) leaves as GstDmaBufMemory that downstream could import, and videoconvert, which maps it, writes the
+    /// publisher's bytes (Y 0x11, CbCr 0x22) bit-exact. Needs the plugin (`make -C gstreamer`).
+    @Test(
+        .enabled(
+            if: requireAll || (hasSystemHeap && gstLaunch != nil && FileManager.default.fileExists(atPath: plugin.path)),
+            "needs /dev/dma_heap/system, gst-launch-1.0 and gstreamer/build/libgstframebus.so (absent here)"
+        ),
+        arguments: ["dma-buf", "dma-buf-per-plane"]
+    )
+    func framebussrcOffersADMABufSurfaceAsDMABufMemory(scenario: String) throws {
+        let gstLaunch = try #require(Self.gstLaunch, "gst-launch-1.0 is not on the PATH")
+        #expect(FileManager.default.fileExists(atPath: Self.plugin.path), "\(Self.plugin.path) is not built")
+        let scratch = try ScratchDirectory()
+        let path = scratch.path("bus.sock")
+        let output = scratch.path("out.i420")
+        let publisher = try ProgramRun(try Self.peer(), ["hostile-publisher", path, scenario], directory: scratch)
+        #expect(publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
+        let pipeline = try ProgramRun(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "GST_PLUGIN_PATH=\(Self.plugin.deletingLastPathComponent().path)",
+                "GST_REGISTRY=\(scratch.path("registry.bin"))", gstLaunch, "-m", "framebussrc",
+                "socket-path=\(path)", "accept=420v", "fd-memory=true", "num-buffers=1", "!", "videoconvert", "!",
+                "video/x-raw,format=I420", "!", "filesink", "location=\(output)",
+            ],
+            directory: scratch
+        )
+        let status = pipeline.wait(timeout: 240)
+        #expect(status == 0, "gst-launch-1.0: \(pipeline.output)")
+        #expect(pipeline.output.contains("dmabuf-memory=(guint64)1"), "\(pipeline.output)")
+        let expected = [UInt8](repeating: 0x11, count: 64 * 48) + [UInt8](repeating: 0x22, count: 32 * 24 * 2)
+        let written = FileManager.default.contents(atPath: output).map { [UInt8]($0) }
+        #expect(written == expected, "\(written?.count ?? -1) bytes")
+        _ = publisher.wait(timeout: 30)
+    }
 }

@@ -89,7 +89,7 @@ struct _GstFramebusSrc {
   GstClockTime reported_latency;
 
   /* counters: streaming thread writes, anyone reads */
-  _Atomic guint64 frames, zero_copy, fd_memories, copied, decoded, corrupt, gaps, disconts;
+  _Atomic guint64 frames, zero_copy, fd_memories, dmabuf_memories, copied, decoded, corrupt, gaps, disconts;
   _Atomic guint64 dropped_late, dropped_out_of_buffers, dropped_discontinuity;
 };
 
@@ -242,6 +242,8 @@ gst_framebus_src_wrap_fds (GstFramebusSrc * self, fb_frame * frame, const fb_fra
   gst_buffer_add_video_meta_full (buffer, GST_VIDEO_FRAME_FLAG_NONE,
       GST_VIDEO_INFO_FORMAT (&self->frame_info), info->width, info->height, info->plane_count, offsets, strides);
   counter_add (&self->fd_memories, 1);
+  if (fds.is_dma_buf)
+    counter_add (&self->dmabuf_memories, 1);
   return buffer;
 }
 
@@ -909,6 +911,7 @@ gst_framebus_src_make_stats (GstFramebusSrc * self)
       "frames", G_TYPE_UINT64, (guint64) atomic_load (&self->frames),
       "zero-copy", G_TYPE_UINT64, (guint64) atomic_load (&self->zero_copy),
       "fd-memory", G_TYPE_UINT64, (guint64) atomic_load (&self->fd_memories),
+      "dmabuf-memory", G_TYPE_UINT64, (guint64) atomic_load (&self->dmabuf_memories),
       "copied", G_TYPE_UINT64, (guint64) atomic_load (&self->copied),
       "decoded", G_TYPE_UINT64, (guint64) atomic_load (&self->decoded),
       "corrupt", G_TYPE_UINT64, (guint64) atomic_load (&self->corrupt),
@@ -1065,7 +1068,7 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
           "framebussrc-stats: frames (pushed), zero-copy (wrapping the shared memory), fd-memory (of those, as "
-          "fd-backed memory), copied, decoded "
+          "fd-backed memory), dmabuf-memory (of those, as GstDmaBufMemory), copied, decoded "
           "(compressed frames), corrupt (compressed frames skipped), dropped-frame-was-late, "
           "dropped-out-of-buffers, dropped-discontinuity (frames the bus did not deliver), discontinuities "
           "(DISCONT buffers), gaps (GAP events), latency (ns, as the latency query reports). Also posted as an "
