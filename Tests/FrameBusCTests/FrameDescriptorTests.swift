@@ -22,7 +22,11 @@ import Testing
         let scratch = try ScratchDirectory()
         let path = scratch.path("bus.sock")
         let program = try CProgram.build("dupfds")
-        let publisher = try ProgramRun(try Self.peer(), [arguments[0], path] + arguments.dropFirst(), directory: scratch)
+        let publisher = try ProgramRun(
+            try Self.peer(),
+            [arguments[0], path] + arguments.dropFirst(),
+            directory: scratch
+        )
         #expect(publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
         let consumer = try program.start([path, accept], in: scratch)
         let status = consumer.wait(timeout: 180)
@@ -96,7 +100,8 @@ import Testing
     /// publisher's bytes (Y 0x11, CbCr 0x22) bit-exact. Needs the plugin (`make -C gstreamer`).
     @Test(
         .enabled(
-            if: requireAll || (hasSystemHeap && gstLaunch != nil && FileManager.default.fileExists(atPath: plugin.path)),
+            if: requireAll
+                || (hasSystemHeap && gstLaunch != nil && FileManager.default.fileExists(atPath: plugin.path)),
             "needs /dev/dma_heap/system, gst-launch-1.0 and gstreamer/build/libgstframebus.so (absent here)"
         ),
         arguments: ["dma-buf", "dma-buf-per-plane"]

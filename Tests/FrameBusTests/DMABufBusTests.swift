@@ -86,7 +86,12 @@ enum BusDeviceRequirement {
 
     /// Frames from a DMA-BUF pool reach a subscriber process as DMA-BUFs (SURFACE v2, linear modifier) and another
     /// as the compressed variant the publisher encodes from the DMA-BUF; both hash every byte to the publisher's.
-    @Test(.enabled(if: BusDeviceRequirement.runs(BusDeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)"))
+    @Test(
+        .enabled(
+            if: BusDeviceRequirement.runs(BusDeviceRequirement.systemHeap),
+            "needs /dev/dma_heap/system (absent here)"
+        )
+    )
     func dmaBufFramesReachOtherProcessesBitExactRawAndCompressed() throws {
         let path = temporaryBusPath("dmabuf")
         let publisher = try Publisher(
@@ -138,7 +143,12 @@ enum BusDeviceRequirement {
 
     /// A surface whose two planes live in two DMA-BUFs travels with both descriptors (SURFACE v2 per-plane
     /// descriptors) and is read bit-exact in another process, frame after frame in the same surface.
-    @Test(.enabled(if: BusDeviceRequirement.runs(BusDeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)"))
+    @Test(
+        .enabled(
+            if: BusDeviceRequirement.runs(BusDeviceRequirement.systemHeap),
+            "needs /dev/dma_heap/system (absent here)"
+        )
+    )
     func aSurfaceWithADMABufPerPlaneReachesAnotherProcessBitExact() throws {
         let layout = try PixelBuffer.layout(
             width: Self.size.width,
@@ -195,7 +205,10 @@ enum BusDeviceRequirement {
     /// Each is refused with `surfaceRejected` naming the reason, the publisher gets ERROR invalidSurface, no frame
     /// is delivered, and the subscriber lives on.
     @Test(
-        .enabled(if: BusDeviceRequirement.runs(BusDeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)"),
+        .enabled(
+            if: BusDeviceRequirement.runs(BusDeviceRequirement.systemHeap),
+            "needs /dev/dma_heap/system (absent here)"
+        ),
         arguments: [
             // The CbCr byte count claims twice the DMA-BUF's size.
             ("dma-buf-short", "file is smaller than the layout"),

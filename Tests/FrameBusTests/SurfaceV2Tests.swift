@@ -127,7 +127,12 @@ struct RawV2Peer {
 
     /// DMA-BUF surfaces go only to version-2 subscribers that accept them. Needs /dev/udmabuf or
     /// /dev/dma_heap/system; skipped on machines without either.
-    @Test(.enabled(if: dmaBufNode != nil || BusDeviceRequirement.requireAll, "needs /dev/udmabuf or /dev/dma_heap/system (neither exists here)"))
+    @Test(
+        .enabled(
+            if: dmaBufNode != nil || BusDeviceRequirement.requireAll,
+            "needs /dev/udmabuf or /dev/dma_heap/system (neither exists here)"
+        )
+    )
     func aDMABufSurfaceTravelsToSubscribersThatAcceptIt() throws {
         let allocator = FileManager.default.fileExists(atPath: "/dev/udmabuf") ? DMABufAllocator.udmabuf : .systemHeap
         let path = temporaryBusPath("dmabuf")

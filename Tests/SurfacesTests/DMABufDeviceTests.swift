@@ -69,7 +69,10 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
                 for row in 0..<plane.height {
                     for column in 0..<plane.bytesPerRow {
                         unsafe bytes[row * plane.bytesPerRow + column] = testPatternByte(
-                            plane: index, row: row, column: column)
+                            plane: index,
+                            row: row,
+                            column: column
+                        )
                     }
                 }
             }
@@ -93,7 +96,9 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
         #expect(surface.seed == seed, "a read-only unlock must not change the seed")
     }
 
-    @Test(.enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)"))
+    @Test(
+        .enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)")
+    )
     func theSystemHeapAllocatesLinearPageRoundedDMABufsReadAndWrittenBetweenSyncs() throws {
         try checkAllocation(.systemHeap, exporter: "system")
     }
@@ -104,7 +109,9 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
     }
 
     /// The importer's side: read-only, synced, and sharing (not copying) the exporter's memory.
-    @Test(.enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)"))
+    @Test(
+        .enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)")
+    )
     func anImportedDMABufIsReadOnlySyncedAndSharesTheExportersMemory() throws {
         let exporter = try DMABufAllocator.systemHeap.makeSurface(layout: makeTestLayout())
         try writeTestPattern(exporter)
@@ -116,7 +123,9 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
             try imported.lock()
         }
         try imported.lock(.readOnly)
-        #expect(unsafe imported.withUnsafeBytes(ofPlane: 1) { unsafe $0[7] } == testPatternByte(plane: 1, row: 0, column: 7))
+        #expect(
+            unsafe imported.withUnsafeBytes(ofPlane: 1) { unsafe $0[7] } == testPatternByte(plane: 1, row: 0, column: 7)
+        )
         try imported.unlock(.readOnly)
         #expect(throws: SurfaceError.self) { try imported.unlock(.readOnly) }
 
@@ -135,8 +144,9 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
     /// the trace.)
     @Test(
         .enabled(
-            if: DeviceRequirement.runs(DeviceRequirement.systemHeap) && (DeviceRequirement.requireAll
-                || DeviceRequirement.tool("strace") != nil),
+            if: DeviceRequirement.runs(DeviceRequirement.systemHeap)
+                && (DeviceRequirement.requireAll
+                    || DeviceRequirement.tool("strace") != nil),
             "needs /dev/dma_heap/system and strace (absent here)"
         )
     )
@@ -202,7 +212,9 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
     // MARK: Hostile DMA-BUFs
 
     /// A DMA-BUF smaller than the layout its sender claims: refused before anything is mapped, nothing leaked.
-    @Test(.enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)"))
+    @Test(
+        .enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)")
+    )
     func aDMABufSmallerThanItsClaimedLayoutIsRefused() throws {
         let small = try allocateFromSystemHeap(byteCount: 4096, accessMode: .readWrite)
         defer { Syscall.close(small) }
@@ -222,7 +234,9 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
         #expect(descriptorsOpen(onFileOf: small) == before)
 
         // The public import of a buffer's planes: a plane that ends past the buffer is refused.
-        let planes = layout.planes.map { DMABufPlane(descriptor: small, offset: $0.offset, bytesPerRow: $0.bytesPerRow) }
+        let planes = layout.planes.map {
+            DMABufPlane(descriptor: small, offset: $0.offset, bytesPerRow: $0.bytesPerRow)
+        }
         do {
             _ = try Surface.importDMABuf(planes: planes, layout: layout, modifier: DRMModifier.linear)
             Issue.record("a 12288-byte layout imported from a 4096-byte DMA-BUF")
@@ -261,7 +275,9 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
     /// An exporter decides what its DMA-BUF allows: one made write-only refuses every read mapping (EACCES), one made
     /// read-only refuses a writable one. The importer reports a typed error and keeps nothing; what the exporter
     /// allows still imports.
-    @Test(.enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)"))
+    @Test(
+        .enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)")
+    )
     func aDMABufWhoseExporterRefusesTheMappingIsATypedError() throws {
         let layout = makeTestLayout()
         let writeOnly = try allocateFromSystemHeap(byteCount: 8192, accessMode: .writeOnly)
@@ -289,12 +305,19 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
         #expect(failure == SurfaceError(code: .systemCall, operation: "mmap(dma-buf)", errno: .permissionDenied))
         #expect(descriptorsOpen(onFileOf: writeOnly) == before)
 
-        let planes = layout.planes.map { DMABufPlane(descriptor: readOnly, offset: $0.offset, bytesPerRow: $0.bytesPerRow) }
+        let planes = layout.planes.map {
+            DMABufPlane(descriptor: readOnly, offset: $0.offset, bytesPerRow: $0.bytesPerRow)
+        }
         #expect(throws: SurfaceError(code: .systemCall, operation: "mmap(dma-buf)", errno: .permissionDenied)) {
             try Surface.importDMABuf(planes: planes, layout: layout, modifier: DRMModifier.linear, readOnly: false)
         }
         #expect(descriptorsOpen(onFileOf: readOnly) == 1)
-        let reader = try Surface.importDMABuf(planes: planes, layout: layout, modifier: DRMModifier.linear, readOnly: true)
+        let reader = try Surface.importDMABuf(
+            planes: planes,
+            layout: layout,
+            modifier: DRMModifier.linear,
+            readOnly: true
+        )
         try reader.lock(.readOnly)
         #expect(unsafe reader.withUnsafeBytes(ofPlane: 0) { bytes in unsafe bytes.allSatisfy { $0 == 0 } })
         try reader.unlock(.readOnly)

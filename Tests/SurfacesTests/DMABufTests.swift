@@ -36,7 +36,12 @@ private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both a
         }
     }
 
-    @Test(.enabled(if: hasSystemHeap || DeviceRequirement.requireAll, "needs /dev/dma_heap/system (absent on this machine)"))
+    @Test(
+        .enabled(
+            if: hasSystemHeap || DeviceRequirement.requireAll,
+            "needs /dev/dma_heap/system (absent on this machine)"
+        )
+    )
     func systemHeapSurfaceRoundTripsThroughSyncedLocks() throws {
         let surface = try DMABufAllocator.systemHeap.makeSurface(layout: makeTestLayout())
         try roundTrip(surface)

@@ -305,8 +305,16 @@ public func fbFrameDupFDs(
         unsafe withUnsafeMutableBytes(of: &result.planes) { raw in
             let slots = unsafe raw.bindMemory(to: fb_frame_plane_fd.self)
             for index in 0..<slots.count {
-                unsafe slots[index] = index < planes.count ? planes[index] : fb_frame_plane_fd(
-                    fd: -1, reserved: 0, offset: 0, bytes_per_row: 0, size: 0)
+                unsafe slots[index] =
+                    index < planes.count
+                    ? planes[index]
+                    : fb_frame_plane_fd(
+                        fd: -1,
+                        reserved: 0,
+                        offset: 0,
+                        bytes_per_row: 0,
+                        size: 0
+                    )
             }
         }
         unsafe fds.pointee = result
