@@ -430,11 +430,15 @@ public final class V4L2Capture: Sendable {
 
     /// A publisher configuration for this capture: its format (and the compressed variant if asked), and a
     /// held-frame budget of the buffer count minus the producer's reserve.
+    ///
+    /// The reserve is 3 buffers from 6 buffers up (one being published, two queued in the device so it never waits
+    /// for the capture loop to re-queue a released one), else 2; at most 4 subscribers share the rest.
     public func publisherConfiguration(path: String, offeringCompressedVariant: Bool = false) -> Publisher.Configuration
     {
         var formats = [format.pixelFormat]
         if offeringCompressedVariant, let variant = format.pixelFormat.compressedVariant { formats.append(variant) }
         var configuration = Publisher.Configuration(path: path, formats: formats)
+        configuration.producerReserve = bufferCount >= 6 ? 3 : 2
         configuration.heldFrameBudget = max(1, bufferCount - configuration.producerReserve)
         configuration.maximumSubscribers = max(1, min(4, bufferCount - configuration.producerReserve))
         return configuration
@@ -518,12 +522,7 @@ public final class V4L2Capture: Sendable {
             case .failure(let errno): return Self.ending(.systemCall("poll", errno))
             }
             // Buffers everyone released go back to the device first, so it is fed before anything else.
-            for index in returned.take() {
-                guard state.withLock({ $0.accounting.released(index: index) }) else { continue }
-                if case .failure(let errno) = Syscall.v4l2QueueBuffer(fd, index: UInt32(index)) {
-                    return Self.ending(.systemCall("VIDIOC_QBUF", errno))
-                }
-            }
+            if let end = requeueReturned() { return end }
             guard events[0] != 0 else { continue }
             // Everything the device finished, oldest first.
             var waiting: [Waiting] = []
@@ -574,8 +573,21 @@ public final class V4L2Capture: Sendable {
                     continue
                 }
                 if let end = publish(entry.buffer, publisher, onFrame, &pendingDiscontinuity) { return end }
+                // Between frames of a batch too: a slow batch must not keep released buffers from the device.
+                if let end = requeueReturned() { return end }
             }
         }
+    }
+
+    /// Queues every buffer whose last holder let go since the last call; an end reason if the device failed.
+    private func requeueReturned() -> EndReason? {
+        for index in returned.take() {
+            guard state.withLock({ $0.accounting.released(index: index) }) else { continue }
+            if case .failure(let errno) = Syscall.v4l2QueueBuffer(device.descriptor, index: UInt32(index)) {
+                return Self.ending(.systemCall("VIDIOC_QBUF", errno))
+            }
+        }
+        return nil
     }
 
     /// Publishes one waiting buffer; an end reason if the stream is over.

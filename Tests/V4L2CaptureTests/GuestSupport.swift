@@ -78,12 +78,41 @@ final class ChildProcess: @unchecked Sendable {
     var processID: Int32 { process.processIdentifier }
     var output: String { (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "" }
 
+    /// The child's state letter and raw wait status from /proc/PID/stat (fields 3 and 52, the latter valid for a
+    /// zombie); nil once it has been reaped.
+    private var procStat: (state: Character, waitStatus: Int32?)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(processID)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard let state = fields.first?.first else { return nil }
+        // fields[0] is field 3 (state), so field 52 (exit_code) is fields[49].
+        return (state, fields.count > 49 ? Int32(fields[49].trimmingCharacters(in: .whitespacesAndNewlines)) : nil)
+    }
+
+    /// Whether the child has exited: Foundation says so, or the kernel shows it as a zombie or gone. (In the guest,
+    /// Foundation was seen to report a child that had exited as running for over a minute.)
+    var hasExited: Bool {
+        if !process.isRunning { return true }
+        guard let stat = procStat else { return true }
+        return stat.state == "Z" || stat.state == "X"
+    }
+
+    /// The exit status once exited (nil while running, or if killed by a signal).
+    var exitStatus: Int32? {
+        if !process.isRunning {
+            return process.terminationReason == .exit ? process.terminationStatus : nil
+        }
+        guard let stat = procStat, stat.state == "Z", let raw = stat.waitStatus, raw & 0x7f == 0 else { return nil }
+        return (raw >> 8) & 0xff
+    }
+
     /// Waits (asynchronously) for the child to exit; kills it after `timeout`. Returns whether it exited by itself.
     func exit(within timeout: Duration) async -> Bool {
-        let exited = await eventually(timeout: timeout) { !process.isRunning }
+        let exited = await eventually(timeout: timeout) { hasExited }
         if !exited {
             kill(process.processIdentifier, SIGKILL)
-            await eventually(timeout: .seconds(10)) { !process.isRunning }
+            await eventually(timeout: .seconds(10)) { hasExited }
         }
         return exited
     }
@@ -99,26 +128,5 @@ final class ChildProcess: @unchecked Sendable {
             return fields
         }
     }
-}
-
-/// FNV-1a 64 of a buffer's image bytes without row padding (what FrameBusTestPeer's subscriber prints).
-func imageHash(_ buffer: PixelBuffer) throws -> UInt64 {
-    try buffer.lock(.readOnly)
-    defer { try? buffer.unlock(.readOnly) }
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for index in 0..<buffer.planeCount {
-        let plane = buffer.planeLayout(index)
-        let rowBytes = plane.width * plane.bytesPerElement
-        try buffer.withUnsafeBytes(ofPlane: index) { bytes in
-            for row in 0..<plane.height {
-                let start = row * plane.bytesPerRow
-                for byte in bytes[start..<start + rowBytes] {
-                    hash ^= UInt64(byte)
-                    hash = hash &* 0x100_0000_01b3
-                }
-            }
-        }
-    }
-    return hash
 }
 
