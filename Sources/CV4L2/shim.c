@@ -15,6 +15,7 @@ _Static_assert(CFB_V4L2_PIX_FMT_NV12 == V4L2_PIX_FMT_NV12, "V4L2_PIX_FMT_NV12");
 _Static_assert(CFB_V4L2_PIX_FMT_P010 == V4L2_PIX_FMT_P010, "V4L2_PIX_FMT_P010");
 _Static_assert(CFB_V4L2_PIX_FMT_XBGR32 == V4L2_PIX_FMT_XBGR32, "V4L2_PIX_FMT_XBGR32");
 _Static_assert(CFB_V4L2_PIX_FMT_ABGR32 == V4L2_PIX_FMT_ABGR32, "V4L2_PIX_FMT_ABGR32");
+_Static_assert(CFB_V4L2_PIX_FMT_FLAG_SET_CSC == V4L2_PIX_FMT_FLAG_SET_CSC, "V4L2_PIX_FMT_FLAG_SET_CSC");
 _Static_assert(CFB_V4L2_FIELD_ANY == V4L2_FIELD_ANY, "V4L2_FIELD_ANY");
 _Static_assert(CFB_V4L2_FIELD_NONE == V4L2_FIELD_NONE, "V4L2_FIELD_NONE");
 _Static_assert(CFB_V4L2_BUF_FLAG_ERROR == V4L2_BUF_FLAG_ERROR, "V4L2_BUF_FLAG_ERROR");
@@ -139,6 +140,12 @@ int cfb_v4l2_set_format(int fd, cfb_v4l2_pix_format *format, int try_only) {
     raw.fmt.pix.height = format->height;
     raw.fmt.pix.pixelformat = format->pixelformat;
     raw.fmt.pix.field = format->field;
+    if (format->flags & V4L2_PIX_FMT_FLAG_SET_CSC) {
+        // The extended fields count only with the magic; 0 (default) leaves a field to the driver.
+        raw.fmt.pix.priv = V4L2_PIX_FMT_PRIV_MAGIC;
+        raw.fmt.pix.flags = V4L2_PIX_FMT_FLAG_SET_CSC;
+        raw.fmt.pix.quantization = format->quantization;
+    }
     if (cfb_ioctl(fd, try_only ? VIDIOC_TRY_FMT : VIDIOC_S_FMT, &raw) != 0) return -1;
     cfb_copy_out(&raw.fmt.pix, format);
     return 0;

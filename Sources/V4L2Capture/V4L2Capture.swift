@@ -32,7 +32,9 @@ public final class V4L2Capture: Sendable {
     public struct Configuration: Sendable {
         /// The device node, e.g. `/dev/video0`.
         public var devicePath: String
-        /// The format to deliver; nil takes the first the device offers of NV12, P010, XR24, AR24.
+        /// The format to deliver; nil takes the first the device offers of NV12, P010, XR24, AR24. For a Y'CbCr
+        /// format the capture asks the driver for its range (`V4L2_PIX_FMT_FLAG_SET_CSC`); a driver that keeps
+        /// another range is refused with ``V4L2CaptureError/Code-swift.struct/unsupportedFormat``.
         public var pixelFormat: PixelFormat?
         /// The frame width; nil keeps the device's current one.
         public var width: Int?
@@ -293,6 +295,13 @@ public final class V4L2Capture: Sendable {
         request.width = UInt32(clamping: configuration.width ?? Int(current.width))
         request.height = UInt32(clamping: configuration.height ?? Int(current.height))
         request.field = V4L2Constants.fieldNone
+        if let asked = configuration.pixelFormat, asked.isYCbCr {
+            // Ask for the range (V4L2_PIX_FMT_FLAG_SET_CSC); drivers that cannot convert ignore it, and the range
+            // they report is checked below.
+            request.flags = V4L2Constants.formatFlagSetColorimetry
+            request.quantization =
+                asked.range == .full ? V4L2Colorimetry.Quantization.full : V4L2Colorimetry.Quantization.limited
+        }
         let set = try Syscall.v4l2SetFormat(fd, request, tryOnly: false)
             .mapError { V4L2CaptureError.systemCall("VIDIOC_S_FMT", $0) }.get()
         guard set.pixelFormat == chosen.rawValue else {

@@ -62,7 +62,8 @@ final class ChildProcess: @unchecked Sendable {
         outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("fbv4l2-\(UUID().uuidString).out")
         _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
         let handle = try FileHandle(forWritingTo: outputURL)
-        process.executableURL = try builtExecutable(executable)
+        process.executableURL =
+            executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : try builtExecutable(executable)
         process.arguments = arguments
         process.standardOutput = handle
         process.standardError = handle
@@ -130,3 +131,14 @@ final class ChildProcess: @unchecked Sendable {
     }
 }
 
+
+/// v4l2-ctl (Debian: v4l-utils), to drive vivid's controls as a user would.
+let v4l2ctlPath: String? = ["/usr/bin/v4l2-ctl", "/bin/v4l2-ctl"].first { (path: String) in access(path, X_OK) == 0 }
+
+/// Runs `v4l2-ctl -d DEVICE ARGUMENTS...` and returns its exit status.
+func v4l2ctl(_ arguments: [String]) async throws -> Int32? {
+    let path = try #require(v4l2ctlPath, "needs v4l2-ctl (apt-get install v4l-utils)")
+    let child = try ChildProcess(path, ["-d", captureDevicePath] + arguments)
+    _ = await child.exit(within: .seconds(60))
+    return child.exitStatus
+}

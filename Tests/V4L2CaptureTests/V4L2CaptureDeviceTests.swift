@@ -81,6 +81,86 @@ final class CaptureRun: Sendable {
     }
 
     @Test(.enabled(if: runsDeviceTests, noDeviceReason))
+    func fullRangeNV12Is420fWithItsColorimetry() async throws {
+        try requireCaptureDevice()
+        // vivid's "Quantization" control switches its output to full range, as a camera's setting would.
+        #expect(try await v4l2ctl(["--set-ctrl", "quantization=1"]) == 0)
+        var failure: (any Error)?
+        do {
+            // In a function of its own, so the capture (and its buffers) are gone before the next open.
+            func checkFullRange() throws {
+                let full = try V4L2Capture(
+                    configuration: .init(
+                        devicePath: captureDevicePath,
+                        pixelFormat: .yuv420BiPlanarFullRange8,
+                        width: 320,
+                        height: 180
+                    )
+                )
+                #expect(full.format.pixelFormat == .yuv420BiPlanarFullRange8)
+                #expect(full.format.colorimetry.quantization == 1, "\(full.format.colorimetry)")
+                #expect(full.format.attachments.transferFunction == .sRGB, "\(full.format.colorimetry)")
+            }
+            try checkFullRange()
+            // Asking for the other range than the device delivers is refused, naming what it delivers.
+            #expect {
+                _ = try V4L2Capture(
+                    configuration: .init(devicePath: captureDevicePath, pixelFormat: .yuv420BiPlanarVideoRange8)
+                )
+            } throws: { error in
+                (error as? V4L2CaptureError)?.code == .unsupportedFormat && "\(error)".contains("420f")
+            }
+        } catch {
+            failure = error
+        }
+        // Back to vivid's default (limited range) for the other tests.
+        #expect(try await v4l2ctl(["--set-ctrl", "quantization=0"]) == 0)
+        if let failure { throw failure }
+    }
+
+    @Test(.enabled(if: runsDeviceTests, noDeviceReason))
+    func theDescriptorsSentToSubscribersCannotMapAFrameWritable() async throws {
+        try requireCaptureDevice()
+        let capture = try Self.smallCapture(buffers: 4)
+        let publisher = try Publisher(configuration: capture.publisherConfiguration(path: temporarySocketPath("ro")))
+        // What each frame's surface would send a subscriber: its handle's descriptors.
+        let checks = Mutex<[String]>([])
+        let thread = Thread {
+            _ = capture.run(publishingTo: publisher) { frame in
+                guard checks.withLock({ $0.isEmpty }) else { return }
+                var results: [String] = []
+                do {
+                    let handle = try frame.pixelBuffer.surface.makeHandle()
+                    for descriptor in handle.borrowedDescriptors {
+                        let mode = fcntl(descriptor.rawValue, F_GETFL) & O_ACCMODE
+                        let writable = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor.rawValue, 0)
+                        let writableErrno = errno
+                        if writable != MAP_FAILED, let writable { munmap(writable, 4096) }
+                        let readable = mmap(nil, 4096, PROT_READ, MAP_SHARED, descriptor.rawValue, 0)
+                        if readable != MAP_FAILED, let readable { munmap(readable, 4096) }
+                        results.append(
+                            "mode=\(mode == O_RDONLY ? "ro" : "\(mode)") "
+                                + "rw=\(writable == MAP_FAILED ? "refused(\(writableErrno))" : "mapped") "
+                                + "r=\(readable == MAP_FAILED ? "refused" : "mapped")"
+                        )
+                    }
+                } catch {
+                    results.append("handle: \(error)")
+                }
+                checks.withLock { $0 = results }
+                capture.stop()
+            }
+        }
+        thread.start()
+        let done = await eventually(timeout: .seconds(60)) { !checks.withLock { $0.isEmpty } }
+        capture.stop()
+        publisher.stop()
+        try #require(done)
+        let results = checks.withLock { $0 }
+        #expect(results == ["mode=ro rw=refused(\(EACCES)) r=mapped"], "\(results)")
+    }
+
+    @Test(.enabled(if: runsDeviceTests, noDeviceReason))
     func everyDeviceFrameIsAccountedForInAnotherProcess() async throws {
         try requireCaptureDevice()
         let capture = try Self.smallCapture()

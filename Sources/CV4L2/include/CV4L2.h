@@ -23,6 +23,9 @@ static const uint32_t CFB_V4L2_PIX_FMT_P010 = 0x30313050U;    // 'P','0','1','0'
 static const uint32_t CFB_V4L2_PIX_FMT_XBGR32 = 0x34325258U;  // 'X','R','2','4': B, G, R, X in memory
 static const uint32_t CFB_V4L2_PIX_FMT_ABGR32 = 0x34325241U;  // 'A','R','2','4': B, G, R, A in memory
 
+/// v4l2_pix_format.flags: the application asks for the colorimetry fields it sets (with priv = PRIV_MAGIC).
+static const uint32_t CFB_V4L2_PIX_FMT_FLAG_SET_CSC = 0x00000002U;
+
 static const uint32_t CFB_V4L2_FIELD_ANY = 0;
 static const uint32_t CFB_V4L2_FIELD_NONE = 1;
 
@@ -119,7 +122,8 @@ int cfb_v4l2_enumerate_frame_size(int fd, uint32_t pixelformat, uint32_t index, 
                                   uint32_t *height, uint32_t *max_width, uint32_t *max_height);
 /// VIDIOC_G_FMT.
 int cfb_v4l2_get_format(int fd, cfb_v4l2_pix_format *format);
-/// VIDIOC_S_FMT (or VIDIOC_TRY_FMT when `try_only`): the driver adjusts `format` in place.
+/// VIDIOC_S_FMT (or VIDIOC_TRY_FMT when `try_only`): the driver adjusts `format` in place. Sent: width, height,
+/// pixelformat, field, and with CFB_V4L2_PIX_FMT_FLAG_SET_CSC in `flags` the quantization asked for.
 int cfb_v4l2_set_format(int fd, cfb_v4l2_pix_format *format, int try_only);
 /// VIDIOC_G_PARM: the frame interval and whether it can be set (V4L2_CAP_TIMEPERFRAME).
 int cfb_v4l2_get_frame_interval(int fd, uint32_t *numerator, uint32_t *denominator, uint32_t *capability);

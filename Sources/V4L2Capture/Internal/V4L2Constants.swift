@@ -7,6 +7,7 @@ enum V4L2Constants {
     static let capabilityStreaming = CFB_V4L2_CAP_STREAMING
     static let capabilityDeviceCaps = CFB_V4L2_CAP_DEVICE_CAPS
     static let fieldNone = CFB_V4L2_FIELD_NONE
+    static let formatFlagSetColorimetry = CFB_V4L2_PIX_FMT_FLAG_SET_CSC
     static let bufferFlagError = CFB_V4L2_BUF_FLAG_ERROR
     static let bufferFlagTimestampMask = CFB_V4L2_BUF_FLAG_TIMESTAMP_MASK
     static let bufferFlagTimestampMonotonic = CFB_V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC
