@@ -175,6 +175,9 @@ public final class V4L2Capture: Sendable {
         public var errorFrames: UInt64 = 0
         /// Waiting frames dropped so the device got a buffer back, reported as ``DroppedFrameReason/frameWasLate``.
         public var framesDroppedLate: UInt64 = 0
+        /// How often the device's sequence went back or repeated (its counter restarted): the next frame was
+        /// published as a discontinuity.
+        public var sequenceRestarts: UInt64 = 0
         /// How often the device was left with no buffer queued.
         public var starvations: UInt64 = 0
         /// Buffers granted by the driver.
@@ -499,6 +502,7 @@ public final class V4L2Capture: Sendable {
             statistics.errorFrames = accounting.errorFrames
             statistics.framesDroppedLate = accounting.droppedLate
             statistics.starvations = accounting.starvations
+            statistics.sequenceRestarts = accounting.restarts
             statistics.bufferCount = accounting.bufferCount
             statistics.buffersQueued = accounting.queuedCount
             statistics.buffersHeld = accounting.publishedCount

@@ -179,6 +179,7 @@ struct CaptureCommand: AsyncParsableCommand {
             + "held \(capture.buffersHeld)  lost \(capture.framesLostUpstream + capture.framesLostWithoutBuffers)  "
             + "late \(capture.framesDroppedLate)  errors \(capture.errorFrames)  "
             + "subscribers \(publisher.subscribers.count)  delivered \(publisher.total.delivered)  "
+            + "conversions \(publisher.conversions)  "
             + "dropped \(PublishCommand.dropSummary(publisher))"
     }
 

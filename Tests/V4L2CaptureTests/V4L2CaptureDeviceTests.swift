@@ -199,24 +199,29 @@ final class CaptureRun: Sendable {
         #expect(doubled.isEmpty, "sequences both delivered and dropped \(doubled.prefix(10))")
 
         // Producer side: bus sequence minus device sequence is constant, so each device frame lost (a gap) used
-        // exactly its own sequence number in a DROP; timestamps are CLOCK_MONOTONIC, increasing, and recent.
+        // exactly its own sequence number in a DROP. The one exception is a device sequence number that repeats or
+        // goes back (vivid under TCG was seen to number two frames alike): that frame still gets its own bus
+        // sequence, marked as a discontinuity, and is counted in `sequenceRestarts`.
+        let statistics = capture.statistics
+        let restarts = Int(statistics.sequenceRestarts)
         let ordered = produced.sorted { $0.key < $1.key }
         let offsets = Set(ordered.map { Int64($0.key) - Int64($0.value.deviceSequence) })
-        #expect(offsets.count == 1, "bus minus device sequence varies: \(offsets)")
+        let pairs = ordered.map { "\($0.key):\($0.value.deviceSequence)" }
+        #expect(offsets.count <= 1 + restarts, "bus minus device sequence varies: \(offsets), bus:device \(pairs)")
         let times = ordered.map(\.value.presentationNanoseconds)
-        #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
+        #expect(zip(times, times.dropFirst()).allSatisfy { $0 <= $1 })
         let now = HostClock.now.value
         #expect(times.last.map { now - $0 < 120_000_000_000 && now >= $0 } == true)
-        let statistics = capture.statistics
         #expect(
             statistics.framesCaptured
                 == statistics.framesPublished + statistics.framesDroppedLate + statistics.errorFrames,
             "\(statistics)"
         )
         let lost = statistics.framesLostUpstream + statistics.framesLostWithoutBuffers
+        let span = UInt64(ordered.last!.value.deviceSequence - ordered.first!.value.deviceSequence) + 1
         #expect(
             UInt64(ordered.count) + lost + statistics.framesDroppedLate + statistics.errorFrames
-                == UInt64(ordered.last!.value.deviceSequence - ordered.first!.value.deviceSequence) + 1,
+                == span + UInt64(restarts),
             "every device sequence from the first to the last is a frame or a counted loss: \(statistics)"
         )
         #expect(statistics.starvations == 0, "\(statistics)")
