@@ -218,7 +218,7 @@ final class CaptureRun: Sendable {
             "\(statistics)"
         )
         let lost = statistics.framesLostUpstream + statistics.framesLostWithoutBuffers
-        let span = UInt64(ordered.last!.value.deviceSequence - ordered.first!.value.deviceSequence) + 1
+        let span = UInt64(ordered.last!.value.deviceSequence &- ordered.first!.value.deviceSequence) + 1
         #expect(
             UInt64(ordered.count) + lost + statistics.framesDroppedLate + statistics.errorFrames
                 == span + UInt64(restarts),
