@@ -145,8 +145,7 @@ public final class V4L2Capture: Sendable {
     }
 
     /// One frame as the capture published it (for ``run(publishingTo:onFrame:)``'s observer).
-    public struct CapturedFrame: @unchecked Sendable {
-        // @unchecked: PixelBuffer is Sendable; the tuple-free fields are values.
+    public struct CapturedFrame: Sendable {
         /// The frame; read it inside a read-only lock. Keeping it keeps the device buffer from the device.
         public var pixelBuffer: PixelBuffer
         /// The publisher's sequence number for it (what subscribers see).
@@ -258,8 +257,10 @@ public final class V4L2Capture: Sendable {
         _ configuration: Configuration
     ) throws(V4L2CaptureError) -> Negotiated {
         let path = configuration.devicePath
-        let capability = try Syscall.v4l2QueryCapability(fd).mapError { V4L2CaptureError.systemCall("VIDIOC_QUERYCAP", $0) }
-            .get()
+        let capability = try Syscall.v4l2QueryCapability(fd).mapError {
+            V4L2CaptureError.systemCall("VIDIOC_QUERYCAP", $0)
+        }
+        .get()
         let caps =
             capability.capabilities & V4L2Constants.capabilityDeviceCaps != 0
             ? capability.deviceCapabilities : capability.capabilities
@@ -315,7 +316,11 @@ public final class V4L2Capture: Sendable {
             )
         }
         guard set.field == V4L2Constants.fieldNone else {
-            throw V4L2CaptureError(.unsupportedFormat, "VIDIOC_S_FMT(\(path))", message: "interlaced (field \(set.field))")
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                "VIDIOC_S_FMT(\(path))",
+                message: "interlaced (field \(set.field))"
+            )
         }
         if (configuration.width.map { $0 != Int(set.width) } ?? false)
             || (configuration.height.map { $0 != Int(set.height) } ?? false)
@@ -360,7 +365,8 @@ public final class V4L2Capture: Sendable {
     private static func frameSizes(_ fd: FileDescriptor, _ format: V4L2PixelFormat) -> [String] {
         var sizes: [String] = []
         for index in 0..<UInt32(64) {
-            guard case .success(let size) = Syscall.v4l2EnumerateFrameSize(fd, pixelFormat: format.rawValue, index: index)
+            guard
+                case .success(let size) = Syscall.v4l2EnumerateFrameSize(fd, pixelFormat: format.rawValue, index: index)
             else { break }
             if size.type == V4L2Constants.frameSizeDiscrete {
                 sizes.append("\(size.width)x\(size.height)")
@@ -429,7 +435,12 @@ public final class V4L2Capture: Sendable {
             }
             do {
                 surfaces.append(
-                    try Surface.importDMABuf(planes: planes, layout: layout, modifier: DRMModifier.linear, readOnly: true)
+                    try Surface.importDMABuf(
+                        planes: planes,
+                        layout: layout,
+                        modifier: DRMModifier.linear,
+                        readOnly: true
+                    )
                 )
             } catch {
                 throw V4L2CaptureError(.surface, "Surface.importDMABuf(buffer \(index))", message: error.description)
@@ -574,7 +585,9 @@ public final class V4L2Capture: Sendable {
                     // A damaged frame, or the oldest waiting one while the device has no buffer: reported, and its
                     // buffer goes straight back.
                     state.withLock {
-                        if errored { $0.accounting.discardErrored(index: index) } else {
+                        if errored {
+                            $0.accounting.discardErrored(index: index)
+                        } else {
                             $0.accounting.droppedWaiting(index: index)
                         }
                     }

@@ -33,8 +33,8 @@ public struct V4L2PixelFormat: Hashable, Sendable, CustomStringConvertible {
 
     init(text: StaticString) {
         var value: UInt32 = 0
-        // SAFETY: the four code units are read within utf8CodeUnitCount, checked here.
         precondition(text.utf8CodeUnitCount == 4)
+        // SAFETY: index < utf8CodeUnitCount, checked above.
         for index in 0..<4 { value |= UInt32(unsafe text.utf8Start[index]) << (8 * UInt32(index)) }
         rawValue = value
     }

@@ -40,7 +40,10 @@ struct CaptureCommand: AsyncParsableCommand {
     @Option(help: "Most subscribers at once (at most --buffers minus 2).")
     var maxSubscribers: Int = 4
 
-    @Option(help: "Pixel format (420v, 420f, x420, xf20, BGRA); default: the first of NV12, P010, XR24, AR24 the device offers.")
+    @Option(
+        help:
+            "Pixel format (420v, 420f, x420, xf20, BGRA); default: the first of NV12, P010, XR24, AR24 the device offers."
+    )
     var format: String?
 
     @Option(help: "Frame size, WIDTHxHEIGHT; default: the device's current size.")
@@ -234,7 +237,8 @@ final class FrameLog: @unchecked Sendable {
                 FileHandle.standardError.write("frame \(frame.sequence): \(error)\n".data(using: .utf8)!)
             }
         }
-        let line = "frame seq=\(frame.sequence) device=\(frame.deviceSequence) buffer=\(frame.bufferIndex) "
+        let line =
+            "frame seq=\(frame.sequence) device=\(frame.deviceSequence) buffer=\(frame.bufferIndex) "
             + "pts=\(frame.timing.presentationTimeStamp.value)\n"
         handle?.write(line.data(using: .utf8)!)
     }

@@ -131,7 +131,6 @@ final class ChildProcess: @unchecked Sendable {
     }
 }
 
-
 /// v4l2-ctl (Debian: v4l-utils), to drive vivid's controls as a user would.
 let v4l2ctlPath: String? = ["/usr/bin/v4l2-ctl", "/bin/v4l2-ctl"].first { (path: String) in access(path, X_OK) == 0 }
 

@@ -185,7 +185,9 @@ final class CaptureRun: Sendable {
 
         // Every bus sequence between the first and last event the subscriber saw is a frame or a reported drop.
         var seen: [UInt64: Int] = [:]
-        for frame in frames { if let sequence = frame["seq"].flatMap({ UInt64($0) }) { seen[sequence, default: 0] += 1 } }
+        for frame in frames {
+            if let sequence = frame["seq"].flatMap({ UInt64($0) }) { seen[sequence, default: 0] += 1 }
+        }
         for drop in drops {
             guard let first = drop["first"].flatMap({ UInt64($0) }), let last = drop["last"].flatMap({ UInt64($0) })
             else { continue }
@@ -263,7 +265,8 @@ final class CaptureRun: Sendable {
         #expect(during.starvations == before.starvations, "the device ran dry while the hoarder held: \(during)")
         #expect(during.framesLostWithoutBuffers == before.framesLostWithoutBuffers, "\(during)")
         #expect(held(by: hoarder.processID) == share)
-        let hoarderDrops = publisher.statistics.subscribers.first { $0.processID == hoarder.processID }?
+        let hoarderDrops =
+            publisher.statistics.subscribers.first { $0.processID == hoarder.processID }?
             .statistics.dropped[.outOfBuffers] ?? 0
         #expect(hoarderDrops > 0)
 

@@ -106,9 +106,12 @@ import Testing
         )
         #expect(layout.pixelFormat == PixelFormat.yuv420BiPlanarVideoRange8.fourCC)
         #expect(layout.planes.count == 2)
-        #expect(layout.planes[0] == PlaneLayout(offset: 0, bytesPerRow: 704, width: 640, height: 480, bytesPerElement: 1))
         #expect(
-            layout.planes[1] == PlaneLayout(offset: 704 * 480, bytesPerRow: 704, width: 320, height: 240, bytesPerElement: 2)
+            layout.planes[0] == PlaneLayout(offset: 0, bytesPerRow: 704, width: 640, height: 480, bytesPerElement: 1)
+        )
+        #expect(
+            layout.planes[1]
+                == PlaneLayout(offset: 704 * 480, bytesPerRow: 704, width: 320, height: 240, bytesPerElement: 2)
         )
         #expect(layout.allocationSize == 704 * 720)
     }

@@ -191,7 +191,9 @@ extension Syscall {
     static func pollReadable(_ descriptors: [Int32], timeoutMilliseconds: Int32) -> Result<[Int16], Errno> {
         var fds = descriptors.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         return valueOrErrno {
-            unsafe fds.withUnsafeMutableBufferPointer { unsafe poll($0.baseAddress, nfds_t($0.count), timeoutMilliseconds) }
+            unsafe fds.withUnsafeMutableBufferPointer {
+                unsafe poll($0.baseAddress, nfds_t($0.count), timeoutMilliseconds)
+            }
         }.map { _ in fds.map(\.revents) }
     }
 
