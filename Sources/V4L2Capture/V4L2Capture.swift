@@ -193,7 +193,8 @@ public final class V4L2Capture: Sendable {
         var accounting: CaptureAccounting
         var framesPublished: UInt64 = 0
         var isStopRequested = false
-        var isRunning = false
+        /// `run` was called: it streams once (a second stream would re-queue buffers subscribers may still hold).
+        var hasRun = false
     }
 
     /// The configuration it was made with.
@@ -471,7 +472,8 @@ public final class V4L2Capture: Sendable {
     /// device fails.
     ///
     /// Waits in `poll(2)` on the device and on the buffers coming back (at most a second per wait, no busy loop).
-    /// Call it once, from a thread of your own (not from Swift's cooperative pool: it blocks).
+    /// Call it once, from a thread of your own (not from Swift's cooperative pool: it blocks); a second call, or a
+    /// call after ``stop()``, returns ``EndReason/stopped`` at once.
     ///
     /// - Parameters:
     ///   - publisher: publishes every frame; configure it with ``publisherConfiguration(path:offeringCompressedVariant:)``.
@@ -480,14 +482,13 @@ public final class V4L2Capture: Sendable {
     ///   been stopped (subscribers get END_OF_STREAM).
     public func run(publishingTo publisher: Publisher, onFrame: ((CapturedFrame) -> Void)? = nil) -> EndReason {
         let proceed = state.withLock { state -> Bool in
-            guard !state.isRunning, !state.isStopRequested else { return false }
-            state.isRunning = true
+            guard !state.hasRun, !state.isStopRequested else { return false }
+            state.hasRun = true
             return true
         }
         guard proceed else { return .stopped }
         let end = stream(publisher, onFrame)
         _ = Syscall.v4l2Stream(device.descriptor, on: false)
-        state.withLock { $0.isRunning = false }
         switch end {
         case .deviceLost, .failed: publisher.stop()
         case .stopped, .publisherStopped: break
