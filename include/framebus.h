@@ -503,14 +503,64 @@ fb_status fb_frame_get_info(
 );
 
 /**
- * A new read-only file descriptor of the frame's surface (a memfd sealed against writes, shrinking and
- * growing; the planes sit at fb_plane.offset in it), for handing the frame to another API (GStreamer's
- * fd memory, mmap, another process). The caller owns it and closes it; it stays valid after fb_frame_release,
- * but after release the publisher may write new frames into that memory. Returns -1 on failure
- * (FB_ERROR_SYSTEM_CALL, or FB_ERROR_FORMAT_MISMATCH for a DMA-BUF surface made of several descriptors).
+ * A new file descriptor of the frame's surface (a memfd sealed against writes, shrinking and growing, reopened
+ * read-only; or a DMA-BUF, whose access mode is its exporter's; the planes sit at fb_plane.offset in it), for
+ * handing the frame to another API
+ * (GStreamer's fd memory, mmap, another process). The caller owns it and closes it; it stays valid after
+ * fb_frame_release, but after release the publisher may write new frames into that memory. Returns -1 on
+ * failure: FB_ERROR_SYSTEM_CALL, or FB_ERROR_FORMAT_MISMATCH when the surface is held by several descriptors
+ * (a memfd or DMA-BUF per plane, which publishers may send): use fb_frame_dup_fds, which handles every surface.
  * Thread-safe.
  */
 int32_t fb_frame_dup_fd(const fb_frame *FB_NULLABLE frame, fb_error *FB_NULLABLE error);
+
+/** DRM_FORMAT_MOD_LINEAR (drm_fourcc.h): plain rows, the only layout FrameBus surfaces carry. */
+#define FB_DRM_FORMAT_MOD_LINEAR 0ULL
+
+/** One plane of a frame as a file descriptor (see fb_frame_dup_fds). */
+typedef struct fb_frame_plane_fd {
+    /** A new descriptor (close-on-exec) that the caller owns and must close: read-only for a memfd, the
+     *  exporter's access mode for a DMA-BUF. Every entry has its own, even when several planes live in one buffer
+     *  (they are then descriptors of the same buffer). */
+    int32_t fd;
+    uint32_t reserved;
+    /** The plane's first byte in fd (0 for a compressed frame, whose opaque bytes start the buffer). */
+    uint64_t offset;
+    /** Bytes from one row to the next (0 for a compressed frame). */
+    uint64_t bytes_per_row;
+    /** Bytes of fd, from offset 0, that the surface uses: what to map. */
+    uint64_t size;
+} fb_frame_plane_fd;
+
+/** A frame's memory as descriptors, for importing it into another API without a copy. */
+typedef struct fb_frame_fds {
+    /** Entries of planes[] filled: the frame's plane count, or 1 for a compressed frame. The rest hold fd -1. */
+    uint32_t count;
+    /** 1 when the descriptors are DMA-BUFs: bracket CPU reads of your own mapping with DMA_BUF_IOCTL_SYNC
+     *  (DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ, then DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ), and expect no seals:
+     *  what the descriptor allows (read-only or read-write) is the exporter's choice. 0 for sealed memfds (the
+     *  descriptors are read-only reopens: a writable mapping is refused). */
+    uint32_t is_dma_buf;
+    /** DRM format modifier of the buffers: FB_DRM_FORMAT_MOD_LINEAR (subscribers refuse any other). */
+    uint64_t modifier;
+    fb_frame_plane_fd planes[FB_MAX_PLANES];
+} fb_frame_fds;
+
+/**
+ * Every plane of the frame's surface as a new descriptor with its offset, stride and size, and whether the
+ * buffers are DMA-BUFs with their modifier: what EGL_EXT_image_dma_buf_import, Vulkan's
+ * VK_EXT_external_memory_dma_buf or GStreamer's DMA-BUF allocator take. Works for every surface: one memfd, a
+ * memfd per plane, one or several DMA-BUFs, a compressed frame. On FB_OK the caller owns every
+ * planes[i].fd for i < count and closes each; on failure no descriptor is left open and *fds is untouched.
+ * As with fb_frame_dup_fd, the memory may be rewritten by the publisher after fb_frame_release.
+ * Returns FB_ERROR_INVALID_ARGUMENT for NULL frame or fds, FB_ERROR_SYSTEM_CALL (EMFILE, ...).
+ * Thread-safe.
+ */
+fb_status fb_frame_dup_fds(
+    const fb_frame *FB_NULLABLE frame,
+    fb_frame_fds *FB_NULLABLE fds,
+    fb_error *FB_NULLABLE error
+);
 
 /**
  * Releases a frame: the subscriber tells the publisher it may reuse the surface, and the plane pointers become

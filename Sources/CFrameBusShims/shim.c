@@ -98,6 +98,14 @@ int cfb_dma_heap_alloc(int heapFD, uint64_t length) {
     return (int)data.fd;
 }
 
+int cfb_dma_heap_alloc_mode(int heapFD, uint64_t length, int accessMode) {
+    struct dma_heap_allocation_data data = {
+        .len = length, .fd = 0, .fd_flags = (uint32_t)(accessMode & O_ACCMODE) | O_CLOEXEC, .heap_flags = 0,
+    };
+    if (ioctl(heapFD, DMA_HEAP_IOCTL_ALLOC, &data) != 0) return -1;
+    return (int)data.fd;
+}
+
 int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size) {
     struct udmabuf_create create = {
         .memfd = (uint32_t)memfd, .flags = UDMABUF_FLAGS_CLOEXEC, .offset = offset, .size = size,

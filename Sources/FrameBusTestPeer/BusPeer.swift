@@ -5,8 +5,11 @@ import Foundation
 //                     [--checksum] [--reconnect] [--setuid UID] [--publisher-uid UID]
 //   Subscribes (delegate API) and prints one line per event, then a final "stats ..." line:
 //     welcome format=F stream=ID
-//     frame seq=S hash=H disc=D bytes=B        (hash: FNV-1a 64 of the packed image bytes; compressed frames are
-//                                               decoded first, so the hash proves the codec path bit-exact)
+//     frame seq=S hash=H disc=D bytes=B backing=K fds=N
+//                                              (hash: FNV-1a 64 of the packed image bytes; compressed frames are
+//                                               decoded first, so the hash proves the codec path bit-exact;
+//                                               backing: memfd or dmabuf:MODIFIER of the surface received, held
+//                                               by N descriptors)
 //     drop reason=R first=S last=S count=N
 //     end code=C message=M
 //     refused code=C message=M                 (the handshake failed; after the "end" line)
@@ -93,9 +96,16 @@ final class PeerSubscriberDelegate: SubscriberDelegate, @unchecked Sendable {
         if options.flags.contains("checksum"), let image = sampleBuffer.imageBuffer {
             hash = (try? frameHash(image)) ?? 0
         }
+        var backing = "none"
+        switch sampleBuffer.imageBuffer?.surface.backing {
+        case .memfd?: backing = "memfd"
+        case .dmaBuf(let modifier)?: backing = "dmabuf:\(modifier)"
+        case nil: break
+        }
         emit(
             "frame seq=\(sampleBuffer.busSequenceNumber ?? 0) hash=\(String(hash, radix: 16)) "
-                + "disc=\(sampleBuffer.discontinuity.rawValue) bytes=\(sampleBuffer.busBytesUsed ?? 0)"
+                + "disc=\(sampleBuffer.discontinuity.rawValue) bytes=\(sampleBuffer.busBytesUsed ?? 0) "
+                + "backing=\(backing) fds=\(sampleBuffer.imageBuffer?.surface.descriptorCount ?? 0)"
         )
         if held.count < options.int("hold", 0) { held.append(sampleBuffer) }
         let delay = options.int("delay-ms", 0)

@@ -21,6 +21,12 @@
 //                     END_OF_STREAM
 //   multi-descriptor-short  the same, but the CbCr descriptor's byte count claims twice its memfd's size
 //   dma-buf           the same as multi-descriptor with a DMA-BUF surface from /dev/dma_heap/system or /dev/udmabuf
+//   dma-buf-per-plane the same with one DMA-BUF per plane (two /dev/dma_heap/system buffers)
+//   dma-buf-short     a DMA-BUF surface whose CbCr byte count claims twice the buffer's size
+//   memfd-as-dma-buf  an honest sealed memfd surface announced as a DMA-BUF
+//   dma-buf-tiled     a DMA-BUF surface announced with a tiled modifier (I915_FORMAT_MOD_X_TILED)
+//   dma-buf-write-only  a DMA-BUF its exporter made write-only (DMA_HEAP_IOCTL_ALLOC with O_WRONLY): every read
+//                     mapping of it is refused (EACCES)
 //   over-grant        SURFACE 1, then 50 FRAMEs, 5 ms apart, reading our RELEASEs but ignoring its own grant of 8 held
 //                     frames (the test keeps every frame)
 //   error-reason      ERROR tooSlow whose reason holds terminal escape sequences, then close
@@ -30,6 +36,7 @@ import CFrameBusShims
 import Foundation
 @_spi(Testing) import FrameBus
 import Glibc
+import SystemPackage
 
 /// A raw SOCK_SEQPACKET connection of the hostile publisher.
 struct RawConnection {
@@ -365,15 +372,25 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(hostileFrame(1, surface: 2, bytesUsed: 64))
         emit("sent 4")
         connection.awaitVerdict(sent: 4)
-    case "multi-descriptor", "multi-descriptor-short", "dma-buf":
+    case "multi-descriptor", "multi-descriptor-short", "dma-buf", "dma-buf-per-plane", "dma-buf-short",
+        "memfd-as-dma-buf", "dma-buf-tiled", "dma-buf-write-only":
         let layout = try PixelBuffer.layout(width: 64, height: 48, pixelFormat: format)
         let surface: Surface
-        if scenario == "dma-buf" {
-            guard let allocator = [DMABufAllocator.systemHeap, .udmabuf].first(where: \.isAvailable) else {
-                emit("no DMA-BUF device")
-                return
-            }
+        let allocator = [DMABufAllocator.systemHeap, .udmabuf].first(where: \.isAvailable)
+        if scenario.hasPrefix("dma-buf") && allocator == nil {
+            emit("no DMA-BUF device")
+            return
+        }
+        if scenario == "dma-buf-write-only" {
+            try playWriteOnlyDMABuf(layout: layout, on: connection)
+            return
+        }
+        if scenario == "dma-buf-per-plane" {
+            surface = try makeDMABufPerPlane(layout: layout)
+        } else if scenario.hasPrefix("dma-buf"), let allocator {
             surface = try allocator.makeSurface(layout: layout)
+        } else if scenario == "memfd-as-dma-buf" {
+            surface = try Surface.makeMemFD(layout: layout, name: "hostile-posing")
         } else {
             surface = try Surface.makeMemFD(layout: layout, name: "hostile-planes", descriptorPerPlane: true)
         }
@@ -386,13 +403,16 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         try surface.unlock()
         let handle = try surface.makeHandle()
         var byteCounts = handle.descriptorByteCounts.map { UInt64($0) }
-        if scenario == "multi-descriptor-short" { byteCounts[byteCounts.count - 1] *= 2 }
+        if scenario == "multi-descriptor-short" || scenario == "dma-buf-short" {
+            byteCounts[byteCounts.count - 1] *= 2
+        }
         let announcement = WireSurface(
             surfaceID: 1,
             pixelFormat: handle.layout.pixelFormat,
             width: UInt32(handle.layout.width),
             height: UInt32(handle.layout.height),
-            backing: scenario == "dma-buf" ? .dmaBuf : .memfd,
+            backing: scenario.hasPrefix("dma-buf") || scenario == "memfd-as-dma-buf" ? .dmaBuf : .memfd,
+            modifier: scenario == "dma-buf-tiled" ? 0x0100_0000_0000_0001 : WireSurface.linearModifier,
             descriptorByteCounts: byteCounts,
             planes: zip(handle.layout.planes, handle.planeDescriptorIndices).map { plane, index in
                 WireSurfacePlane(
@@ -452,4 +472,50 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
     default:
         emit("unknown scenario \(scenario)")
     }
+}
+
+/// A surface whose planes live in two DMA-BUFs of the system heap.
+private func makeDMABufPerPlane(layout: SurfaceLayout) throws -> Surface {
+    var buffers: [FileDescriptor] = []
+    defer { for buffer in buffers { Syscall.close(buffer) } }
+    let heap = try Syscall.open(DMABufAllocator.systemHeap.devicePath, flags: O_RDWR).get()
+    defer { Syscall.close(heap) }
+    for plane in layout.planes {
+        let pages = (plane.byteCount + Syscall.pageSize - 1) / Syscall.pageSize * Syscall.pageSize
+        buffers.append(try Syscall.dmaHeapAllocate(heap, byteCount: pages).get())
+    }
+    let planes = zip(layout.planes, buffers).map { DMABufPlane(descriptor: $1, offset: 0, bytesPerRow: $0.bytesPerRow) }
+    return try Surface.importDMABuf(planes: planes, layout: layout, modifier: DRMModifier.linear)
+}
+
+/// SURFACE of a DMA-BUF exported write-only, a frame on it, END_OF_STREAM; reports like the others.
+private func playWriteOnlyDMABuf(layout: SurfaceLayout, on connection: RawConnection) throws {
+    let heap = try Syscall.open(DMABufAllocator.systemHeap.devicePath, flags: O_RDWR).get()
+    defer { Syscall.close(heap) }
+    let pages = (layout.allocationSize + Syscall.pageSize - 1) / Syscall.pageSize * Syscall.pageSize
+    let buffer = try Syscall.dmaHeapAllocate(heap, byteCount: pages, accessMode: .writeOnly).get()
+    defer { Syscall.close(buffer) }
+    let announcement = WireSurface(
+        surfaceID: 1,
+        pixelFormat: layout.pixelFormat,
+        width: UInt32(layout.width),
+        height: UInt32(layout.height),
+        backing: .dmaBuf,
+        descriptorByteCounts: [UInt64(pages)],
+        planes: layout.planes.map { plane in
+            WireSurfacePlane(
+                descriptorIndex: 0,
+                offset: UInt64(plane.offset),
+                bytesPerRow: UInt32(plane.bytesPerRow),
+                width: UInt32(plane.width),
+                height: UInt32(plane.height),
+                bytesPerElement: UInt32(plane.bytesPerElement)
+            )
+        }
+    )
+    connection.send(.surface(announcement), fds: [buffer.rawValue])
+    connection.send(hostileFrame(0))
+    connection.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))
+    emit("sent 3 with 1 descriptors")
+    connection.awaitVerdict(sent: 3)
 }

@@ -31,6 +31,10 @@ public final class PixelBufferPool: Sendable {
         public var allocationThreshold: Int?
         /// Attachments every new buffer starts with.
         public var attachments: PixelBufferAttachments
+        /// Where the surfaces come from: `nil` (the default) for sealed memfds, or a DMA-BUF allocator
+        /// (`/dev/dma_heap/system`, `/dev/udmabuf`) for buffers a device or another API can import. Only for
+        /// uncompressed formats; a DMA-BUF allocation is rounded up to whole pages.
+        public var dmaBufAllocator: DMABufAllocator?
 
         public init(
             width: Int,
@@ -41,7 +45,8 @@ public final class PixelBufferPool: Sendable {
             minimumBufferCount: Int = 0,
             maximumBufferAge: Duration? = .seconds(1),
             allocationThreshold: Int? = nil,
-            attachments: PixelBufferAttachments = PixelBufferAttachments()
+            attachments: PixelBufferAttachments = PixelBufferAttachments(),
+            dmaBufAllocator: DMABufAllocator? = nil
         ) {
             self.width = width
             self.height = height
@@ -52,6 +57,7 @@ public final class PixelBufferPool: Sendable {
             self.maximumBufferAge = maximumBufferAge
             self.allocationThreshold = allocationThreshold
             self.attachments = attachments
+            self.dmaBufAllocator = dmaBufAllocator
         }
     }
 
@@ -67,7 +73,9 @@ public final class PixelBufferPool: Sendable {
     ///
     /// - Throws: ``PixelBufferError/Code-swift.struct/invalidSize`` (also for a negative count or a threshold below
     ///   the minimum), ``PixelBufferError/Code-swift.struct/invalidAlignment``,
-    ///   ``PixelBufferError/Code-swift.struct/surface``.
+    ///   ``PixelBufferError/Code-swift.struct/opaqueFormat`` (a compressed format with a DMA-BUF allocator),
+    ///   ``PixelBufferError/Code-swift.struct/surface`` (for a DMA-BUF allocator without its device node, wrapping
+    ///   ``SurfaceError/Code-swift.struct/deviceUnavailable``).
     public init(attributes: Attributes) throws(PixelBufferError) {
         self.attributes = attributes
         let format = attributes.pixelFormat
@@ -85,6 +93,9 @@ public final class PixelBufferPool: Sendable {
                 pixelFormat: format,
                 bytesPerRowAlignment: attributes.bytesPerRowAlignment
             )
+        }
+        if attributes.dmaBufAllocator != nil && format.isCompressed {
+            throw PixelBufferError(.opaqueFormat, "PixelBufferPool: a compressed format cannot live in DMA-BUFs")
         }
         guard attributes.minimumBufferCount >= 0, attributes.minimumBufferCount <= 1024,
             attributes.allocationThreshold.map({ $0 >= max(1, attributes.minimumBufferCount) }) ?? true
@@ -114,6 +125,9 @@ public final class PixelBufferPool: Sendable {
 
     private func makeSurface() throws(PixelBufferError) -> Surface {
         do {
+            if let allocator = attributes.dmaBufAllocator {
+                return try allocator.makeSurface(layout: layout)
+            }
             // Compressed surfaces are sized for the worst case: their pages are committed only when written.
             return try Surface.makeMemFD(
                 layout: layout,

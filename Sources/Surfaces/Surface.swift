@@ -89,6 +89,10 @@ public final class Surface: @unchecked Sendable {
     /// Total bytes of shared memory.
     public var allocationSize: Int { layout.allocationSize }
 
+    /// How many descriptors (and mappings) hold the surface: 1 for a single memfd or DMA-BUF, one per plane for a
+    /// memfd per plane, one per distinct buffer for a multi-buffer DMA-BUF. ``withUnsafeBytes(_:)`` needs 1.
+    public var descriptorCount: Int { descriptors.count }
+
     // MARK: Locking
 
     /// Locks the surface for CPU access.

@@ -93,7 +93,12 @@ struct CProgram: Sendable {
     private static func compile(_ name: String) throws(CABITestError) -> CProgram {
         do {
             let products = try CABILocations.productsDirectory()
-            let directory = products.appendingPathComponent("CABIPrograms")
+            // Beside the library; in a temporary directory where that is read-only (the guest of scripts/guest-run
+            // sees the host's file system read-only).
+            var directory = products.appendingPathComponent("CABIPrograms")
+            if access(products.path, W_OK) != 0 {
+                directory = FileManager.default.temporaryDirectory.appendingPathComponent("CABIPrograms")
+            }
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let output = directory.appendingPathComponent(name)
             let log = directory.appendingPathComponent(name + ".log")

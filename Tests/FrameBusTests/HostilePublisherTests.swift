@@ -174,7 +174,13 @@ import Testing
         FileManager.default.fileExists(atPath: "/dev/dma_heap/system")
         || FileManager.default.fileExists(atPath: "/dev/udmabuf")
 
-    @Test(.enabled(if: hasDMABufDevice, "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"))
+    @Test(
+        .enabled(
+            if: hasDMABufDevice || BusDeviceRequirement.requireAll,
+            "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"
+        ),
+        .timeLimit(.minutes(3))
+    )
     func aDMABufSurfaceArrivesAndIsReadBetweenSyncs() async throws {
         let (events, peer, _) = try await run("dma-buf")
         let frame = try #require(frames(events).first, "\(events) \(peer.output)")

@@ -34,7 +34,7 @@ struct RawV2Peer {
     }
 }
 
-@Suite struct SurfaceV2Tests {
+@Suite(.timeLimit(.minutes(3))) struct SurfaceV2Tests {
     /// SURFACE v2 carries a surface whose planes live in two memfds; a version-2 subscriber imports both and reads
     /// the producer's pixels bit-exact, while a version-1 subscriber of the same frame gets a DROP instead.
     @Test func aSurfaceWithADescriptorPerPlaneTravelsWithEveryDescriptor() throws {
@@ -127,7 +127,12 @@ struct RawV2Peer {
 
     /// DMA-BUF surfaces go only to version-2 subscribers that accept them. Needs /dev/udmabuf or
     /// /dev/dma_heap/system; skipped on machines without either.
-    @Test(.enabled(if: dmaBufNode != nil, "needs /dev/udmabuf or /dev/dma_heap/system (neither exists here)"))
+    @Test(
+        .enabled(
+            if: dmaBufNode != nil || BusDeviceRequirement.requireAll,
+            "needs /dev/udmabuf or /dev/dma_heap/system (neither exists here)"
+        )
+    )
     func aDMABufSurfaceTravelsToSubscribersThatAcceptIt() throws {
         let allocator = FileManager.default.fileExists(atPath: "/dev/udmabuf") ? DMABufAllocator.udmabuf : .systemHeap
         let path = temporaryBusPath("dmabuf")

@@ -10,7 +10,8 @@ private let availableAllocator: DMABufAllocator? =
     hasSystemHeap ? .systemHeap : (hasUDMABuf ? .udmabuf : nil)
 private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"
 
-@Suite struct DMABufTests {
+/// FRAMEBUS_REQUIRE_ALL=1 runs the device tests without their device, so that they fail (see DeviceRequirement).
+@Suite(.timeLimit(.minutes(3))) struct DMABufTests {
     @Test func allocatorsReportAbsentDeviceNodes() throws {
         for allocator in [DMABufAllocator.systemHeap, .udmabuf] where !allocator.isAvailable {
             #expect(
@@ -35,19 +36,24 @@ private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both a
         }
     }
 
-    @Test(.enabled(if: hasSystemHeap, "needs /dev/dma_heap/system (absent on this machine)"))
+    @Test(
+        .enabled(
+            if: hasSystemHeap || DeviceRequirement.requireAll,
+            "needs /dev/dma_heap/system (absent on this machine)"
+        )
+    )
     func systemHeapSurfaceRoundTripsThroughSyncedLocks() throws {
         let surface = try DMABufAllocator.systemHeap.makeSurface(layout: makeTestLayout())
         try roundTrip(surface)
     }
 
-    @Test(.enabled(if: hasUDMABuf, "needs /dev/udmabuf (absent on this machine)"))
+    @Test(.enabled(if: hasUDMABuf || DeviceRequirement.requireAll, "needs /dev/udmabuf (absent on this machine)"))
     func udmabufSurfaceRoundTripsThroughSyncedLocks() throws {
         let surface = try DMABufAllocator.udmabuf.makeSurface(layout: makeTestLayout())
         try roundTrip(surface)
     }
 
-    @Test(.enabled(if: availableAllocator != nil, "\(noDMABufDevice)"))
+    @Test(.enabled(if: availableAllocator != nil || DeviceRequirement.requireAll, "\(noDMABufDevice)"))
     func dmaBufHandleImportsInAnotherSurface() throws {
         let surface = try #require(availableAllocator).makeSurface(layout: makeTestLayout())
         try surface.lock()
@@ -61,7 +67,7 @@ private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both a
 
     /// Protocol v2: a DMA-BUF handle travels to another process, which imports it (DMA_BUF_IOCTL_SYNC in its
     /// lock/unlock) and reads every plane bit-exact, before and after the producer rewrites it.
-    @Test(.enabled(if: availableAllocator != nil, "\(noDMABufDevice)"))
+    @Test(.enabled(if: availableAllocator != nil || DeviceRequirement.requireAll, "\(noDMABufDevice)"))
     func dmaBufSurfaceTravelsToAnotherProcessBitExact() throws {
         let layout = makeTestLayout(width: 320, height: 240)
         let surface = try #require(availableAllocator).makeSurface(layout: layout)
@@ -90,7 +96,7 @@ private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both a
     }
 
     /// A surface whose planes live in two DMA-BUFs exports a two-descriptor handle that imports bit-exact.
-    @Test(.enabled(if: availableAllocator != nil, "\(noDMABufDevice)"))
+    @Test(.enabled(if: availableAllocator != nil || DeviceRequirement.requireAll, "\(noDMABufDevice)"))
     func twoBufferDMABufSurfaceExportsOneDescriptorPerBuffer() throws {
         let allocator = try #require(availableAllocator)
         let layout = makeTestLayout()

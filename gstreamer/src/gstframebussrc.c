@@ -12,8 +12,11 @@
 #include "gstframebussrc.h"
 #include "gstframebuscommon.h"
 
+#include <gst/allocators/allocators.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define GST_CAT_DEFAULT gst_framebus_debug
 
@@ -25,6 +28,7 @@ enum {
   PROP_CONNECT_TIMEOUT,
   PROP_RECONNECT,
   PROP_COPY,
+  PROP_FD_MEMORY,
   PROP_DECODE_THREADS,
   PROP_STATS,
 };
@@ -33,6 +37,7 @@ enum {
 #define DEFAULT_CONNECT_TIMEOUT (5 * GST_SECOND)
 #define DEFAULT_RECONNECT FALSE
 #define DEFAULT_COPY FALSE
+#define DEFAULT_FD_MEMORY FALSE
 #define DEFAULT_DECODE_THREADS 0
 /* How long one wait for an event lasts before the loop looks again (fb_subscriber_interrupt ends it anyway). */
 #define EVENT_WAIT_NS (500 * GST_MSECOND)
@@ -56,7 +61,11 @@ struct _GstFramebusSrc {
   guint64 connect_timeout;
   gboolean reconnect;
   gboolean copy;
+  gboolean fd_memory;
   guint decode_threads;
+
+  /* fd-backed memories: GstFdMemory for memfds, GstDmaBufMemory for DMA-BUFs */
+  GstAllocator *fd_allocator, *dmabuf_allocator;
 
   /* streaming thread */
   fb_subscriber *subscriber;
@@ -80,7 +89,7 @@ struct _GstFramebusSrc {
   GstClockTime reported_latency;
 
   /* counters: streaming thread writes, anyone reads */
-  _Atomic guint64 frames, zero_copy, copied, decoded, corrupt, gaps, disconts;
+  _Atomic guint64 frames, zero_copy, fd_memories, dmabuf_memories, copied, decoded, corrupt, gaps, disconts;
   _Atomic guint64 dropped_late, dropped_out_of_buffers, dropped_discontinuity;
 };
 
@@ -148,9 +157,107 @@ layout_is_default (const fb_frame_info * info, const GstVideoInfo * video)
   return TRUE;
 }
 
+static GQuark held_frame_quark;
+
+/* The frame as fd-backed memories (as PipeWire's pool hands out its buffers): GstDmaBufMemory for DMA-BUFs, so that
+ * downstream (a GPU upload, an encoder, v4l2) can import the frame by descriptor instead of copying it, GstFdMemory
+ * for memfds. Planes in one file share one memory; planes in different files (a memfd or DMA-BUF per plane) get one
+ * each. Every memory holds the frame until it is freed. NULL (nothing taken) if the descriptors cannot be had. */
+static GstBuffer *
+gst_framebus_src_wrap_fds (GstFramebusSrc * self, fb_frame * frame, const fb_frame_info * info)
+{
+  fb_frame_fds fds;
+  fb_error error;
+  if (fb_frame_dup_fds (frame, &fds, &error) != FB_OK) {
+    GST_WARNING_OBJECT (self, "no descriptors for the frame (%s): wrapping its mapping", error.message);
+    return NULL;
+  }
+  gsize offsets[GST_VIDEO_MAX_PLANES] = { 0 };
+  gint strides[GST_VIDEO_MAX_PLANES] = { 0 };
+  GstMemory *memories[FB_MAX_PLANES] = { NULL };
+  /* For each memory: the first and last byte of its planes in its file, and where it starts in the buffer. */
+  guint64 first[FB_MAX_PLANES] = { 0 }, end[FB_MAX_PLANES] = { 0 };
+  gsize starts[FB_MAX_PLANES] = { 0 };
+  struct stat files[FB_MAX_PLANES];
+  guint memory_count = 0, memory_of_plane[FB_MAX_PLANES] = { 0 };
+  gboolean ok = fds.count == info->plane_count && fds.count <= GST_VIDEO_MAX_PLANES;
+  for (guint p = 0; ok && p < fds.count; p++) {
+    const fb_frame_plane_fd *plane = &fds.planes[p];
+    ok = fstat (plane->fd, &files[p]) == 0 && plane->offset + info->planes[p].byte_count <= plane->size;
+    guint shared = p;
+    for (guint q = 0; ok && q < p; q++)
+      if (files[q].st_dev == files[p].st_dev && files[q].st_ino == files[p].st_ino)
+        shared = q;
+    if (ok && shared != p) {
+      memory_of_plane[p] = memory_of_plane[shared];
+    } else if (ok) {
+      GstMemory *memory = fds.is_dma_buf
+          ? gst_dmabuf_allocator_alloc (self->dmabuf_allocator, plane->fd, (gsize) plane->size)
+          : gst_fd_allocator_alloc (self->fd_allocator, plane->fd, (gsize) plane->size, GST_FD_MEMORY_FLAG_NONE);
+      ok = memory != NULL;
+      if (ok) {
+        fds.planes[p].fd = -1;  /* the memory owns it now */
+        GST_MINI_OBJECT_FLAG_SET (memory, GST_MEMORY_FLAG_READONLY);
+        memory_of_plane[p] = memory_count;
+        first[memory_count] = plane->offset;
+        memories[memory_count++] = memory;
+      }
+    }
+    if (ok) {
+      guint m = memory_of_plane[p];
+      first[m] = MIN (first[m], plane->offset);
+      end[m] = MAX (end[m], plane->offset + info->planes[p].byte_count);
+    }
+  }
+  /* Each memory covers its planes' bytes only (a buffer's size is what downstream reads or writes to a file). */
+  gsize position = 0;
+  for (guint m = 0; ok && m < memory_count; m++) {
+    gst_memory_resize (memories[m], (gssize) first[m], (gsize) (end[m] - first[m]));
+    starts[m] = position;
+    position += (gsize) (end[m] - first[m]);
+  }
+  for (guint p = 0; ok && p < fds.count; p++) {
+    offsets[p] = starts[memory_of_plane[p]] + (gsize) (fds.planes[p].offset - first[memory_of_plane[p]]);
+    strides[p] = (gint) fds.planes[p].bytes_per_row;
+  }
+  for (guint p = 0; p < fds.count && p < FB_MAX_PLANES; p++)
+    if (fds.planes[p].fd >= 0)
+      close (fds.planes[p].fd);
+  if (!ok) {
+    for (guint m = 0; m < memory_count; m++)
+      gst_memory_unref (memories[m]);
+    GST_WARNING_OBJECT (self, "the frame's descriptors cannot be wrapped: wrapping its mapping");
+    return NULL;
+  }
+  HeldFrame *held = g_new0 (HeldFrame, 1);
+  held->frame = frame;
+  held->held = g_atomic_rc_box_acquire (self->held);
+  held->memories = (gint) memory_count;
+  atomic_fetch_add (&self->held->outstanding, 1);
+  GstBuffer *buffer = gst_buffer_new ();
+  for (guint m = 0; m < memory_count; m++) {
+    gst_mini_object_set_qdata (GST_MINI_OBJECT (memories[m]), held_frame_quark, held, held_frame_unref);
+    gst_buffer_append_memory (buffer, memories[m]);
+  }
+  gst_buffer_add_video_meta_full (buffer, GST_VIDEO_FRAME_FLAG_NONE,
+      GST_VIDEO_INFO_FORMAT (&self->frame_info), info->width, info->height, info->plane_count, offsets, strides);
+  counter_add (&self->fd_memories, 1);
+  if (fds.is_dma_buf)
+    counter_add (&self->dmabuf_memories, 1);
+  return buffer;
+}
+
 static GstBuffer *
 gst_framebus_src_wrap (GstFramebusSrc * self, fb_frame * frame, const fb_frame_info * info)
 {
+  GST_OBJECT_LOCK (self);
+  gboolean fd_memory = self->fd_memory;
+  GST_OBJECT_UNLOCK (self);
+  if (fd_memory) {
+    GstBuffer *buffer = gst_framebus_src_wrap_fds (self, frame, info);
+    if (buffer != NULL)
+      return buffer;
+  }
   gsize offsets[GST_VIDEO_MAX_PLANES] = { 0 };
   gint strides[GST_VIDEO_MAX_PLANES] = { 0 };
   GstBuffer *buffer = gst_buffer_new ();
@@ -803,6 +910,8 @@ gst_framebus_src_make_stats (GstFramebusSrc * self)
   GstStructure *stats = gst_structure_new ("framebussrc-stats",
       "frames", G_TYPE_UINT64, (guint64) atomic_load (&self->frames),
       "zero-copy", G_TYPE_UINT64, (guint64) atomic_load (&self->zero_copy),
+      "fd-memory", G_TYPE_UINT64, (guint64) atomic_load (&self->fd_memories),
+      "dmabuf-memory", G_TYPE_UINT64, (guint64) atomic_load (&self->dmabuf_memories),
       "copied", G_TYPE_UINT64, (guint64) atomic_load (&self->copied),
       "decoded", G_TYPE_UINT64, (guint64) atomic_load (&self->decoded),
       "corrupt", G_TYPE_UINT64, (guint64) atomic_load (&self->corrupt),
@@ -843,6 +952,9 @@ gst_framebus_src_set_property (GObject * object, guint id, const GValue * value,
     case PROP_COPY:
       self->copy = g_value_get_boolean (value);
       break;
+    case PROP_FD_MEMORY:
+      self->fd_memory = g_value_get_boolean (value);
+      break;
     case PROP_DECODE_THREADS:
       self->decode_threads = g_value_get_uint (value);
       break;
@@ -881,6 +993,9 @@ gst_framebus_src_get_property (GObject * object, guint id, GValue * value, GPara
     case PROP_COPY:
       g_value_set_boolean (value, self->copy);
       break;
+    case PROP_FD_MEMORY:
+      g_value_set_boolean (value, self->fd_memory);
+      break;
     case PROP_DECODE_THREADS:
       g_value_set_uint (value, self->decode_threads);
       break;
@@ -898,6 +1013,8 @@ gst_framebus_src_finalize (GObject * object)
   g_free (self->socket_path);
   g_free (self->accept);
   gst_caps_replace (&self->frame_caps, NULL);
+  gst_clear_object (&self->fd_allocator);
+  gst_clear_object (&self->dmabuf_allocator);
   G_OBJECT_CLASS (gst_framebus_src_parent_class)->finalize (object);
 }
 
@@ -939,13 +1056,19 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
           "Copy every frame into GStreamer memory and hand it back to the publisher at once, instead of "
           "wrapping the shared memory (for pipelines that keep many buffers, e.g. long queues)", DEFAULT_COPY,
           flags));
+  g_object_class_install_property (object_class, PROP_FD_MEMORY,
+      g_param_spec_boolean ("fd-memory", "Descriptor-backed memory",
+          "Zero-copy frames as fd-backed memory: GstDmaBufMemory for DMA-BUF surfaces (downstream can import them "
+          "instead of copying), GstFdMemory for memfds; each memory maps its descriptor when first read",
+          DEFAULT_FD_MEMORY, flags));
   g_object_class_install_property (object_class, PROP_DECODE_THREADS,
       g_param_spec_uint ("decode-threads", "Decode threads",
           "Threads that decode a compressed frame (0: one per processor)", 0, 256, DEFAULT_DECODE_THREADS,
           flags));
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
-          "framebussrc-stats: frames (pushed), zero-copy (wrapping the shared memory), copied, decoded "
+          "framebussrc-stats: frames (pushed), zero-copy (wrapping the shared memory), fd-memory (of those, as "
+          "fd-backed memory), dmabuf-memory (of those, as GstDmaBufMemory), copied, decoded "
           "(compressed frames), corrupt (compressed frames skipped), dropped-frame-was-late, "
           "dropped-out-of-buffers, dropped-discontinuity (frames the bus did not deliver), discontinuities "
           "(DISCONT buffers), gaps (GAP events), latency (ns, as the latency query reports). Also posted as an "
@@ -965,6 +1088,7 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
   base_class->unlock_stop = GST_DEBUG_FUNCPTR (gst_framebus_src_unlock_stop);
   base_class->query = GST_DEBUG_FUNCPTR (gst_framebus_src_query);
   push_class->create = GST_DEBUG_FUNCPTR (gst_framebus_src_create);
+  held_frame_quark = g_quark_from_static_string ("framebus-held-frame");
 }
 
 static void
@@ -974,7 +1098,10 @@ gst_framebus_src_init (GstFramebusSrc * self)
   self->connect_timeout = DEFAULT_CONNECT_TIMEOUT;
   self->reconnect = DEFAULT_RECONNECT;
   self->copy = DEFAULT_COPY;
+  self->fd_memory = DEFAULT_FD_MEMORY;
   self->decode_threads = DEFAULT_DECODE_THREADS;
+  self->fd_allocator = gst_fd_allocator_new ();
+  self->dmabuf_allocator = gst_dmabuf_allocator_new ();
   self->last_end = GST_CLOCK_TIME_NONE;
   self->pending_gap_start = self->pending_gap_duration = GST_CLOCK_TIME_NONE;
   gst_base_src_set_live (GST_BASE_SRC (self), TRUE);

@@ -186,7 +186,7 @@ def free_udp_port() -> int:
 
 SINK_PROPERTIES = ["socket-path", "compression", "min-buffers", "max-buffers", "max-subscribers", "socket-mode",
                    "timestamp-mode", "stats"]
-SOURCE_PROPERTIES = ["socket-path", "accept", "queue-depth", "connect-timeout", "reconnect", "copy",
+SOURCE_PROPERTIES = ["socket-path", "accept", "queue-depth", "connect-timeout", "reconnect", "copy", "fd-memory",
                      "decode-threads", "stats"]
 
 

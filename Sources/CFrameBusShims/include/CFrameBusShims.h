@@ -69,6 +69,9 @@ int cfb_file_system_type(int fd, long *type);
 int cfb_dma_buf_sync(int fd, uint64_t flags);
 /// ioctl(heap, DMA_HEAP_IOCTL_ALLOC, ...) with O_RDWR | O_CLOEXEC. Returns the dma-buf fd or -1 with errno set.
 int cfb_dma_heap_alloc(int heapFD, uint64_t length);
+/// DMA_HEAP_IOCTL_ALLOC with the new descriptor's access mode (O_RDONLY, O_WRONLY or O_RDWR): the exporter's choice
+/// of what its importers may map. Returns the DMA-BUF fd, or -1 with errno.
+int cfb_dma_heap_alloc_mode(int heapFD, uint64_t length, int accessMode);
 /// ioctl(udmabuf, UDMABUF_CREATE, { memfd, UDMABUF_FLAGS_CLOEXEC, offset, size }). Returns the dma-buf fd or -1.
 int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size);
 

@@ -1,5 +1,6 @@
 import CFrameBusABI
 import FrameBus
+import SystemPackage
 
 // The subscriber half of the C ABI; include/framebus.h documents each function.
 
@@ -215,22 +216,135 @@ public func fbFrameGetInfo(
     }
 }
 
-/// `fb_frame_dup_fd`: -1 on failure.
+/// `fb_frame_dup_fd`: -1 on failure; a surface held by several descriptors (a memfd or DMA-BUF per plane) is
+/// `FB_ERROR_FORMAT_MISMATCH`, for `fb_frame_dup_fds`.
 @_cdecl("fb_frame_dup_fd")
 public func fbFrameDupFD(_ frame: OpaquePointer?, _ error: UnsafeMutablePointer<fb_error>?) -> Int32 {
     var descriptor: Int32 = -1
     _ = unsafe boundary(error) { () throws(ABIError) in
-        guard let frame = unsafe frame else { throw .null("frame", in: "fb_frame_dup_fd") }
+        let function = "fb_frame_dup_fd"
+        guard let frame = unsafe frame else { throw .null("frame", in: function) }
         let surface = unsafe Handle.borrow(frame, as: FrameHandle.self).buffer.surface
-        do throws(SurfaceError) {
-            let handle = try surface.makeHandle()
-            descriptor = handle.takeDescriptor().rawValue
-        } catch {
-            let status: ABIStatus = error.code == .systemCall ? .systemCall : .formatMismatch
-            throw ABIError(status, "fb_frame_dup_fd: \(error)", systemErrno: error.errno?.rawValue ?? 0)
+        // Checked before anything is duplicated; a per-plane surface is legal publisher input (PROTOCOL.md §5.4).
+        guard surface.descriptorCount == 1 else {
+            throw ABIError(
+                .formatMismatch,
+                "\(function): the surface is held by \(surface.descriptorCount) descriptors (one per plane); "
+                    + "use fb_frame_dup_fds"
+            )
         }
+        let descriptors = try exportDescriptors(of: surface, in: function).descriptors
+        guard descriptors.count == 1 else {
+            Syscall.closeEach(descriptors)
+            throw ABIError(.internal, "\(function): \(descriptors.count) descriptors exported")
+        }
+        descriptor = descriptors[0].rawValue
     }
     return descriptor
+}
+
+/// `fb_frame_dup_fds`: every plane's descriptor, offset and stride, and the buffer's kind and modifier.
+@_cdecl("fb_frame_dup_fds")
+public func fbFrameDupFDs(
+    _ frame: OpaquePointer?,
+    _ fds: UnsafeMutablePointer<fb_frame_fds>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_frame_dup_fds"
+        guard let frame = unsafe frame else { throw .null("frame", in: function) }
+        guard let fds = unsafe fds else { throw .null("fds", in: function) }
+        let surface = unsafe Handle.borrow(frame, as: FrameHandle.self).buffer.surface
+        let exported = try exportDescriptors(of: surface, in: function)
+        // The handle's descriptors are ours to close; each entry gets its own duplicate, so the caller's rule is
+        // simply "close every planes[i].fd".
+        defer { Syscall.closeEach(exported.descriptors) }
+        let layout = exported.layout
+        // One entry per plane; an opaque (compressed) surface is one entry for its bytes from offset 0.
+        let entries: [(descriptor: Int, offset: Int, bytesPerRow: Int)] =
+            layout.planes.isEmpty
+            ? [(0, 0, 0)]
+            : zip(layout.planes, exported.planeDescriptorIndices).map { ($1, $0.offset, $0.bytesPerRow) }
+        guard entries.count <= Int(FB_MAX_PLANES),
+            entries.allSatisfy({ $0.descriptor >= 0 && $0.descriptor < exported.descriptors.count })
+        else {
+            throw ABIError(
+                .internal,
+                "\(function): \(entries.count) planes over \(exported.descriptors.count) descriptors"
+            )
+        }
+        var result = fb_frame_fds()
+        var planes: [fb_frame_plane_fd] = []
+        var duplicated: [FileDescriptor] = []
+        for entry in entries {
+            switch Syscall.duplicate(exported.descriptors[entry.descriptor]) {
+            case .success(let descriptor): duplicated.append(descriptor)
+            case .failure(let errno):
+                Syscall.closeEach(duplicated)
+                throw ABIError(.systemCall, "\(function): fcntl(F_DUPFD_CLOEXEC)", systemErrno: errno.rawValue)
+            }
+            planes.append(
+                fb_frame_plane_fd(
+                    fd: duplicated[duplicated.count - 1].rawValue,
+                    reserved: 0,
+                    offset: UInt64(clamping: entry.offset),
+                    bytes_per_row: UInt64(clamping: entry.bytesPerRow),
+                    size: UInt64(clamping: exported.byteCounts[entry.descriptor])
+                )
+            )
+        }
+        result.count = UInt32(planes.count)
+        switch exported.backing {
+        case .memfd:
+            result.is_dma_buf = 0
+            result.modifier = 0  // DRM_FORMAT_MOD_LINEAR: plain rows
+        case .dmaBuf(let modifier):
+            result.is_dma_buf = 1
+            result.modifier = modifier
+        }
+        unsafe withUnsafeMutableBytes(of: &result.planes) { raw in
+            let slots = unsafe raw.bindMemory(to: fb_frame_plane_fd.self)
+            for index in 0..<slots.count {
+                unsafe slots[index] =
+                    index < planes.count
+                    ? planes[index]
+                    : fb_frame_plane_fd(
+                        fd: -1,
+                        reserved: 0,
+                        offset: 0,
+                        bytes_per_row: 0,
+                        size: 0
+                    )
+            }
+        }
+        unsafe fds.pointee = result
+    }
+}
+
+/// A surface's handle taken apart: descriptors the caller owns (read-only reopens of memfds, duplicates of
+/// DMA-BUFs) and what locates the planes in them.
+private func exportDescriptors(
+    of surface: Surface,
+    in function: String
+) throws(ABIError) -> (
+    descriptors: [FileDescriptor], layout: SurfaceLayout, planeDescriptorIndices: [Int], byteCounts: [Int],
+    backing: Surface.Backing
+) {
+    let handle: SurfaceHandle
+    do { handle = try surface.makeHandle() } catch {
+        let status: ABIStatus = error.code == .systemCall ? .systemCall : .formatMismatch
+        throw ABIError(status, "\(function): \(error)", systemErrno: error.errno?.rawValue ?? 0)
+    }
+    let layout = handle.layout
+    let indices = handle.planeDescriptorIndices
+    let byteCounts = handle.descriptorByteCounts
+    let backing = handle.backing
+    let descriptors = handle.takeDescriptors()
+    guard byteCounts.count == descriptors.count else {
+        Syscall.closeEach(descriptors)
+        throw ABIError(.internal, "\(function): \(byteCounts.count) sizes for \(descriptors.count) descriptors")
+    }
+    return (descriptors, layout, indices, byteCounts, backing)
 }
 
 /// `fb_frame_release`.

@@ -37,7 +37,7 @@ import FrameBus
         var rawBytes: UInt64 = 0
         if buffer.pixelFormat.isCompressed {
             // The opaque region starts the surface; only a single mapping (every memfd) has one start.
-            if buffer.surface.backing == .memfd {
+            if buffer.surface.backing == .memfd, buffer.surface.descriptorCount == 1 {
                 // SAFETY: the surface is locked (init) and stays mapped while `buffer` lives; the pointer goes to C,
                 // whose contract (fb_frame_release) ends its use before this object goes.
                 unsafe info.compressed_data = unsafe buffer.surface.withUnsafeBytes { bytes in

@@ -137,6 +137,17 @@ package enum Syscall {
         valueOrErrno { cfb_dma_heap_alloc(heap.rawValue, UInt64(byteCount)) }.map(FileDescriptor.init(rawValue:))
     }
 
+    /// `DMA_HEAP_IOCTL_ALLOC` of a DMA-BUF whose descriptor has `accessMode` (`O_RDONLY`, `O_WRONLY`, `O_RDWR`): what
+    /// the exporter lets its importers map (the tests use it to play an exporter that refuses a mapping).
+    package static func dmaHeapAllocate(
+        _ heap: FileDescriptor,
+        byteCount: Int,
+        accessMode: FileDescriptor.AccessMode
+    ) -> Result<FileDescriptor, Errno> {
+        valueOrErrno { cfb_dma_heap_alloc_mode(heap.rawValue, UInt64(byteCount), accessMode.rawValue) }
+            .map(FileDescriptor.init(rawValue:))
+    }
+
     /// `UDMABUF_CREATE`.
     package static func udmabufCreate(
         _ device: FileDescriptor,
