@@ -91,8 +91,9 @@ final class ChildProcess: @unchecked Sendable {
         return (state, fields.count > 49 ? Int32(fields[49].trimmingCharacters(in: .whitespacesAndNewlines)) : nil)
     }
 
-    /// Whether the child has exited: Foundation says so, or the kernel shows it as a zombie or gone. (In the guest,
-    /// Foundation was seen to report a child that had exited as running for over a minute.)
+    /// Whether the child has exited: Foundation says so, or the kernel shows it as a zombie or gone. (Foundation
+    /// learns of an exit through a loopback socket pair; in a guest without loopback it reported exited children as
+    /// running for minutes, so the kernel's view is checked too.)
     var hasExited: Bool {
         if !process.isRunning { return true }
         guard let stat = procStat else { return true }
