@@ -16,6 +16,8 @@ let package = Package(
         // The C ABI (include/framebus.h) as a shared library, libFrameBusC.so: SwiftPM's product names are unique and
         // `framebus` is the executable, so install it as libframebus.so (docs/C-ABI.md).
         .library(name: "FrameBusC", type: .dynamic, targets: ["FrameBusC"]),
+        // A V4L2 camera as a producer (Linux); beside FrameBus, which does not depend on it.
+        .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -64,6 +66,14 @@ let package = Package(
             swiftSettings: librarySettings
         ),
 
+        // Beside the stack, not in it: a V4L2 camera as a producer (its ioctls in CV4L2).
+        .target(name: "CV4L2"),
+        .target(
+            name: "V4L2Capture",
+            dependencies: ["FrameBus", "CV4L2", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: librarySettings
+        ),
+
         // Beside the stack, not in it: image input for tests, demos and benchmarks.
         .target(
             name: "ImageSources",
@@ -75,7 +85,8 @@ let package = Package(
         .executableTarget(
             name: "framebus",
             dependencies: [
-                "FrameBus", "ImageSources", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "FrameBus", "ImageSources", "V4L2Capture",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "ImageSources"]),
@@ -93,6 +104,8 @@ let package = Package(
         ),
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers"]),
         .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources"]),
+        // Host: the format, colorimetry and accounting logic; in a guest kernel with vivid: the capture for real.
+        .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "FrameBus"]),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
         .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC", "CFrameBusABI"]),
     ]

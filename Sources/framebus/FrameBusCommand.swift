@@ -9,6 +9,7 @@ struct FrameBusCommand: AsyncParsableCommand {
         subcommands: [
             FormatsCommand.self, BenchCommand.self, PublishCommand.self, SubscribeCommand.self, DemoCommand.self,
             TopCommand.self,
+            CaptureCommand.self,
         ]
     )
 }

@@ -1,0 +1,679 @@
+import FrameBus
+import Synchronization
+import SystemPackage
+
+/// A V4L2 camera as a FrameBus producer: frames go from the device's buffers to subscribers without a copy.
+///
+/// The capture opens a single-planar V4L2 video capture node, negotiates a format FrameBus carries (NV12 becomes
+/// `420v` or `420f` by the quantization the driver reports, P010 `x420` or `xf20`, XR24 and AR24 `BGRA`), a size
+/// and a frame interval, and allocates the device's buffers (`VIDIOC_REQBUFS`, `V4L2_MEMORY_MMAP`). Each buffer is
+/// exported once as a read-only DMA-BUF (`VIDIOC_EXPBUF`) and imported as a ``Surface``: those surfaces go on the
+/// wire as DMA-BUFs, so a subscriber maps the very memory the device wrote.
+///
+/// ```swift
+/// let capture = try V4L2Capture(configuration: .init(devicePath: "/dev/video0", pixelFormat: .yuv420BiPlanarVideoRange8))
+/// let publisher = try Publisher(configuration: capture.publisherConfiguration(path: try SocketPath.default()))
+/// let end = capture.run(publishingTo: publisher)   // blocks this thread until stop() or the device goes away
+/// ```
+///
+/// A dequeued frame is wrapped in a ``PixelBuffer`` whose release handler hands the buffer back; the publisher
+/// keeps that pixel buffer until every subscriber released the frame (even by dying), so a buffer is re-queued
+/// (`VIDIOC_QBUF`) only when no one holds it. The publisher's held-frame budget is the buffer count minus its
+/// producer reserve: subscribers never hold every buffer, and one that holds its share gets `outOfBuffers` drops
+/// while the device keeps running. Gaps in the device's sequence numbers are reported to subscribers as dropped
+/// frames, so every device frame is accounted for. Timing is the buffer's `CLOCK_MONOTONIC` timestamp (the
+/// ``HostClock``) and the frame interval.
+///
+/// What is copied: nothing for subscribers of the capture's format. A subscriber of the compressed variant gets a
+/// frame the publisher encodes once per frame into its own memfd pool (reading the device's buffer through the
+/// DMA-BUF mapping).
+public final class V4L2Capture: Sendable {
+    /// What to open and what to ask for.
+    public struct Configuration: Sendable {
+        /// The device node, e.g. `/dev/video0`.
+        public var devicePath: String
+        /// The format to deliver; nil takes the first the device offers of NV12, P010, XR24, AR24. For a Y'CbCr
+        /// format the capture asks the driver for its range (`V4L2_PIX_FMT_FLAG_SET_CSC`); a driver that keeps
+        /// another range is refused with ``V4L2CaptureError/Code-swift.struct/unsupportedFormat``.
+        public var pixelFormat: PixelFormat?
+        /// The frame width; nil keeps the device's current one.
+        public var width: Int?
+        /// The frame height; nil keeps the device's current one.
+        public var height: Int?
+        /// Frames per second to ask for (`VIDIOC_S_PARM`); nil keeps the device's current interval.
+        public var framesPerSecond: Double?
+        /// Buffers to ask the driver for (3…64); the driver may grant more or fewer (at least 3 are needed).
+        public var bufferCount = 16
+
+        /// Creates a configuration.
+        public init(
+            devicePath: String,
+            pixelFormat: PixelFormat? = nil,
+            width: Int? = nil,
+            height: Int? = nil,
+            framesPerSecond: Double? = nil
+        ) {
+            self.devicePath = devicePath
+            self.pixelFormat = pixelFormat
+            self.width = width
+            self.height = height
+            self.framesPerSecond = framesPerSecond
+        }
+    }
+
+    /// What was negotiated with the device.
+    public struct Format: Hashable, Sendable, CustomStringConvertible {
+        /// The V4L2 format the device delivers.
+        public var devicePixelFormat: V4L2PixelFormat
+        /// The FrameBus format it is published as.
+        public var pixelFormat: PixelFormat
+        /// Width in pixels.
+        public var width: Int
+        /// Height in pixels.
+        public var height: Int
+        /// Stride of every plane in bytes.
+        public var bytesPerLine: Int
+        /// The frame interval, numerator over denominator seconds; nil if the driver does not say.
+        public var frameInterval: (numerator: Int, denominator: Int)? {
+            get { intervalNumerator > 0 && intervalDenominator > 0 ? (intervalNumerator, intervalDenominator) : nil }
+            set {
+                intervalNumerator = newValue?.numerator ?? 0
+                intervalDenominator = newValue?.denominator ?? 0
+            }
+        }
+        private var intervalNumerator = 0
+        private var intervalDenominator = 0
+        /// The colour description the driver reported.
+        public var colorimetry: V4L2Colorimetry
+        /// The attachments every frame carries (from ``colorimetry``).
+        public var attachments: PixelBufferAttachments
+
+        init(
+            devicePixelFormat: V4L2PixelFormat,
+            pixelFormat: PixelFormat,
+            width: Int,
+            height: Int,
+            bytesPerLine: Int,
+            colorimetry: V4L2Colorimetry
+        ) {
+            self.devicePixelFormat = devicePixelFormat
+            self.pixelFormat = pixelFormat
+            self.width = width
+            self.height = height
+            self.bytesPerLine = bytesPerLine
+            self.colorimetry = colorimetry
+            self.attachments = colorimetry.attachments(isYCbCr: devicePixelFormat.isYCbCr)
+        }
+
+        /// Frames per second from the interval, or nil.
+        public var framesPerSecond: Double? {
+            frameInterval.map { Double($0.denominator) / Double($0.numerator) }
+        }
+
+        /// One frame's duration, or ``MediaTime/invalid``.
+        public var frameDuration: MediaTime {
+            guard let (numerator, denominator) = frameInterval, denominator <= Int(Int32.max) else { return .invalid }
+            return MediaTime(value: Int64(numerator), timescale: Int32(denominator))
+        }
+
+        public var description: String {
+            let rate = framesPerSecond.map { " at \(($0 * 100).rounded() / 100) fps" } ?? ""
+            return "\(devicePixelFormat) \(width)x\(height) as \(pixelFormat)\(rate)"
+        }
+    }
+
+    /// How ``run(publishingTo:onFrame:)`` ended.
+    public enum EndReason: Hashable, Sendable, CustomStringConvertible {
+        /// ``stop()`` was called.
+        case stopped
+        /// The publisher was stopped by someone else.
+        case publisherStopped
+        /// The device went away (`ENODEV`): unplugged or its driver unbound. The publisher was stopped, so every
+        /// subscriber got END_OF_STREAM.
+        case deviceLost(V4L2CaptureError)
+        /// An ioctl failed; the publisher was stopped.
+        case failed(V4L2CaptureError)
+
+        public var description: String {
+            switch self {
+            case .stopped: "stopped"
+            case .publisherStopped: "the publisher stopped"
+            case .deviceLost(let error): "device lost: \(error)"
+            case .failed(let error): "capture failed: \(error)"
+            }
+        }
+    }
+
+    /// One frame as the capture published it (for ``run(publishingTo:onFrame:)``'s observer).
+    public struct CapturedFrame: Sendable {
+        /// The frame; read it inside a read-only lock. Keeping it keeps the device buffer from the device.
+        public var pixelBuffer: PixelBuffer
+        /// The publisher's sequence number for it (what subscribers see).
+        public var sequence: UInt64
+        /// The device's sequence number (`v4l2_buffer.sequence`).
+        public var deviceSequence: UInt32
+        /// Which device buffer holds it.
+        public var bufferIndex: Int
+        /// Its timing: the device's `CLOCK_MONOTONIC` timestamp and the frame interval.
+        public var timing: SampleTimingInfo
+    }
+
+    /// Counters and buffer places, a snapshot.
+    public struct Statistics: Hashable, Sendable {
+        /// Buffers the device filled (`VIDIOC_DQBUF`).
+        public var framesCaptured: UInt64 = 0
+        /// Frames handed to the publisher.
+        public var framesPublished: UInt64 = 0
+        /// Frames the device's sequence skipped while it had buffers (lost at the source), reported as
+        /// ``DroppedFrameReason/discontinuity``.
+        public var framesLostUpstream: UInt64 = 0
+        /// Frames the device's sequence skipped after it ran out of queued buffers, reported as
+        /// ``DroppedFrameReason/outOfBuffers``.
+        public var framesLostWithoutBuffers: UInt64 = 0
+        /// Buffers the driver flagged `V4L2_BUF_FLAG_ERROR`, reported as ``DroppedFrameReason/discontinuity``.
+        public var errorFrames: UInt64 = 0
+        /// Waiting frames dropped so the device got a buffer back, reported as ``DroppedFrameReason/frameWasLate``.
+        public var framesDroppedLate: UInt64 = 0
+        /// How often the device's sequence went back or repeated (its counter restarted): the next frame was
+        /// published as a discontinuity.
+        public var sequenceRestarts: UInt64 = 0
+        /// How often the device was left with no buffer queued.
+        public var starvations: UInt64 = 0
+        /// Buffers granted by the driver.
+        public var bufferCount = 0
+        /// Buffers queued in the device now.
+        public var buffersQueued = 0
+        /// Buffers published and still held (by the producer or subscribers) now.
+        public var buffersHeld = 0
+        /// The fewest buffers the device had queued right after a frame.
+        public var lowestBuffersQueued = 0
+    }
+
+    private struct State {
+        var accounting: CaptureAccounting
+        var framesPublished: UInt64 = 0
+        var isStopRequested = false
+        /// `run` was called: it streams once (a second stream would re-queue buffers subscribers may still hold).
+        var hasRun = false
+    }
+
+    /// The configuration it was made with.
+    public let configuration: Configuration
+    /// What was negotiated.
+    public let format: Format
+    /// The driver's name (`v4l2_capability.driver`, e.g. `"vivid"`, `"uvcvideo"`).
+    public let driver: String
+    /// The device's name (`v4l2_capability.card`).
+    public let card: String
+    /// Buffers the driver granted.
+    public let bufferCount: Int
+
+    private let device: CaptureDevice
+    private let surfaces: [Surface]
+    private let returned: ReturnedBuffers
+    private let state: Mutex<State>
+
+    /// Opens the device, negotiates the format, size and frame interval, and allocates and exports its buffers.
+    ///
+    /// Nothing streams until ``run(publishingTo:onFrame:)``.
+    ///
+    /// - Throws: ``V4L2CaptureError/Code-swift.struct/notACaptureDevice``,
+    ///   ``V4L2CaptureError/Code-swift.struct/unsupportedFormat`` (naming what the device offers),
+    ///   ``V4L2CaptureError/Code-swift.struct/invalidArgument``, ``V4L2CaptureError/Code-swift.struct/surface``,
+    ///   ``V4L2CaptureError/Code-swift.struct/deviceLost``, ``V4L2CaptureError/Code-swift.struct/systemCall``.
+    public init(configuration: Configuration) throws(V4L2CaptureError) {
+        self.configuration = configuration
+        guard (3...64).contains(configuration.bufferCount) else {
+            throw V4L2CaptureError(.invalidArgument, "V4L2Capture", message: "bufferCount \(configuration.bufferCount)")
+        }
+        if let fps = configuration.framesPerSecond, !(fps > 0 && fps <= 10_000) {
+            throw V4L2CaptureError(.invalidArgument, "V4L2Capture", message: "framesPerSecond \(fps)")
+        }
+        let path = configuration.devicePath
+        let descriptor = try Syscall.openDevice(path).mapError { V4L2CaptureError.systemCall("open(\(path))", $0) }
+            .get()
+        let device = CaptureDevice(descriptor: descriptor)
+        let negotiated = try Self.negotiate(device.descriptor, configuration)
+        self.driver = negotiated.driver
+        self.card = negotiated.card
+        self.format = negotiated.format
+        self.device = device
+        let (surfaces, granted) = try Self.allocateBuffers(device.descriptor, negotiated.format, configuration)
+        self.surfaces = surfaces
+        self.bufferCount = granted
+        self.returned = try ReturnedBuffers()
+        self.state = Mutex(State(accounting: CaptureAccounting(bufferCount: granted)))
+    }
+
+    // MARK: Negotiation
+
+    private struct Negotiated {
+        var driver: String
+        var card: String
+        var format: Format
+    }
+
+    private static func negotiate(
+        _ fd: FileDescriptor,
+        _ configuration: Configuration
+    ) throws(V4L2CaptureError) -> Negotiated {
+        let path = configuration.devicePath
+        let capability = try Syscall.v4l2QueryCapability(fd).mapError {
+            V4L2CaptureError.systemCall("VIDIOC_QUERYCAP", $0)
+        }
+        .get()
+        let caps =
+            capability.capabilities & V4L2Constants.capabilityDeviceCaps != 0
+            ? capability.deviceCapabilities : capability.capabilities
+        guard caps & V4L2Constants.capabilityVideoCapture != 0, caps & V4L2Constants.capabilityStreaming != 0 else {
+            let planar = caps & V4L2Constants.capabilityVideoCaptureMultiplanar != 0
+            throw V4L2CaptureError(
+                .notACaptureDevice,
+                "VIDIOC_QUERYCAP(\(path))",
+                message: planar
+                    ? "\(capability.card) is a multi-planar capture device (not supported yet)"
+                    : "\(capability.card) (\(capability.driver)) is not a streaming video capture device"
+            )
+        }
+        // The formats offered (a bounded enumeration: a driver lists a few dozen at most).
+        var offered: [V4L2PixelFormat] = []
+        for index in 0..<UInt32(256) {
+            switch Syscall.v4l2EnumerateFormat(fd, index: index) {
+            case .success(let code): offered.append(V4L2PixelFormat(rawValue: code))
+            case .failure(.invalidArgument): break
+            case .failure(let errno): throw V4L2CaptureError.systemCall("VIDIOC_ENUM_FMT", errno)
+            }
+            if offered.count < Int(index) + 1 { break }
+        }
+        let wanted = configuration.pixelFormat.map { V4L2PixelFormat.candidates(for: $0) } ?? V4L2PixelFormat.supported
+        guard let chosen = wanted.first(where: offered.contains) else {
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                "V4L2Capture(\(path))",
+                message: "\(capability.card) offers \(offered.map(\.description).joined(separator: ", ")); "
+                    + "FrameBus needs \(wanted.map(\.description).joined(separator: " or "))"
+            )
+        }
+        let current = try Syscall.v4l2GetFormat(fd).mapError { V4L2CaptureError.systemCall("VIDIOC_G_FMT", $0) }.get()
+        var request = Syscall.V4L2Format()
+        request.pixelFormat = chosen.rawValue
+        request.width = UInt32(clamping: configuration.width ?? Int(current.width))
+        request.height = UInt32(clamping: configuration.height ?? Int(current.height))
+        request.field = V4L2Constants.fieldNone
+        if let asked = configuration.pixelFormat, asked.isYCbCr {
+            // Ask for the range (V4L2_PIX_FMT_FLAG_SET_CSC); drivers that cannot convert ignore it, and the range
+            // they report is checked below.
+            request.flags = V4L2Constants.formatFlagSetColorimetry
+            request.quantization =
+                asked.range == .full ? V4L2Colorimetry.Quantization.full : V4L2Colorimetry.Quantization.limited
+        }
+        let set = try Syscall.v4l2SetFormat(fd, request, tryOnly: false)
+            .mapError { V4L2CaptureError.systemCall("VIDIOC_S_FMT", $0) }.get()
+        guard set.pixelFormat == chosen.rawValue else {
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                "VIDIOC_S_FMT(\(path))",
+                message: "asked for \(chosen), the driver chose \(V4L2PixelFormat(rawValue: set.pixelFormat))"
+            )
+        }
+        guard set.field == V4L2Constants.fieldNone else {
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                "VIDIOC_S_FMT(\(path))",
+                message: "interlaced (field \(set.field))"
+            )
+        }
+        if (configuration.width.map { $0 != Int(set.width) } ?? false)
+            || (configuration.height.map { $0 != Int(set.height) } ?? false)
+        {
+            let sizes = Self.frameSizes(fd, chosen).joined(separator: ", ")
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                "VIDIOC_S_FMT(\(path))",
+                message: "asked for \(request.width)x\(request.height), the driver chose \(set.width)x\(set.height)"
+                    + (sizes.isEmpty ? "" : "; \(chosen) sizes: \(sizes)")
+            )
+        }
+        let colorimetry = V4L2Colorimetry(
+            colorspace: set.colorspace,
+            transferFunction: set.transferFunction,
+            yCbCrEncoding: set.yCbCrEncoding,
+            quantization: set.quantization
+        )
+        let range = colorimetry.range(isYCbCr: chosen.isYCbCr)
+        guard let pixelFormat = chosen.pixelFormat(range: range) else {
+            throw V4L2CaptureError(.unsupportedFormat, "V4L2Capture(\(path))", message: "\(chosen)")
+        }
+        if let asked = configuration.pixelFormat, asked.base != pixelFormat {
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                "V4L2Capture(\(path))",
+                message: "asked for \(asked); the device delivers \(chosen) in \(range) range, which is \(pixelFormat)"
+            )
+        }
+        var format = Format(
+            devicePixelFormat: chosen,
+            pixelFormat: pixelFormat,
+            width: Int(set.width),
+            height: Int(set.height),
+            bytesPerLine: Int(set.bytesPerLine),
+            colorimetry: colorimetry
+        )
+        format.frameInterval = try Self.negotiateInterval(fd, configuration.framesPerSecond)
+        return Negotiated(driver: capability.driver, card: capability.card, format: format)
+    }
+
+    private static func frameSizes(_ fd: FileDescriptor, _ format: V4L2PixelFormat) -> [String] {
+        var sizes: [String] = []
+        for index in 0..<UInt32(64) {
+            guard
+                case .success(let size) = Syscall.v4l2EnumerateFrameSize(fd, pixelFormat: format.rawValue, index: index)
+            else { break }
+            if size.type == V4L2Constants.frameSizeDiscrete {
+                sizes.append("\(size.width)x\(size.height)")
+            } else {
+                sizes.append("\(size.width)x\(size.height)…\(size.maxWidth)x\(size.maxHeight)")
+                break
+            }
+        }
+        return sizes
+    }
+
+    private static func negotiateInterval(
+        _ fd: FileDescriptor,
+        _ framesPerSecond: Double?
+    ) throws(V4L2CaptureError) -> (numerator: Int, denominator: Int)? {
+        if let framesPerSecond {
+            // 1000 / (fps · 1000): exact for whole and common fractional rates (29.97 → 1000/29970).
+            let denominator = UInt32((framesPerSecond * 1000).rounded())
+            switch Syscall.v4l2SetFrameInterval(fd, numerator: 1000, denominator: max(1, denominator)) {
+            case .success: break
+            case .failure(.invalidArgument), .failure(.notSupported), .failure(.inappropriateIOCTLForDevice): break
+            case .failure(let errno): throw V4L2CaptureError.systemCall("VIDIOC_S_PARM", errno)
+            }
+        }
+        switch Syscall.v4l2GetFrameInterval(fd) {
+        case .success(let interval) where interval.numerator > 0 && interval.denominator > 0:
+            return (Int(interval.numerator), Int(interval.denominator))
+        case .success, .failure(.invalidArgument), .failure(.notSupported):
+            return nil
+        case .failure(let errno):
+            throw V4L2CaptureError.systemCall("VIDIOC_G_PARM", errno)
+        }
+    }
+
+    private static func allocateBuffers(
+        _ fd: FileDescriptor,
+        _ format: Format,
+        _ configuration: Configuration
+    ) throws(V4L2CaptureError) -> ([Surface], Int) {
+        let granted = try Syscall.v4l2RequestBuffers(fd, count: UInt32(configuration.bufferCount))
+            .mapError { V4L2CaptureError.systemCall("VIDIOC_REQBUFS", $0) }.get()
+        guard granted >= 3, granted <= 256 else {
+            throw V4L2CaptureError(
+                .invalidArgument,
+                "VIDIOC_REQBUFS(\(configuration.devicePath))",
+                message: "the driver granted \(granted) buffers; at least 3 are needed"
+            )
+        }
+        var surfaces: [Surface] = []
+        for index in 0..<granted {
+            let length = try Syscall.v4l2QueryBuffer(fd, index: index)
+                .mapError { V4L2CaptureError.systemCall("VIDIOC_QUERYBUF", $0) }.get()
+            let layout = try format.devicePixelFormat.surfaceLayout(
+                width: format.width,
+                height: format.height,
+                bytesPerLine: format.bytesPerLine,
+                bufferLength: Int(length),
+                range: format.pixelFormat.range
+            )
+            let exported = try Syscall.v4l2ExportBuffer(fd, index: index)
+                .mapError { V4L2CaptureError.systemCall("VIDIOC_EXPBUF", $0) }.get()
+            // The surface duplicates the descriptor; ours is closed either way.
+            defer { Syscall.close(exported) }
+            let planes = layout.planes.map {
+                DMABufPlane(descriptor: exported, offset: $0.offset, bytesPerRow: $0.bytesPerRow)
+            }
+            do {
+                surfaces.append(
+                    try Surface.importDMABuf(
+                        planes: planes,
+                        layout: layout,
+                        modifier: DRMModifier.linear,
+                        readOnly: true
+                    )
+                )
+            } catch {
+                throw V4L2CaptureError(.surface, "Surface.importDMABuf(buffer \(index))", message: error.description)
+            }
+        }
+        return (surfaces, Int(granted))
+    }
+
+    // MARK: Publishing
+
+    /// A publisher configuration for this capture: its format (and the compressed variant if asked), and a
+    /// held-frame budget of the buffer count minus the producer's reserve.
+    ///
+    /// The reserve is 3 buffers from 6 buffers up (one being published, two queued in the device so it never waits
+    /// for the capture loop to re-queue a released one), else 2; at most 4 subscribers share the rest.
+    public func publisherConfiguration(path: String, offeringCompressedVariant: Bool = false) -> Publisher.Configuration
+    {
+        var formats = [format.pixelFormat]
+        if offeringCompressedVariant, let variant = format.pixelFormat.compressedVariant { formats.append(variant) }
+        var configuration = Publisher.Configuration(path: path, formats: formats)
+        configuration.producerReserve = bufferCount >= 6 ? 3 : 2
+        configuration.heldFrameBudget = max(1, bufferCount - configuration.producerReserve)
+        configuration.maximumSubscribers = max(1, min(4, bufferCount - configuration.producerReserve))
+        return configuration
+    }
+
+    /// Streams from the device into `publisher` on the calling thread until ``stop()``, the publisher stops, or the
+    /// device fails.
+    ///
+    /// Waits in `poll(2)` on the device and on the buffers coming back (at most a second per wait, no busy loop).
+    /// Call it once, from a thread of your own (not from Swift's cooperative pool: it blocks); a second call, or a
+    /// call after ``stop()``, returns ``EndReason/stopped`` at once.
+    ///
+    /// - Parameters:
+    ///   - publisher: publishes every frame; configure it with ``publisherConfiguration(path:offeringCompressedVariant:)``.
+    ///   - onFrame: called on this thread after each frame is published (keep it short: the device waits).
+    /// - Returns: why it ended. On ``EndReason/deviceLost(_:)`` and ``EndReason/failed(_:)`` the publisher has
+    ///   been stopped (subscribers get END_OF_STREAM).
+    public func run(publishingTo publisher: Publisher, onFrame: ((CapturedFrame) -> Void)? = nil) -> EndReason {
+        let proceed = state.withLock { state -> Bool in
+            guard !state.hasRun, !state.isStopRequested else { return false }
+            state.hasRun = true
+            return true
+        }
+        guard proceed else { return .stopped }
+        let end = stream(publisher, onFrame)
+        _ = Syscall.v4l2Stream(device.descriptor, on: false)
+        switch end {
+        case .deviceLost, .failed: publisher.stop()
+        case .stopped, .publisherStopped: break
+        }
+        return end
+    }
+
+    /// Ends ``run(publishingTo:onFrame:)`` at its next wake-up (at once: it rings the loop). Idempotent.
+    public func stop() {
+        state.withLock { $0.isStopRequested = true }
+        returned.ring()
+    }
+
+    /// A snapshot of the counters.
+    public var statistics: Statistics {
+        state.withLock { state in
+            let accounting = state.accounting
+            var statistics = Statistics()
+            statistics.framesCaptured = accounting.dequeued
+            statistics.framesPublished = state.framesPublished
+            statistics.framesLostUpstream = accounting.lostUpstream
+            statistics.framesLostWithoutBuffers = accounting.lostWhileStarved
+            statistics.errorFrames = accounting.errorFrames
+            statistics.framesDroppedLate = accounting.droppedLate
+            statistics.starvations = accounting.starvations
+            statistics.sequenceRestarts = accounting.restarts
+            statistics.bufferCount = accounting.bufferCount
+            statistics.buffersQueued = accounting.queuedCount
+            statistics.buffersHeld = accounting.publishedCount
+            statistics.lowestBuffersQueued = accounting.lowestQueued
+            return statistics
+        }
+    }
+
+    private struct Waiting {
+        var buffer: Syscall.V4L2DequeuedBuffer
+        var dequeue: CaptureAccounting.Dequeue
+    }
+
+    private func stream(_ publisher: Publisher, _ onFrame: ((CapturedFrame) -> Void)?) -> EndReason {
+        let fd = device.descriptor
+        for index in 0..<bufferCount {
+            if case .failure(let errno) = Syscall.v4l2QueueBuffer(fd, index: UInt32(index)) {
+                return Self.ending(.systemCall("VIDIOC_QBUF", errno))
+            }
+        }
+        if case .failure(let errno) = Syscall.v4l2Stream(fd, on: true) {
+            return Self.ending(.systemCall("VIDIOC_STREAMON", errno))
+        }
+        var pendingDiscontinuity = false
+        while true {
+            if state.withLock({ $0.isStopRequested }) { return .stopped }
+            let events: [Int16]
+            switch Syscall.pollReadable([fd.rawValue, returned.descriptor], timeoutMilliseconds: 1000) {
+            case .success(let ready): events = ready
+            case .failure(let errno): return Self.ending(.systemCall("poll", errno))
+            }
+            // Buffers everyone released go back to the device first, so it is fed before anything else.
+            if let end = requeueReturned() { return end }
+            guard events[0] != 0 else { continue }
+            // Everything the device finished, oldest first.
+            var waiting: [Waiting] = []
+            dequeuing: while true {
+                switch Syscall.v4l2DequeueBuffer(fd) {
+                case .success(let buffer):
+                    guard Int(buffer.index) < bufferCount else {
+                        return Self.ending(
+                            V4L2CaptureError(.systemCall, "VIDIOC_DQBUF", message: "buffer index \(buffer.index)")
+                        )
+                    }
+                    let dequeue = state.withLock {
+                        $0.accounting.dequeued(index: Int(buffer.index), sequence: buffer.sequence)
+                    }
+                    waiting.append(Waiting(buffer: buffer, dequeue: dequeue))
+                case .failure(.resourceTemporarilyUnavailable):
+                    break dequeuing
+                case .failure(.invalidArgument) where !waiting.isEmpty:
+                    break dequeuing
+                case .failure(let errno):
+                    return Self.ending(.systemCall("VIDIOC_DQBUF", errno))
+                }
+            }
+            var toDrop = state.withLock { $0.accounting.waitingFramesToDrop() }
+            for entry in waiting {
+                let index = Int(entry.buffer.index)
+                if entry.dequeue.lostBefore > 0 {
+                    publisher.reportDroppedFrames(
+                        reason: entry.dequeue.lostReason,
+                        count: Int(clamping: entry.dequeue.lostBefore)
+                    )
+                }
+                if entry.dequeue.isRestart { pendingDiscontinuity = true }
+                let errored = entry.buffer.flags & V4L2Constants.bufferFlagError != 0
+                if errored || toDrop > 0 {
+                    // A damaged frame, or the oldest waiting one while the device has no buffer: reported, and its
+                    // buffer goes straight back.
+                    state.withLock {
+                        if errored {
+                            $0.accounting.discardErrored(index: index)
+                        } else {
+                            $0.accounting.droppedWaiting(index: index)
+                        }
+                    }
+                    if !errored { toDrop -= 1 }
+                    publisher.reportDroppedFrames(reason: errored ? .discontinuity : .frameWasLate, count: 1)
+                    if case .failure(let errno) = Syscall.v4l2QueueBuffer(fd, index: UInt32(index)) {
+                        return Self.ending(.systemCall("VIDIOC_QBUF", errno))
+                    }
+                    continue
+                }
+                if let end = publish(entry.buffer, publisher, onFrame, &pendingDiscontinuity) { return end }
+                // Between frames of a batch too: a slow batch must not keep released buffers from the device.
+                if let end = requeueReturned() { return end }
+            }
+        }
+    }
+
+    /// Queues every buffer whose last holder let go since the last call; an end reason if the device failed.
+    private func requeueReturned() -> EndReason? {
+        for index in returned.take() {
+            guard state.withLock({ $0.accounting.released(index: index) }) else { continue }
+            if case .failure(let errno) = Syscall.v4l2QueueBuffer(device.descriptor, index: UInt32(index)) {
+                return Self.ending(.systemCall("VIDIOC_QBUF", errno))
+            }
+        }
+        return nil
+    }
+
+    /// Publishes one waiting buffer; an end reason if the stream is over.
+    private func publish(
+        _ buffer: Syscall.V4L2DequeuedBuffer,
+        _ publisher: Publisher,
+        _ onFrame: ((CapturedFrame) -> Void)?,
+        _ pendingDiscontinuity: inout Bool
+    ) -> EndReason? {
+        let index = Int(buffer.index)
+        let returned = self.returned
+        let pixelBuffer: PixelBuffer
+        do {
+            pixelBuffer = try PixelBuffer(surface: surfaces[index], attachments: format.attachments) {
+                returned.returned(index)
+            }
+        } catch {
+            return Self.ending(V4L2CaptureError(.surface, "PixelBuffer(buffer \(index))", message: error.description))
+        }
+        // From here the buffer comes back through its release handler, whatever happens.
+        state.withLock { $0.accounting.published(index: index) }
+        let timing = SampleTimingInfo(
+            presentationTimeStamp: Self.presentationTime(buffer),
+            duration: format.frameDuration
+        )
+        let sequence: UInt64
+        do {
+            sequence = try publisher.publish(pixelBuffer, timing: timing, discontinuity: pendingDiscontinuity)
+        } catch {
+            return error.code == .closed
+                ? .publisherStopped
+                : Self.ending(V4L2CaptureError(.invalidArgument, "Publisher.publish", message: error.description))
+        }
+        pendingDiscontinuity = false
+        state.withLock { $0.framesPublished &+= 1 }
+        onFrame?(
+            CapturedFrame(
+                pixelBuffer: pixelBuffer,
+                sequence: sequence,
+                deviceSequence: buffer.sequence,
+                bufferIndex: index,
+                timing: timing
+            )
+        )
+        return nil
+    }
+
+    /// The buffer's timestamp when the driver stamps it with `CLOCK_MONOTONIC` (the host clock), else the time of
+    /// dequeuing.
+    private static func presentationTime(_ buffer: Syscall.V4L2DequeuedBuffer) -> MediaTime {
+        guard buffer.flags & V4L2Constants.bufferFlagTimestampMask == V4L2Constants.bufferFlagTimestampMonotonic,
+            buffer.seconds >= 0, buffer.microseconds >= 0, buffer.microseconds < 1_000_000
+        else { return HostClock.now }
+        let (nanoseconds, overflow) = buffer.seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return HostClock.now }
+        return MediaTime(value: nanoseconds + buffer.microseconds * 1000, timescale: MediaTime.nanosecondTimescale)
+    }
+
+    private static func ending(_ error: V4L2CaptureError) -> EndReason {
+        error.code == .deviceLost ? .deviceLost(error) : .failed(error)
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Unplugging the camera, for real: vivid's "Disconnect" control unregisters its video nodes as a USB unplug does,
+/// and every ioctl on them then fails with `ENODEV`. The device stays gone until vivid is reloaded, so this suite runs
+/// alone, after V4L2CaptureDeviceTests (scripts/v4l2-guest-tests). It needs `v4l2-ctl` (Debian: v4l-utils).
+@Suite(.serialized, .timeLimit(.minutes(5))) struct V4L2CaptureUnplugTests {
+    @Test(.enabled(if: runsDeviceTests, noDeviceReason))
+    func unpluggingTheDeviceEndsTheStreamWithAClearReason() async throws {
+        try requireCaptureDevice()
+        _ = try #require(v4l2ctlPath, "needs v4l2-ctl (apt-get install v4l-utils)")
+        let path = temporarySocketPath("unplug")
+        let command = try ChildProcess(
+            "framebus",
+            ["capture", "--device", captureDevicePath, "--path", path, "--size", "320x180", "--fps", "15"]
+        )
+        let listening = await eventually(timeout: .seconds(90)) { access(path, F_OK) == 0 }
+        try #require(listening, "framebus capture did not listen: \(command.output)")
+        let subscriber = try ChildProcess(
+            "FrameBusTestPeer",
+            ["bus-subscriber", path, "--accept", "420v", "--frames", "1000000", "--timeout", "200"]
+        )
+        let flowing = await eventually(timeout: .seconds(120)) { subscriber.records("frame").count >= 5 }
+        try #require(flowing, "\(subscriber.output)")
+
+        #expect(try await v4l2ctl(["--set-ctrl", "disconnect=1"]) == 0)
+
+        #expect(await command.exit(within: .seconds(90)), "\(command.output)")
+        #expect(command.exitStatus == 3, "\(command.output)")
+        #expect(command.output.contains("is gone, stream ended"), "\(command.output)")
+        #expect(command.output.contains("deviceLost"), "\(command.output)")
+        // The subscriber learns the stream ended (END_OF_STREAM), not a broken connection.
+        #expect(await subscriber.exit(within: .seconds(60)), "\(subscriber.output)")
+        #expect(subscriber.output.contains("end code=end of stream"), "\(subscriber.output)")
+        #expect(access(path, F_OK) != 0, "socket file left behind")
+    }
+}
