@@ -8,7 +8,7 @@
  *       path case=wide status=N                   the fallback directory chmod 0755 first
  *       path case=small status=N                  a buffer one byte too small
  *       path case=badname status=N                name "../x"
- *   environment logging MISSING_SOCKET
+ *   environment logging SOCKET
  *       log level=L label=X message=...           each message the callback got (message last on the line)
  *       reentry status=N                          fb_set_log_handler from inside the callback
  *       phase name=...                            where the program is
@@ -68,52 +68,79 @@ static void on_log(void *user_data, fb_log_level level, const char *label, const
     pthread_mutex_unlock(&seen_lock);
 }
 
-/* Whether a thread of this process is named `prefix`... (/proc/self/task/TID/comm). */
-static int thread_named(const char *prefix) {
-    DIR *tasks = opendir("/proc/self/task");
-    if (tasks == NULL) return 1;
-    int found = 0;
-    struct dirent *entry;
-    while (!found && (entry = readdir(tasks)) != NULL) {
-        if (entry->d_name[0] == '.') continue;
-        char path[300], name[64] = {0};
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry->d_name);
-        FILE *comm = fopen(path, "r");
-        if (comm == NULL) continue;
-        if (fgets(name, sizeof name, comm) != NULL && strncmp(name, prefix, strlen(prefix)) == 0) found = 1;
-        fclose(comm);
-    }
-    closedir(tasks);
-    return found;
+/* Polls `condition` every 10 ms for up to 20 s. */
+#define WAIT_FOR(condition)                                                                                      \
+    do {                                                                                                         \
+        for (int waited_ = 0; waited_ < 2000 && !(condition); waited_++)                                         \
+            nanosleep(&(struct timespec){0, 10000000}, NULL);                                                    \
+    } while (0)
+
+static int seen(void) {
+    pthread_mutex_lock(&seen_lock);
+    int count = seen_count;
+    pthread_mutex_unlock(&seen_lock);
+    return count;
 }
 
-/* Subscribes to a socket nobody serves, with a short connect timeout: the stream ends, and the library logs a
- * warning ("subscription to ... ended"). Returns once the end event came. */
-static void subscribe_to_nobody(const char *path) {
-    uint32_t accepted[1] = {FB_FOURCC('4', '2', '0', 'v')};
+/* The text standard error received while `capture_stderr` was on. */
+static FILE *captured;
+static int saved_stderr = -1;
+
+static void capture_stderr(void) {
+    fflush(stderr);
+    captured = tmpfile();
+    saved_stderr = dup(2);
+    dup2(fileno(captured), 2);
+}
+
+static int captured_contains(const char *text) {
+    fflush(stderr);
+    char content[16384] = {0};
+    size_t length = (size_t)pread(fileno(captured), content, sizeof content - 1, 0);
+    content[length < sizeof content ? length : 0] = 0;
+    return strstr(content, text) != NULL;
+}
+
+static void restore_stderr(void) {
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    fclose(captured);
+}
+
+/* Publishes 420v at `path` and subscribes asking for BGRA only: the publisher refuses (no common format), the
+ * stream ends, and the library logs two warnings: the publisher's ("closing connection ...") before it answers, so
+ * before the end event, and the subscriber's ("subscription to ... ended") on its own thread after the end event.
+ * Returns once the end event came. */
+static void subscribe_refused(const char *path) {
+    fb_publisher_options publisher_options;
+    fb_publisher_options_init(&publisher_options);
+    publisher_options.path = path;
+    publisher_options.format = FB_FOURCC('4', '2', '0', 'v');
+    publisher_options.width = 64;
+    publisher_options.height = 48;
+    fb_publisher *publisher = NULL;
+    CHECK_OK(fb_publisher_create(&publisher_options, &publisher, &last_error));
+
+    uint32_t accepted[1] = {FB_FOURCC('B', 'G', 'R', 'A')};
     fb_subscriber_options options;
     fb_subscriber_options_init(&options);
     options.path = path;
     options.accepted_formats = accepted;
     options.accepted_format_count = 1;
-    options.connect_timeout_ns = 200000000;
     fb_subscriber *subscriber = NULL;
     CHECK_OK(fb_subscriber_create(&options, &subscriber, &last_error));
     for (int polls = 0; polls < 300; polls++) {
         fb_event event;
         fb_status status = fb_subscriber_next_event(subscriber, 100000000, &event, NULL);
-        if (status == FB_OK && event.type == FB_EVENT_END) break;
+        if (status == FB_OK && event.type == FB_EVENT_END) {
+            printf("end status=%d\n", event.end_status);
+            break;
+        }
         if (status != FB_OK && status != FB_ERROR_TIMED_OUT) break;
     }
     fb_subscriber_destroy(subscriber);
-    /* The warning is logged on the subscriber's connection thread after the end event; once that thread has
-     * ended, every message of this subscription has been emitted (or dropped). */
-    int gone = 0;
-    for (int polls = 0; polls < 2000 && !gone; polls++) {
-        gone = !thread_named("framebus.sub");
-        if (!gone) nanosleep(&(struct timespec){0, 10000000}, NULL);
-    }
-    printf("thread gone=%d\n", gone);
+    fb_publisher_destroy(publisher);
 }
 
 static int logging(const char *path) {
@@ -121,31 +148,34 @@ static int logging(const char *path) {
     fb_error error;
     printf("phase name=callback\n");
     CHECK_OK(fb_set_log_handler(on_log, &tag, &last_error));
-    subscribe_to_nobody(path);
-    pthread_mutex_lock(&seen_lock);
-    int after_callback = seen_count;
-    pthread_mutex_unlock(&seen_lock);
+    subscribe_refused(path);
+    WAIT_FOR(seen() >= 2); /* the publisher's warning came before the end event, the subscriber's may follow it */
+    int after_callback = seen();
 
     printf("phase name=filtered\n");
     CHECK_OK(fb_set_log_level(FB_LOG_ERROR, &last_error));
-    subscribe_to_nobody(path);
-    pthread_mutex_lock(&seen_lock);
-    int after_filter = seen_count;
-    pthread_mutex_unlock(&seen_lock);
+    subscribe_refused(path); /* the publisher's warning, dropped before the end event */
+    int after_filter = seen();
     printf("counts callback=%d filtered=%d\n", after_callback, after_filter - after_callback);
 
     printf("phase name=stderr\n");
-    fflush(stdout);
+    capture_stderr();
     CHECK_OK(fb_set_log_level(FB_LOG_INFO, &last_error));
     CHECK_OK(fb_set_log_handler(NULL, NULL, &last_error));
-    subscribe_to_nobody(path);
-    fflush(stderr);
+    subscribe_refused(path);
+    int publisher_line = captured_contains("warning framebus.publisher");
+    WAIT_FOR(captured_contains("warning framebus.subscriber"));
+    int subscriber_line = captured_contains("warning framebus.subscriber");
+    restore_stderr();
+    printf("stderr publisher=%d subscriber=%d\n", publisher_line, subscriber_line);
 
     printf("phase name=off\n");
-    fflush(stdout);
     CHECK_OK(fb_set_log_level(FB_LOG_OFF, &last_error));
-    subscribe_to_nobody(path);
-    fflush(stderr);
+    capture_stderr();
+    subscribe_refused(path); /* the publisher's warning would be on stderr by the end event */
+    int off_line = captured_contains("framebus.publisher");
+    restore_stderr();
+    printf("off publisher=%d\n", off_line);
     printf("badlevel status=%d\n", fb_set_log_level(99, &error));
     printf("phase name=done\n");
     return 0;
@@ -155,6 +185,6 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 4 && strcmp(argv[1], "socketpath") == 0) return socket_path(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "logging") == 0) return logging(argv[2]);
-    fprintf(stderr, "usage: environment socketpath XDG_DIR TMP_PARENT | environment logging MISSING_SOCKET\n");
+    fprintf(stderr, "usage: environment socketpath XDG_DIR TMP_PARENT | environment logging SOCKET\n");
     return 64;
 }
