@@ -67,6 +67,14 @@ struct PublishCommand: AsyncParsableCommand {
     )
     var buffers: Int = 34
 
+    @Flag(
+        help: """
+            Publish the first frame only once a subscriber has connected, so that a recorder started first gets \
+            frame 0; SIGINT and SIGTERM still stop while waiting. --duration counts from the first frame.
+            """
+    )
+    var waitForSubscriber = false
+
     @Flag(help: "Print no per-second status.")
     var quiet = false
 
@@ -102,6 +110,14 @@ struct PublishCommand: AsyncParsableCommand {
             say(
                 "publishing \(producer.summary) at \(fps == 0 ? "unpaced" : "\(fps) fps") on \(path), offering \(formats)"
             )
+        }
+
+        if waitForSubscriber {
+            if !quiet { say("waiting for a subscriber on \(path)") }
+            // A subscriber is listed once its handshake is done, so the first frame published after this reaches it.
+            while !stopping.received, publisher.statistics.subscribers.isEmpty {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
         }
 
         let interval = fps > 0 ? 1.0 / fps : 0
