@@ -63,16 +63,15 @@ struct TopCommand: ParsableCommand {
                 + "subscribers \(report.subscriberCount)  dropped at source \(report.droppedAtSource)"
         )
         lines.append(
-            pad("ID", 5) + pad("PID", 8) + pad("NAME", 16) + pad("FORMAT", 8) + pad("MODE", 9) + pad("HELD", 6) + pad("QUEUE", 6)
+            pad("ID", 5) + pad("PID", 8) + pad("FORMAT", 8) + pad("MODE", 9) + pad("HELD", 6) + pad("QUEUE", 6)
                 + pad("FPS", 8) + pad("MB/s", 9) + pad("LATE", 7) + pad("OOB", 7) + pad("DISC", 7)
-                + pad("HOLD p50", 10) + pad("HOLD p99", 10) + "V"
+                + pad("HOLD p50", 10) + pad("HOLD p99", 10) + pad("V", 3) + "NAME"
         )
         for subscriber in report.subscribers {
             let old = before[subscriber.id]
             let mode = subscriber.isLatestOnly ? "latest" : "queue \(subscriber.queueDepth)"
             lines.append(
                 pad("\(subscriber.id)", 5) + pad("\(subscriber.processID)", 8)
-                    + pad(ProcessName.of(subscriber.processID), 16)
                     + pad(subscriber.formatName.escapingControlCharacters, 8) + pad(mode, 9)
                     + pad("\(subscriber.held)", 6) + pad("\(subscriber.queued)", 6)
                     + pad(String(format: "%.1f", rate(subscriber.delivered, old?.delivered)), 8)
@@ -81,7 +80,7 @@ struct TopCommand: ParsableCommand {
                     + pad("\(subscriber.dropped[.outOfBuffers, default: 0])", 7)
                     + pad("\(subscriber.dropped[.discontinuity, default: 0])", 7)
                     + pad(duration(subscriber.holdTimeP50), 10) + pad(duration(subscriber.holdTimeP99), 10)
-                    + "\(subscriber.version)"
+                    + pad("\(subscriber.version)", 3) + ProcessName.of(subscriber.processID)
             )
         }
         if report.subscriberCount > report.subscribers.count {
@@ -94,12 +93,13 @@ struct TopCommand: ParsableCommand {
 
     /// What each column means, printed under the table.
     static let legend = [
-        "ID subscriber id   PID, NAME its process (SO_PEERCRED; the name from /proc/PID/comm, ? if gone)",
+        "ID subscriber id   PID its process (SO_PEERCRED)",
         "MODE latest-only, or queue N with N the depth the publisher granted (it may be below the one asked for)",
         "HELD frames it holds now   QUEUE messages waiting in its socket   FPS, MB/s frames and bytes delivered",
         "LATE, OOB, DISC frames it lost: frameWasLate (replaced by a newer one), outOfBuffers (its hold limit or the "
             + "pool), discontinuity (lost upstream)",
         "HOLD p50, p99 how long it keeps a frame before releasing it   V its protocol version",
+        "NAME its process's name (/proc/PID/comm; ? if it is gone)",
     ]
 
     static func pad(_ text: String, _ width: Int) -> String {
