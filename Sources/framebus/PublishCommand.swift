@@ -15,8 +15,9 @@ struct PublishCommand: AsyncParsableCommand {
         abstract: "Publish frames (a moving test pattern or PNG images) on a socket path.",
         discussion: """
             Subscribers connect with `framebus subscribe --path P`. The default path is \
-            $XDG_RUNTIME_DIR/framebus.sock (a private directory of the user); never use a world-writable \
-            directory such as /tmp, where another user can take the name first. With --compressed the lossless \
+            $XDG_RUNTIME_DIR/framebus.sock (a private directory of the user), else \
+            ${TMPDIR:-/tmp}/framebus-UID/framebus.sock (a private directory made with mode 0700); never put the \
+            socket itself in a world-writable directory such as /tmp, where another user can take the name first. With --compressed the lossless \
             compressed variant of the format is offered too; it is encoded once per frame and shared by every \
             subscriber that asks for it. Prints a status line per second. SIGINT and SIGTERM stop cleanly: every \
             subscriber gets END_OF_STREAM and the socket file is removed.

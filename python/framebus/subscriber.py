@@ -155,9 +155,11 @@ class _Surface:
 
 
 class Frame:
-    """One frame, held until :meth:`release`, the end of a ``with`` block, or until neither it nor any of its plane
-    arrays is referenced any more. Plane arrays are zero-copy read-only views of the publisher's memory; after an
-    explicit release they must not be used (copy what you keep)."""
+    """One frame, held until :meth:`release` (or the end of a ``with`` block) and, after that, while any array of its
+    memory lives; without a release, until neither it nor any such array is referenced. Plane arrays are zero-copy
+    read-only views of the publisher's memory: their pixels never change while they live. Keep copies, not views,
+    of what you keep: a kept view keeps its frame held, and the publisher lets a subscriber hold only
+    ``maximum_held_frames`` frames."""
 
     def __init__(self, subscriber: "Subscriber", message: _wire.FrameMessage, surface: _Surface):
         self.sequence = message.sequence
