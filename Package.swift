@@ -93,7 +93,11 @@ let package = Package(
 
         // The C ABI: include/framebus.h (imported through include/module.modulemap) and its Swift implementation.
         .systemLibrary(name: "CFrameBusABI", path: "include"),
-        .target(name: "FrameBusC", dependencies: ["FrameBus", "CFrameBusABI"], swiftSettings: librarySettings),
+        .target(
+            name: "FrameBusC",
+            dependencies: ["FrameBus", "CFrameBusABI", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: librarySettings
+        ),
 
         .testTarget(name: "SurfacesTests", dependencies: ["Surfaces", "CFrameBusShims"]),
         .testTarget(name: "PixelBuffersTests", dependencies: ["PixelBuffers", "CFrameBusShims"]),

@@ -890,6 +890,74 @@ fb_status fb_codec_decode_rows(
     fb_error *FB_NULLABLE error
 );
 
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Socket paths                                                                                                 */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/**
+ * The conventional socket path of the stream called `name` (NULL: "framebus"), as every FrameBus client computes
+ * it (the CLI, Swift's SocketPath.default, the GStreamer elements, Python's default_socket_path):
+ * "$XDG_RUNTIME_DIR/NAME.sock", or, when XDG_RUNTIME_DIR is unset or not an absolute path (containers, CI, ssh,
+ * services), "${TMPDIR:-/tmp}/framebus-UID/NAME.sock". That fallback directory is created with mode 0700 when it
+ * is missing, and refused (FB_ERROR_PERMISSION_DENIED) when it is a symbolic link, not a directory, another user's,
+ * or open to group or others: in a shared /tmp another user could otherwise receive our subscribers or pose as our
+ * publisher.
+ * `name`: 1...64 bytes of UTF-8, no '/', not starting with '.', no control characters (else
+ * FB_ERROR_INVALID_ARGUMENT). The path and its NUL are written to `buffer` (`capacity` bytes; 108 always suffice
+ * for a usable socket path); FB_ERROR_BUFFER_TOO_SMALL if they do not fit (nothing is written then).
+ * Errors also: FB_ERROR_SYSTEM_CALL when the fallback directory cannot be made or examined. Thread-safe.
+ */
+fb_status fb_default_socket_path(
+    const char *FB_NULLABLE name,
+    char *FB_NULLABLE buffer,
+    size_t capacity,
+    fb_error *FB_NULLABLE error
+);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Logging                                                                                                      */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/** Severity of a library log message, lowest first (swift-log's levels). */
+typedef int32_t fb_log_level;
+
+#define FB_LOG_TRACE 0
+#define FB_LOG_DEBUG 1
+#define FB_LOG_INFO 2
+#define FB_LOG_NOTICE 3
+#define FB_LOG_WARNING 4
+#define FB_LOG_ERROR 5
+#define FB_LOG_CRITICAL 6
+/** For fb_set_log_level only: no message at all. */
+#define FB_LOG_OFF 7
+
+/**
+ * Receives one log message of the library: `level` (FB_LOG_TRACE...FB_LOG_CRITICAL), `label` (the logger, for
+ * example "framebus.subscriber") and `message` (one line of UTF-8, metadata appended as " key=value"), both
+ * NUL-terminated and valid only during the call. Calls come from the library's own threads as well as the caller's,
+ * one at a time (they are serialised). The callback must return promptly and must not call fb_set_log_handler or
+ * fb_set_log_level (such a call returns FB_ERROR_BUSY); it may call any other function.
+ */
+typedef void (*fb_log_function)(void *FB_NULLABLE user_data, fb_log_level level, const char *FB_NONNULL label,
+                                const char *FB_NONNULL message);
+
+/**
+ * Routes the library's log messages (warnings such as "subscription ended", protocol errors of peers) to
+ * `function`, called with `user_data`; NULL restores the default, one line per message on standard error. It
+ * applies at once to every publisher and subscriber, also those made before. When it returns, the previous
+ * function is not running and is never called again, so its user_data may be freed.
+ * Errors: FB_ERROR_BUSY when called from inside a log function. Thread-safe.
+ */
+fb_status fb_set_log_handler(fb_log_function FB_NULLABLE function, void *FB_NULLABLE user_data,
+                             fb_error *FB_NULLABLE error);
+
+/**
+ * Messages below `minimum` are dropped, whichever way they go (default FB_LOG_INFO); FB_LOG_OFF silences the
+ * library. Errors: FB_ERROR_INVALID_ARGUMENT for a level outside FB_LOG_TRACE...FB_LOG_OFF, FB_ERROR_BUSY from
+ * inside a log function. Thread-safe.
+ */
+fb_status fb_set_log_level(fb_log_level minimum, fb_error *FB_NULLABLE error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,8 +15,9 @@ struct PublishCommand: AsyncParsableCommand {
         abstract: "Publish frames (a moving test pattern or PNG images) on a socket path.",
         discussion: """
             Subscribers connect with `framebus subscribe --path P`. The default path is \
-            $XDG_RUNTIME_DIR/framebus.sock (a private directory of the user); never use a world-writable \
-            directory such as /tmp, where another user can take the name first. With --compressed the lossless \
+            $XDG_RUNTIME_DIR/framebus.sock (a private directory of the user), else \
+            ${TMPDIR:-/tmp}/framebus-UID/framebus.sock (a private directory made with mode 0700); never put the \
+            socket itself in a world-writable directory such as /tmp, where another user can take the name first. With --compressed the lossless \
             compressed variant of the format is offered too; it is encoded once per frame and shared by every \
             subscriber that asks for it. Prints a status line per second. SIGINT and SIGTERM stop cleanly: every \
             subscriber gets END_OF_STREAM and the socket file is removed.
@@ -67,6 +68,14 @@ struct PublishCommand: AsyncParsableCommand {
     )
     var buffers: Int = 34
 
+    @Flag(
+        help: """
+            Publish the first frame only once a subscriber has connected, so that a recorder started first gets \
+            frame 0; SIGINT and SIGTERM still stop while waiting. --duration counts from the first frame.
+            """
+    )
+    var waitForSubscriber = false
+
     @Flag(help: "Print no per-second status.")
     var quiet = false
 
@@ -102,6 +111,14 @@ struct PublishCommand: AsyncParsableCommand {
             say(
                 "publishing \(producer.summary) at \(fps == 0 ? "unpaced" : "\(fps) fps") on \(path), offering \(formats)"
             )
+        }
+
+        if waitForSubscriber {
+            if !quiet { say("waiting for a subscriber on \(path)") }
+            // A subscriber is listed once its handshake is done, so the first frame published after this reaches it.
+            while !stopping.received, publisher.statistics.subscribers.isEmpty {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
         }
 
         let interval = fps > 0 ? 1.0 / fps : 0

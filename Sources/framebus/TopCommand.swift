@@ -66,7 +66,7 @@ struct TopCommand: ParsableCommand {
         lines.append(
             pad("ID", 5) + pad("PID", 8) + pad("FORMAT", 8) + pad("MODE", 9) + pad("HELD", 6) + pad("QUEUE", 6)
                 + pad("FPS", 8) + pad("MB/s", 9) + pad("LATE", 7) + pad("OOB", 7) + pad("DISC", 7)
-                + pad("HOLD p50", 10) + pad("HOLD p99", 10) + "V"
+                + pad("HOLD p50", 10) + pad("HOLD p99", 10) + pad("V", 3) + "NAME"
         )
         for subscriber in report.subscribers {
             let old = before[subscriber.id]
@@ -81,14 +81,27 @@ struct TopCommand: ParsableCommand {
                     + pad("\(subscriber.dropped[.outOfBuffers, default: 0])", 7)
                     + pad("\(subscriber.dropped[.discontinuity, default: 0])", 7)
                     + pad(duration(subscriber.holdTimeP50), 10) + pad(duration(subscriber.holdTimeP99), 10)
-                    + "\(subscriber.version)"
+                    + pad("\(subscriber.version)", 3) + ProcessName.of(subscriber.processID)
             )
         }
         if report.subscriberCount > report.subscribers.count {
             lines.append("… and \(report.subscriberCount - report.subscribers.count) more")
         }
+        lines.append("")
+        lines.append(contentsOf: legend)
         return lines.joined(separator: "\n") + "\n"
     }
+
+    /// What each column means, printed under the table.
+    static let legend = [
+        "ID subscriber id   PID its process (SO_PEERCRED)",
+        "MODE latest-only, or queue N with N the depth the publisher granted (it may be below the one asked for)",
+        "HELD frames it holds now   QUEUE messages waiting in its socket   FPS, MB/s frames and bytes delivered",
+        "LATE, OOB, DISC frames it lost: frameWasLate (replaced by a newer one), outOfBuffers (its hold limit or the "
+            + "pool), discontinuity (lost upstream)",
+        "HOLD p50, p99 how long it keeps a frame before releasing it   V its protocol version",
+        "NAME its process's name (/proc/PID/comm; ? if it is gone)",
+    ]
 
     static func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)

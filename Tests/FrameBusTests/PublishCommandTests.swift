@@ -110,11 +110,19 @@ final class CommandProcess {
         command.process.waitUntilExit()
         #expect(!FileManager.default.fileExists(atPath: path))
 
+        // Without XDG_RUNTIME_DIR: the private fallback ${TMPDIR:-/tmp}/framebus-UID (SocketPathFallbackTests).
         environment["XDG_RUNTIME_DIR"] = nil
-        let refused = try CommandProcess(["publish", "--size", "64x48", "--quiet"], environment: environment)
-        refused.process.waitUntilExit()
-        #expect(refused.process.terminationStatus != 0)
-        #expect(refused.output.contains("XDG_RUNTIME_DIR"))
+        environment["TMPDIR"] = directory.path
+        let fallback = try CommandProcess(
+            ["publish", "--size", "64x48", "--fps", "10", "--quiet"],
+            environment: environment
+        )
+        let fallbackPath = directory.appendingPathComponent("framebus-\(getuid())/framebus.sock").path
+        #expect(waitUntil { FileManager.default.fileExists(atPath: fallbackPath) }, "\(fallback.output)")
+        kill(fallback.process.processIdentifier, SIGTERM)
+        #expect(waitUntil { !fallback.process.isRunning }, "\(fallback.output)")
+        if fallback.process.isRunning { kill(fallback.process.processIdentifier, SIGKILL) }
+        fallback.process.waitUntilExit()
     }
 
     @Test func socketModeAndAllowedUIDsAreApplied() throws {

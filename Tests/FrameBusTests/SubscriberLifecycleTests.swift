@@ -341,14 +341,10 @@ import Testing
         }
     }
 
-    @Test(arguments: [[:], ["XDG_RUNTIME_DIR": ""], ["XDG_RUNTIME_DIR": "relative/dir"]])
-    func aMissingRuntimeDirectoryIsAnError(_ environment: [String: String]) {
-        #expect(throws: FrameBusError.self) { _ = try SocketPath.path(name: "camera", environment: environment) }
-    }
-
     @Test func itIsTheFramebusSocketInTheRuntimeDirectory() throws {
         guard let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
-            #expect(throws: FrameBusError.self) { _ = try SocketPath.default() }
+            // Without one, the private fallback (SocketPathFallbackTests).
+            #expect(try SocketPath.default().hasSuffix("/framebus-\(getuid())/framebus.sock"))
             return
         }
         #expect(try SocketPath.default() == runtime + "/framebus.sock")

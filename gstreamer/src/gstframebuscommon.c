@@ -4,12 +4,17 @@
 #include <time.h>
 
 gchar *
-gst_framebus_default_socket_path (void)
+gst_framebus_default_socket_path (gchar ** why)
 {
-  const gchar *runtime = g_getenv ("XDG_RUNTIME_DIR");
-  if (runtime == NULL || runtime[0] == '\0')
+  gchar path[4096];
+  fb_error error;
+  fb_status status = fb_default_socket_path (NULL, path, sizeof path, &error);
+  if (status != FB_OK) {
+    *why = g_strdup (error.message);
     return NULL;
-  return g_build_filename (runtime, "framebus.sock", NULL);
+  }
+  *why = NULL;
+  return g_strdup (path);
 }
 
 guint32

@@ -21,8 +21,10 @@ GST_DEBUG_CATEGORY_EXTERN (gst_framebus_debug);
   "video/x-raw, format = (string) " GST_FRAMEBUS_VIDEO_FORMATS ", " \
   "width = (int) [ 1, 16384 ], height = (int) [ 1, 16384 ], framerate = (fraction) [ 0, MAX ]"
 
-/* The socket path both elements use when none is set: $XDG_RUNTIME_DIR/framebus.sock (the CLI's default). */
-gchar *gst_framebus_default_socket_path (void);
+/* The socket path both elements use when none is set, by the rule every FrameBus client follows
+ * (fb_default_socket_path): $XDG_RUNTIME_DIR/framebus.sock, else ${TMPDIR:-/tmp}/framebus-UID/framebus.sock in a
+ * private directory (mode 0700) made when missing. NULL when there is none; then *why (freed with g_free) says why. */
+gchar *gst_framebus_default_socket_path (gchar ** why);
 
 /* The FrameBus base format for a GStreamer format and colour range (NV12 video range is 420v, full range 420f),
  * or 0 when FrameBus has none. */

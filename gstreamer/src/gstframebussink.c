@@ -205,7 +205,8 @@ gst_framebus_sink_set_caps (GstBaseSink * sink, GstCaps * caps)
   gst_framebus_sink_close (self);
 
   GST_OBJECT_LOCK (self);
-  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path ();
+  gchar *why = NULL;
+  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path (&why);
   fb_publisher_options options;
   fb_publisher_options_init (&options);
   options.format = fourcc;
@@ -233,7 +234,8 @@ gst_framebus_sink_set_caps (GstBaseSink * sink, GstCaps * caps)
   GST_OBJECT_UNLOCK (self);
 
   if (path == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No socket path: set socket-path or XDG_RUNTIME_DIR"), (NULL));
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No socket path: set socket-path"), ("%s", why));
+    g_free (why);
     return FALSE;
   }
   options.path = path;
@@ -558,7 +560,8 @@ gst_framebus_sink_class_init (GstFramebusSinkClass * klass)
   g_object_class_install_property (object_class, PROP_SOCKET_PATH,
       g_param_spec_string ("socket-path", "Socket path",
           "Path of the publisher's SOCK_SEQPACKET socket, created mode socket-mode (a stale socket file is "
-          "replaced; a live publisher there is an error). NULL: $XDG_RUNTIME_DIR/framebus.sock", NULL, flags));
+          "replaced; a live publisher there is an error). NULL: $XDG_RUNTIME_DIR/framebus.sock, else "
+          "${TMPDIR:-/tmp}/framebus-UID/framebus.sock (a private directory)", NULL, flags));
   g_object_class_install_property (object_class, PROP_COMPRESSION,
       g_param_spec_enum ("compression", "Compression",
           "Which variants subscribers may take: the raw format, its lossless compressed variant, or both "

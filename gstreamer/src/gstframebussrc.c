@@ -804,7 +804,8 @@ gst_framebus_src_start (GstBaseSrc * src)
   gsize count = 0;
 
   GST_OBJECT_LOCK (self);
-  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path ();
+  gchar *why = NULL;
+  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path (&why);
   gchar *accept = g_strdup (self->accept);
   fb_subscriber_options options;
   fb_subscriber_options_init (&options);
@@ -814,7 +815,8 @@ gst_framebus_src_start (GstBaseSrc * src)
   GST_OBJECT_UNLOCK (self);
 
   if (path == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No socket path: set socket-path or XDG_RUNTIME_DIR"), (NULL));
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No socket path: set socket-path"), ("%s", why));
+    g_free (why);
     g_free (accept);
     return FALSE;
   }
@@ -1033,7 +1035,8 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
 
   g_object_class_install_property (object_class, PROP_SOCKET_PATH,
       g_param_spec_string ("socket-path", "Socket path",
-          "Path of the publisher's socket. NULL: $XDG_RUNTIME_DIR/framebus.sock", NULL, flags));
+          "Path of the publisher's socket. NULL: $XDG_RUNTIME_DIR/framebus.sock, else "
+          "${TMPDIR:-/tmp}/framebus-UID/framebus.sock (a private directory)", NULL, flags));
   g_object_class_install_property (object_class, PROP_ACCEPT,
       g_param_spec_string ("accept", "Accepted formats",
           "FrameBus formats to ask for, in order of preference, comma-separated (420v, 420f, x420, xf20, BGRA, "

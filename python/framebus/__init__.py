@@ -15,10 +15,10 @@ from ._formats import FORMATS, PixelFormat, fourcc, fourcc_name, pixel_format
 from .errors import FrameBusError
 from .monitor import Monitor
 from .publisher import Publisher
-from .subscriber import Dropped, EndOfStream, Frame, Subscriber, default_socket_path
+from .subscriber import Dropped, EndOfStream, Frame, Subscriber, default_socket_path, runtime_directory
 
 __all__ = [
     "FORMATS", "PixelFormat", "fourcc", "fourcc_name", "pixel_format", "FrameBusError", "Dropped", "EndOfStream",
-    "Frame", "Monitor", "Publisher", "Subscriber", "default_socket_path",
+    "Frame", "Monitor", "Publisher", "Subscriber", "default_socket_path", "runtime_directory",
 ]
 __version__ = "0.2.0"

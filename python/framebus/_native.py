@@ -2,8 +2,17 @@
 
 The subscriber is pure Python; publishing and the lossless codec go through the C library, so Python shares one
 implementation of the pool, the publisher's protocol state machine and the codec with every other client.
-The library is found through ``$FRAMEBUS_LIBRARY``, then the FrameBus build folders next to this package
-(a source checkout), then the system's library path (``libFrameBusC.so`` / ``libframebus.so``).
+The library is looked for in this order (the first that loads wins; :func:`library` names every place tried):
+
+1. ``$FRAMEBUS_LIBRARY``, a path to the .so (nothing else is tried when it is set);
+2. a source checkout's build folders, when this package is imported from one (``.build/release``, then
+   ``.build/debug``, ``libFrameBusC.so``);
+3. ``libframebus.so.0`` through the dynamic loader (``LD_LIBRARY_PATH``, the ``ldconfig`` cache, ``/usr/lib``):
+   what ``scripts/install`` installs into a system prefix;
+4. the ``libdir`` of pkg-config's ``framebus`` package (``framebus.pc``; ``PKG_CONFIG_PATH`` reaches other
+   prefixes);
+5. ``lib/libframebus.so.0`` under this Python's prefix (a virtual environment), ``/usr/local`` and ``~/.local``;
+6. ``ctypes.util.find_library("framebus")``.
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from .errors import FrameBusError
@@ -84,19 +95,37 @@ class PublisherStatistics(ctypes.Structure):
 RowsCallback = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32)
 
 
+SONAME = "libframebus.so.0"
+
+
 def _candidates():
     explicit = os.environ.get("FRAMEBUS_LIBRARY")
     if explicit:
         yield explicit
         return
     root = Path(__file__).resolve().parents[2]
-    for config in ("release", "debug"):
-        for name in ("libframebus.so", "libFrameBusC.so"):
-            yield str(root / ".build" / config / name)
-    for name in ("framebus", "FrameBusC"):
-        found = ctypes.util.find_library(name)
-        if found:
-            yield found
+    if (root / "Package.swift").exists():  # imported from a source checkout
+        for config in ("release", "debug"):
+            yield str(root / ".build" / config / "libFrameBusC.so")
+    yield SONAME
+    libdir = _pkg_config_libdir()
+    if libdir:
+        yield str(Path(libdir) / SONAME)
+    for prefix in (sys.prefix, "/usr/local", str(Path.home() / ".local")):
+        yield str(Path(prefix) / "lib" / SONAME)
+    found = ctypes.util.find_library("framebus")
+    if found:
+        yield found
+
+
+def _pkg_config_libdir() -> str | None:
+    try:
+        result = subprocess.run(["pkg-config", "--variable=libdir", "framebus"], capture_output=True, text=True,
+                                timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    libdir = result.stdout.strip()
+    return libdir if result.returncode == 0 and libdir.startswith("/") else None
 
 
 _library = None
@@ -123,8 +152,9 @@ def library() -> ctypes.CDLL:
         return loaded
     raise FrameBusError(
         "codecUnavailable",
-        "the FrameBus C library was not found (build it with `swift build -c release --product FrameBusC` and set "
-        f"FRAMEBUS_LIBRARY to the .so); tried: {', '.join(tried) or 'nothing'}",
+        "the FrameBus C library was not found: install it with `scripts/install` (from the FrameBus repository; "
+        "PREFIX=/usr/local by default) or set FRAMEBUS_LIBRARY to a built libFrameBusC.so; "
+        f"tried: {', '.join(tried) or 'nothing'}",
     )
 
 

@@ -35,6 +35,8 @@ class Publisher:
     (``outOfBuffers``) rather than blocking.
     """
 
+    _handle = None  # until fb_publisher_create succeeds: close() and __del__ of a failed construction do nothing
+
     def __init__(self, path: str, format: str = "420v", width: int = 1920, height: int = 1080,
                  offer=None, buffers=(4, 8), socket_mode: int = 0o600, maximum_subscribers: int = 16):
         self._lib = _native.library()

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import errno
 import fcntl
 import mmap
 import os
 import select
 import socket
+import stat
 import struct
+import sys
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 from fractions import Fraction
@@ -32,12 +34,48 @@ MAXIMUM_SURFACES = 256
 MAXIMUM_EVENTS = 1024
 
 
-def default_socket_path(name: str = "framebus.sock") -> str:
-    """``$XDG_RUNTIME_DIR/framebus.sock``, the CLI's default; a private directory, unlike ``/tmp``."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if not runtime:
-        raise FrameBusError("invalidArgument", "XDG_RUNTIME_DIR is not set: give the socket path explicitly")
-    return os.path.join(runtime, name)
+def default_socket_path(name: str = "framebus") -> str:
+    """The socket path of the stream called ``name``, as every FrameBus client computes it (Swift's
+    ``SocketPath.default``, the C library's ``fb_default_socket_path``, GStreamer's elements, the CLI):
+    ``$XDG_RUNTIME_DIR/NAME.sock``, or, when ``XDG_RUNTIME_DIR`` is unset or not absolute (containers, CI, ssh),
+    ``${TMPDIR:-/tmp}/framebus-UID/NAME.sock``. That directory is created with mode 0700 when missing and refused
+    (``permissionDenied``) unless it is a real directory of this user's with no group or other permissions, so
+    nobody else can pose as the publisher. ``name`` may still end in ``.sock`` (the old spelling)."""
+    if name.endswith(".sock"):
+        name = name[: -len(".sock")]
+    if not 1 <= len(name.encode()) <= 64 or "/" in name or name.startswith(".") or \
+            any(not c.isprintable() for c in name):
+        raise FrameBusError("invalidArgument", f"stream name {_printable(name)!r}")
+    return os.path.join(runtime_directory(), name + ".sock")
+
+
+def runtime_directory(environment=None, uid: int | None = None) -> str:
+    """``$XDG_RUNTIME_DIR``, or the private fallback directory ``${TMPDIR:-/tmp}/framebus-UID`` (made and checked);
+    see :func:`default_socket_path`."""
+    environment = os.environ if environment is None else environment
+    uid = os.getuid() if uid is None else uid
+    runtime = environment.get("XDG_RUNTIME_DIR", "")
+    if runtime.startswith("/"):
+        return runtime.rstrip("/") or "/"
+    temporary = environment.get("TMPDIR", "")
+    parent = (temporary.rstrip("/") or "/") if temporary.startswith("/") else "/tmp"
+    directory = os.path.join(parent, f"framebus-{uid}")
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    status = os.lstat(directory)
+    if stat.S_ISLNK(status.st_mode) or not stat.S_ISDIR(status.st_mode):
+        problem = "it is not a directory (a symbolic link or another file)"
+    elif status.st_uid != uid:
+        problem = f"it belongs to uid {status.st_uid}, not to uid {uid}"
+    elif stat.S_IMODE(status.st_mode) & 0o077 or stat.S_IMODE(status.st_mode) & 0o700 != 0o700:
+        problem = f"its mode is 0{stat.S_IMODE(status.st_mode):o}, not 0700"
+    else:
+        return directory
+    raise FrameBusError("permissionDenied", f"XDG_RUNTIME_DIR is unset and the fallback directory {directory} is "
+                                            f"unsafe: {problem}; remove it, set XDG_RUNTIME_DIR, or give the socket "
+                                            "path explicitly")
 
 
 def _time(value: tuple[int, int, int]) -> Fraction | None:
@@ -70,14 +108,41 @@ class EndOfStream:
     last_sequence: int | None = None
 
 
-class _PlaneArray(np.ndarray):
-    """A plane view that keeps its frame alive: while any view of a plane exists, the frame stays held."""
+class _Hold:
+    """A frame's hold on its buffer: while this object lives the publisher may not reuse the buffer, and when it dies
+    (its frame released and no array of the frame's memory left) its RELEASE is queued.
 
-    _frame: "Frame | None"
+    The frame and every array made from its memory refer to it (an array's NumPy ``base`` is a :class:`_Memory` that
+    refers to the hold), so a view, a slice or a reshape of a plane keeps the frame held, as Swift keeps a kept
+    image buffer; a copy owns its bytes and keeps nothing. The finalizer only queues: it may run inside the garbage
+    collector at any allocation, on any thread, even one inside the subscriber's lock.
+    """
 
-    def __array_finalize__(self, obj):  # called for views, slices and copies
-        # A view shares the frame's memory and keeps the frame; a copy owns its bytes and keeps nothing.
-        self._frame = None if self.flags.owndata else getattr(obj, "_frame", None)
+    __slots__ = ("finalizer", "__weakref__")
+
+    def __init__(self, subscriber: "Subscriber", sequence: int, surface_id: int):
+        self.finalizer = weakref.finalize(self, subscriber._release, _wire.encode_release(sequence, surface_id))
+
+
+class _Memory:
+    """The base object of an array over a frame's shared memory: NumPy reads the array from ``__array_interface__``
+    and keeps this object (and so the hold and the mapping) alive as the base of the array and of every view of
+    it."""
+
+    __slots__ = ("__array_interface__", "_hold", "_mapping")
+
+    def __init__(self, validated: np.ndarray, hold: _Hold):
+        # `validated` was made with np.ndarray(buffer=mapping, ...), which checked that the strided extent lies in
+        # the mapping; it keeps the mapping's buffer export alive.
+        interface = validated.__array_interface__
+        self.__array_interface__ = {
+            "version": 3, "shape": interface["shape"], "typestr": interface["typestr"],
+            "strides": interface["strides"], "data": (interface["data"][0], True),  # True: read-only
+        }
+        self._hold, self._mapping = hold, validated
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self)
 
 
 class _Surface:
@@ -90,9 +155,11 @@ class _Surface:
 
 
 class Frame:
-    """One frame, held until :meth:`release`, the end of a ``with`` block, or until neither it nor any of its plane
-    arrays is referenced any more. Plane arrays are zero-copy read-only views of the publisher's memory; after an
-    explicit release they must not be used (copy what you keep)."""
+    """One frame, held until :meth:`release` (or the end of a ``with`` block) and, after that, while any array of its
+    memory lives; without a release, until neither it nor any such array is referenced. Plane arrays are zero-copy
+    read-only views of the publisher's memory: their pixels never change while they live. Keep copies, not views,
+    of what you keep: a kept view keeps its frame held, and the publisher lets a subscriber hold only
+    ``maximum_held_frames`` frames."""
 
     def __init__(self, subscriber: "Subscriber", message: _wire.FrameMessage, surface: _Surface):
         self.sequence = message.sequence
@@ -108,19 +175,29 @@ class Frame:
         self.discontinuity = bool(message.flags & 1)
         self.color_primaries, self.transfer_function, self.ycbcr_matrix, self.chroma_location = message.attachments
         self._surface = surface
-        self._released = [False]
-        self._finalizer = weakref.finalize(self, subscriber._release, message.sequence, message.surface_id,
-                                           self._released)
+        self._hold: _Hold | None = _Hold(subscriber, message.sequence, message.surface_id)
+        self._pinned = subscriber._pinned
 
     # ---- holding ----
 
     def release(self) -> None:
-        """Hands the frame back to the publisher now (idempotent)."""
-        self._finalizer()
+        """Lets go of the frame (idempotent): it goes back to the publisher now, or, if arrays of its memory are
+        still alive (a plane or a slice kept past the ``with`` block), when the last of them goes. Its pixels
+        never change under an array that is still alive; ``planes`` and ``compressed_bytes`` raise from now on."""
+        hold, self._hold = self._hold, None
+        if hold is not None and sys.getrefcount(hold) > 2:  # more than `hold` and the argument: arrays refer to it
+            self._pinned.add(hold)
 
     @property
     def is_released(self) -> bool:
-        return self._released[0]
+        """Whether :meth:`release` was called (the publisher gets the frame back once no array of it is left)."""
+        return self._hold is None
+
+    def _held(self) -> _Hold:
+        hold = self._hold
+        if hold is None:
+            raise FrameBusError("closed", f"frame {self.sequence} was released")
+        return hold
 
     def __enter__(self) -> "Frame":
         return self
@@ -137,9 +214,9 @@ class Frame:
     @property
     def planes(self) -> list[np.ndarray]:
         """Each plane as a read-only NumPy array over the shared memory, with the publisher's row stride:
-        NV12 ``Y (H, W) uint8``, ``CbCr (H/2, W/2, 2) uint8``; P010 the same in ``<u2``; BGRA ``(H, W, 4)``."""
-        if self._released[0]:
-            raise FrameBusError("closed", f"frame {self.sequence} was released")
+        NV12 ``Y (H, W) uint8``, ``CbCr (H/2, W/2, 2) uint8``; P010 the same in ``<u2``; BGRA ``(H, W, 4)``.
+        Each array (and every view or slice of it) keeps the frame held while it lives."""
+        hold = self._held()
         # Made afresh on each call (cheap) rather than cached, so frame and planes form no reference cycle and the
         # frame is released the moment its last reference goes, without waiting for the garbage collector.
         fmt = self._surface.format
@@ -151,20 +228,18 @@ class Frame:
             dims = (height, width) if shape.components == 1 else (height, width, shape.components)
             strides = (record.bytes_per_row, shape.bytes_per_element) + (
                 () if shape.components == 1 else (shape.dtype.itemsize,))
-            array = np.ndarray(dims, dtype=shape.dtype, buffer=self._surface.maps[record.descriptor_index],
-                               offset=record.offset, strides=strides).view(_PlaneArray)
-            array._frame = self
-            planes.append(array)
+            validated = np.ndarray(dims, dtype=shape.dtype, buffer=self._surface.maps[record.descriptor_index],
+                                   offset=record.offset, strides=strides)
+            planes.append(_Memory(validated, hold).array())
         return planes
 
     @property
     def compressed_bytes(self) -> np.ndarray:
-        """A compressed frame's ``bytes_used`` bytes (the layout in docs/COMPRESSED-LAYOUT.md), read-only."""
-        if self._released[0]:
-            raise FrameBusError("closed", f"frame {self.sequence} was released")
-        array = np.ndarray((self.bytes_used,), dtype=np.uint8, buffer=self._surface.maps[0]).view(_PlaneArray)
-        array._frame = self
-        return array
+        """A compressed frame's ``bytes_used`` bytes (the layout in docs/COMPRESSED-LAYOUT.md), read-only; the array
+        keeps the frame held while it lives."""
+        hold = self._held()
+        validated = np.ndarray((self.bytes_used,), dtype=np.uint8, buffer=self._surface.maps[0])
+        return _Memory(validated, hold).array()
 
     def decode(self, out: list[np.ndarray] | None = None) -> list[np.ndarray]:
         """A compressed frame decoded into new (or the given) arrays of its base format, bit-exact, through the
@@ -239,7 +314,9 @@ class Subscriber:
     :class:`EndOfStream`. ``allowed_uids`` are the publisher uids trusted (default: our own). With ``wait`` the
     constructor waits up to ``timeout`` seconds for the publisher's socket to appear.
 
-    Thread safety: one thread iterates; frames may be released (or dropped) from any thread.
+    Thread safety: one thread iterates; frames may be released (or dropped) from any thread, and by the garbage
+    collector at any moment: releasing never waits for a lock, it queues a RELEASE that is sent at once when the
+    socket is free, else by the iterating thread (which a wake-up socket rouses).
     """
 
     def __init__(self, path: str | None = None, accept=("420v",), queue: int | None = None,
@@ -248,12 +325,26 @@ class Subscriber:
         self._formats = [pixel_format(name) for name in accept]
         self._latest_only = queue is None
         self._allowed = {os.getuid()} if allowed_uids is None else set(allowed_uids)
+        # Guards sending on the socket and closing it. Never waited for by a release: see _release.
         self._lock = threading.Lock()
         self._surfaces: dict[int, _Surface] = {}
         self._events: collections.deque = collections.deque()
+        # RELEASEs not sent yet. Appended from any thread and from finalizers (deque.append is atomic and takes no
+        # lock); bounded because there is at most one RELEASE per held frame.
         self._pending_releases: collections.deque[bytes] = collections.deque()
+        # Rouses the iterating thread's select() when a release could not be sent where it was made.
+        self._wake_reader, self._wake_writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._wake_reader.setblocking(False)
+        self._wake_writer.setblocking(False)
         self._last_sequence = -1
-        self._held = 0
+        # Frames taken from the publisher and RELEASEs sent to it: their difference is what the publisher counts as
+        # held. `_taken` is written by the iterating thread only, `_sent` under `_lock` only.
+        self._taken = 0
+        self._sent = 0
+        # Holds of released frames that arrays still pin (weakly: each leaves when its last array goes), to explain
+        # a stream that stalls because of them.
+        self._pinned: weakref.WeakSet = weakref.WeakSet()
+        self._warned_pinned = False
         self._ended: EndOfStream | None = None
         self._finished = False
         self._closed = False
@@ -358,10 +449,29 @@ class Subscriber:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
+            self._warn_if_arrays_pin_the_stream()
             try:
-                select.select([self._socket], [], [], remaining)
+                ready, _, _ = select.select([self._socket, self._wake_reader], [], [], remaining)
             except (OSError, ValueError):  # closed under us by close() from another thread
                 self._end(EndOfStream("closed", None))
+                continue
+            if self._wake_reader in ready:
+                try:
+                    self._wake_reader.recv(4096)
+                except BlockingIOError:
+                    pass
+
+    def _warn_if_arrays_pin_the_stream(self) -> None:
+        """Warns once when we wait at our holding limit while arrays of released frames keep some of them held: the
+        publisher sends nothing more (only drops) until those arrays go."""
+        if self._warned_pinned or self._taken - self._sent < self.welcome.maximum_held_frames:
+            return
+        pinned = len(self._pinned)
+        if pinned:
+            self._warned_pinned = True
+            warnings.warn(f"{pinned} released frame(s) stay held because arrays of their planes are still alive, and "
+                          f"this subscriber may hold only {self.welcome.maximum_held_frames}: no frame can come until "
+                          "they go (del them, or keep copies: np.array(plane))", RuntimeWarning, stacklevel=3)
 
     def _pump(self) -> None:
         """Reads every datagram waiting, non-blocking, and turns them into events."""
@@ -377,19 +487,23 @@ class Subscriber:
             if data is None:
                 self._end(EndOfStream("closed", None))
                 return
+            descriptors = _Descriptors(fds)  # the one owner of the received descriptors: each is closed once
             try:
-                self._handle(data, fds)
+                self._handle(data, descriptors)
             except FrameBusError as error:
-                _close_all(fds)
+                descriptors.close()
                 self._fail(error)
                 raise
+            except BaseException:
+                descriptors.close()
+                raise
 
-    def _handle(self, data: bytes, fds: list[int]) -> None:
+    def _handle(self, data: bytes, descriptors: "_Descriptors") -> None:
         kind = _wire.header(data)
-        if fds and kind != _wire.SURFACE:
+        if descriptors.fds and kind != _wire.SURFACE:
             raise FrameBusError("malformedMessage", f"descriptors with message type 0x{kind:04x}")
         if kind == _wire.SURFACE:
-            self._add_surface(_wire.decode_surface(data), fds)
+            self._add_surface(_wire.decode_surface(data), descriptors)
         elif kind == _wire.RETIRE_SURFACE:
             surface_id = _wire.decode_retire(data)
             if self._surfaces.pop(surface_id, None) is None:
@@ -405,11 +519,11 @@ class Subscriber:
                 raise FrameBusError("malformedMessage", "FRAME bytesUsed exceeds its surface")
             if self._latest_only:
                 self._replace_waiting_frame()
-            with self._lock:
-                if self._held >= self.welcome.maximum_held_frames:
-                    raise FrameBusError("malformedMessage",
-                                        f"FRAME {message.sequence} beyond the {self._held} frames we may hold")
-                self._held += 1
+            held = self._taken - self._sent
+            if held >= self.welcome.maximum_held_frames:
+                raise FrameBusError("malformedMessage",
+                                    f"FRAME {message.sequence} beyond the {held} frames we may hold")
+            self._taken += 1
             self._last_sequence = message.sequence
             self._events.append(Frame(self, message, surface))
         elif kind == _wire.DROP:
@@ -442,22 +556,22 @@ class Subscriber:
         for index, event in enumerate(self._events):
             if isinstance(event, Frame):
                 self._events[index] = Dropped("frameWasLate", event.sequence, event.sequence)
-                event._finalizer.detach()
-                event._released[0] = True
-                with self._lock:
-                    self._held -= 1
-                self._queue_release(_wire.encode_release(event.sequence, event.surface_id, not_delivered=True))
+                hold, event._hold = event._hold, None  # never handed out, so no array of it exists
+                if hold is not None:
+                    hold.finalizer.detach()
+                self._release(_wire.encode_release(event.sequence, event.surface_id, not_delivered=True))
                 return
 
-    def _add_surface(self, message: _wire.SurfaceMessage, fds: list[int]) -> None:
+    def _add_surface(self, message: _wire.SurfaceMessage, descriptors: "_Descriptors") -> None:
+        # The descriptors are closed exactly once, by their owner: here after mapping, or by _pump when this raises.
         def refuse(why: str) -> None:
-            _close_all(fds)
             try:
                 self._socket.send(_wire.encode_error("invalidSurface", why), socket.MSG_DONTWAIT)
             except OSError:
                 pass
             raise FrameBusError("invalidSurface", why)
 
+        fds = descriptors.fds
         if len(fds) != len(message.descriptor_byte_counts):
             refuse(f"{len(fds)} descriptors for {len(message.descriptor_byte_counts)}")
         if message.surface_id in self._surfaces:
@@ -477,48 +591,63 @@ class Subscriber:
                     record.bytes_per_row % shape.dtype.itemsize:
                 refuse(f"plane {index} does not fit {fmt.name} {message.width}x{message.height}")
         maps = []
-        try:
-            for fd, count in zip(fds, message.descriptor_byte_counts):
+        for fd, count in zip(fds, message.descriptor_byte_counts):
+            try:
                 seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-                required = F_SEAL_SHRINK | F_SEAL_GROW
-                if seals & required != required or not seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE):
-                    refuse(f"memfd seals 0x{seals:x} lack shrink, grow or write seals")
-                if os.fstat(fd).st_size < count:
-                    refuse("memfd is smaller than its byte count")
+                size = os.fstat(fd).st_size
+            except OSError as error:
+                refuse(f"cannot check the memfd: {error.strerror}")
+            required = F_SEAL_SHRINK | F_SEAL_GROW
+            if seals & required != required or not seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE):
+                refuse(f"memfd seals 0x{seals:x} lack shrink, grow or write seals")
+            if size < count:
+                refuse("memfd is smaller than its byte count")
+            try:
                 maps.append(mmap.mmap(fd, count, mmap.MAP_SHARED, mmap.PROT_READ))
-        except OSError as error:
-            refuse(f"cannot check or map the memfd: {error.strerror}")
-        finally:
-            _close_all(fds)
+            except OSError as error:
+                refuse(f"cannot map the memfd: {error.strerror}")
+        descriptors.close()  # the mappings keep the memory; the descriptors are no longer needed
         self._surfaces[message.surface_id] = _Surface(message, fmt, maps)
 
     # ---- releasing ----
 
-    def _release(self, sequence: int, surface_id: int, released: list[bool]) -> None:
-        released[0] = True
-        with self._lock:
-            self._held -= 1
-        self._queue_release(_wire.encode_release(sequence, surface_id))
-        self._flush_releases()
-
-    def _queue_release(self, message: bytes) -> None:
-        # Bounded: there is at most one RELEASE per held frame, and the publisher lets us hold
-        # maximumHeldFrames frames.
-        with self._lock:
-            if not self._closed:
-                self._pending_releases.append(message)
+    def _release(self, message: bytes) -> None:
+        """Queues one RELEASE and sends what is waiting if the socket is free. Runs in finalizers (the garbage
+        collector may call it at any allocation, on any thread, inside `_lock` too), so it never waits for a lock:
+        when `_lock` is taken, the iterating thread is roused and sends on its next pass."""
+        if self._closed:
+            return  # the connection is gone, and with it every hold
+        self._pending_releases.append(message)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._send_releases()
+            finally:
+                self._lock.release()
+            if not self._pending_releases:
+                return
+        try:
+            self._wake_writer.send(b"\0")
+        except OSError:
+            pass  # full (a wake-up is already pending) or the subscriber is being torn down
 
     def _flush_releases(self) -> None:
         with self._lock:
-            while self._pending_releases and not self._closed:
-                try:
-                    self._socket.send(self._pending_releases[0], socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    return  # the publisher is not reading; try again on the next event
-                except OSError:
-                    self._pending_releases.clear()  # the connection is gone, and with it every hold
-                    return
-                self._pending_releases.popleft()
+            self._send_releases()
+
+    def _send_releases(self) -> None:
+        """Sends waiting RELEASEs in order; the caller holds `_lock`."""
+        while self._pending_releases and not self._closed:
+            self._sent += 1
+            try:
+                self._socket.send(self._pending_releases[0], socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                self._sent -= 1
+                return  # the publisher is not reading; try again on the next event
+            except OSError:
+                self._sent -= 1
+                self._pending_releases.clear()  # the connection is gone, and with it every hold
+                return
+            self._pending_releases.popleft()
 
     # ---- ending ----
 
@@ -557,10 +686,15 @@ class Subscriber:
         self.close()
 
     def __del__(self):
+        # No frame refers to this subscriber any more (each hold's finalizer does), so no release can come now and
+        # the wake-up pair may go.
         try:
             self.close()
         except Exception:
             pass
+        for wake in (getattr(self, "_wake_reader", None), getattr(self, "_wake_writer", None)):
+            if wake is not None:
+                wake.close()
 
 
 _codecs = threading.local()
@@ -607,13 +741,31 @@ class _CodecHandle:
         self.lib.fb_codec_destroy(self.handle)
 
 
+class _Descriptors:
+    """The one owner of descriptors received with a datagram: :meth:`close` closes each exactly once (a second close
+    could shut a descriptor number another thread was handed in between), and an error, EBADF included, is raised:
+    it would mean a descriptor was closed behind the owner's back."""
+
+    __slots__ = ("fds",)
+
+    def __init__(self, fds: list[int]):
+        self.fds = fds
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, []
+        _close_all(fds)
+
+
 def _close_all(fds: list[int]) -> None:
+    """Closes each descriptor once; the first error is raised after every one was closed."""
+    failure = None
     for fd in fds:
         try:
             os.close(fd)
         except OSError as error:
-            if error.errno != errno.EBADF:
-                raise
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 def _printable(text: str) -> str:

@@ -81,6 +81,7 @@ public func fbPublisherCreate(
             throw ABIError(any: error)
         }
         var configuration = Publisher.Configuration(path: path, formats: offered)
+        configuration.logger = LogRoute.logger(label: "framebus.publisher")
         configuration.socketMode = unsafe options.socket_mode
         configuration.maximumSubscribers = unsafe Int(options.maximum_subscribers)
         configuration.extraHeldFramesPerSubscriber = unsafe Int(options.extra_held_frames_per_subscriber)

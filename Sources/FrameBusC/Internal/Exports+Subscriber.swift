@@ -38,6 +38,7 @@ public func fbSubscriberCreate(
             "\(function): accepted_formats"
         )
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
+        configuration.logger = LogRoute.logger(label: "framebus.subscriber")
         switch unsafe options.queue_depth {
         case 0: configuration.delivery = .latestOnly
         case 1...64: configuration.delivery = unsafe .queue(depth: Int(options.queue_depth))
