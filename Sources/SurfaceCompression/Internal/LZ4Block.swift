@@ -20,6 +20,37 @@ enum LZ4Block {
         return Int(written)
     }
 
+    /// The match search level of ``compressHC(_:count:into:capacity:state:)``: liblz4's default HC level. Its output
+    /// is an ordinary LZ4 block (the decoder does not know the level), with fewer and longer matches, so it decodes
+    /// as fast as or faster than the fast search's; only encoding pays.
+    static let highCompressionLevel = 9
+
+    /// Bytes of the private state ``compressHC(_:count:into:capacity:state:)`` needs (LZ4_sizeofStateHC), rounded
+    /// up to 64.
+    static let highCompressionStateByteCount = (Int(LZ4_sizeofStateHC()) + 63) & ~63
+
+    /// Compresses as ``compress(_:count:into:capacity:)`` with liblz4's HC match search at
+    /// ``highCompressionLevel``, in `state` (``highCompressionStateByteCount`` bytes, 8-byte aligned, reused:
+    /// nothing is allocated). Returns the compressed size, or 0 when the result would not fit.
+    static func compressHC(
+        _ source: UnsafeRawPointer,
+        count: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int,
+        state: UnsafeMutableRawPointer
+    ) -> Int {
+        guard count > 0, capacity > 0, count <= Int(Int32.max), capacity <= Int(Int32.max) else { return 0 }
+        let written = unsafe LZ4_compress_HC_extStateHC(
+            state,
+            source.assumingMemoryBound(to: CChar.self),
+            destination.assumingMemoryBound(to: CChar.self),
+            Int32(count),
+            Int32(capacity),
+            Int32(highCompressionLevel)
+        )
+        return Int(written)
+    }
+
     /// Decompresses `count` bytes into at most `capacity` bytes; returns the decompressed size, or a negative
     /// value for malformed input. Safe against hostile input (LZ4_decompress_safe).
     static func decompress(
