@@ -179,12 +179,13 @@ import Testing
         try DamagedSurfaceTests.expectDecode(compressed, fails: .invalidTileMode)
     }
 
-    /// packed10LZ4 entries relabelled as lz4 and the reverse, and a broken LZ4 stream in a packed10LZ4 entry, are
-    /// corrupt (or fail their checksum), never decoded.
+    /// packed10LZ4 entries relabelled as lz4 (an LZ4 stream of the wrong length) or as packed10 (LZ4 bytes read as
+    /// a packed payload), and a broken LZ4 stream in a packed10LZ4 entry, are corrupt (or fail their checksum),
+    /// never decoded.
     @Test func tenBitPackedResidualsThroughLZ4ThatAreNotAPackedPayloadAreCorrupt() throws {
         let format = PixelFormat.yuv420BiPlanarVideoRange10
         let bytes = screenBytes(format, width: 640, height: 256, seed: 8)
-        for (from, to) in [(TileMode.packed10LZ4, TileMode.lz4), (.lz4, .packed10LZ4)] {
+        for (from, to) in [(TileMode.packed10LZ4, TileMode.lz4), (.packed10LZ4, .packed10)] {
             let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
             var relabelled = 0
             try DamagedSurfaceTests.damage(compressed, reseal: true) { surface in
