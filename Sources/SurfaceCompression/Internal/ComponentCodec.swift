@@ -783,14 +783,37 @@ enum ComponentCodec {
         guard let (nibbles, bits, nibbleBytes, bitBytes) = unsafe copyControls(payload, count, blockCount, controls)
         else { return false }
         let maximumWidth = tenBit ? 10 : 16
+        // The widths' sum and validity, 16 nibbles at a time (SWAR, as decodePacked8's): the low and the high
+        // nibbles of 8 bytes each in a byte lane; a lane is 11 or more when adding 0x75 sets its bit 7, 15 when
+        // adding 0x71 does. packed10 refuses widths above 10; packed16 counts nibble 15 as 16. An unused high
+        // nibble of the last byte is zero (copyControls), so it adds nothing.
         var total = nibbleBytes &+ bitBytes
-        for block in 0..<blockCount {
-            var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
-            if w == 15 { w = 16 }
-            guard w <= maximumWidth else { return false }
-            total &+= w
+        var tooWide: UInt64 = 0
+        var i = 0
+        while i &+ 8 <= nibbleBytes {
+            let word = unsafe UnsafeRawPointer(nibbles + i).loadUnaligned(as: UInt64.self)
+            let low = word & 0x0F0F_0F0F_0F0F_0F0F
+            let high = (word &>> 4) & 0x0F0F_0F0F_0F0F_0F0F
+            total &+= Int(truncatingIfNeeded: ((low &+ high) &* 0x0101_0101_0101_0101) &>> 56)
+            if tenBit {
+                tooWide |= ((low &+ 0x7575_7575_7575_7575) | (high &+ 0x7575_7575_7575_7575)) & 0x8080_8080_8080_8080
+            } else {
+                let fifteens =
+                    (((low &+ 0x7171_7171_7171_7171) & 0x8080_8080_8080_8080).nonzeroBitCount)
+                    &+ (((high &+ 0x7171_7171_7171_7171) & 0x8080_8080_8080_8080).nonzeroBitCount)
+                total &+= fifteens
+            }
+            i &+= 8
         }
-        guard total == count else { return false }
+        while i < nibbleBytes {
+            let pair = unsafe nibbles[i]
+            let low = Int(pair & 15) == 15 ? 16 : Int(pair & 15)
+            let high = Int(pair &>> 4) == 15 ? 16 : Int(pair &>> 4)
+            tooWide |= low > maximumWidth || high > maximumWidth ? 1 : 0
+            total &+= low &+ high
+            i &+= 1
+        }
+        guard tooWide == 0, total == count else { return false }
         if tenBit {
             if usesVectorKernels,
                 unsafe Kernels.decodePacked10(
