@@ -40,7 +40,7 @@ def packed(payload, w, h, bits16, ten):
                 col = c * 8 + k
                 z = (v >> (k * wi)) & ((1 << wi) - 1)
                 bitsz = 16 if bits16 else 8
-                d = (z >> 1)
+                d = ((z >> 1) ^ ((0 - (z & 1)) & ((1 << bitsz) - 1)))
                 if col >= w: continue
                 isleft = left[b] == 1 or y == 0
                 if y == 0 and col == 0: p = 0

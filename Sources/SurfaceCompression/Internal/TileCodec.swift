@@ -1,11 +1,11 @@
-/// The compressed surface layout (versions 1 to 3) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 to 4) and the tile-parallel encoder and decoder over raw memory.
 ///
 /// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 4 | magic `FBSC` (bytes 46 42 53 43) |
-/// | 4 | 2 | layout version (3 if a packed8LZ4 entry is present, else 2; decoders also read 1) |
+/// | 4 | 2 | layout version (4 if a packed10LZ4 or packed16LZ4 entry is present, else 3 if a packed8LZ4 one is, else 2; decoders also read 1) |
 /// | 6 | 2 | header byte count (64) |
 /// | 8 | 4 | base format FourCC (`420v`, …, big-endian packed as CoreVideo's OSType) |
 /// | 12 | 4 | width in pixels |
