@@ -29,6 +29,8 @@ let package = Package(
         // Native libraries, found through pkg-config.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        // zstd is a reference codec for `framebus bench codec` only: the executable links it, no library does.
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
         // The codec's vector kernels: on x86-64 per-function target attributes (AVX2, SSE4.1) and a runtime CPU
         // check, no global -march; on arm64 NEON (baseline there).
@@ -85,7 +87,7 @@ let package = Package(
         .executableTarget(
             name: "framebus",
             dependencies: [
-                "FrameBus", "ImageSources", "V4L2Capture",
+                "FrameBus", "ImageSources", "V4L2Capture", "CLZ4", "CZstd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

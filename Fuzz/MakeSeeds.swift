@@ -13,11 +13,12 @@ enum MakeSeeds {
         }
         var index = 0
         var version3Seeds = 0
+        var version4Seeds = 0
         for (fourCC, kind) in formats {
             for version in TileGrid.supportedLayoutVersions {
                 for (width, height, tileWidth, tileHeight, style) in [
                     (16, 8, 16, 8, 0), (32, 16, 16, 4, 1), (24, 12, 8, 4, 2), (20, 10, 20, 6, 3), (8, 8, 4, 4, 4),
-                    (64, 32, 64, 32, 5),
+                    (64, 32, 64, 32, 5), (64, 32, 32, 16, 6),
                 ] {
                     let format = CodecFormat(kind: kind)
                     let grid = TileGrid(
@@ -38,7 +39,14 @@ enum MakeSeeds {
                         case 2: value = UInt64(i % 97) &+ random() % 4  // smooth (packed)
                         case 3: value = random()  // noise (raw), padding bits set in 16-bit formats
                         case 4: value = UInt64(i % 2 == 0 ? 0x40 : 0x81)  // 10-bit words
-                        default:  // screen-like (packed8LZ4 in version 3): a page with a repeated "glyph"
+                        case 6:  // screen-like per sample, 16-bit padding bits zero (packed10LZ4 in version 4)
+                            let j = i / format.bytesPerSample
+                            let x = j % width
+                            let y = j / width % height
+                            let ink = (x / 5 + y / 9) % 3 == 0 && x % 5 < 4 && y % 9 < 6 && (x * 7 + y * 3) % 5 < 2
+                            let sample = ink ? 0x2A40 : 0xE6C0
+                            value = format.bytesPerSample == 2 && i % 2 == 0 ? UInt64(sample & 0xFF) : UInt64(sample >> 8)
+                        default:  // screen-like (packed8LZ4 in version 3, packed16LZ4 in version 4): a repeated "glyph"
                             let x = i % width
                             let y = i / width % height
                             let glyph = (x / 6 * 7 + y / 10 * 3) % 5
@@ -57,7 +65,9 @@ enum MakeSeeds {
                     )
                     let output = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
                     let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes, into: output, threads: 1)
-                    if output.load(fromByteOffset: 4, as: UInt16.self) == 3 { version3Seeds += 1 }
+                    let stated = output.load(fromByteOffset: 4, as: UInt16.self)
+                    if stated == 3 { version3Seeds += 1 }
+                    if stated == 4 { version4Seeds += 1 }
                     let file = fopen("\(directory)/seed\(index)", "wb")!
                     fwrite(output, 1, used, file)
                     fclose(file)
@@ -67,8 +77,9 @@ enum MakeSeeds {
                 }
             }
         }
-        // The screen-like seeds must exercise packed8LZ4 (version 3) for the 8-bit formats.
-        print("\(index) seeds, \(version3Seeds) of layout version 3")
-        if version3Seeds == 0 { exit(1) }
+        // The screen-like seeds must exercise packed8LZ4 (version 3) for the 8-bit formats and packed10LZ4 or
+        // packed16LZ4 (version 4) for the 16-bit ones.
+        print("\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4")
+        if version3Seeds == 0 || version4Seeds == 0 { exit(1) }
     }
 }

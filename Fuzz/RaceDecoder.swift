@@ -33,17 +33,24 @@ struct Generator {
 }
 
 /// An image whose tiles take every mode: a flat quarter (solid), a repeating band (LZ4), a gradient with a
-/// little noise (packed), noise (raw); or, for `screen`, a page of repeated "glyphs" (packed8LZ4).
+/// little noise (packed), noise (raw); or, for `screen`, a page of repeated "glyphs" (packed8LZ4; for 16-bit
+/// samples, words with zero padding bits: packed10LZ4).
 func makeImage(_ grid: TileGrid, seed: UInt64, screen: Bool) -> UnsafeMutableRawPointer {
     let count = grid.rawImageByteCount
     let image = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 64)
     var random = Generator(state: seed)
-    for i in 0..<count where screen {
-        let x = i % grid.width
-        let y = i / grid.width % grid.height
+    let bytesPerSample = grid.format.bytesPerSample
+    for i in stride(from: 0, to: count, by: bytesPerSample) where screen {
+        let j = i / bytesPerSample
+        let x = j % grid.width
+        let y = j / grid.width % grid.height
         let glyph = (x / 6 * 7 + y / 10 * 3) % 5
         let ink = x % 6 < 5 && y % 10 < 7 && (glyph * 37 + x % 6 * 5 + y % 10 * 11) % 4 == 0
-        image.storeBytes(of: ink ? 40 : 230, toByteOffset: i, as: UInt8.self)
+        if bytesPerSample == 2 {
+            image.storeBytes(of: UInt16(ink ? 0x2A40 : 0xE6C0).littleEndian, toByteOffset: i, as: UInt16.self)
+        } else {
+            image.storeBytes(of: ink ? 40 : 230, toByteOffset: i, as: UInt8.self)
+        }
     }
     for i in 0..<count where !screen {
         let position = i * 4 / count
@@ -85,8 +92,11 @@ func race(
     let surface = SharedBytes(base: .allocate(byteCount: used, alignment: 64), count: used)
     defer { surface.base.deallocate() }
     surface.base.copyMemory(from: scratch, byteCount: used)
+    let throughLZ4: Set<UInt8> = [TileMode.packed8LZ4, .packed10LZ4, .packed16LZ4].map(\.rawValue).reduce(into: []) {
+        $0.insert($1)
+    }
     let packed8LZ4 = (0..<grid.entryCount).filter {
-        scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self) == TileMode.packed8LZ4.rawValue
+        throughLZ4.contains(scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self))
     }.count
     let output = UnsafeMutableRawPointer.allocate(byteCount: grid.rawImageByteCount, alignment: 64)
     defer { output.deallocate() }
@@ -105,7 +115,7 @@ func race(
                 hostile = [1, 0, 0xFFFF_FFF0, 0x7FFF_FFFF][Int(random.next() % 4)]
             case 1:  // the mode (v2: at byte 4 of the entry)
                 offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 4
-                hostile = UInt32(truncatingIfNeeded: random.next() % 8)
+                hostile = UInt32(truncatingIfNeeded: random.next() % 10)
             case 2:
                 offset = Int(random.next() % UInt64(64)) & ~3
                 hostile = UInt32(truncatingIfNeeded: random.next())
@@ -169,6 +179,7 @@ enum RaceDecoder {
             (0x3432_3076, .yuv8, 256, 32, 256, 8, false),  // 420v, bands
             (0x3432_3076, .yuv8, 256, 64, 256, 32, true),  // 420v screen content, bands
             (0x4247_5241, .bgra, 128, 64, 128, 32, true),  // BGRA screen content, bands
+            (0x7834_3230, .yuv16, 256, 64, 256, 32, true),  // x420 screen content, bands (packed10LZ4)
         ]
         let share = seconds / Double(cases.count)
         for (index, (fourCC, kind, width, height, tileWidth, tileHeight, screen)) in cases.enumerated() {
@@ -183,10 +194,10 @@ enum RaceDecoder {
             print(
                 "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
                     + "\(result.decodes) decodes, \(result.errors) errors, \(result.writes) rewrites, "
-                    + "\(result.packed8LZ4) packed8LZ4 entries; no crash"
+                    + "\(result.packed8LZ4) packed-through-LZ4 entries; no crash"
             )
             guard !screen || result.packed8LZ4 > 0 else {
-                print("the screen-content surface has no packed8LZ4 entry to race")
+                print("the screen-content surface has no packed-through-LZ4 entry to race")
                 exit(1)
             }
             guard result.writes > 0 else {

@@ -1,1 +1,2 @@
 #include <lz4.h>
+#include <lz4hc.h>

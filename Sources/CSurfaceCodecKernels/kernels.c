@@ -336,6 +336,19 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
             nib >>= (block & 1) * 4;
             const unsigned w0 = nib & 15, w1 = (nib >> 4) & 15, w2 = (nib >> 8) & 15, w3 = (nib >> 12) & 15;
             const unsigned w4 = (nib >> 16) & 15, w5 = (nib >> 20) & 15, w6 = (nib >> 24) & 15, w7 = (nib >> 28) & 15;
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = (unsigned)(bitWord >> (block & 7));
+            // Eight up-predicted blocks of width 0 (flat screen content): the row above, and its last sample
+            // carried; no payload byte is read.
+            if ((uint32_t)nib == 0 && ((pattern & 0xFF) | forceLeft) == 0) {
+                _mm256_storeu_si256((__m256i *)(current + column * 8),
+                                    _mm256_loadu_si256((const __m256i *)(above + column * 8)));
+                _mm256_storeu_si256((__m256i *)(current + column * 8 + 32),
+                                    _mm256_loadu_si256((const __m256i *)(above + column * 8 + 32)));
+                previous = _mm256_set1_epi8((char)above[column * 8 + 63]);
+                continue;
+            }
             const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2, p4 = p3 + w3, p5 = p4 + w4, p6 = p5 + w5;
             const size_t p7 = p6 + w6;
             // Near the end of the payload, the steps below (pdep reads 8 bytes a block, shuffles 16).
@@ -363,9 +376,6 @@ decode_packed8(const uint8_t *payload, size_t count, size_t position, const uint
                 z1 = unpack4_shuffled(payload, p4, p5, p6, p7, w4, w5, w6, w7);
             }
             position = p7 + w7;
-            uint16_t bitWord;
-            memcpy(&bitWord, bits + (block >> 3), 2);
-            const unsigned pattern = (unsigned)(bitWord >> (block & 7));
             previous = predict4(z0, above + column * 8, current + column * 8, (pattern & 15) | forceLeft, previous);
             previous = predict4(z1, above + column * 8 + 32, current + column * 8 + 32,
                                 ((pattern >> 4) & 15) | forceLeft, previous);
@@ -631,14 +641,24 @@ __attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *pa
             w1 = w1 > 10 ? 10 : w1;
             w2 = w2 > 10 ? 10 : w2;
             w3 = w3 > 10 ? 10 : w3;
+            uint16_t bitWord;
+            memcpy(&bitWord, bits + (block >> 3), 2);
+            const unsigned pattern = (unsigned)(bitWord >> (block & 7));
+            // Four up-predicted blocks of width 0 (flat screen content): the row above, as it is (its values
+            // are stored << 6 with the low bits zero), and its last value carried; no payload byte is read.
+            if ((nib & 0xFFFF) == 0 && ((pattern & 15) | forceLeft) == 0) {
+                _mm256_storeu_si256((__m256i *)(current + column * 8),
+                                    _mm256_loadu_si256((const __m256i *)(above + column * 8)));
+                _mm256_storeu_si256((__m256i *)(current + column * 8 + 16),
+                                    _mm256_loadu_si256((const __m256i *)(above + column * 8 + 16)));
+                previous = _mm256_set1_epi16((short)(above[column * 8 + 31] >> 6));
+                continue;
+            }
             const size_t p1 = position + w0, p2 = p1 + w1, p3 = p2 + w2;
             if (p3 + 16 > count) break;  // near the end of the payload: the steps below
             const __m256i z0 = unpack10x2_shuffled(payload, position, p1, w0, w1);
             const __m256i z1 = unpack10x2_shuffled(payload, p2, p3, w2, w3);
             position = p3 + w3;
-            uint16_t bitWord;
-            memcpy(&bitWord, bits + (block >> 3), 2);
-            const unsigned pattern = (unsigned)(bitWord >> (block & 7));
             previous = predict2(z0, above + column * 8, current + column * 8, (pattern & 3) | forceLeft, previous);
             previous = predict2(z1, above + column * 8 + 16, current + column * 8 + 16,
                                 ((pattern >> 2) & 3) | forceLeft, previous);
@@ -748,3 +768,36 @@ int csck_pdep_is_fast(int hasBMI2AndAVX2, uint32_t vendorEBX, uint32_t vendorECX
 }
 
 #endif
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+// The BGRA tile scatter: pixel i is B = bg[i] + g[i], G = g[i], R = rg[i] + g[i], A = a[i] (bytes, modulo 256),
+// stored as the bytes B, G, R, A. SSE2 (baseline x86-64, no runtime check) 16 pixels a step; the rest, and every
+// other architecture, byte by byte (compilers vectorise that loop for NEON).
+void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg, const uint8_t *a, size_t count,
+                          uint8_t *bgra) {
+    size_t i = 0;
+#if defined(__x86_64__)
+    for (; i + 16 <= count; i += 16) {
+        const __m128i green = _mm_loadu_si128((const __m128i *)(g + i));
+        const __m128i blue = _mm_add_epi8(_mm_loadu_si128((const __m128i *)(bg + i)), green);
+        const __m128i red = _mm_add_epi8(_mm_loadu_si128((const __m128i *)(rg + i)), green);
+        const __m128i alpha = _mm_loadu_si128((const __m128i *)(a + i));
+        const __m128i bgLow = _mm_unpacklo_epi8(blue, green), bgHigh = _mm_unpackhi_epi8(blue, green);
+        const __m128i raLow = _mm_unpacklo_epi8(red, alpha), raHigh = _mm_unpackhi_epi8(red, alpha);
+        _mm_storeu_si128((__m128i *)(bgra + 4 * i), _mm_unpacklo_epi16(bgLow, raLow));
+        _mm_storeu_si128((__m128i *)(bgra + 4 * i + 16), _mm_unpackhi_epi16(bgLow, raLow));
+        _mm_storeu_si128((__m128i *)(bgra + 4 * i + 32), _mm_unpacklo_epi16(bgHigh, raHigh));
+        _mm_storeu_si128((__m128i *)(bgra + 4 * i + 48), _mm_unpackhi_epi16(bgHigh, raHigh));
+    }
+#endif
+    for (; i < count; i++) {
+        const uint8_t green = g[i];
+        bgra[4 * i] = (uint8_t)(bg[i] + green);
+        bgra[4 * i + 1] = green;
+        bgra[4 * i + 2] = (uint8_t)(rg[i] + green);
+        bgra[4 * i + 3] = a[i];
+    }
+}

@@ -4,9 +4,10 @@ import PixelBuffers
 ///
 /// A compressed surface is tiled: a 64-byte header (magic, layout version, base format, size, tile size,
 /// bytes used, checksum), a table with one entry per tile and component (size, mode, 64-bit checksum), and
-/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes layout version 3 when a surface uses
-/// the mode only version 3 has (packed residuals through LZ4), and version 2 otherwise; the decoder reads
-/// versions 1 to 3 and refuses any other with ``CompressionError/Code-swift.struct/unsupportedVersion``. Each
+/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes layout version 4 when a surface uses
+/// a mode only version 4 has (10- or 16-bit packed residuals through LZ4), else 3 when it uses the mode version 3
+/// added (8-bit packed residuals through LZ4), and version 2 otherwise; the decoder reads versions 1 to 4 and
+/// refuses any other with ``CompressionError/Code-swift.struct/unsupportedVersion``. Each
 /// component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left" prediction (chosen
 /// per block of 8 samples) with bit-packed residuals, those packed residuals through LZ4 (screen content), or
 /// raw. 4:2:0 formats code Y, Cb and Cr
@@ -314,11 +315,11 @@ public enum SurfaceCodec {
         try CodecDriver.bytesUsed(of: compressed)
     }
 
-    /// How many table entries (tile components) use each mode: raw, solid, lz4, packed8, packed10, packed16 and
-    /// packed8LZ4 (modes with no entry are left out).
+    /// How many table entries (tile components) use each mode: raw, solid, lz4, packed8, packed10, packed16,
+    /// packed8LZ4, packed10LZ4 and packed16LZ4 (modes with no entry are left out).
     public static func modeCounts(of compressed: PixelBuffer) throws(CompressionError) -> [String: Int] {
         let counts = try CodecDriver.modeCounts(of: compressed)
-        let names = ["raw", "solid", "lz4", "packed8", "packed10", "packed16", "packed8LZ4"]
+        let names = ["raw", "solid", "lz4", "packed8", "packed10", "packed16", "packed8LZ4", "packed10LZ4", "packed16LZ4"]
         var result: [String: Int] = [:]
         for (name, count) in zip(names, counts) where count > 0 { result[name] = count }
         return result

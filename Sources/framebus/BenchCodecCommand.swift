@@ -1,4 +1,6 @@
 import ArgumentParser
+import CLZ4
+import CZstd
 import Foundation
 import FrameBus
 import ImageSources
@@ -41,6 +43,9 @@ struct BenchCodecCommand: ParsableCommand {
     @Option(help: "Write the results as JSON to this file.")
     var json: String?
 
+    @Option(help: "Reference codecs beside framebus, comma separated (any of lz4, lz4hc, zstd1; lz4 is always run).")
+    var references: String = "lz4,lz4hc,zstd1"
+
     @Option(help: "Frames in the memory comparison (compressed pool vs raw pool of 1080p photographs); 0 skips it.")
     var memoryFrames: Int = 32
 
@@ -49,6 +54,13 @@ struct BenchCodecCommand: ParsableCommand {
         guard !sets.isEmpty else { throw ValidationError("no PNG images found") }
         let formatList = try formats.split(separator: ",").map { try PixelFormat(String($0)) }
         let allCores = threads ?? ProcessInfo.processInfo.activeProcessorCount
+        var referenceList: [ReferenceCodec] = [.lz4]
+        for name in references.split(separator: ",") {
+            guard let reference = ReferenceCodec(rawValue: String(name)) else {
+                throw ValidationError("unknown reference codec \(name) (lz4, lz4hc, zstd1)")
+            }
+            if !referenceList.contains(reference) { referenceList.append(reference) }
+        }
         let tileSize = SurfaceCodec.TileSize(width: tileWidth > 0 ? tileWidth : nil, height: tileHeight)
         // The codec's kernel tier: the best this processor runs, or the one FRAMEBUS_CODEC_KERNELS names
         // (docs/BENCHMARKS.md).
@@ -72,10 +84,21 @@ struct BenchCodecCommand: ParsableCommand {
                         )
                     )
                 }
-                results.append(try Self.measureLZ4(frames, set: setName, format: format, repetitions: repetitions))
+                for reference in referenceList {
+                    results.append(
+                        try Self.measureReference(
+                            reference,
+                            frames,
+                            set: setName,
+                            format: format,
+                            repetitions: repetitions
+                        )
+                    )
+                }
             }
         }
         Self.printTable(results)
+        Self.printRelative(results)
         var memory: [MemoryResult] = []
         if memoryFrames > 0, let photos = sets.first(where: { $0.0 == "kodak" }) ?? sets.first {
             let images = try photos.1.map { try RGBImage(contentsOfPNGFile: $0) }
@@ -338,9 +361,98 @@ struct BenchCodecCommand: ParsableCommand {
         )
     }
 
-    /// Plain LZ4 (default level) on each plane's packed bytes: the baseline, single-threaded.
-    static func measureLZ4(_ frames: [PixelBuffer], set: String, format: PixelFormat, repetitions: Int) throws -> Result
-    {
+    /// The reference codecs, each run on every plane's packed bytes, single-threaded: plain LZ4 (default level),
+    /// LZ4 HC at level 9 (decoded by the same LZ4 decoder), and zstd at level 1 (the executable links libzstd; the
+    /// FrameBus library does not).
+    enum ReferenceCodec: String, CaseIterable {
+        case lz4
+        case lz4hc
+        case zstd1
+
+        /// Compresses `source` into `destination` (at least `bound` bytes); returns the size, 0 on failure.
+        func compress(_ source: [UInt8], into destination: inout [UInt8], context: OpaquePointer?) -> Int {
+            source.withUnsafeBytes { input in
+                destination.withUnsafeMutableBytes { output in
+                    let src = input.baseAddress!
+                    let dst = output.baseAddress!
+                    switch self {
+                    case .lz4:
+                        return Int(
+                            LZ4_compress_default(
+                                src.assumingMemoryBound(to: CChar.self),
+                                dst.assumingMemoryBound(to: CChar.self),
+                                Int32(input.count),
+                                Int32(output.count)
+                            )
+                        )
+                    case .lz4hc:
+                        return Int(
+                            LZ4_compress_HC(
+                                src.assumingMemoryBound(to: CChar.self),
+                                dst.assumingMemoryBound(to: CChar.self),
+                                Int32(input.count),
+                                Int32(output.count),
+                                9
+                            )
+                        )
+                    case .zstd1:
+                        let written = ZSTD_compressCCtx(context, dst, output.count, src, input.count, 1)
+                        return ZSTD_isError(written) != 0 ? 0 : written
+                    }
+                }
+            }
+        }
+
+        /// Decompresses the first `count` bytes of `source` into `destination`; returns the size, −1 on failure.
+        func decompress(
+            _ source: [UInt8],
+            count: Int,
+            into destination: inout [UInt8],
+            context: OpaquePointer?
+        ) -> Int {
+            source.withUnsafeBytes { input in
+                destination.withUnsafeMutableBytes { output in
+                    let src = input.baseAddress!
+                    let dst = output.baseAddress!
+                    switch self {
+                    case .lz4, .lz4hc:
+                        return Int(
+                            LZ4_decompress_safe(
+                                src.assumingMemoryBound(to: CChar.self),
+                                dst.assumingMemoryBound(to: CChar.self),
+                                Int32(count),
+                                Int32(output.count)
+                            )
+                        )
+                    case .zstd1:
+                        let read = ZSTD_decompressDCtx(context, dst, output.count, src, count)
+                        return ZSTD_isError(read) != 0 ? -1 : read
+                    }
+                }
+            }
+        }
+
+        func bound(_ count: Int) -> Int {
+            self == .zstd1 ? ZSTD_compressBound(count) : Int(LZ4_compressBound(Int32(clamping: count)))
+        }
+    }
+
+    /// A reference codec on each plane's packed bytes, single-threaded.
+    static func measureReference(
+        _ codec: ReferenceCodec,
+        _ frames: [PixelBuffer],
+        set: String,
+        format: PixelFormat,
+        repetitions: Int
+    ) throws -> Result {
+        let compressContext = codec == .zstd1 ? ZSTD_createCCtx() : nil
+        let decompressContext = codec == .zstd1 ? ZSTD_createDCtx() : nil
+        defer {
+            if codec == .zstd1 {
+                ZSTD_freeCCtx(compressContext)
+                ZSTD_freeDCtx(decompressContext)
+            }
+        }
         var raw = 0
         var compressedTotal = 0
         var encodeWall = 0.0
@@ -360,20 +472,29 @@ struct BenchCodecCommand: ParsableCommand {
                 planes.append(Array(packed[offset..<offset + count]))
                 offset += count
             }
-            var compressed = planes.map { [UInt8](repeating: 0, count: PlainLZ4.bound($0.count)) }
+            var compressed = planes.map { [UInt8](repeating: 0, count: codec.bound($0.count)) }
             var sizes = [Int](repeating: 0, count: planes.count)
             var outputs = planes.map { [UInt8](repeating: 0, count: $0.count) }
             let encode = try time(repetitions) {
                 for index in planes.indices {
-                    sizes[index] = try PlainLZ4.compress(planes[index], into: &compressed[index])
+                    sizes[index] = codec.compress(planes[index], into: &compressed[index], context: compressContext)
+                    guard sizes[index] > 0 else { throw ValidationError("\(codec.rawValue) compression failed") }
                 }
             }
             let decode = try time(repetitions) {
                 for index in planes.indices {
-                    try PlainLZ4.decompress(compressed[index], count: sizes[index], into: &outputs[index])
+                    let read = codec.decompress(
+                        compressed[index],
+                        count: sizes[index],
+                        into: &outputs[index],
+                        context: decompressContext
+                    )
+                    guard read == planes[index].count else {
+                        throw ValidationError("\(codec.rawValue) decompression failed")
+                    }
                 }
             }
-            guard outputs == planes else { throw ValidationError("LZ4 round trip failed") }
+            guard outputs == planes else { throw ValidationError("\(codec.rawValue) round trip failed") }
             raw += packed.count
             compressedTotal += sizes.reduce(0, +)
             encodeWall += encode.wall
@@ -382,7 +503,7 @@ struct BenchCodecCommand: ParsableCommand {
             decodeCPU += decode.cpu
         }
         return result(
-            codec: "lz4",
+            codec: codec.rawValue,
             set: set,
             format: format,
             images: frames.count,
@@ -472,5 +593,25 @@ struct BenchCodecCommand: ParsableCommand {
         }
         print(TextTable.render(header: header, rows: rows))
         print("Raw frames: the producer writes and every consumer reads raw B/frame; compressed: the bytes used.")
+    }
+}
+
+extension BenchCodecCommand {
+    /// Per set and format, one thread: each codec's ratio and its encode and decode speed as multiples of plain
+    /// LZ4's in the same run (the figures to compare across runs on a shared machine).
+    static func printRelative(_ results: [Result]) {
+        func f(_ value: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", value) }
+        var rows: [[String]] = []
+        for lz4 in results where lz4.codec == "lz4" {
+            for r in results where r.set == lz4.set && r.format == lz4.format && r.threads == 1 {
+                rows.append([
+                    r.set, r.format, r.codec, f(r.ratio, 2), f(r.encodeGBps / max(lz4.encodeGBps, 1e-12)),
+                    f(r.decodeGBps / max(lz4.decodeGBps, 1e-12)),
+                ])
+            }
+        }
+        print("")
+        print("One thread, relative to plain LZ4 in the same run:")
+        print(TextTable.render(header: ["set", "format", "codec", "ratio", "enc × LZ4", "dec × LZ4"], rows: rows))
     }
 }

@@ -3,9 +3,10 @@ import Testing
 
 @testable import SurfaceCompression
 
-/// Screen content: packed residuals through LZ4 (mode packed8LZ4, layout version 3), and how the layout version a
-/// surface states follows from the modes it uses.
-@Suite struct ScreenContentTests {
+/// Screen content: packed residuals through LZ4 (mode packed8LZ4, layout version 3; packed10LZ4 and packed16LZ4,
+/// version 4), LZ4's HC match search on the LZ4 winners, and how the layout version a surface states follows from
+/// the modes it uses.
+@Suite(.timeLimit(.minutes(5))) struct ScreenContentTests {
     static let eightBitFormats: [PixelFormat] = [.yuv420BiPlanarVideoRange8, .yuv420BiPlanarFullRange8, .bgra8]
 
     static func compress(
@@ -136,5 +137,140 @@ import Testing
         #expect(damaged)
         try DamagedSurfaceTests.expectDecode(compressed, fails: .corruptPayload, verifiesChecksums: false)
         try DamagedSurfaceTests.expectDecode(compressed, fails: .checksumMismatch)
+    }
+
+    static let sixteenBitFormats: [PixelFormat] = [.yuv420BiPlanarVideoRange10, .yuv420BiPlanarFullRange10]
+
+    /// 10-bit screen content (padding bits zero) takes packed10LZ4, says version 4, and decodes exactly with 1 and 2
+    /// threads; with every padding bit set it takes packed16LZ4 instead.
+    @Test(arguments: sixteenBitFormats)
+    func tenBitScreenContentUsesPackedResidualsThroughLZ4AndDecodesExactly(_ format: PixelFormat) throws {
+        for padded in [false, true] {
+            var bytes = screenBytes(format, width: 640, height: 256, seed: 5)
+            if padded {
+                for index in stride(from: 0, to: bytes.count, by: 2) { bytes[index] |= 0x3F }
+            }
+            let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+            let modes = try SurfaceCodec.modeCounts(of: compressed)
+            #expect(modes[padded ? "packed16LZ4" : "packed10LZ4", default: 0] > 0, "\(modes)")
+            #expect(modes[padded ? "packed10LZ4" : "packed16LZ4"] == nil, "\(modes)")
+            #expect(try Self.statedVersion(compressed) == 4)
+            for threads in [1, 2] {
+                let output = try PixelBuffer(width: 640, height: 256, pixelFormat: format)
+                try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+                #expect(try packed(output) == bytes)
+            }
+        }
+    }
+
+    /// Modes 7 and 8 exist only from version 4: the same table under a version 3 header is refused.
+    @Test func tenBitPackedResidualsThroughLZ4InAVersion3SurfaceAreRefused() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange10
+        let (_, compressed, _) = try Self.compress(
+            screenBytes(format, width: 320, height: 128, seed: 6),
+            format,
+            width: 320,
+            height: 128
+        )
+        #expect(try Self.statedVersion(compressed) == 4)
+        try DamagedSurfaceTests.damage(compressed, reseal: true) {
+            $0.storeBytes(of: UInt16(3), toByteOffset: 4, as: UInt16.self)
+        }
+        try DamagedSurfaceTests.expectDecode(compressed, fails: .invalidTileMode)
+    }
+
+    /// packed10LZ4 entries relabelled as lz4 (an LZ4 stream of the wrong length) or as packed10 (LZ4 bytes read as
+    /// a packed payload), and a broken LZ4 stream in a packed10LZ4 entry, are corrupt (or fail their checksum),
+    /// never decoded.
+    @Test func tenBitPackedResidualsThroughLZ4ThatAreNotAPackedPayloadAreCorrupt() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange10
+        let bytes = screenBytes(format, width: 640, height: 256, seed: 8)
+        for (from, to) in [(TileMode.packed10LZ4, TileMode.lz4), (.packed10LZ4, .packed10)] {
+            let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+            var relabelled = 0
+            try DamagedSurfaceTests.damage(compressed, reseal: true) { surface in
+                let entries = Int(surface.load(fromByteOffset: 28, as: UInt32.self))
+                for index in 0..<entries where surface[DamagedSurfaceTests.modeOffset(index)] == from.rawValue {
+                    surface[DamagedSurfaceTests.modeOffset(index)] = to.rawValue
+                    relabelled += 1
+                }
+            }
+            #expect(relabelled > 0, "no \(from) entry to relabel")
+            try DamagedSurfaceTests.expectDecode(compressed, fails: .corruptPayload, verifiesChecksums: false)
+        }
+        let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+        var damaged = false
+        try DamagedSurfaceTests.damage(compressed) { surface in
+            let entries = Int(surface.load(fromByteOffset: 28, as: UInt32.self))
+            for index in 0..<entries
+            where !damaged && surface[DamagedSurfaceTests.modeOffset(index)] == TileMode.packed10LZ4.rawValue {
+                surface[DamagedSurfaceTests.payloadOffset(surface, entry: index, entryCount: entries)] = 0xFF
+                damaged = true
+            }
+        }
+        #expect(damaged)
+        try DamagedSurfaceTests.expectDecode(compressed, fails: .corruptPayload, verifiesChecksums: false)
+        try DamagedSurfaceTests.expectDecode(compressed, fails: .checksumMismatch)
+    }
+
+    /// The HC match search on the LZ4 winners: never larger than the fast search, smaller on this screen content,
+    /// and its output decodes to exactly the samples (through the same packed8 decoder).
+    @Test func theHCMatchSearchShrinksLZ4WinnersAndDecodesExactly() throws {
+        let width = 640
+        let height = 64
+        let bytes = screenBytes(.yuv420BiPlanarVideoRange8, width: width, height: height, seed: 9)
+        let stride = (width + 16) * height * 2 + 128
+        func slot() -> UnsafeMutableRawPointer { .allocate(byteCount: stride, alignment: 64) }
+        let slots = (0..<5).map { _ in slot() }
+        let state = UnsafeMutableRawPointer.allocate(byteCount: LZ4Block.highCompressionStateByteCount, alignment: 64)
+        defer {
+            slots.forEach { $0.deallocate() }
+            state.deallocate()
+        }
+        func encode(_ highCompression: Bool) -> (mode: TileMode, payload: [UInt8]) {
+            slots[0].copyMemory(from: bytes, byteCount: width * height)  // the Y plane comes first
+            let choice = ComponentCodec.encode8(
+                samples: slots[0].assumingMemoryBound(to: UInt8.self),
+                width: width,
+                height: height,
+                residuals: slots[1].assumingMemoryBound(to: UInt8.self),
+                residuals2: slots[2].assumingMemoryBound(to: UInt8.self),
+                packed: slots[3],
+                alternative: slots[4],
+                highCompressionState: highCompression ? state : nil
+            )
+            return (choice.mode, Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount)))
+        }
+        let fast = encode(false)
+        let searched = encode(true)
+        #expect([TileMode.lz4, .packed8LZ4].contains(fast.mode))
+        #expect(searched.mode == fast.mode)
+        #expect(searched.payload.count < fast.payload.count)
+        // Decode the HC payload by hand: LZ4, then (packed8LZ4) the packed8 decoder.
+        var decoded = [UInt8](repeating: 0, count: ComponentCodec.maximumPacked8ByteCount(width: width, height: height))
+        let count = LZ4Block.decompress(searched.payload, count: searched.payload.count, into: &decoded)
+        #expect(count > 0)
+        if searched.mode == .lz4 {
+            #expect(Array(decoded[..<count]) == Array(bytes[..<(width * height)]))
+        } else {
+            let controls = slot()
+            let samples = slot()
+            defer {
+                controls.deallocate()
+                samples.deallocate()
+            }
+            let valid = decoded.withUnsafeBytes {
+                ComponentCodec.decodePacked8(
+                    $0.baseAddress!,
+                    count: count,
+                    width: width,
+                    height: height,
+                    controls: controls.assumingMemoryBound(to: UInt8.self),
+                    into: samples.assumingMemoryBound(to: UInt8.self)
+                )
+            }
+            #expect(valid)
+            #expect(Array(UnsafeRawBufferPointer(start: samples, count: width * height)) == Array(bytes[..<(width * height)]))
+        }
     }
 }

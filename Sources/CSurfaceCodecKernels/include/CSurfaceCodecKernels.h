@@ -104,6 +104,12 @@ void csck_decode_packed10_neon(const uint8_t *payload, size_t count, size_t posi
 size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t *zeroBlocks);
 #endif
 
+/// Interleaves `count` BGRA pixels from a tile's components (docs/COMPRESSED-LAYOUT.md §5): B = bg + g, G = g,
+/// R = rg + g (modulo 256), A = a, stored as the bytes B, G, R, A at `bgra` (4 × count bytes). Every
+/// architecture (SSE2 on x86-64, baseline there).
+void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg, const uint8_t *a, size_t count,
+                          uint8_t *bgra);
+
 #pragma clang assume_nonnull end
 
 #endif

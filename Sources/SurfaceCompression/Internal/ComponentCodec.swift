@@ -18,16 +18,26 @@ enum TileMode: UInt8, Sendable, CaseIterable {
     /// the width nibbles repeat in long runs that LZ4 folds away, while the prediction keeps what LZ4 alone
     /// cannot (gradients, anti-aliased edges, text repeated at another brightness).
     case packed8LZ4 = 6
+    /// A packed10 payload through LZ4 (layout version 4): packed8LZ4 for 10-bit screen content (x420, xf20).
+    case packed10LZ4 = 7
+    /// A packed16 payload through LZ4 (layout version 4): the same for 16-bit samples with padding bits set.
+    case packed16LZ4 = 8
 
     /// The lowest layout version that has this mode.
-    var minimumLayoutVersion: Int { self == .packed8LZ4 ? 3 : 1 }
+    var minimumLayoutVersion: Int {
+        switch self {
+        case .packed8LZ4: 3
+        case .packed10LZ4, .packed16LZ4: 4
+        default: 1
+        }
+    }
 
     func isValid(bytesPerSample: Int, layoutVersion: Int) -> Bool {
         guard layoutVersion >= minimumLayoutVersion else { return false }
         switch self {
         case .raw, .solid, .lz4: return true
         case .packed8, .packed8LZ4: return bytesPerSample == 1
-        case .packed10, .packed16: return bytesPerSample == 2
+        case .packed10, .packed16, .packed10LZ4, .packed16LZ4: return bytesPerSample == 2
         }
     }
 }
@@ -70,7 +80,8 @@ enum ComponentCodec {
         packed out: UnsafeMutableRawPointer,
         alternative alt: UnsafeMutableRawPointer,
         usesVectorKernels: Bool = true,
-        allowsPacked8LZ4: Bool = true
+        allowsPacked8LZ4: Bool = true,
+        highCompressionState: UnsafeMutableRawPointer? = nil
     ) -> Choice {
         let n = width &* height
         // Solid?
@@ -89,7 +100,14 @@ enum ComponentCodec {
             into: alt
         )
         if lz4First < 0 {
-            return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4First)
+            // The residual slot is free: nothing was computed yet.
+            return unsafe searchHarder(
+                Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4First),
+                source: UnsafeRawPointer(s),
+                sourceCount: n,
+                into: UnsafeMutableRawPointer(ru),
+                state: highCompressionState
+            )
         }
         let lz4Written = lz4First
         let blocksPerRow = (width &+ 7) &>> 3
@@ -202,7 +220,48 @@ enum ComponentCodec {
                 unsafe best = Choice(mode: .packed8LZ4, payload: UnsafeRawPointer(ru), byteCount: written)
             }
         }
+        // The winner, if it is LZ4, once more with the HC match search, into the slot the loser left free.
+        if unsafe best.mode == .lz4 {
+            return unsafe searchHarder(
+                best,
+                source: UnsafeRawPointer(s),
+                sourceCount: rawBytes,
+                into: UnsafeMutableRawPointer(ru),
+                state: highCompressionState
+            )
+        }
+        if unsafe best.mode == .packed8LZ4 {
+            return unsafe searchHarder(
+                best,
+                source: UnsafeRawPointer(out),
+                sourceCount: total,
+                into: alt,
+                state: highCompressionState
+            )
+        }
         return unsafe best
+    }
+
+    /// An LZ4 choice compressed again from `source` with liblz4's HC match search into `destination`, if that is
+    /// smaller (and `state`, the HC state, is given); else `choice`. Only winners get here: the HC search costs
+    /// about ten fast searches, and only tiles LZ4 already won (screen content) are worth it.
+    static func searchHarder(
+        _ choice: Choice,
+        source: UnsafeRawPointer,
+        sourceCount: Int,
+        into destination: UnsafeMutableRawPointer,
+        state: UnsafeMutableRawPointer?
+    ) -> Choice {
+        guard let state = unsafe state else { return unsafe choice }
+        let written = unsafe LZ4Block.compressHC(
+            source,
+            count: sourceCount,
+            into: destination,
+            capacity: choice.byteCount &- 1,
+            state: state
+        )
+        guard written > 0 else { return unsafe choice }
+        return unsafe Choice(mode: choice.mode, payload: UnsafeRawPointer(destination), byteCount: written)
     }
 
     /// The largest valid packed8 payload of a width × height component: every block 8 bytes wide.
@@ -454,7 +513,9 @@ enum ComponentCodec {
         residuals ru: UnsafeMutablePointer<UInt16>,
         residuals2 rl: UnsafeMutablePointer<UInt16>,
         packed out: UnsafeMutableRawPointer,
-        alternative alt: UnsafeMutableRawPointer
+        alternative alt: UnsafeMutableRawPointer,
+        allowsPacked16LZ4: Bool = true,
+        highCompressionState: UnsafeMutableRawPointer? = nil
     ) -> Choice {
         let n = width &* height
         let first = unsafe s[0]
@@ -477,7 +538,13 @@ enum ComponentCodec {
             into: alt
         )
         if lz4Written < 0 {
-            return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4Written)
+            return unsafe searchHarder(
+                Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: -lz4Written),
+                source: UnsafeRawPointer(s),
+                sourceCount: 2 &* n,
+                into: UnsafeMutableRawPointer(ru),
+                state: highCompressionState
+            )
         }
         let tenBit = padding & 0x3F == 0
         let down: UInt16 = tenBit ? 6 : 0  // value shift
@@ -525,16 +592,28 @@ enum ComponentCodec {
             total &+= w
         }
         let rawBytes = 2 &* n
+        var best = unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
+        // LZ4 of the samples and of the packed payload only where many residual blocks are zero (screen content),
+        // as for 8-bit samples.
+        let screenLike = zeroBlocks &* lz4ZeroBlockDivisor >= blockCount
         if lz4Written > 0 {
-            if lz4Written < min(total, rawBytes) {
-                return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: lz4Written)
+            if lz4Written < rawBytes {
+                unsafe best = Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: lz4Written)
             }
-        } else if zeroBlocks &* lz4ZeroBlockDivisor >= blockCount {
-            let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: min(total, rawBytes) &- 1)
-            if written > 0 { return unsafe Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
+        } else if screenLike {
+            let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: rawBytes &- 1)
+            if written > 0 { unsafe best = Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: written) }
         }
-        guard total < rawBytes else {
-            return unsafe Choice(mode: .raw, payload: UnsafeRawPointer(s), byteCount: rawBytes)
+        // The packed payload is needed if it beats the best so far, or as the input of packed10LZ4/packed16LZ4.
+        let triesPackedLZ4 = allowsPacked16LZ4 && (screenLike || lz4Written > 0)
+        guard unsafe total < best.byteCount || (triesPackedLZ4 && total < rawBytes) else {
+            return unsafe searchHarder(
+                best,
+                source: UnsafeRawPointer(s),
+                sourceCount: rawBytes,
+                into: UnsafeMutableRawPointer(ru),
+                state: unsafe best.mode == .lz4 ? highCompressionState : nil
+            )
         }
         var position = nibbleBytes &+ bitBytes
         for block in 0..<blockCount {
@@ -548,7 +627,51 @@ enum ComponentCodec {
             unsafe out.storeBytes(of: v, toByteOffset: position, as: UInt128.self)
             position &+= w
         }
-        return unsafe Choice(mode: tenBit ? .packed10 : .packed16, payload: UnsafeRawPointer(out), byteCount: total)
+        if unsafe total < best.byteCount {
+            unsafe best = Choice(mode: tenBit ? .packed10 : .packed16, payload: UnsafeRawPointer(out), byteCount: total)
+        }
+        // The packed payload through LZ4, into the up residuals (read for the last time by the packing above).
+        if triesPackedLZ4, unsafe best.byteCount > 2 {
+            let written = unsafe LZ4Block.compress(
+                UnsafeRawPointer(out),
+                count: total,
+                into: ru,
+                capacity: best.byteCount &- 1
+            )
+            if written > 0 {
+                unsafe best = Choice(
+                    mode: tenBit ? .packed10LZ4 : .packed16LZ4,
+                    payload: UnsafeRawPointer(ru),
+                    byteCount: written
+                )
+            }
+        }
+        switch unsafe best.mode {
+        case .lz4:
+            return unsafe searchHarder(
+                best,
+                source: UnsafeRawPointer(s),
+                sourceCount: rawBytes,
+                into: UnsafeMutableRawPointer(ru),
+                state: highCompressionState
+            )
+        case .packed10LZ4, .packed16LZ4:
+            return unsafe searchHarder(
+                best,
+                source: UnsafeRawPointer(out),
+                sourceCount: total,
+                into: alt,
+                state: highCompressionState
+            )
+        default:
+            return unsafe best
+        }
+    }
+
+    /// The largest valid packed10 or packed16 payload of a width × height component: every block 16 bytes wide.
+    static func maximumPacked16ByteCount(width: Int, height: Int) -> Int {
+        let blocks = ((width &+ 7) &>> 3) &* height
+        return ((blocks &+ 1) &>> 1) &+ ((blocks &+ 7) &>> 3) &+ blocks &* 16
     }
 
     /// The bit width of the widest of 8 16-bit residuals; 15 is rounded up to 16 (its nibble).
@@ -660,14 +783,37 @@ enum ComponentCodec {
         guard let (nibbles, bits, nibbleBytes, bitBytes) = unsafe copyControls(payload, count, blockCount, controls)
         else { return false }
         let maximumWidth = tenBit ? 10 : 16
+        // The widths' sum and validity, 16 nibbles at a time (SWAR, as decodePacked8's): the low and the high
+        // nibbles of 8 bytes each in a byte lane; a lane is 11 or more when adding 0x75 sets its bit 7, 15 when
+        // adding 0x71 does. packed10 refuses widths above 10; packed16 counts nibble 15 as 16. An unused high
+        // nibble of the last byte is zero (copyControls), so it adds nothing.
         var total = nibbleBytes &+ bitBytes
-        for block in 0..<blockCount {
-            var w = Int(unsafe (nibbles[block &>> 1] &>> ((block & 1) &* 4)) & 15)
-            if w == 15 { w = 16 }
-            guard w <= maximumWidth else { return false }
-            total &+= w
+        var tooWide: UInt64 = 0
+        var i = 0
+        while i &+ 8 <= nibbleBytes {
+            let word = unsafe UnsafeRawPointer(nibbles + i).loadUnaligned(as: UInt64.self)
+            let low = word & 0x0F0F_0F0F_0F0F_0F0F
+            let high = (word &>> 4) & 0x0F0F_0F0F_0F0F_0F0F
+            total &+= Int(truncatingIfNeeded: ((low &+ high) &* 0x0101_0101_0101_0101) &>> 56)
+            if tenBit {
+                tooWide |= ((low &+ 0x7575_7575_7575_7575) | (high &+ 0x7575_7575_7575_7575)) & 0x8080_8080_8080_8080
+            } else {
+                let fifteens =
+                    (((low &+ 0x7171_7171_7171_7171) & 0x8080_8080_8080_8080).nonzeroBitCount)
+                    &+ (((high &+ 0x7171_7171_7171_7171) & 0x8080_8080_8080_8080).nonzeroBitCount)
+                total &+= fifteens
+            }
+            i &+= 8
         }
-        guard total == count else { return false }
+        while i < nibbleBytes {
+            let pair = unsafe nibbles[i]
+            let low = Int(pair & 15) == 15 ? 16 : Int(pair & 15)
+            let high = Int(pair &>> 4) == 15 ? 16 : Int(pair &>> 4)
+            tooWide |= low > maximumWidth || high > maximumWidth ? 1 : 0
+            total &+= low &+ high
+            i &+= 1
+        }
+        guard tooWide == 0, total == count else { return false }
         if tenBit {
             if usesVectorKernels,
                 unsafe Kernels.decodePacked10(

@@ -1,11 +1,11 @@
-/// The compressed surface layout (versions 1 to 3) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 to 4) and the tile-parallel encoder and decoder over raw memory.
 ///
 /// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 4 | magic `FBSC` (bytes 46 42 53 43) |
-/// | 4 | 2 | layout version (3 if a packed8LZ4 entry is present, else 2; decoders also read 1) |
+/// | 4 | 2 | layout version (4 if a packed10LZ4 or packed16LZ4 entry is present, else 3 if a packed8LZ4 one is, else 2; decoders also read 1) |
 /// | 6 | 2 | header byte count (64) |
 /// | 8 | 4 | base format FourCC (`420v`, …, big-endian packed as CoreVideo's OSType) |
 /// | 12 | 4 | width in pixels |
@@ -58,18 +58,20 @@ enum TileCodec {
         unsafe sealHeader(p, tableByteCount: grid.entryCount * grid.entryByteCount)
     }
 
-    /// The version a header states: the grid's, except that a version 3 grid whose table uses no mode of version 3
-    /// says 2 (the same bytes), so that decoders that know only version 2 still read every surface they can.
+    /// The version a header states: for a grid of version 3 or later, the lowest version (at least 2) that has
+    /// every mode its table uses (the header and table bytes of versions 2 to 4 are the same), so that a decoder
+    /// that knows only an older version still reads every surface it can.
     static func writtenLayoutVersion(_ grid: TileGrid, table p: UnsafeRawPointer) -> Int {
-        guard grid.layoutVersion == 3 else { return grid.layoutVersion }
+        guard grid.layoutVersion >= 3 else { return grid.layoutVersion }
+        var version = 2
         for index in 0..<grid.entryCount {
             let mode = unsafe p.load(
                 fromByteOffset: TileGrid.headerByteCount + index * grid.entryByteCount + 4,
                 as: UInt8.self
             )
-            if let mode = TileMode(rawValue: mode), mode.minimumLayoutVersion == 3 { return 3 }
+            if let mode = TileMode(rawValue: mode) { version = max(version, mode.minimumLayoutVersion) }
         }
-        return 2
+        return min(version, grid.layoutVersion)
     }
 
     /// Computes and stores the header checksum (tests use it to forge consistent damaged tables).
@@ -356,7 +358,10 @@ enum TileCodec {
         let chunkCount = threads <= 1 ? 1 : min(tileCount, threads * 4)
         let workers = min(chunkCount, max(1, threads))
         let stride = grid.scratchComponentStride
-        let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * encodeScratchSlots)
+        let scratch = unsafe workspace.scratch(
+            workers: workers,
+            byteCount: stride * encodeScratchSlots + LZ4Block.highCompressionStateByteCount
+        )
         if chunkCount == 1 {
             var cursor = grid.payloadStart
             for t in 0..<tileCount {
@@ -431,7 +436,8 @@ enum TileCodec {
         return write
     }
 
-    /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output.
+    /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output; after the 8
+    /// slots, liblz4's HC state.
     static func encodeTile(
         _ grid: TileGrid,
         tile: Int,
@@ -446,6 +452,7 @@ enum TileCodec {
         let residuals = unsafe scratch + 4 * stride
         let packed = unsafe scratch + 5 * stride
         let alternative = unsafe scratch + 6 * stride
+        let highCompressionState = unsafe scratch + encodeScratchSlots * stride
         for c in 0..<grid.componentCount {
             let extent = grid.componentExtent(tile: tile, component: c)
             let samples = unsafe scratch + c * stride
@@ -459,7 +466,8 @@ enum TileCodec {
                     residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt8.self),
                     packed: packed,
                     alternative: alternative,
-                    allowsPacked8LZ4: TileMode.packed8LZ4.minimumLayoutVersion <= grid.layoutVersion
+                    allowsPacked8LZ4: TileMode.packed8LZ4.minimumLayoutVersion <= grid.layoutVersion,
+                    highCompressionState: highCompressionState
                 )
             } else {
                 unsafe choice = ComponentCodec.encode16(
@@ -469,7 +477,9 @@ enum TileCodec {
                     residuals: residuals.assumingMemoryBound(to: UInt16.self),
                     residuals2: (scratch + 7 * stride).assumingMemoryBound(to: UInt16.self),
                     packed: packed,
-                    alternative: alternative
+                    alternative: alternative,
+                    allowsPacked16LZ4: TileMode.packed10LZ4.minimumLayoutVersion <= grid.layoutVersion,
+                    highCompressionState: highCompressionState
                 )
             }
             let target = unsafe destination + cursor
@@ -485,8 +495,9 @@ enum TileCodec {
     // MARK: Decoding
 
     /// Scratch slots a decoding worker needs: 0..<4 components, 4 residuals (16-bit), 5 a private copy of a
-    /// payload's control bytes or of an LZ4 payload.
-    static let decodeScratchSlots = 6
+    /// payload's control bytes or of an LZ4 payload, 6 and 7 (one area) the packed10/packed16 payload an LZ4
+    /// stream gives (at most about 2.1 × the samples' bytes).
+    static let decodeScratchSlots = 8
 
     /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
     ///
@@ -622,12 +633,31 @@ enum TileCodec {
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
                 if inPlane { yWrittenInPlace = true }
-            case .packed10, .packed16:
+            case .packed10, .packed16, .packed10LZ4, .packed16LZ4:
+                var packed = unsafe payload
+                var packedCount = e.byteCount
+                if e.mode == .packed10LZ4 || e.mode == .packed16LZ4 {
+                    // As for packed8LZ4: LZ4 reads a private copy, and writes the packed payload into private
+                    // slots 6 and 7, at most the component's worst packed size (<= 2 slots, TileGrid).
+                    unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+                    let packedSlots = unsafe scratch + 6 * stride
+                    packedCount = unsafe LZ4Block.decompress(
+                        privateCopy,
+                        count: e.byteCount,
+                        into: packedSlots,
+                        capacity: ComponentCodec.maximumPacked16ByteCount(
+                            width: extent.width,
+                            height: extent.height
+                        )
+                    )
+                    guard packedCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
+                    unsafe packed = UnsafeRawPointer(packedSlots)
+                }
                 guard
                     unsafe ComponentCodec.decodePacked16(
-                        payload,
-                        count: e.byteCount,
-                        tenBit: e.mode == .packed10,
+                        packed,
+                        count: packedCount,
+                        tenBit: e.mode == .packed10 || e.mode == .packed10LZ4,
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),

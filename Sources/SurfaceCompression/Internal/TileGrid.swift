@@ -45,13 +45,13 @@ struct TileGrid: Hashable, Sendable {
     let tilesDown: Int
     /// The layout version the surface is written in: 1 (entries with offsets and 32-bit payload checksums), 2
     /// (entries without offsets, which are implied, and with 64-bit payload checksums; both 16 bytes an entry) or
-    /// 3 (version 2 plus the packed8LZ4 mode). The encoder encodes with ``currentLayoutVersion`` and states 2 in
-    /// the header when no entry needs 3 (`TileCodec.writtenLayoutVersion`).
+    /// 3 (version 2 plus the packed8LZ4 mode) or 4 (version 3 plus packed10LZ4 and packed16LZ4). The encoder encodes with ``currentLayoutVersion`` and states 2 in
+    /// the header when no entry needs a later one, else the lowest that has every mode used (`TileCodec.writtenLayoutVersion`).
     let layoutVersion: Int
 
     static let headerByteCount = 64
-    static let currentLayoutVersion = 3
-    static let supportedLayoutVersions = 1...3
+    static let currentLayoutVersion = 4
+    static let supportedLayoutVersions = 1...4
     /// Bytes of one table entry.
     var entryByteCount: Int { 16 }
     /// The largest tile, in pixels; it bounds every scratch buffer.

@@ -1,3 +1,5 @@
+import CSurfaceCodecKernels
+
 /// The memory of a base-format image: up to two planes, each a pointer and bytes per row.
 ///
 /// For 4:2:0 formats plane 0 is Y and plane 1 is interleaved CbCr; for BGRA only plane 0 is used.
@@ -154,28 +156,10 @@ enum TileSamples {
             let a = unsafe components.c3.assumingMemoryBound(to: UInt8.self)
             for row in 0..<rect.height {
                 let dst = unsafe (image.plane0 + (rect.y + row - image.originY) * image.bytesPerRow0 + rect.x * 4)
-                    .assumingMemoryBound(to: UInt32.self)
+                    .assumingMemoryBound(to: UInt8.self)
                 let o = row * rect.width
-                var i = 0
-                while i + 16 <= rect.width {
-                    let green = unsafe UnsafeRawPointer(g + o + i).loadUnaligned(as: SIMD16<UInt8>.self)
-                    let blue = unsafe UnsafeRawPointer(bg + o + i).loadUnaligned(as: SIMD16<UInt8>.self) &+ green
-                    let red = unsafe UnsafeRawPointer(rg + o + i).loadUnaligned(as: SIMD16<UInt8>.self) &+ green
-                    let alpha = unsafe UnsafeRawPointer(a + o + i).loadUnaligned(as: SIMD16<UInt8>.self)
-                    let p =
-                        SIMD16<UInt32>(truncatingIfNeeded: blue) | SIMD16<UInt32>(truncatingIfNeeded: green) &<< 8
-                        | SIMD16<UInt32>(truncatingIfNeeded: red) &<< 16 | SIMD16<UInt32>(truncatingIfNeeded: alpha)
-                        &<< 24
-                    unsafe UnsafeMutableRawPointer(dst + i).storeBytes(of: p, as: SIMD16<UInt32>.self)
-                    i += 16
-                }
-                for i in i..<rect.width {
-                    let green = unsafe g[o + i]
-                    let blue = unsafe UInt32(bg[o + i] &+ green)
-                    let red = unsafe UInt32(rg[o + i] &+ green)
-                    let alpha = unsafe UInt32(a[o + i])
-                    unsafe dst[i] = (blue | UInt32(green) &<< 8 | red &<< 16 | alpha &<< 24).littleEndian
-                }
+                // The C kernel (SSE2 on x86-64): Swift's widening SIMD conversions are not inlined here.
+                unsafe csck_interleave_bgra(g + o, bg + o, rg + o, a + o, rect.width, dst)
             }
         }
     }

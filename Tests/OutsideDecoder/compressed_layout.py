@@ -1,0 +1,122 @@
+# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-4, modes
+# 0-8, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
+# code with SurfaceCompression. Slow (Python loops): for small surfaces.
+#
+#   python3 Tests/OutsideDecoder/compressed_layout.py SURFACE OUTPUT
+#
+# writes the decoded image's packed bytes (4:2:0: the Y plane then the CbCr plane, rows without padding; BGRA: the
+# pixels) to OUTPUT, and exits non-zero on anything the document says a decoder must refuse.
+import ctypes, struct, sys
+lz4 = ctypes.CDLL("liblz4.so.1")
+def lz4_decompress(src, capacity):
+    out = ctypes.create_string_buffer(max(capacity, 1))
+    n = lz4.LZ4_decompress_safe(src, out, len(src), capacity)
+    if n < 0: raise ValueError("lz4")
+    return out.raw[:n]
+
+FORMATS = {0x34323076: 'yuv8', 0x34323066: 'yuv8', 0x78343230: 'yuv16', 0x78663230: 'yuv16', 0x42475241: 'bgra'}
+
+def packed(payload, w, h, bits16, ten):
+    bpr = (w + 7) // 8; blocks = bpr * h
+    nb = (blocks + 1) // 2; bb = (blocks + 7) // 8
+    widths = []
+    for i in range(blocks):
+        n = (payload[i // 2] >> (4 * (i % 2))) & 15
+        if bits16 and not ten and n == 15: n = 16
+        limit = 8 if not bits16 else (10 if ten else 16)
+        if n > limit: raise ValueError("width")
+        widths.append(n)
+    if len(payload) != nb + bb + sum(widths): raise ValueError("byte count")
+    left = [(payload[nb + i // 8] >> (i % 8)) & 1 for i in range(blocks)]
+    pos = nb + bb
+    mod = 1024 if ten else (65536 if bits16 else 256)
+    x = [[0] * w for _ in range(h)]
+    val = (lambda s: s >> 6) if ten else (lambda s: s)
+    for y in range(h):
+        for c in range(bpr):
+            b = y * bpr + c; wi = widths[b]
+            v = int.from_bytes(payload[pos:pos + wi], 'little'); pos += wi
+            for k in range(8):
+                col = c * 8 + k
+                z = (v >> (k * wi)) & ((1 << wi) - 1)
+                bitsz = 16 if bits16 else 8
+                d = ((z >> 1) ^ ((0 - (z & 1)) & ((1 << bitsz) - 1)))
+                if col >= w: continue
+                isleft = left[b] == 1 or y == 0
+                if y == 0 and col == 0: p = 0
+                elif isleft and col > 0: p = val(x[y][col - 1])
+                else: p = val(x[y - 1][col])
+                r = (p + d) % mod
+                x[y][col] = (r << 6) if ten else r
+    return x
+
+def decode(buf):
+    magic, version, hb, fourcc, W, H, TW, TH, entries, used = struct.unpack_from('<IHHIIIIIIQ', buf, 0)
+    assert magic == 0x43534246 and version in (2, 3, 4) and hb == 64
+    kind = FORMATS[fourcc]
+    comps = 4 if kind == 'bgra' else 3
+    bps = 2 if kind == 'yuv16' else 1
+    across = -(-W // TW); down = -(-H // TH)
+    assert entries == across * down * comps
+    pstart = 64 + 16 * entries
+    off = pstart
+    planes = {}
+    image = {}
+    for t in range(across * down):
+        x0 = (t % across) * TW; y0 = (t // across) * TH
+        tw = min(TW, W - x0); th = min(TH, H - y0)
+        for c in range(comps):
+            size, mode = struct.unpack_from('<II', buf, 64 + 16 * (t * comps + c))
+            sub = 1 if (kind == 'bgra' or c == 0) else 2
+            w, h = tw // sub, th // sub
+            payload = bytes(buf[off:off + size]); off += size
+            maxmode = {2: 5, 3: 6, 4: 8}[version]
+            assert mode <= maxmode
+            if mode == 0:
+                s = [list(struct.unpack_from('<%d%s' % (w, 'H' if bps == 2 else 'B'), payload, r * w * bps)) for r in range(h)]
+            elif mode == 1:
+                v = struct.unpack_from('<H' if bps == 2 else '<B', payload)[0]; s = [[v] * w for _ in range(h)]
+            elif mode == 2:
+                raw = lz4_decompress(payload, w * h * bps); assert len(raw) == w * h * bps
+                s = [list(struct.unpack_from('<%d%s' % (w, 'H' if bps == 2 else 'B'), raw, r * w * bps)) for r in range(h)]
+            elif mode in (3, 6):
+                assert bps == 1
+                blocks = ((w + 7) // 8) * h
+                if mode == 6: payload = lz4_decompress(payload, (blocks + 1) // 2 + (blocks + 7) // 8 + 8 * blocks)
+                s = packed(payload, w, h, False, False)
+            elif mode in (4, 5, 7, 8):
+                assert bps == 2
+                blocks = ((w + 7) // 8) * h
+                if mode in (7, 8): payload = lz4_decompress(payload, (blocks + 1) // 2 + (blocks + 7) // 8 + 16 * blocks)
+                s = packed(payload, w, h, True, mode in (4, 7))
+            else:
+                raise ValueError("mode %d" % mode)
+            image[(t, c)] = (x0, y0, s)
+    assert off == used
+    out = bytearray()
+    if kind == 'bgra':
+        px = [[None] * W for _ in range(H)]
+        for t in range(across * down):
+            x0, y0, g = image[(t, 0)]; bg = image[(t, 1)][2]; rg = image[(t, 2)][2]; a = image[(t, 3)][2]
+            for yy in range(len(g)):
+                for xx in range(len(g[0])):
+                    G = g[yy][xx]; px[y0 + yy][x0 + xx] = bytes(((bg[yy][xx] + G) % 256, G, (rg[yy][xx] + G) % 256, a[yy][xx]))
+        for row in px: out += b''.join(row)
+        return out, version
+    Y = [[0] * W for _ in range(H)]; C = [[0] * W for _ in range(H // 2)]
+    for t in range(across * down):
+        x0, y0, y_ = image[(t, 0)]; cb = image[(t, 1)][2]; cr = image[(t, 2)][2]
+        for yy in range(len(y_)):
+            for xx in range(len(y_[0])): Y[y0 + yy][x0 + xx] = y_[yy][xx]
+        for yy in range(len(cb)):
+            for xx in range(len(cb[0])):
+                C[y0 // 2 + yy][x0 + 2 * xx] = cb[yy][xx]; C[y0 // 2 + yy][x0 + 2 * xx + 1] = cr[yy][xx]
+    f = '<%dH' if bps == 2 else '<%dB'
+    for row in Y + C: out += struct.pack(f % W, *row)
+    return out, version
+
+if __name__ == '__main__':
+    data = open(sys.argv[1], 'rb').read()
+    img, version = decode(data)
+    open(sys.argv[2], 'wb').write(img)
+    sys.stdout.write('version %d, %d bytes\n' % (version, len(img)))

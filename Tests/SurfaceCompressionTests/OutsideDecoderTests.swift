@@ -1,0 +1,69 @@
+import Foundation
+import PixelBuffers
+import Testing
+
+@testable import SurfaceCompression
+
+/// docs/COMPRESSED-LAYOUT.md against the codec: a decoder written from the document alone, in Python
+/// (Tests/OutsideDecoder/compressed_layout.py, liblz4 through ctypes, no code shared with this module), decodes
+/// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 and 4, to exactly
+/// the source bytes.
+@Suite(.timeLimit(.minutes(5))) struct OutsideDecoderTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("OutsideDecoder/compressed_layout.py")
+
+    /// Runs python3 on the script without blocking a thread of the cooperative pool: the process's termination
+    /// handler resumes the test.
+    static func runPython(_ arguments: [String]) async throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path] + arguments
+        return try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
+    }
+
+    /// (format, padding bits set in 16-bit samples, the mode the screen content must use)
+    static let cases: [(PixelFormat, Bool, String)] = [
+        (.yuv420BiPlanarVideoRange8, false, "packed8LZ4"),
+        (.bgra8, false, "packed8LZ4"),
+        (.yuv420BiPlanarVideoRange10, false, "packed10LZ4"),
+        (.yuv420BiPlanarFullRange10, true, "packed16LZ4"),
+    ]
+
+    @Test(arguments: cases.indices)
+    func aDecoderWrittenFromTheLayoutDocumentDecodesTheEncodersSurfacesExactly(index: Int) async throws {
+        let (format, padded, mode) = Self.cases[index]
+        let width = 320
+        let height = 96
+        var bytes = screenBytes(format, width: width, height: height, seed: UInt64(20 + index))
+        if padded {
+            for i in stride(from: 0, to: bytes.count, by: 2) { bytes[i] |= 0x3F }
+        }
+        // Tiles narrower than the image, so the document's tile geometry is exercised too.
+        let (_, compressed, statistics) = try ScreenContentTests.compress(
+            bytes,
+            format,
+            width: width,
+            height: height,
+            tiles: .init(width: 192, height: 32)
+        )
+        #expect(try SurfaceCodec.modeCounts(of: compressed)[mode, default: 0] > 0)
+        try compressed.lock([.readOnly])
+        let surface = compressed.surface.withUnsafeBytes { Array($0.prefix(statistics.compressedByteCount)) }
+        try compressed.unlock([.readOnly])
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outside-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("surface")
+        let output = directory.appendingPathComponent("image")
+        try Data(surface).write(to: input)
+        #expect(try await Self.runPython([input.path, output.path]) == 0)
+        let decoded = try [UInt8](Data(contentsOf: output))
+        // The first difference, not the arrays: a failure message stays short.
+        #expect(decoded.count == bytes.count)
+        let firstDifference = zip(decoded, bytes).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(firstDifference == nil, "first differing byte: \(firstDifference ?? -1)")
+    }
+}
