@@ -1,13 +1,14 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// A delegate called on the subscriber's connection thread (`setDelegateOnConnectionThread`): every event, in
 /// order, on that thread, one callback at a time; handed over from and to a queue delegate without overlap; and
 /// safe to cancel from.
-@Suite(.timeLimit(.minutes(2))) struct ConnectionThreadDelegateTests {
+@Suite(.timeLimit(.minutes(5))) struct ConnectionThreadDelegateTests {
     typealias Bus = SubscriberDelegateTests.Bus
     typealias CallbackLog = SubscriberDelegateTests.CallbackLog
 

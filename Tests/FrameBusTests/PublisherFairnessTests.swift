@@ -3,6 +3,7 @@ import Glibc
 import Logging
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
@@ -56,7 +57,7 @@ final class PacedProducer: Sendable {
     func stop() { running.store(false, ordering: .relaxed) }
 }
 
-@Suite struct PublisherFairnessTests {
+@Suite(.timeLimit(.minutes(10))) struct PublisherFairnessTests {
     static func pool(threshold: Int) throws -> PixelBufferPool {
         try PixelBufferPool(
             attributes: .init(
@@ -70,7 +71,7 @@ final class PacedProducer: Sendable {
 
     /// Item 5: a queue-64 hoarder and three latest-only hoarders that never release, and an honest subscriber at
     /// 60 fps, on a 12-buffer pool. The hoarders pin only their shares; the honest one gets ≥ 95 % of its frames.
-    @Test func hoardersCostOnlyThemselvesAcrossProcesses() throws {
+    @Test func hoardersCostOnlyThemselvesAcrossProcesses() async throws {
         let path = temporaryBusPath("hoard")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.maximumSubscribers = 5  // a 12-buffer pool minus 2 for the producer: 2 frames each
@@ -80,17 +81,17 @@ final class PacedProducer: Sendable {
         let producer = PacedProducer(publisher: publisher, pool: pool, fps: 60)
         defer { producer.stop() }
         let hoarders = try [
-            PeerProcess(["bus-hoarder", path, "--queue", "64", "--timeout", "60"]),
-            PeerProcess(["bus-hoarder", path, "--timeout", "60"]),
-            PeerProcess(["bus-hoarder", path, "--timeout", "60", "--version", "1"]),
-            PeerProcess(["bus-hoarder", path, "--timeout", "60"]),
+            startPeer(["bus-hoarder", path, "--queue", "64", "--timeout", "60"]),
+            startPeer(["bus-hoarder", path, "--timeout", "60"]),
+            startPeer(["bus-hoarder", path, "--timeout", "60", "--version", "1"]),
+            startPeer(["bus-hoarder", path, "--timeout", "60"]),
         ]
-        try #require(waitUntil { publisher.subscriberCount == 4 })
+        try #require(await eventually { publisher.subscriberCount == 4 })
         // Let them hoard everything they can before the honest one arrives.
-        try #require(waitUntil { publisher.heldFrameCount == 8 }, "held \(publisher.heldFrameCount)")
+        try #require(await eventually { publisher.heldFrameCount == 8 }, "held \(publisher.heldFrameCount)")
         let frames = 300
-        let honest = try PeerProcess(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
-        #expect(honest.waitForExit(timeout: 60))
+        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
+        #expect(await honest.waitForExit(timeout: 60))
         producer.stop()
         let stats = try #require(honest.records("stats").first, "\(honest.output)")
         let delivered = Int(stats["delivered"] ?? "") ?? 0
@@ -106,7 +107,7 @@ final class PacedProducer: Sendable {
 
     /// Item 6: thousands of connections that never say HELLO. Pending handshakes stay capped, each is closed
     /// after the timeout with a handful of log lines in all, and an honest subscriber keeps its frame rate.
-    @Test func aFloodOfSilentConnectionsDoesNotStallAnHonestSubscriber() throws {
+    @Test func aFloodOfSilentConnectionsDoesNotStallAnHonestSubscriber() async throws {
         let path = temporaryBusPath("flood")
         let logs = LogCounter()
         var configuration = Publisher.Configuration(
@@ -119,17 +120,20 @@ final class PacedProducer: Sendable {
         defer { publisher.stop() }
         let pool = try Self.pool(threshold: 34)
         let frames = 300
-        let honest = try PeerProcess(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
-        let flood = try PeerProcess(["bus-flood", path, "--count", "3000", "--timeout", "30"])
-        try #require(waitUntil { publisher.pendingHandshakeCount > 0 }, "the flood did not start")
+        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
+        let flood = try startPeer(["bus-flood", path, "--count", "3000", "--timeout", "30"])
+        try #require(await eventually { publisher.pendingHandshakeCount > 0 }, "the flood did not start")
         let producer = PacedProducer(publisher: publisher, pool: pool, fps: 60)
         defer { producer.stop() }
         var maximumPending = 0
-        while honest.process.isRunning {
+        // Sample the pending handshakes until the honest subscriber is done (it exits at its --timeout at the latest).
+        let sampling = ContinuousClock.now + .seconds(180)
+        while !honest.hasExited, ContinuousClock.now < sampling {
             maximumPending = max(maximumPending, publisher.pendingHandshakeCount)
-            usleep(20_000)
+            try await Task.sleep(for: .milliseconds(20))
         }
+        #expect(honest.hasExited, "the honest subscriber did not finish: \(honest.output)")
         producer.stop()
         let stats = try #require(honest.records("stats").first, "\(honest.output)")
         #expect((Int(stats["delivered"] ?? "") ?? 0) * 100 >= frames * 95, "honest subscriber: \(stats)")

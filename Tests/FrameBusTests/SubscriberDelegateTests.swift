@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// A delegate's callbacks: on its own queue, one at a time, in order, across replacing and removing the delegate; and
 /// a delegate that is slow (or blocked) never stops the subscriber from reading its socket.
-@Suite(.timeLimit(.minutes(2))) struct SubscriberDelegateTests {
+@Suite(.timeLimit(.minutes(5))) struct SubscriberDelegateTests {
     static let format = PixelFormat.yuv420BiPlanarVideoRange8
 
     /// What every delegate of one test saw, in the order the callbacks ran.
@@ -229,7 +230,7 @@ import Testing
 
     @Test func aPublisherFloodingWhileTheDelegateIsBlockedIsCutOffWithBoundedMemory() async throws {
         let path = temporaryBusPath("flood-blocked")
-        let peer = try PeerProcess(["hostile-publisher", path, "never-read"])
+        let peer = try startPeer(["hostile-publisher", path, "never-read"])
         try #require(await eventually { peer.output.contains("listening") }, "the hostile publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [Self.format])
         configuration.connectTimeout = .seconds(20)

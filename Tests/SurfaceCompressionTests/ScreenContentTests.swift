@@ -5,7 +5,7 @@ import Testing
 
 /// Screen content: packed residuals through LZ4 (mode packed8LZ4, layout version 3), and how the layout version a
 /// surface states follows from the modes it uses.
-@Suite struct ScreenContentTests {
+@Suite(.timeLimit(.minutes(5))) struct ScreenContentTests {
     static let eightBitFormats: [PixelFormat] = [.yuv420BiPlanarVideoRange8, .yuv420BiPlanarFullRange8, .bgra8]
 
     static func compress(

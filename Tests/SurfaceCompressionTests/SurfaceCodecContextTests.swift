@@ -6,7 +6,7 @@ import Testing
 
 /// The reusable codec: bit-exact with every thread count and tile geometry, reused across sizes and formats;
 /// decodeTileRows decodes several tile rows at once and lets its body throw.
-@Suite struct SurfaceCodecContextTests {
+@Suite(.timeLimit(.minutes(5))) struct SurfaceCodecContextTests {
     static let geometries: [SurfaceCodec.TileSize] = [
         .default, .init(width: 64, height: 64), .init(width: 32, height: 6), .init(width: nil, height: 16),
     ]

@@ -3,7 +3,7 @@ import PixelBuffers
 import SurfaceCompression
 import Testing
 
-@Suite struct SurfaceCodecTests {
+@Suite(.timeLimit(.minutes(5))) struct SurfaceCodecTests {
     static let tileSizes: [SurfaceCodec.TileSize] = [
         .default, .init(width: 64, height: 64), .init(width: 16, height: 2), .init(width: nil, height: 16),
     ]

@@ -8,7 +8,7 @@ import Testing
 /// arbitrary ones (what a payload rewritten in shared memory gives), every width 1...300 and height 1...70
 /// (partial last blocks, the careful path near the payload's end), contiguous and strided into a larger plane.
 /// The NEON tier is also checked on this machine under emulation (NEONKernelTests).
-@Suite struct VectorKernelTests {
+@Suite(.timeLimit(.minutes(10))) struct VectorKernelTests {
     static let tiers = Kernels.availableTiers
     static let vectorTiers = tiers.filter { $0 != .portable }
 

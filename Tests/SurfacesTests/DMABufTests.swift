@@ -10,7 +10,7 @@ private let availableAllocator: DMABufAllocator? =
     hasSystemHeap ? .systemHeap : (hasUDMABuf ? .udmabuf : nil)
 private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"
 
-@Suite struct DMABufTests {
+@Suite(.timeLimit(.minutes(5))) struct DMABufTests {
     @Test func allocatorsReportAbsentDeviceNodes() throws {
         for allocator in [DMABufAllocator.systemHeap, .udmabuf] where !allocator.isAvailable {
             #expect(
