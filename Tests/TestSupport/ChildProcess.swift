@@ -79,6 +79,14 @@ public final class ChildProcess: @unchecked Sendable {
             }
             for waiter in waiters { waiter.resume() }
         }
+        // posix_spawn gives the child the calling thread's signal mask, and a thread of the cooperative pool (a
+        // libdispatch worker) blocks most signals, SIGINT and SIGTERM among them: a child would start deaf to the
+        // stop signals a test sends. Spawn with an empty mask, as a shell would.
+        var empty = sigset_t()
+        var previous = sigset_t()
+        sigemptyset(&empty)
+        pthread_sigmask(SIG_SETMASK, &empty, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         do {
             try process.run()
         } catch {
