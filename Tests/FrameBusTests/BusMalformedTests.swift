@@ -146,7 +146,7 @@ struct RawPeer {
         #expect(good.records("end").isEmpty)
     }
 
-    @Test func aSubscriberThatStopsReadingIsDisconnectedAndReleased() throws {
+    @Test func aSubscriberThatStopsReadingIsDisconnectedAndReleased() async throws {
         let path = temporaryBusPath("stalled")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         // Held frames are bounded and drops coalesce, so only DROP flushes can pile up: make them frequent.
@@ -164,7 +164,7 @@ struct RawPeer {
         while publisher.subscriberCount == 1, published < 50_000 {
             try publisher.publish(try publisher.makePixelBuffer(from: pool))
             published += 1
-            usleep(100)
+            try await Task.sleep(for: .microseconds(100))
         }
         #expect(publisher.subscriberCount == 0)
         #expect(publisher.heldFrameCount == 0)

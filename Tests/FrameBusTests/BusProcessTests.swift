@@ -200,7 +200,7 @@ import TestSupport
         let first = try await publisher.nextPixelBuffer(from: pool)
         let second = try await publisher.nextPixelBuffer(from: pool)
         let waiter = Task { try await publisher.nextPixelBuffer(from: pool) }
-        try await Task.sleep(for: .milliseconds(50))
+        try #require(await eventually { pool.waiterCount == 1 }, "the producer is not waiting")
         _ = consume first
         let third = try await waiter.value
         #expect(third.surface.id != second.surface.id)

@@ -162,8 +162,8 @@ import TestSupport
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         bus.publisher.stop()
         #expect(await eventually { !bus.subscriber.isConnected })
-        // The end waits in the queue; give the connection thread time to return (correct either way).
-        try await Task.sleep(for: .milliseconds(200))
+        // The end waits in the queue; the connection thread has returned.
+        try #require(await eventually { bus.subscriber.core.state.withLock { $0.isConnectionThreadFinished } })
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
         let setter = Thread {

@@ -168,9 +168,12 @@ import TestSupport
         for index in 1...2 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 2 })
         bus.subscriber.setDelegate(second, queue: second.queue)
-        // Room for a second callback to start (wrongly) while the first is still blocked; nothing is asserted on
-        // time: a correct subscriber starts none however long this is.
-        try await Task.sleep(for: .milliseconds(300))
+        // Every callback of the second delegate runs on its (serial) queue, and a pass that setDelegate (wrongly)
+        // started would have been put on that queue before setDelegate returned: once a block queued now has run,
+        // such a pass has run too. An event, not a time.
+        await withCheckedContinuation { (drained: CheckedContinuation<Void, Never>) in
+            second.queue.async { drained.resume() }
+        }
         #expect(log.sequences(of: "second").isEmpty, "a callback ran while another was still running")
         first.proceed.signal()
         #expect(await eventually { log.sequences(of: "second").count == 2 }, "\(log.snapshot)")
