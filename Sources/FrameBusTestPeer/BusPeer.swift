@@ -154,7 +154,7 @@ func runBusSubscriber(_ arguments: [String]) -> Int32 {
     let delegate = PeerSubscriberDelegate(options: options)
     let queue = DispatchQueue(label: "peer.delegate")
     subscriber.setDelegate(delegate, queue: queue)
-    _ = delegate.done.wait(timeout: .now() + .seconds(options.int("timeout", 20)))
+    _ = delegate.done.wait(timeout: .now() + .seconds(options.int("timeout", 300)))
     queue.sync {
         emit(
             "stats delivered=\(delegate.delivered) late=\(delegate.dropped[.frameWasLate] ?? 0) "

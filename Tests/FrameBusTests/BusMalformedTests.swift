@@ -67,7 +67,7 @@ struct RawPeer {
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let total = 40
-        let good = try startPeer(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "60"])
+        let good = try startPeer(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 64)

@@ -235,7 +235,7 @@ import TestSupport
         let path = temporaryBusPath("kill")
         let publisher = try makePublisher(path, maximumSubscribers: 1)
         defer { publisher.stop() }
-        let peer = try startPeer(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "60"])
+        let peer = try startPeer(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool(threshold: 8)
         try publishFrames(publisher, pool: pool, count: 5)

@@ -81,16 +81,16 @@ final class PacedProducer: Sendable {
         let producer = PacedProducer(publisher: publisher, pool: pool, fps: 60)
         defer { producer.stop() }
         let hoarders = try [
-            startPeer(["bus-hoarder", path, "--queue", "64", "--timeout", "60"]),
-            startPeer(["bus-hoarder", path, "--timeout", "60"]),
-            startPeer(["bus-hoarder", path, "--timeout", "60", "--version", "1"]),
-            startPeer(["bus-hoarder", path, "--timeout", "60"]),
+            startPeer(["bus-hoarder", path, "--queue", "64", "--timeout", "600"]),
+            startPeer(["bus-hoarder", path, "--timeout", "600"]),
+            startPeer(["bus-hoarder", path, "--timeout", "600", "--version", "1"]),
+            startPeer(["bus-hoarder", path, "--timeout", "600"]),
         ]
         try #require(await eventually { publisher.subscriberCount == 4 })
         // Let them hoard everything they can before the honest one arrives.
         try #require(await eventually { publisher.heldFrameCount == 8 }, "held \(publisher.heldFrameCount)")
         let frames = 300
-        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
+        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
         #expect(await honest.waitForExit(timeout: 60))
         producer.stop()
         let stats = try #require(honest.records("stats").first, "\(honest.output)")
@@ -120,7 +120,7 @@ final class PacedProducer: Sendable {
         defer { publisher.stop() }
         let pool = try Self.pool(threshold: 34)
         let frames = 300
-        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
+        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let flood = try startPeer(["bus-flood", path, "--count", "3000", "--timeout", "30"])
         try #require(await eventually { publisher.pendingHandshakeCount > 0 }, "the flood did not start")

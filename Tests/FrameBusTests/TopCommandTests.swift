@@ -11,7 +11,7 @@ import TestSupport
         let path = temporaryBusPath("top")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "60"])
+        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 34)

@@ -128,7 +128,7 @@ private func temporaryPath(_ name: String) -> String {
 
 // MARK: - Tests
 
-@Suite(.timeLimit(.minutes(15))) struct ImageConversionTests {
+@Suite(.timeLimit(.minutes(20))) struct ImageConversionTests {
     @Test func sha256HelperGivesTheKnownAnswerForABC() throws {
         #expect(
             sha256Hex(Array("abc".utf8))
