@@ -303,7 +303,7 @@ import TestSupport
 
     @Test func asyncSequenceDeliversFramesThenThrowsEndOfStream() async throws {
         let path = temporaryBusPath("async")
-        let publisher = try startPeer(["bus-publisher", path, "--fps", "200", "--frames", "60"])
+        let publisher = try startPeer(["bus-publisher", path, "--fps", "200", "--frames", "60", "--wait-for-subscriber"])
         try #require(await eventually { publisher.output.contains("listening") })
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 64))

@@ -85,9 +85,19 @@ import TestSupport
         for (width, height) in VectorKernelTests.cases {
             let blocks = (width + 7) / 8 * height
             for style in 0..<3 {
-                let payload = VectorKernelTests.arbitraryPayload(blocks: blocks, maximum: 8, style: style, &random)
+                let payload = arbitraryPackedPayload(
+                    blocks: blocks,
+                    maximum: 8,
+                    widths: PayloadWidths.mixes[style],
+                    random: &random
+                )
                 input.decode8(payload, width: width, height: height, stride: width + 1 + Int(random.next() % 17))
-                let payload10 = VectorKernelTests.arbitraryPayload(blocks: blocks, maximum: 10, style: style, &random)
+                let payload10 = arbitraryPackedPayload(
+                    blocks: blocks,
+                    maximum: 10,
+                    widths: PayloadWidths.mixes[style],
+                    random: &random
+                )
                 input.decode10(payload10, width: width, height: height)
             }
             let noise: UInt64 = [3, 40, 256][Int(random.next() % 3)]
