@@ -71,7 +71,7 @@ private final class Holder {
     }
 
     /// Issue 7, item 10: a producer waits for the next free buffer instead of failing.
-    @Test(.timeLimit(.minutes(1)))
+    @Test
     func aWaiterWakesWhenAnotherBufferIsReleased() async throws {
         let pool = try PixelBufferPool(attributes: attributes(threshold: 1))
         var held: PixelBuffer? = try pool.makePixelBuffer()
@@ -83,7 +83,7 @@ private final class Holder {
         #expect(pool.waiterCount == 0 && pool.allocatedBufferCount == 1)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test
     func waitersAreServedInOrder() async throws {
         let pool = try PixelBufferPool(attributes: attributes(threshold: 1))
         var held: PixelBuffer? = try pool.makePixelBuffer()
@@ -114,7 +114,7 @@ private final class Holder {
         #expect(order.ids == [SurfaceID(rawValue: 1), SurfaceID(rawValue: 2)])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test
     func cancellationEndsAWaitWithATypedError() async throws {
         let pool = try PixelBufferPool(attributes: attributes(threshold: 1))
         let held = try pool.makePixelBuffer()
