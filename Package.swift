@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // Tests only: in-process SHA-256 for the conversion corpus's reference checksums.
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // Native libraries, found through pkg-config.
@@ -101,18 +103,25 @@ let package = Package(
             swiftSettings: librarySettings
         ),
 
-        .testTarget(name: "SurfacesTests", dependencies: ["Surfaces", "CFrameBusShims"]),
-        .testTarget(name: "PixelBuffersTests", dependencies: ["PixelBuffers", "CFrameBusShims"]),
-        .testTarget(name: "ImageSourcesTests", dependencies: ["ImageSources", "PixelBuffers"]),
+        // What the test targets share: child processes with time-limited waits, polling, thread helpers, scratch paths.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "SurfacesTests", dependencies: ["Surfaces", "CFrameBusShims", "TestSupport"]),
+        .testTarget(name: "PixelBuffersTests", dependencies: ["PixelBuffers", "CFrameBusShims", "TestSupport"]),
+        .testTarget(
+            name: "ImageSourcesTests",
+            dependencies: [
+                "ImageSources", "PixelBuffers", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .testTarget(
             name: "SurfaceCompressionTests",
-            dependencies: ["SurfaceCompression", "PixelBuffers", "ImageSources"]
+            dependencies: ["SurfaceCompression", "PixelBuffers", "ImageSources", "TestSupport"]
         ),
-        .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers"]),
-        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources"]),
+        .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers", "TestSupport"]),
+        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources", "TestSupport"]),
         // Host: the format, colorimetry and accounting logic; in a guest kernel with vivid: the capture for real.
-        .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "FrameBus"]),
+        .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "FrameBus", "TestSupport"]),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
-        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC", "CFrameBusABI"]),
+        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC", "CFrameBusABI", "TestSupport"]),
     ]
 )

@@ -18,8 +18,9 @@ import Foundation
 //   --hold N keeps the first N frames forever (never releases them); --delay-ms sleeps in didOutput.
 //   --publisher-uid UID also trusts a publisher running as UID (SO_PEERCRED; by default only our own uid).
 //
-// bus-publisher PATH [--format 420v] [--size 320x240] [--fps 100] [--frames N] [--compressed]
-//   Publishes the moving test pattern until killed or N frames; prints "listening" once ready.
+// bus-publisher PATH [--format 420v] [--size 320x240] [--fps 100] [--frames N] [--compressed] [--wait-for-subscriber]
+//   Publishes the moving test pattern until killed or N frames; prints "listening" once ready. With
+//   --wait-for-subscriber the first frame waits for a subscriber.
 import FrameBus
 import Glibc
 import ImageSources
@@ -56,7 +57,7 @@ struct PeerOptions {
         while let argument = iterator.next() {
             guard argument.hasPrefix("--") else { continue }
             let name = String(argument.dropFirst(2))
-            if ["checksum", "reconnect", "compressed"].contains(name) {
+            if ["checksum", "reconnect", "compressed", "wait-for-subscriber"].contains(name) {
                 flags.insert(name)
             } else if let value = iterator.next() {
                 values[name] = value
@@ -164,7 +165,7 @@ func runBusSubscriber(_ arguments: [String]) -> Int32 {
     let delegate = PeerSubscriberDelegate(options: options)
     let queue = DispatchQueue(label: "peer.delegate")
     subscriber.setDelegate(delegate, queue: queue)
-    _ = delegate.done.wait(timeout: .now() + .seconds(options.int("timeout", 20)))
+    _ = delegate.done.wait(timeout: .now() + .seconds(options.int("timeout", 300)))
     queue.sync {
         emit(
             "stats delivered=\(delegate.delivered) late=\(delegate.dropped[.frameWasLate] ?? 0) "
@@ -193,6 +194,11 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
         )
         let pattern = try TestPattern(width: size[0], height: size[1], pixelFormat: format)
         emit("listening")
+        // With --wait-for-subscriber, frame 0 goes out only once someone is there to get it (a bounded run of
+        // --frames must not end before a slow test has connected).
+        if options.flags.contains("wait-for-subscriber") {
+            while publisher.subscriberCount == 0 { usleep(1000) }
+        }
         let interval = UInt32(1_000_000 / max(1, options.int("fps", 100)))
         let limit = options.int("frames", Int.max)
         var index = 0

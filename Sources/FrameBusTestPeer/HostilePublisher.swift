@@ -137,7 +137,7 @@ struct RawConnection {
     }
 
     /// Waits (up to `seconds`) for the subscriber to reply or hang up, reporting what it did.
-    func awaitVerdict(sent: Int, seconds: Int = 20) {
+    func awaitVerdict(sent: Int, seconds: Int = 120) {
         let deadline = Date().addingTimeInterval(Double(seconds))
         while Date() < deadline {
             switch receive(timeout: 100) {
@@ -242,16 +242,17 @@ func runHostilePublisher(_ arguments: [String]) -> Int32 {
     let scenario = arguments[1]
     emit("listening")
     defer { unlink(arguments[0]) }
-    // Never outlive a test that died before connecting: give up after a minute without a subscriber.
+    // A test that died before connecting ends this peer through its lifeline (main.swift); without one, give up after
+    // ten minutes without a subscriber, long enough for any slow machine.
     var pending = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-    guard Glibc.poll(&pending, 1, 60_000) > 0 else {
+    guard Glibc.poll(&pending, 1, 600_000) > 0 else {
         emit("nobody connected")
         return 3
     }
     let accepted = accept(listener, nil, nil)
     guard accepted >= 0 else { return 3 }
     let connection = RawConnection(descriptor: accepted)
-    guard case .message(.hello(let hello)) = connection.receive(timeout: 20_000) else {
+    guard case .message(.hello(let hello)) = connection.receive(timeout: 120_000) else {
         emit("no hello")
         return 4
     }

@@ -1,6 +1,6 @@
 // Mode "solid-publisher PATH [--frames N] [--buffers B]": an honest Publisher whose frame i has every byte of every
 // plane set to 0x11 × (i + 1) (wrapping), from a pool of B buffers (default 4), so a recycled surface is visible in
-// the bytes. It waits (up to a minute) for one subscriber, publishes N frames (default 40) as fast as buffers free up (waiting up to
+// the bytes. It waits (up to ten minutes; a test's lifeline ends it sooner) for one subscriber, publishes N frames (default 40) as fast as buffers free up (waiting up to
 // 2 s for each), prints "published N" and "waits W" (how many frames had to wait for a buffer), and stops.
 import FrameBus
 import Glibc
@@ -21,10 +21,11 @@ func runSolidPublisher(_ arguments: [String]) -> Int32 {
         )
         emit("listening")
         var waited = 0
-        // Never outlive a test that died before connecting: give up after a minute without a subscriber.
+        // A test that died before connecting ends this peer through its lifeline (main.swift); without one, give up
+        // after ten minutes without a subscriber, long enough for any slow machine.
         var waitedForSubscriber = 0
         while publisher.subscriberCount == 0 {
-            guard waitedForSubscriber < 60_000 else {
+            guard waitedForSubscriber < 600_000 else {
                 emit("nobody connected")
                 publisher.stop()
                 return 3

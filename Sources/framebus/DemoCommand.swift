@@ -35,6 +35,8 @@ struct DemoCommand: AsyncParsableCommand {
     var images: String?
 
     func run() async throws {
+        // SIGINT and SIGTERM end the demo early; the summary of what ran is still printed.
+        let stopping = StopSignals.install()
         let pixelFormat = try PixelFormat(format)
         guard let compressedFormat = pixelFormat.compressedVariant else {
             throw ValidationError("\(format) has no compressed variant")
@@ -63,9 +65,14 @@ struct DemoCommand: AsyncParsableCommand {
 
         let connectDeadline = Date().addingTimeInterval(15)
         while publisher.subscriberCount < 2, Date() < connectDeadline, compressed.process.isRunning,
-            raw.process.isRunning
+            raw.process.isRunning, !stopping.received
         {
             try await Task.sleep(for: .milliseconds(20))
+        }
+        if stopping.received, publisher.subscriberCount < 2 {
+            compressed.terminate()
+            raw.terminate()
+            return
         }
         guard publisher.subscriberCount == 2 else {
             compressed.terminate()
@@ -79,7 +86,7 @@ struct DemoCommand: AsyncParsableCommand {
         var index = 0
         var lastProgress = Date.distantPast
         let interactive = isatty(1) != 0
-        while Date().timeIntervalSince(start) < duration {
+        while Date().timeIntervalSince(start) < duration, !stopping.received {
             await producer.publishFrame(index: index, on: publisher)
             index += 1
             // On a terminal the progress line rewrites itself; into a pipe or file it is a line per second.

@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import FrameBus
 import ImageSources
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -104,8 +103,9 @@ struct PublishCommand: AsyncParsableCommand {
         configuration.allowedUserIDs.formUnion(allowUID)
         configuration.maximumSubscribers = maxSubscribers
         configuration.conversionThreadCount = encodeThreads
-        // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly".
-        let stopping = StopSignals()
+        // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly" (one that came earlier,
+        // even before this line, was kept pending by `main` and is seen now).
+        let stopping = StopSignals.install()
         let publisher = try Publisher(configuration: configuration)
         if !quiet {
             say(
@@ -131,8 +131,13 @@ struct PublishCommand: AsyncParsableCommand {
             index += 1
             if interval > 0 {
                 next = next.addingTimeInterval(interval)
-                let wait = next.timeIntervalSinceNow
-                if wait > 0 { try? await Task.sleep(for: .seconds(wait)) } else { next = Date() }
+                var wait = next.timeIntervalSinceNow
+                if wait <= 0 { next = Date() }
+                // In slices, so that a stop signal ends even a slow rate's wait at once.
+                while wait > 0, !stopping.received {
+                    try? await Task.sleep(for: .seconds(min(wait, 0.05)))
+                    wait = next.timeIntervalSinceNow
+                }
             }
             let elapsed = Int(Date().timeIntervalSince(start))
             if elapsed > lastReport, !quiet {
@@ -223,33 +228,4 @@ final class FrameProducer {
             FileHandle.standardError.write("frame \(index): \(error)\n".data(using: .utf8)!)
         }
     }
-}
-
-/// Turns SIGINT and SIGTERM into a flag the publish loop checks, so the publisher stops cleanly (END_OF_STREAM to
-/// every subscriber, socket file removed) instead of dying like a crash.
-final class StopSignals {
-    private final class Box: Sendable {
-        let name = Mutex<String?>(nil)
-    }
-    private let box = Box()
-    private let sources: [any DispatchSourceSignal]
-
-    init() {
-        let box = self.box
-        var sources: [any DispatchSourceSignal] = []
-        for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { box.name.withLock { $0 = $0 ?? name } }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = sources
-    }
-
-    /// Whether a stop signal arrived.
-    var received: Bool { box.name.withLock { $0 != nil } }
-
-    /// The first stop signal's name.
-    var signalName: String? { box.name.withLock { $0 } }
 }

@@ -63,6 +63,8 @@ struct SubscribeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // SIGINT and SIGTERM end the run like --duration: the last lines, the summary included, are printed.
+        let stopping = StopSignals.install()
         let formats = try accept.split(separator: ",").map { try PixelFormat(String($0)) }
         let socketPath = try path ?? SocketPath.default(name: name)
         var configuration = Subscriber.Configuration(path: socketPath, acceptedFormats: formats)
@@ -93,7 +95,7 @@ struct SubscribeCommand: AsyncParsableCommand {
             let elapsed = Self.seconds(clock.now - start)
             let ended = counter.ended != nil && !reconnect
             let done =
-                ended || end.map { clock.now >= $0 } == true
+                ended || stopping.received || end.map { clock.now >= $0 } == true
                 || frames.map { subscriber.statistics.delivered >= $0 } == true
             if Int(elapsed) > second || done {
                 second = Int(elapsed)

@@ -29,6 +29,9 @@ struct TopCommand: ParsableCommand {
     var noClear = false
 
     func run() throws {
+        // SIGINT and SIGTERM end the display at once with status 0 (the screen is all top has to leave behind).
+        let stopping = StopSignals.install { _ in _exit(0) }
+        defer { withExtendedLifetime(stopping) {} }
         let path = try path ?? SocketPath.default()
         var allowed = Set(allowUID)
         allowed.insert(getuid())

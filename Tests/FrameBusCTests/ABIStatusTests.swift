@@ -4,7 +4,7 @@ import Testing
 @testable import FrameBusC
 
 /// The Swift mirror of the header's status codes matches the header.
-@Suite struct ABIStatusTests {
+@Suite(.timeLimit(.minutes(5))) struct ABIStatusTests {
     @Test func everyStatusMatchesTheHeaderMacroOfItsName() {
         let header: [(String, Int32)] = [
             ("FB_OK", FB_OK), ("FB_ERROR_INVALID_ARGUMENT", FB_ERROR_INVALID_ARGUMENT),

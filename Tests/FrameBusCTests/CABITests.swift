@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The C ABI from C: programs in Tests/CABI compiled with `cc` against include/framebus.h and libFrameBusC.so,
 /// run as separate processes on one socket. Serialized: each test starts several processes, and the cross-process
 /// tests of other suites run beside them on a machine that may be loaded.
-@Suite(.serialized) struct CABITests {
+@Suite(.serialized, .timeLimit(.minutes(15))) struct CABITests {
     /// What a C subscriber saw, from its output.
     struct SubscriberReport {
         var frames: [[String: String]]
@@ -13,7 +14,7 @@ import Testing
         var closed: Bool
         var statistics: [String: String]
 
-        init(_ run: ProgramRun) {
+        init(_ run: ChildProcess) {
             frames = run.records("frame")
             drops = run.records("drop").map { fields in
                 (
@@ -48,7 +49,7 @@ import Testing
         var reported: (first: UInt64, last: UInt64)?
         var lastSequence: UInt64 = 0
 
-        init(_ run: ProgramRun) {
+        init(_ run: ChildProcess) {
             for fields in run.records("published") {
                 guard let index = UInt64(fields["k"] ?? ""), let sequence = UInt64(fields["seq"] ?? "") else {
                     continue
@@ -68,22 +69,25 @@ import Testing
     }
 
     @Test(arguments: [("420v", "&8v0"), ("BGRA", "&BGA"), ("x420", "&xv0")])
-    func aCPublisherReachesCSubscribersBitExactRawAndCompressed(raw: String, compressed: String) throws {
+    func aCPublisherReachesCSubscribersBitExactRawAndCompressed(raw: String, compressed: String) async throws {
         let scratch = try ScratchDirectory()
-        let publisherProgram = try CProgram.build("publisher")
-        let subscriberProgram = try CProgram.build("subscriber")
+        let publisherProgram = try await CProgram.build("publisher")
+        let subscriberProgram = try await CProgram.build("subscriber")
         let path = scratch.path("bus.sock")
         let frames = 20
 
         let publisher = try publisherProgram.start([path, raw, "96", "64", "\(frames)", "2", "5000"], in: scratch)
-        #expect(publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
+        #expect(await publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
         // The raw subscriber releases its frames on a second thread while it goes on receiving.
         let rawSubscriber = try subscriberProgram.start([path, raw, "8", "0", "async"], in: scratch)
         let compressedSubscriber = try subscriberProgram.start([path, compressed, "8", "0"], in: scratch)
 
-        #expect(publisher.wait(timeout: 120) == 0, "publisher: \(publisher.output)")
-        #expect(rawSubscriber.wait(timeout: 120) == 0, "raw subscriber: \(rawSubscriber.output)")
-        #expect(compressedSubscriber.wait(timeout: 120) == 0, "compressed subscriber: \(compressedSubscriber.output)")
+        #expect(try await publisher.exitStatus(within: 300) == 0, "publisher: \(publisher.output)")
+        #expect(try await rawSubscriber.exitStatus(within: 300) == 0, "raw subscriber: \(rawSubscriber.output)")
+        #expect(
+            try await compressedSubscriber.exitStatus(within: 300) == 0,
+            "compressed subscriber: \(compressedSubscriber.output)"
+        )
 
         let published = PublisherReport(publisher)
         #expect(!published.hashes.isEmpty)
@@ -121,18 +125,18 @@ import Testing
         }
     }
 
-    @Test func framesASubscriberHoldsMakeOutOfBuffersDropsWithTheirRanges() throws {
+    @Test func framesASubscriberHoldsMakeOutOfBuffersDropsWithTheirRanges() async throws {
         let scratch = try ScratchDirectory()
-        let publisherProgram = try CProgram.build("publisher")
-        let subscriberProgram = try CProgram.build("subscriber")
+        let publisherProgram = try await CProgram.build("publisher")
+        let subscriberProgram = try await CProgram.build("subscriber")
         let path = scratch.path("bus.sock")
 
         let publisher = try publisherProgram.start([path, "420v", "64", "48", "30", "1", "5000"], in: scratch)
-        #expect(publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
+        #expect(await publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
         // Latest-only, and it holds every frame until the stream ends (then releases them from another thread).
         let subscriber = try subscriberProgram.start([path, "420v", "0", "1000"], in: scratch)
-        #expect(publisher.wait(timeout: 120) == 0, "publisher: \(publisher.output)")
-        #expect(subscriber.wait(timeout: 120) == 0, "subscriber: \(subscriber.output)")
+        #expect(try await publisher.exitStatus(within: 300) == 0, "publisher: \(publisher.output)")
+        #expect(try await subscriber.exitStatus(within: 300) == 0, "subscriber: \(subscriber.output)")
 
         let published = PublisherReport(publisher)
         let report = SubscriberReport(subscriber)
@@ -152,20 +156,20 @@ import Testing
     }
 
     @Test(arguments: [(130, 66), (64, 64), (2, 2)])
-    func theCodecRoundTripsEveryFormatBitExactFromC(width: Int, height: Int) throws {
+    func theCodecRoundTripsEveryFormatBitExactFromC(width: Int, height: Int) async throws {
         let scratch = try ScratchDirectory()
-        let program = try CProgram.build("codec")
+        let program = try await CProgram.build("codec")
         let run = try program.start(["\(width)", "\(height)"], in: scratch)
-        #expect(run.wait(timeout: 120) == 0, "\(run.output)")
+        #expect(try await run.exitStatus(within: 300) == 0, "\(run.output)")
         #expect(run.records("ok").count == 5, "\(run.output)")
         #expect(run.output.contains("failures=0"))
     }
 
-    @Test func theABIRefusesBadArgumentsHonoursTimeoutsAndInterrupts() throws {
+    @Test func theABIRefusesBadArgumentsHonoursTimeoutsAndInterrupts() async throws {
         let scratch = try ScratchDirectory()
-        let program = try CProgram.build("checks")
+        let program = try await CProgram.build("checks")
         let run = try program.start([scratch.url.path], in: scratch)
-        #expect(run.wait(timeout: 120) == 0, "\(run.output)")
+        #expect(try await run.exitStatus(within: 300) == 0, "\(run.output)")
         #expect(run.output.contains("failures=0"))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 #if canImport(FoundationXML)
 import FoundationXML
@@ -34,7 +35,7 @@ private final class SVGReader: NSObject, XMLParserDelegate {
         let parser = XMLParser(data: data)
         parser.delegate = reader
         guard parser.parse() else {
-            throw BusTestError("SVG is not well-formed: \(parser.parserError.map { "\($0)" } ?? "?")")
+            throw TestSupportError("SVG is not well-formed: \(parser.parserError.map { "\($0)" } ?? "?")")
         }
         return reader
     }
@@ -72,15 +73,15 @@ private final class SVGReader: NSObject, XMLParserDelegate {
     var texts: [String] { elements.filter { $0.name == "text" || $0.name == "title" }.map(\.text) }
 }
 
-@Suite struct BenchPlotTests {
-    @Test func plotDrawsEachCaseWithFramebusBesideEachPeer() throws {
+@Suite(.timeLimit(.minutes(20))) struct BenchPlotTests {
+    @Test func plotDrawsEachCaseWithFramebusBesideEachPeer() async throws {
         let output = temporaryFile("bench.svg")
         defer { try? FileManager.default.removeItem(at: output) }
-        let command = try CommandProcess([
+        let command = try startFramebus([
             "bench", "plot", fixtureURL("bench-bus-small.json").path, "-o", output.path,
         ])
-        command.process.waitUntilExit()
-        #expect(command.process.terminationStatus == 0, "\(command.output)")
+        let status = try await command.exitStatus(within: 300)
+        #expect(status == 0, "\(command.output)")
         let svg = try SVGReader.read(try Data(contentsOf: output))
         #expect(svg.rootName == "svg")
         #expect(svg.rootNamespace == "http://www.w3.org/2000/svg")
@@ -128,7 +129,7 @@ private final class SVGReader: NSObject, XMLParserDelegate {
         #expect(texts.contains { $0.contains("GStreamer 1.22.0") })
     }
 
-    @Test func plotRefusesJSONThatIsNotBenchBusOutput() throws {
+    @Test func plotRefusesJSONThatIsNotBenchBusOutput() async throws {
         let input = temporaryFile("not-bench.json")
         let output = temporaryFile("bench.svg")
         defer {
@@ -136,14 +137,14 @@ private final class SVGReader: NSObject, XMLParserDelegate {
             try? FileManager.default.removeItem(at: output)
         }
         try Data(#"{"benchmark": "something else", "rows": []}"#.utf8).write(to: input)
-        let command = try CommandProcess(["bench", "plot", input.path, "-o", output.path])
-        command.process.waitUntilExit()
-        #expect(command.process.terminationStatus != 0)
+        let command = try startFramebus(["bench", "plot", input.path, "-o", output.path])
+        let status = try await command.exitStatus(within: 300)
+        #expect(status != 0)
         #expect(command.output.contains("no \"results\" array"), "\(command.output)")
         #expect(!FileManager.default.fileExists(atPath: output.path))
     }
 
-    @Test func benchBusSaysWhyTheGStreamerRowsAreSkipped() throws {
+    @Test func benchBusSaysWhyTheGStreamerRowsAreSkipped() async throws {
         let json = temporaryFile("bench.json")
         defer { try? FileManager.default.removeItem(at: json) }
         // As on a machine without GStreamer's development files: pkg-config finds nothing.
@@ -151,15 +152,15 @@ private final class SVGReader: NSObject, XMLParserDelegate {
         environment["PKG_CONFIG_LIBDIR"] = "/nonexistent-framebus-test"
         environment["PKG_CONFIG_PATH"] = ""
         environment["FRAMEBUS_GST_SHM_BENCH"] = nil
-        let command = try CommandProcess(
+        let command = try startFramebus(
             [
                 "bench", "bus", "--transports", "framebus,gst-zerocopy,gst-copy", "--cases", "420v:64x48",
                 "--rates", "100", "--frames", "5", "--json", json.path,
             ],
             environment: environment
         )
-        command.process.waitUntilExit()
-        #expect(command.process.terminationStatus == 0, "\(command.output)")
+        let status = try await command.exitStatus(within: 300)
+        #expect(status == 0, "\(command.output)")
         #expect(
             command.output.contains("gstreamer: skipped — pkg-config does not find gstreamer-1.0"),
             "\(command.output)"
@@ -172,18 +173,15 @@ private final class SVGReader: NSObject, XMLParserDelegate {
     }
 
     @Test(.enabled(if: gstreamerDevelopmentFilesFound(), "pkg-config finds no gstreamer-1.0 / gstreamer-app-1.0"))
-    func benchBusMeasuresGStreamerShmBesideTheBus() throws {
+    func benchBusMeasuresGStreamerShmBesideTheBus() async throws {
         let json = temporaryFile("bench.json")
         defer { try? FileManager.default.removeItem(at: json) }
-        let command = try CommandProcess([
+        let command = try startFramebus([
             "bench", "bus", "--transports", "framebus,gst-zerocopy,gst-copy", "--cases", "420v:320x240",
             "--rates", "1000", "--frames", "30", "--json", json.path,
         ])
-        let deadline = Date().addingTimeInterval(600)
-        while command.process.isRunning, Date() < deadline { usleep(50_000) }
-        #expect(!command.process.isRunning, "bench bus did not finish")
-        command.process.waitUntilExit()
-        #expect(command.process.terminationStatus == 0, "\(command.output)")
+        let status = try await command.exitStatus(within: 600)
+        #expect(status == 0, "\(command.output)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
         let results = object["results"] as? [[String: Any]] ?? []
         for transport in ["framebus", "gst-zerocopy", "gst-copy"] {
@@ -207,7 +205,8 @@ private final class SVGReader: NSObject, XMLParserDelegate {
 /// A JSON number, whichever way JSONSerialization boxed it.
 private func number(_ value: Any?) -> Double? { (value as? NSNumber)?.doubleValue }
 
-/// Whether pkg-config finds GStreamer's development files (the harness is built from them).
+/// Whether pkg-config finds GStreamer's development files (the harness is built from them). Evaluated once, when
+/// the tests are planned, outside any test.
 private func gstreamerDevelopmentFilesFound() -> Bool {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import SystemPackage
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
@@ -54,20 +55,20 @@ struct RawPeer {
     }
 }
 
-@Suite struct BusMalformedTests {
+@Suite(.timeLimit(.minutes(5))) struct BusMalformedTests {
     enum Scenario: String, CaseIterable, Sendable {
         case truncated, oversized, wrongVersion, unknownType, wrongLength, bogusSurfaceID, releaseNotHeld, secondHello
     }
 
-    @Test func eachMalformedMessageClosesOnlyItsOwnConnection() throws {
+    @Test func eachMalformedMessageClosesOnlyItsOwnConnection() async throws {
         let path = temporaryBusPath("malformed")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.maximumSubscribers = 2  // the good one and one bad one at a time: a share of 31 frames each
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let total = 40
-        let good = try PeerProcess(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "60"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let good = try startPeer(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "600"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 64)
         )
@@ -136,16 +137,16 @@ struct RawPeer {
             #expect(outcome.closed, "\(scenario): connection not closed")
             try publishOne()
         }
-        #expect(waitUntil { publisher.subscriberCount == 1 })
+        #expect(await eventually { publisher.subscriberCount == 1 })
         while published < total { try publishOne() }
-        #expect(good.waitForExit())
+        #expect(await good.waitForExit(timeout: 120))
         let stats = try #require(good.records("stats").first, "\(good.output)")
         #expect(stats["delivered"] == "\(total)")
         #expect(good.records("drop").isEmpty)
         #expect(good.records("end").isEmpty)
     }
 
-    @Test func aSubscriberThatStopsReadingIsDisconnectedAndReleased() throws {
+    @Test func aSubscriberThatStopsReadingIsDisconnectedAndReleased() async throws {
         let path = temporaryBusPath("stalled")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         // Held frames are bounded and drops coalesce, so only DROP flushes can pile up: make them frequent.
@@ -163,7 +164,7 @@ struct RawPeer {
         while publisher.subscriberCount == 1, published < 50_000 {
             try publisher.publish(try publisher.makePixelBuffer(from: pool))
             published += 1
-            usleep(100)
+            try await Task.sleep(for: .microseconds(100))
         }
         #expect(publisher.subscriberCount == 0)
         #expect(publisher.heldFrameCount == 0)
@@ -204,11 +205,11 @@ struct RawPeer {
     enum EvilSurface: String, CaseIterable, Sendable { case unsealed, tooSmall, frameWithoutSurface }
 
     /// A raw publisher announces a bad surface to a real subscriber process, which must refuse it.
-    @Test(arguments: EvilSurface.allCases) func aMaliciousPublishersSurfaceIsRefused(_ evil: EvilSurface) throws {
+    @Test(arguments: EvilSurface.allCases) func aMaliciousPublishersSurfaceIsRefused(_ evil: EvilSurface) async throws {
         let path = temporaryBusPath("evil")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let peer = try PeerProcess(["bus-subscriber", path, "--timeout", "10"])
+        let peer = try startPeer(["bus-subscriber", path, "--timeout", "10"])
         try #require(try listener.waitReadable(timeoutMilliseconds: 20_000).get(), "peer did not connect")
         let connection = RawPeer(socket: try #require(try listener.accept().get()))
         guard case .hello = connection.next() else {
@@ -280,7 +281,7 @@ struct RawPeer {
         let expectedCode: WireErrorCode = evil == .frameWithoutSurface ? .malformedMessage : .invalidSurface
         #expect(outcome.code == expectedCode.rawValue)
         #expect(outcome.closed)
-        #expect(peer.waitForExit())
+        #expect(await peer.waitForExit(timeout: 120))
         let end = try #require(peer.records("end").first, "\(peer.output)")
         let expectedEnd = evil == .frameWithoutSurface ? "protocol" : "surface"
         #expect(end["code"] == expectedEnd, "\(peer.output)")

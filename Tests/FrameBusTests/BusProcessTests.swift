@@ -3,11 +3,12 @@ import Foundation
 import Glibc
 import SystemPackage
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// Publisher ↔ subscriber across real processes (FrameBusTestPeer), each test with its own socket path.
-@Suite struct BusProcessTests {
+@Suite(.timeLimit(.minutes(10))) struct BusProcessTests {
     static let size = (width: 320, height: 240)
 
     func makePublisher(
@@ -57,7 +58,7 @@ import Testing
     /// With one conversion thread the publisher encodes on the publishing thread; with two, each frame is split
     /// across its codec context's threads. Both must give the same bytes.
     @Test(arguments: [1, 2])
-    func framesArriveBitExactInOtherProcessesWithEachRepresentationMadeOnce(conversionThreads: Int) throws {
+    func framesArriveBitExactInOtherProcessesWithEachRepresentationMadeOnce(conversionThreads: Int) async throws {
         let path = temporaryBusPath("exact")
         let publisher = try makePublisher(
             path,
@@ -66,18 +67,18 @@ import Testing
         )
         defer { publisher.stop() }
         let count = 12
-        let raw = try PeerProcess([
+        let raw = try startPeer([
             "bus-subscriber", path, "--accept", "420v", "--queue", "16", "--frames", "\(count)", "--checksum",
         ])
-        let compressedA = try PeerProcess(
+        let compressedA = try startPeer(
             ["bus-subscriber", path, "--accept", "&8v0,420v", "--queue", "16", "--frames", "\(count)", "--checksum"])
-        let compressedB = try PeerProcess(
+        let compressedB = try startPeer(
             ["bus-subscriber", path, "--accept", "&8v0", "--queue", "16", "--frames", "\(count)", "--checksum"])
-        try #require(waitUntil { publisher.subscriberCount == 3 }, "subscribers did not connect")
+        try #require(await eventually { publisher.subscriberCount == 3 }, "subscribers did not connect")
 
         let hashes = try publishFrames(publisher, pool: try makePool(), count: count, gap: 5000)
         for peer in [raw, compressedA, compressedB] {
-            #expect(peer.waitForExit())
+            #expect(await peer.waitForExit(timeout: 120))
             let frames = peer.records("frame")
             #expect(frames.count == count, "\(peer.output)")
             for frame in frames {
@@ -93,16 +94,16 @@ import Testing
         #expect(publisher.statistics.conversions == count)
     }
 
-    @Test func retiredSurfacesAreAnnouncedAgainWhenReused() throws {
+    @Test func retiredSurfacesAreAnnouncedAgainWhenReused() async throws {
         let path = temporaryBusPath("retire")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.maximumAnnouncedSurfaces = 2
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let count = 20
-        let peer = try PeerProcess(
+        let peer = try startPeer(
             ["bus-subscriber", path, "--queue", "16", "--frames", "\(count)", "--checksum"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let buffers = try (0..<5).map { _ in
             try PixelBuffer(width: Self.size.width, height: Self.size.height, pixelFormat: .yuv420BiPlanarVideoRange8)
         }
@@ -110,13 +111,13 @@ import Testing
         for index in 0..<count {
             let buffer = buffers[index % buffers.count]
             // Write only into a buffer nobody holds (the previous use of it was released).
-            try #require(waitUntil { peer.records("frame").count >= index - 3 })
-            try #require(waitUntil { publisher.heldFrameCount <= 3 })
+            try #require(await eventually { peer.records("frame").count >= index - 3 })
+            try #require(await eventually { publisher.heldFrameCount <= 3 })
             let hash = try fillFrame(buffer, index: index)
             hashes[try publisher.publish(buffer)] = hash
-            try #require(waitUntil { peer.records("frame").count == index + 1 }, "\(peer.output)")
+            try #require(await eventually { peer.records("frame").count == index + 1 }, "\(peer.output)")
         }
-        #expect(peer.waitForExit())
+        #expect(await peer.waitForExit(timeout: 120))
         let frames = peer.records("frame")
         #expect(frames.count == count, "\(peer.output)")
         for frame in frames {
@@ -126,15 +127,15 @@ import Testing
         #expect(peer.records("end").isEmpty)
     }
 
-    @Test func latestOnlyDropsLateFramesForASlowConsumer() throws {
+    @Test func latestOnlyDropsLateFramesForASlowConsumer() async throws {
         let path = temporaryBusPath("late")
         let publisher = try makePublisher(path)
         defer { publisher.stop() }
         let count = 30
-        let peer = try PeerProcess(["bus-subscriber", path, "--delay-ms", "40", "--frames", "\(count)"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let peer = try startPeer(["bus-subscriber", path, "--delay-ms", "40", "--frames", "\(count)"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
         try publishFrames(publisher, pool: try makePool(), count: count, gap: 2000)
-        #expect(peer.waitForExit())
+        #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
         let delivered = Int(stats["delivered"] ?? "") ?? -1
         let late = Int(stats["late"] ?? "") ?? -1
@@ -144,20 +145,20 @@ import Testing
         #expect(delivered + late + outOfBuffers == count)
         #expect(peer.records("drop").allSatisfy { $0["reason"] == "FrameWasLate" || $0["reason"] == "OutOfBuffers" })
         // The publisher counted the late drops too (RELEASE with notDelivered).
-        #expect(waitUntil { publisher.statistics.total.dropped[.frameWasLate, default: 0] >= late })
+        #expect(await eventually { publisher.statistics.total.dropped[.frameWasLate, default: 0] >= late })
     }
 
-    @Test func queueModeDropsNoneAndUpstreamLossIsADiscontinuity() throws {
+    @Test func queueModeDropsNoneAndUpstreamLossIsADiscontinuity() async throws {
         let path = temporaryBusPath("queue")
         let publisher = try makePublisher(path)
         defer { publisher.stop() }
-        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "32", "--delay-ms", "5", "--frames", "33"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let peer = try startPeer(["bus-subscriber", path, "--queue", "32", "--delay-ms", "5", "--frames", "33"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool()
         try publishFrames(publisher, pool: pool, count: 15, gap: 500)
         let lost = publisher.reportDroppedFrames(reason: .discontinuity, count: 3)
         try publishFrames(publisher, pool: pool, count: 15, gap: 500, first: 15)
-        #expect(peer.waitForExit())
+        #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
         #expect(stats["delivered"] == "30")
         #expect(stats["late"] == "0")
@@ -169,12 +170,12 @@ import Testing
         #expect(flags & DiscontinuityFlags.samplesDropped.rawValue != 0)
     }
 
-    @Test func aFailedBufferRequestUsesNoSequenceNumberAndDropsNobody() throws {
+    @Test func aFailedBufferRequestUsesNoSequenceNumberAndDropsNobody() async throws {
         let path = temporaryBusPath("oob")
         let publisher = try makePublisher(path, maximumSubscribers: 1)
         defer { publisher.stop() }
-        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "8", "--frames", "2"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let peer = try startPeer(["bus-subscriber", path, "--queue", "8", "--frames", "2"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool(threshold: 4)
         // The producer itself keeps every buffer: the next request fails, and that is all.
         let kept = try (0..<4).map { _ in try publisher.makePixelBuffer(from: pool) }
@@ -184,7 +185,7 @@ import Testing
             _ = try fillFrame(buffer, index: index)
             #expect(try publisher.publish(buffer) == UInt64(index))
         }
-        #expect(peer.waitForExit())
+        #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
         #expect(stats["delivered"] == "2")
         #expect(stats["outOfBuffers"] == "0")
@@ -199,7 +200,7 @@ import Testing
         let first = try await publisher.nextPixelBuffer(from: pool)
         let second = try await publisher.nextPixelBuffer(from: pool)
         let waiter = Task { try await publisher.nextPixelBuffer(from: pool) }
-        try await Task.sleep(for: .milliseconds(50))
+        try #require(await eventually { pool.waiterCount == 1 }, "the producer is not waiting")
         _ = consume first
         let third = try await waiter.value
         #expect(third.surface.id != second.surface.id)
@@ -209,41 +210,41 @@ import Testing
         await #expect(throws: FrameBusError.self) { try await cancelled.value }
     }
 
-    @Test func aSubscriberAtItsHoldingLimitGetsOutOfBuffers() throws {
+    @Test func aSubscriberAtItsHoldingLimitGetsOutOfBuffers() async throws {
         let path = temporaryBusPath("limit")
         let publisher = try makePublisher(path)
         defer { publisher.stop() }
         // Latest-only: the limit is 1 + 4 frames; this peer never releases any.
-        let peer = try PeerProcess(["bus-subscriber", path, "--hold", "100", "--frames", "8"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let peer = try startPeer(["bus-subscriber", path, "--hold", "100", "--frames", "8"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool()
         for index in 0..<8 {
             let buffer = try publisher.makePixelBuffer(from: pool)
             _ = try fillFrame(buffer, index: index)
             try publisher.publish(buffer)
             // One frame at a time, so none waits long enough to be replaced (that would release it).
-            try #require(waitUntil { peer.records("frame").count + peer.records("drop").count == index + 1 })
+            try #require(await eventually { peer.records("frame").count + peer.records("drop").count == index + 1 })
         }
-        #expect(peer.waitForExit())
+        #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
         #expect(stats["delivered"] == "5")
         #expect(stats["outOfBuffers"] == "3")
     }
 
-    @Test func killNineOfASubscriberReturnsAllItsBuffersToThePool() throws {
+    @Test func killNineOfASubscriberReturnsAllItsBuffersToThePool() async throws {
         let path = temporaryBusPath("kill")
         let publisher = try makePublisher(path, maximumSubscribers: 1)
         defer { publisher.stop() }
-        let peer = try PeerProcess(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "60"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let peer = try startPeer(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "600"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool(threshold: 8)
         try publishFrames(publisher, pool: pool, count: 5)
-        try #require(waitUntil { peer.records("frame").count == 5 }, "\(peer.output)")
+        try #require(await eventually { peer.records("frame").count == 5 }, "\(peer.output)")
         #expect(publisher.heldFrameCount == 5)
         #expect(pool.inUseBufferCount == 5)
 
-        peer.killHard()
-        #expect(waitUntil { publisher.heldFrameCount == 0 && publisher.subscriberCount == 0 })
+        await peer.kill()
+        #expect(await eventually { publisher.heldFrameCount == 0 && publisher.subscriberCount == 0 })
         #expect(pool.inUseBufferCount == 0)
         #expect(pool.idleBufferCount == 5)
         // All eight buffers can be taken again.
@@ -273,28 +274,28 @@ import Testing
         var snapshot: (frames: Int, ends: Int) { lock.withLock { (frames.count, ends.count) } }
     }
 
-    @Test func publisherDeathIsSeenAndAfterARestartTheNextFrameIsADiscontinuity() throws {
+    @Test func publisherDeathIsSeenAndAfterARestartTheNextFrameIsADiscontinuity() async throws {
         let path = temporaryBusPath("death")
-        let first = try PeerProcess(["bus-publisher", path, "--fps", "200"])
-        try #require(waitUntil { first.output.contains("listening") }, "publisher did not start")
+        let first = try startPeer(["bus-publisher", path, "--fps", "200"])
+        try #require(await eventually { first.output.contains("listening") }, "publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8])
         configuration.reconnects = true
         let subscriber = try Subscriber(configuration: configuration)
         defer { subscriber.cancel() }
         let recorder = Recorder()
         subscriber.setDelegate(recorder, queue: DispatchQueue(label: "recorder"))
-        try #require(waitUntil { recorder.snapshot.frames >= 3 })
+        try #require(await eventually { recorder.snapshot.frames >= 3 })
         let firstStream = try #require(subscriber.session?.streamID)
 
-        first.killHard()
-        try #require(waitUntil { recorder.snapshot.ends >= 1 }, "end of stream not seen")
+        await first.kill()
+        try #require(await eventually { recorder.snapshot.ends >= 1 }, "end of stream not seen")
         #expect(recorder.lock.withLock { recorder.ends.first?.code } == .endOfStream)
         let framesBefore = recorder.snapshot.frames
 
         // A new publisher replaces the dead one's socket file; the subscriber reconnects by itself.
-        let second = try PeerProcess(["bus-publisher", path, "--fps", "200"])
-        defer { second.killHard() }
-        try #require(waitUntil { recorder.snapshot.frames > framesBefore + 2 }, "no frames after the restart")
+        let second = try startPeer(["bus-publisher", path, "--fps", "200"])
+        defer { withExtendedLifetime(second) {} }  // killed when it goes
+        try #require(await eventually { recorder.snapshot.frames > framesBefore + 2 }, "no frames after the restart")
         let resumed = recorder.lock.withLock { recorder.frames[framesBefore] }
         #expect(resumed.stream != firstStream)
         #expect(resumed.discontinuity.contains(.streamDiscontinuity))
@@ -302,8 +303,8 @@ import Testing
 
     @Test func asyncSequenceDeliversFramesThenThrowsEndOfStream() async throws {
         let path = temporaryBusPath("async")
-        let publisher = try PeerProcess(["bus-publisher", path, "--fps", "200", "--frames", "60"])
-        try #require(waitUntil { publisher.output.contains("listening") })
+        let publisher = try startPeer(["bus-publisher", path, "--fps", "200", "--frames", "60", "--wait-for-subscriber"])
+        try #require(await eventually { publisher.output.contains("listening") })
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 64))
         )
@@ -323,44 +324,44 @@ import Testing
         #expect(!sequences.isEmpty)
         #expect(sequences == sequences.sorted())
         #expect(subscriber.statistics.heldNow == 0)
-        publisher.waitForExit()
+        await publisher.waitForExit(timeout: 120)
     }
 
     @Test(.enabled(if: getuid() == 0, "needs root to start a subscriber under another uid (setuid in the peer)"))
-    func aSubscriberOfAnotherUserIsRefusedUnlessAllowed() throws {
+    func aSubscriberOfAnotherUserIsRefusedUnlessAllowed() async throws {
         let path = temporaryBusPath("uid")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.socketMode = 0o666  // let the other user reach the socket, so SO_PEERCRED decides
         let publisher = try Publisher(configuration: configuration)
         // The subscriber trusts our uid, so the refusal is the publisher's.
-        let refused = try PeerProcess([
+        let refused = try startPeer([
             "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "5",
         ])
-        #expect(refused.waitForExit())
+        #expect(await refused.waitForExit(timeout: 120))
         #expect(refused.output.contains("refused code=peer not permitted"), "\(refused.output)")
         publisher.stop()
 
         configuration.allowedUserIDs = [getuid(), 65534]
         let permissive = try Publisher(configuration: configuration)
         defer { permissive.stop() }
-        let allowed = try PeerProcess([
+        let allowed = try startPeer([
             "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "1",
         ])
-        #expect(allowed.waitForExit())
+        #expect(await allowed.waitForExit(timeout: 120))
         #expect(allowed.output.contains("welcome format=420v"), "\(allowed.output)")
     }
 }
 
-@Suite struct SurfaceRetirementTests {
+@Suite(.timeLimit(.minutes(5))) struct SurfaceRetirementTests {
     /// Item 9: when the producer's pool frees a surface for good, every subscriber that has it gets
     /// RETIRE_SURFACE for it (and the publisher forgets it), so nobody keeps freed memory mapped.
-    @Test func aSurfaceThePoolFreesIsRetiredInEverySubscriber() throws {
+    @Test func aSurfaceThePoolFreesIsRetiredInEverySubscriber() async throws {
         let path = temporaryBusPath("retire")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peers = try (0..<2).map { _ in try RawPeer(connectingTo: path) }
         for peer in peers { try #require(peer.handshake() != nil) }
-        try #require(waitUntil { publisher.subscriberCount == 2 })
+        try #require(await eventually { publisher.subscriberCount == 2 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 8)
         )
@@ -379,7 +380,7 @@ import Testing
                 WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded()
             )
         }
-        try #require(waitUntil { publisher.heldFrameCount == 0 && pool.idleBufferCount == 1 })
+        try #require(await eventually { publisher.heldFrameCount == 0 && pool.idleBufferCount == 1 })
         pool.flush(all: true)
         for peer in peers {
             var retired = false

@@ -1,13 +1,14 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// A delegate called on the subscriber's connection thread (`setDelegateOnConnectionThread`): every event, in
 /// order, on that thread, one callback at a time; handed over from and to a queue delegate without overlap; and
 /// safe to cancel from.
-@Suite(.timeLimit(.minutes(2))) struct ConnectionThreadDelegateTests {
+@Suite(.timeLimit(.minutes(5))) struct ConnectionThreadDelegateTests {
     typealias Bus = SubscriberDelegateTests.Bus
     typealias CallbackLog = SubscriberDelegateTests.CallbackLog
 
@@ -161,8 +162,8 @@ import Testing
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         bus.publisher.stop()
         #expect(await eventually { !bus.subscriber.isConnected })
-        // The end waits in the queue; give the connection thread time to return (correct either way).
-        try await Task.sleep(for: .milliseconds(200))
+        // The end waits in the queue; the connection thread has returned.
+        try #require(await eventually { bus.subscriber.core.state.withLock { $0.isConnectionThreadFinished } })
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
         let setter = Thread {

@@ -1,20 +1,21 @@
 import Foundation
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// A real ``Subscriber`` in this process against a publisher process that breaks the protocol on purpose
 /// (FrameBusTestPeer's `hostile-publisher` mode). The subscriber must report what happened and live on.
-@Suite struct HostilePublisherTests {
+@Suite(.timeLimit(.minutes(10))) struct HostilePublisherTests {
     /// Starts the hostile publisher, subscribes, and collects every event until the stream ends for good.
     func run(
         _ scenario: String,
         accepting formats: [PixelFormat] = [.yuv420BiPlanarVideoRange8],
         delivery: Subscriber.Delivery = .queue(depth: 4),
         keepingFrames: Bool = true
-    ) async throws -> (events: [SubscriberEvent], peer: PeerProcess, statistics: FrameStatistics) {
+    ) async throws -> (events: [SubscriberEvent], peer: ChildProcess, statistics: FrameStatistics) {
         let path = temporaryBusPath("hostile")
-        let peer = try PeerProcess(["hostile-publisher", path, scenario])
+        let peer = try startPeer(["hostile-publisher", path, scenario])
         try #require(await eventually { peer.output.contains("listening") }, "the hostile publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats, delivery: delivery)
         configuration.connectTimeout = .seconds(20)
@@ -119,7 +120,7 @@ import Testing
 
     @Test func aPublisherThatSendsMoreFramesThanItGrantedIsCutOff() async throws {
         let path = temporaryBusPath("over-grant")
-        let peer = try PeerProcess(["hostile-publisher", path, "over-grant"])
+        let peer = try startPeer(["hostile-publisher", path, "over-grant"])
         try #require(await eventually { peer.output.contains("listening") })
         // A queue deeper than the grant, so no frame is replaced (and released) before eight are held, however
         // slowly this consumer runs.
@@ -206,7 +207,7 @@ import Testing
 
     @Test func memoryRewrittenWhileReadGivesWrongPixelsOrADecodeErrorNeverACrash() async throws {
         let path = temporaryBusPath("rewrite")
-        let peer = try PeerProcess(["hostile-publisher", path, "rewrite"])
+        let peer = try startPeer(["hostile-publisher", path, "rewrite"])
         try #require(await eventually { peer.output.contains("listening") })
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.compressedYUV420BiPlanarVideoRange8])

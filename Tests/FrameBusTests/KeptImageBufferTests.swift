@@ -1,14 +1,15 @@
 import Foundation
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// Item 3: keeping only a frame's image buffer (the usual CVPixelBuffer pattern, e.g. to batch frames for a model)
 /// keeps the frame held, so the publisher cannot recycle its surface under it.
-@Suite struct KeptImageBufferTests {
+@Suite(.timeLimit(.minutes(5))) struct KeptImageBufferTests {
     @Test func aKeptImageBufferKeepsItsFramesBytes() async throws {
         let path = temporaryBusPath("kept")
-        let publisher = try PeerProcess(["solid-publisher", path, "--frames", "40", "--buffers", "4"])
+        let publisher = try startPeer(["solid-publisher", path, "--frames", "40", "--buffers", "4"])
         try #require(await eventually { publisher.output.contains("listening") }, "\(publisher.output)")
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 2))

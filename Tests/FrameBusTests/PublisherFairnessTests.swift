@@ -3,6 +3,7 @@ import Glibc
 import Logging
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
@@ -56,7 +57,42 @@ final class PacedProducer: Sendable {
     func stop() { running.store(false, ordering: .relaxed) }
 }
 
-@Suite struct PublisherFairnessTests {
+/// Publishes `count` frames one at a time, each once the subscriber process `pid` has released the one before (and
+/// every frame it was sent is counted delivered): the pace is that subscriber's, whatever the machine's load, so what
+/// the fairness tests assert is what the publisher did, not how fast a busy machine ran. Returns the failed buffer
+/// requests (each retried after the next release, up to 100 times).
+func publishInLockstep(
+    _ count: Int,
+    on publisher: Publisher,
+    from pool: PixelBufferPool,
+    subscriberProcess pid: Int32
+) async throws -> Int {
+    func record() -> SubscriberRecord? { publisher.statistics.subscribers.first { $0.processID == pid } }
+    var failures = 0
+    for index in 0..<count {
+        var buffer: PixelBuffer?
+        for _ in 0..<100 {
+            buffer = try? publisher.makePixelBuffer(from: pool)
+            if buffer != nil { break }
+            failures += 1
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let frame = try #require(buffer, "no buffer for frame \(index)")
+        _ = try fillFrame(frame, index: index)
+        try publisher.publish(frame)
+        // After its last frame the subscriber process leaves (it counts its frames itself): then its record goes.
+        let last = index == count - 1
+        try #require(
+            await eventually {
+                record().map { $0.statistics.heldNow == 0 && $0.statistics.delivered > index } ?? last
+            },
+            "frame \(index) was not delivered and released: \(String(describing: record()))"
+        )
+    }
+    return failures
+}
+
+@Suite(.timeLimit(.minutes(10))) struct PublisherFairnessTests {
     static func pool(threshold: Int) throws -> PixelBufferPool {
         try PixelBufferPool(
             attributes: .init(
@@ -68,9 +104,10 @@ final class PacedProducer: Sendable {
         )
     }
 
-    /// Item 5: a queue-64 hoarder and three latest-only hoarders that never release, and an honest subscriber at
-    /// 60 fps, on a 12-buffer pool. The hoarders pin only their shares; the honest one gets ≥ 95 % of its frames.
-    @Test func hoardersCostOnlyThemselvesAcrossProcesses() throws {
+    /// Item 5: a queue-64 hoarder and three latest-only hoarders that never release, and an honest subscriber, on a
+    /// 12-buffer pool. The hoarders pin only their shares; the honest one gets every frame (published at its pace,
+    /// so a rate on a loaded machine is not what is tested: `framebus bench` measures rates).
+    @Test func hoardersCostOnlyThemselvesAcrossProcesses() async throws {
         let path = temporaryBusPath("hoard")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.maximumSubscribers = 5  // a 12-buffer pool minus 2 for the producer: 2 frames each
@@ -80,22 +117,29 @@ final class PacedProducer: Sendable {
         let producer = PacedProducer(publisher: publisher, pool: pool, fps: 60)
         defer { producer.stop() }
         let hoarders = try [
-            PeerProcess(["bus-hoarder", path, "--queue", "64", "--timeout", "60"]),
-            PeerProcess(["bus-hoarder", path, "--timeout", "60"]),
-            PeerProcess(["bus-hoarder", path, "--timeout", "60", "--version", "1"]),
-            PeerProcess(["bus-hoarder", path, "--timeout", "60"]),
+            startPeer(["bus-hoarder", path, "--queue", "64", "--timeout", "600"]),
+            startPeer(["bus-hoarder", path, "--timeout", "600"]),
+            startPeer(["bus-hoarder", path, "--timeout", "600", "--version", "1"]),
+            startPeer(["bus-hoarder", path, "--timeout", "600"]),
         ]
-        try #require(waitUntil { publisher.subscriberCount == 4 })
+        try #require(await eventually { publisher.subscriberCount == 4 })
         // Let them hoard everything they can before the honest one arrives.
-        try #require(waitUntil { publisher.heldFrameCount == 8 }, "held \(publisher.heldFrameCount)")
-        let frames = 300
-        let honest = try PeerProcess(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
-        #expect(honest.waitForExit(timeout: 60))
+        try #require(await eventually { publisher.heldFrameCount == 8 }, "held \(publisher.heldFrameCount)")
         producer.stop()
+        let frames = 300
+        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
+        try #require(await eventually { publisher.subscriberCount == 5 })
+        let failures = try await publishInLockstep(
+            frames,
+            on: publisher,
+            from: pool,
+            subscriberProcess: honest.processIdentifier
+        )
+        #expect(await honest.waitForExit(timeout: 120))
         let stats = try #require(honest.records("stats").first, "\(honest.output)")
-        let delivered = Int(stats["delivered"] ?? "") ?? 0
-        #expect(delivered * 100 >= frames * 95, "honest subscriber: \(stats)")
+        #expect(Int(stats["delivered"] ?? "") == frames, "honest subscriber: \(stats)")
         #expect(producer.failures.load(ordering: .relaxed) == 0, "the producer always found a free buffer")
+        #expect(failures == 0, "the producer always found a free buffer")
         #expect(publisher.heldFrameCount <= 10)
         for hoarder in hoarders {
             let last = hoarder.records("hoard").last
@@ -105,8 +149,9 @@ final class PacedProducer: Sendable {
     }
 
     /// Item 6: thousands of connections that never say HELLO. Pending handshakes stay capped, each is closed
-    /// after the timeout with a handful of log lines in all, and an honest subscriber keeps its frame rate.
-    @Test func aFloodOfSilentConnectionsDoesNotStallAnHonestSubscriber() throws {
+    /// after the timeout with a handful of log lines in all, and an honest subscriber gets every frame while the flood
+    /// goes on (published at its pace: a rate on a loaded machine is `framebus bench`'s to measure, not a test's).
+    @Test func aFloodOfSilentConnectionsDoesNotStallAnHonestSubscriber() async throws {
         let path = temporaryBusPath("flood")
         let logs = LogCounter()
         var configuration = Publisher.Configuration(
@@ -119,21 +164,31 @@ final class PacedProducer: Sendable {
         defer { publisher.stop() }
         let pool = try Self.pool(threshold: 34)
         let frames = 300
-        let honest = try PeerProcess(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "60"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
-        let flood = try PeerProcess(["bus-flood", path, "--count", "3000", "--timeout", "30"])
-        try #require(waitUntil { publisher.pendingHandshakeCount > 0 }, "the flood did not start")
-        let producer = PacedProducer(publisher: publisher, pool: pool, fps: 60)
-        defer { producer.stop() }
-        var maximumPending = 0
-        while honest.process.isRunning {
-            maximumPending = max(maximumPending, publisher.pendingHandshakeCount)
-            usleep(20_000)
+        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
+        let flood = try startPeer(["bus-flood", path, "--count", "3000", "--timeout", "30"])
+        try #require(await eventually { publisher.pendingHandshakeCount > 0 }, "the flood did not start")
+        // Sample the pending handshakes while the frames go out.
+        let maximumPending = Atomic<Int>(0)
+        let sampling = Task {
+            while !Task.isCancelled {
+                maximumPending.max(publisher.pendingHandshakeCount, ordering: .relaxed)
+                try? await Task.sleep(for: .milliseconds(20))
+            }
         }
-        producer.stop()
+        let failures = try await publishInLockstep(
+            frames,
+            on: publisher,
+            from: pool,
+            subscriberProcess: honest.processIdentifier
+        )
+        sampling.cancel()
+        await sampling.value
+        #expect(failures == 0)
+        #expect(await honest.waitForExit(timeout: 120), "the honest subscriber did not finish: \(honest.output)")
         let stats = try #require(honest.records("stats").first, "\(honest.output)")
-        #expect((Int(stats["delivered"] ?? "") ?? 0) * 100 >= frames * 95, "honest subscriber: \(stats)")
-        #expect(maximumPending <= 64)
+        #expect(Int(stats["delivered"] ?? "") == frames, "honest subscriber: \(stats)")
+        #expect(maximumPending.load(ordering: .relaxed) <= 64)
         let opened = flood.records("flood").compactMap { Int($0["opened"] ?? "") }.max() ?? 0
         #expect(opened > 64, "the flood opened \(opened) connections: \(flood.output)")
         let lines = logs.lines.withLock { $0 }

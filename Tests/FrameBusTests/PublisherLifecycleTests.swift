@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
-@Suite struct PublisherLifecycleTests {
+@Suite(.timeLimit(.minutes(5))) struct PublisherLifecycleTests {
     struct BadConfiguration: Sendable, CustomTestStringConvertible {
         let name: String
         let change: @Sendable (inout Publisher.Configuration) -> Void
@@ -54,12 +55,12 @@ import Testing
         #expect(welcome.maximumHeldFrames >= 1)
     }
 
-    @Test func stopIsIdempotentSendsOneEndOfStreamAndFreesThePath() throws {
+    @Test func stopIsIdempotentSendsOneEndOfStreamAndFreesThePath() async throws {
         let path = temporaryBusPath("stop")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         let raw = try RawPeer(connectingTo: path)
         try #require(raw.handshake() != nil)
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        try #require(await eventually { publisher.subscriberCount == 1 })
         publisher.stop()
         publisher.stop()
         #expect(!FileManager.default.fileExists(atPath: path))

@@ -1,5 +1,6 @@
 import Logging
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
@@ -190,7 +191,7 @@ struct MachineHarness {
     }
 }
 
-@Suite struct PublisherStateMachineTests {
+@Suite(.timeLimit(.minutes(5))) struct PublisherStateMachineTests {
     typealias Harness = MachineHarness
 
     // MARK: Handshake

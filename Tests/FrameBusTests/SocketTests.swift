@@ -1,6 +1,7 @@
 import Foundation
 import SystemPackage
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
@@ -8,7 +9,7 @@ func temporarySocketPath(_ tag: String = "t") -> String {
     "/tmp/fbt-\(tag)-\(UUID().uuidString.prefix(12)).sock"
 }
 
-@Suite struct SocketTests {
+@Suite(.timeLimit(.minutes(5))) struct SocketTests {
     @Test func listenerCreatesSocketFileWithOwnerOnlyMode() throws {
         let path = temporarySocketPath()
         defer { unlink(path) }

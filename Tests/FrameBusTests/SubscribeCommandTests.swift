@@ -1,41 +1,21 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// `framebus subscribe` as a user runs it, against a publisher process.
-@Suite struct SubscribeCommandTests {
-    /// The framebus executable, built next to the test bundle.
-    func framebusExecutable() throws -> URL {
-        let peer = try busPeerExecutable()
-        let url = peer.deletingLastPathComponent().appendingPathComponent("framebus")
-        guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw BusTestError("framebus not found next to \(peer.path); run `swift build` first")
-        }
-        return url
-    }
-
+@Suite(.timeLimit(.minutes(5))) struct SubscribeCommandTests {
     /// Runs `framebus ARGUMENTS` to its end (killed after `timeout` seconds); returns its standard output and status.
-    func runFramebus(_ arguments: [String], timeout: Double = 60) throws -> (output: [UInt8], status: Int32) {
-        let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("fbcli-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: outputURL) }
-        let handle = try FileHandle(forWritingTo: outputURL)
-        let process = Process()
-        process.executableURL = try framebusExecutable()
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        try? handle.close()
-        if !waitUntil(timeout: timeout, { !process.isRunning }) { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return (Array(try Data(contentsOf: outputURL)), process.terminationStatus)
+    func runFramebus(_ arguments: [String], timeout: Double = 120) async throws -> (output: [UInt8], status: Int32) {
+        let child = try ChildProcess(try TestLocations.executable("framebus"), arguments, captureStandardError: false)
+        let status = try await child.exitStatus(within: timeout)
+        return (child.outputBytes, status)
     }
 
-    @Test func aPublishersReasonIsPrintedWithItsControlCharactersEscaped() throws {
+    @Test func aPublishersReasonIsPrintedWithItsControlCharactersEscaped() async throws {
         let path = temporaryBusPath("cli-escape")
-        let peer = try PeerProcess(["hostile-publisher", path, "error-reason"])
-        try #require(waitUntil { peer.output.contains("listening") })
-        let (output, status) = try runFramebus(["subscribe", "--path", path, "--duration", "30"])
+        let peer = try startPeer(["hostile-publisher", path, "error-reason"])
+        try #require(await eventually { peer.output.contains("listening") })
+        let (output, status) = try await runFramebus(["subscribe", "--path", path, "--duration", "30"])
         let text = String(decoding: output, as: UTF8.self)
         #expect(text.contains("stream ended"), "\(text)")
         #expect(text.contains("slow\\u{1B}]0;pwned\\u{07}"), "\(text)")

@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// A delegate's callbacks: on its own queue, one at a time, in order, across replacing and removing the delegate; and
 /// a delegate that is slow (or blocked) never stops the subscriber from reading its socket.
-@Suite(.timeLimit(.minutes(2))) struct SubscriberDelegateTests {
+@Suite(.timeLimit(.minutes(5))) struct SubscriberDelegateTests {
     static let format = PixelFormat.yuv420BiPlanarVideoRange8
 
     /// What every delegate of one test saw, in the order the callbacks ran.
@@ -167,9 +168,12 @@ import Testing
         for index in 1...2 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 2 })
         bus.subscriber.setDelegate(second, queue: second.queue)
-        // Room for a second callback to start (wrongly) while the first is still blocked; nothing is asserted on
-        // time: a correct subscriber starts none however long this is.
-        try await Task.sleep(for: .milliseconds(300))
+        // Every callback of the second delegate runs on its (serial) queue, and a pass that setDelegate (wrongly)
+        // started would have been put on that queue before setDelegate returned: once a block queued now has run,
+        // such a pass has run too. An event, not a time.
+        await withCheckedContinuation { (drained: CheckedContinuation<Void, Never>) in
+            second.queue.async { drained.resume() }
+        }
         #expect(log.sequences(of: "second").isEmpty, "a callback ran while another was still running")
         first.proceed.signal()
         #expect(await eventually { log.sequences(of: "second").count == 2 }, "\(log.snapshot)")
@@ -229,7 +233,7 @@ import Testing
 
     @Test func aPublisherFloodingWhileTheDelegateIsBlockedIsCutOffWithBoundedMemory() async throws {
         let path = temporaryBusPath("flood-blocked")
-        let peer = try PeerProcess(["hostile-publisher", path, "never-read"])
+        let peer = try startPeer(["hostile-publisher", path, "never-read"])
         try #require(await eventually { peer.output.contains("listening") }, "the hostile publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [Self.format])
         configuration.connectTimeout = .seconds(20)

@@ -2,11 +2,12 @@ import Foundation
 import Glibc
 import Logging
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// Creating, iterating, delegating and cancelling a subscriber (items 4 and 8, and what an async consumer needs).
-@Suite(.timeLimit(.minutes(2))) struct SubscriberLifecycleTests {
+@Suite(.timeLimit(.minutes(5))) struct SubscriberLifecycleTests {
     static let format = PixelFormat.yuv420BiPlanarVideoRange8
 
     func makePool() throws -> PixelBufferPool {
@@ -261,14 +262,14 @@ import Testing
         }
     }
 
-    @Test func cancelAndDeinitDoNotWaitForADelegateCallbackThatIsBlocked() throws {
+    @Test func cancelAndDeinitDoNotWaitForADelegateCallbackThatIsBlocked() async throws {
         let path = temporaryBusPath("blocked")
         let publisher = try Publisher(configuration: .init(path: path, formats: [Self.format]))
         defer { publisher.stop() }
         let delegate = BlockingDelegate()
         var subscriber: Subscriber? = try Subscriber(configuration: .init(path: path, acceptedFormats: [Self.format]))
         subscriber?.setDelegate(delegate, queue: DispatchQueue(label: "blocked"))
-        #expect(waitUntil { publisher.subscriberCount == 1 })
+        #expect(await eventually { publisher.subscriberCount == 1 })
         try publishOne(publisher, pool: try makePool())
         #expect(delegate.entered.wait(timeout: .now() + 20) == .success)
         // The callback is blocked until we let it go, which we do only after these return: if either waited for
@@ -277,7 +278,7 @@ import Testing
         subscriber?.cancel()
         subscriber = nil
         delegate.proceed.signal()
-        #expect(waitUntil { publisher.subscriberCount == 0 })
+        #expect(await eventually { publisher.subscriberCount == 0 })
     }
 
     @Test func anOwnerThatIsItsSubscribersDelegateIsFreed() throws {
@@ -326,7 +327,7 @@ import Testing
     }
 }
 
-@Suite struct SocketPathTests {
+@Suite(.timeLimit(.minutes(5))) struct SocketPathTests {
     @Test func theDefaultLivesInTheUsersRuntimeDirectory() throws {
         let environment = ["XDG_RUNTIME_DIR": "/run/user/1000"]
         #expect(try SocketPath.path(name: "camera", environment: environment) == "/run/user/1000/camera.sock")
@@ -349,17 +350,6 @@ import Testing
         }
         #expect(try SocketPath.default() == runtime + "/framebus.sock")
     }
-}
-
-/// Polls `condition` every 5 ms until it holds or `timeout` seconds pass, without blocking a thread of the
-/// cooperative pool (a blocking wait there can starve the very task it waits for).
-func eventually(timeout: Double = 20, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
 }
 
 extension Subscriber {

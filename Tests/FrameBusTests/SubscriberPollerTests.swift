@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// `Subscriber.makePoller`, the consumer the C interface's `fb_subscriber_next_event` uses: events wait in the
 /// subscriber's queue until taken, `wake` is called when one may be there, and it is one consumer among the others.
-@Suite(.timeLimit(.minutes(2))) struct SubscriberPollerTests {
+@Suite(.timeLimit(.minutes(5))) struct SubscriberPollerTests {
     typealias Bus = SubscriberDelegateTests.Bus
 
     /// Takes events until `count` frames came, waiting for `wake` between polls.

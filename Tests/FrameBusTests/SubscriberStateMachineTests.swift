@@ -1,9 +1,10 @@
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
 /// The subscriber's protocol state machine and event queue, driven directly: no sockets, no threads.
-@Suite struct SubscriberStateMachineTests {
+@Suite(.timeLimit(.minutes(5))) struct SubscriberStateMachineTests {
     static let format = PixelFormat.yuv420BiPlanarVideoRange8
 
     static func welcome(format: PixelFormat = format, stream: UInt64 = 7, version: UInt16 = 2) -> WireMessage {
@@ -383,7 +384,7 @@ import Testing
 }
 
 /// The bounded, ordered queue between a subscriber's connection thread and its consumer (item 7).
-@Suite struct SubscriberEventQueueTests {
+@Suite(.timeLimit(.minutes(5))) struct SubscriberEventQueueTests {
     typealias Queue = SubscriberEventQueue<Int>
 
     static func drops(_ queue: Queue) -> [SubscriberDrop] {

@@ -34,7 +34,7 @@ struct RawV2Peer {
     }
 }
 
-@Suite(.timeLimit(.minutes(3))) struct SurfaceV2Tests {
+@Suite(.timeLimit(.minutes(5))) struct SurfaceV2Tests {
     /// SURFACE v2 carries a surface whose planes live in two memfds; a version-2 subscriber imports both and reads
     /// the producer's pixels bit-exact, while a version-1 subscriber of the same frame gets a DROP instead.
     @Test func aSurfaceWithADescriptorPerPlaneTravelsWithEveryDescriptor() throws {

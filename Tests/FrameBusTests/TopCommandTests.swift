@@ -2,16 +2,17 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
-@Suite struct TopCommandTests {
-    @Test func topShowsALiveSubscriberFromAnotherProcess() throws {
+@Suite(.timeLimit(.minutes(5))) struct TopCommandTests {
+    @Test func topShowsALiveSubscriberFromAnotherProcess() async throws {
         let path = temporaryBusPath("top")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        let subscriber = try PeerProcess(["bus-subscriber", path, "--timeout", "60"])
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "600"])
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 34)
         )
@@ -30,9 +31,9 @@ import Testing
         producer.start()
         defer { running.store(false, ordering: .relaxed) }
 
-        let top = try CommandProcess(["top", path, "--iterations", "2"])
-        top.process.waitUntilExit()
-        #expect(top.process.terminationStatus == 0, "\(top.output)")
+        let top = try startFramebus(["top", path, "--iterations", "2"])
+        let status = try await top.exitStatus(within: 300)
+        #expect(status == 0, "\(top.output)")
         let id = try #require(publisher.statistics.subscribers.first?.id)
         let rows = top.output.split(separator: "\n").filter { $0.hasPrefix("\(id) ") }
         #expect(rows.count == 2, "\(top.output)")
@@ -46,11 +47,11 @@ import Testing
         _ = subscriber
     }
 
-    @Test func textFromThePublisherIsPrintedEscaped() throws {
+    @Test func textFromThePublisherIsPrintedEscaped() async throws {
         let path = temporaryBusPath("evil-top")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let top = try CommandProcess(["top", path, "--iterations", "1"])
+        let top = try startFramebus(["top", path, "--iterations", "1"])
         try #require(try listener.waitReadable(timeoutMilliseconds: 20_000).get(), "top did not connect")
         let connection = RawPeer(socket: try #require(try listener.accept().get()))
         guard case .hello(let hello) = connection.next() else {
@@ -61,8 +62,8 @@ import Testing
         connection.send(
             WireMessage.error(WireErrorMessage(.notPermitted, "go away \u{1B}[2J\u{1B}]0;pwned\u{07} now")).encoded()
         )
-        top.process.waitUntilExit()
-        #expect(top.process.terminationStatus != 0)
+        let status = try await top.exitStatus(within: 300)
+        #expect(status != 0)
         #expect(top.output.contains("go away \\u{1b}[2J\\u{1b}]0;pwned\\u{7} now"), "\(top.output)")
         #expect(!top.output.contains("\u{1B}"))
     }

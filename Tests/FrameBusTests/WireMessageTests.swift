@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
@@ -199,7 +200,7 @@ enum GoldenVectors {
     ]
 }
 
-@Suite struct WireMessageTests {
+@Suite(.timeLimit(.minutes(5))) struct WireMessageTests {
     static let goldenIndices = Array(GoldenVectors.all.indices)
 
     @Test(arguments: goldenIndices) func documentExamplesDecodeToTheirMessages(_ index: Int) throws {

@@ -1,28 +1,20 @@
+import Crypto
 import Foundation
 import ImageSources
 import PixelBuffers
 import Testing
+import TestSupport
 
 /// The corpus folder, found relative to this file (…/Tests/PixelBuffersTests/This.swift → …/Corpus).
 private let corpusURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().appendingPathComponent("Corpus")
 
-/// SHA-256 of `bytes` as lowercase hex, computed by coreutils' `sha256sum` (Linux has no CryptoKit).
-private func sha256Hex(_ bytes: [UInt8]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    try process.run()
-    // sha256sum prints only after end of input, so writing everything first cannot deadlock.
-    try input.fileHandleForWriting.write(contentsOf: Data(bytes))
-    try input.fileHandleForWriting.close()
-    let printed = try output.fileHandleForReading.readToEnd() ?? Data()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw CocoaError(.fileReadUnknown) }
-    return String(decoding: printed.prefix(64), as: UTF8.self)
+/// SHA-256 of `bytes` as lowercase hex, computed in process (swift-crypto).
+private func sha256Hex(_ bytes: [UInt8]) -> String {
+    SHA256.hash(data: bytes).map { byte in
+        let hex = String(byte, radix: 16)
+        return byte < 0x10 ? "0" + hex : hex
+    }.joined()
 }
 
 private struct ChecksumFile: Decodable {
@@ -136,53 +128,46 @@ private func temporaryPath(_ name: String) -> String {
 
 // MARK: - Tests
 
-@Suite struct ImageConversionTests {
+@Suite(.timeLimit(.minutes(20))) struct ImageConversionTests {
     @Test func sha256HelperGivesTheKnownAnswerForABC() throws {
         #expect(
-            try sha256Hex(Array("abc".utf8))
+            sha256Hex(Array("abc".utf8))
                 == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         )
     }
 
     /// Every corpus image in every format listed in checksums.json, bit for bit.
+    ///
+    /// The conversions are CPU-heavy in a debug build (about a minute on a loaded 2-core machine), so they run on a
+    /// thread of their own, one image after the other: the cooperative pool stays free for the other tests, and the
+    /// test takes one core at most.
     @Test func corpusConversionsMatchTheReferenceChecksums() async throws {
         let data = try Data(contentsOf: corpusURL.appendingPathComponent("checksums.json"))
         let frames = try JSONDecoder().decode(ChecksumFile.self, from: data).frames
         #expect(frames.count >= 38 * 4)
         let byImage = Dictionary(grouping: frames, by: \.image)
-        let failures = try await withThrowingTaskGroup(of: [String].self) { group in
-            var pending = byImage.keys.sorted()[...]
-            func addNext() {
-                guard let name = pending.popFirst() else { return }
-                let expected = byImage[name]!
-                group.addTask {
-                    let image = try RGBImage(contentsOfPNGFile: corpusURL.appendingPathComponent(name).path)
-                    let cropped = image.croppedToEven()
-                    var failures: [String] = []
-                    for frame in expected {
-                        let bytes = image.convertedBytes(to: try PixelFormat(frame.format))
-                        let digest = try sha256Hex(bytes)
-                        if cropped.width != frame.width || cropped.height != frame.height
-                            || bytes.count != frame.bytes || digest != frame.sha256
-                        {
-                            failures.append(
-                                "\(name) \(frame.format): \(cropped.width)x\(cropped.height), \(bytes.count) bytes, \(digest)"
-                            )
-                        }
+        let (compared, failures) = try await onDedicatedThread("corpus-conversions") { () throws -> (Int, [String]) in
+            var compared = 0
+            var failures: [String] = []
+            for name in byImage.keys.sorted() {
+                let image = try RGBImage(contentsOfPNGFile: corpusURL.appendingPathComponent(name).path)
+                let cropped = image.croppedToEven()
+                for frame in byImage[name]! {
+                    let bytes = image.convertedBytes(to: try PixelFormat(frame.format))
+                    let digest = sha256Hex(bytes)
+                    compared += 1
+                    if cropped.width != frame.width || cropped.height != frame.height
+                        || bytes.count != frame.bytes || digest != frame.sha256
+                    {
+                        failures.append(
+                            "\(name) \(frame.format): \(cropped.width)x\(cropped.height), \(bytes.count) bytes, \(digest)"
+                        )
                     }
-                    return failures
                 }
             }
-            // Two images at a time: enough to use both cores without holding many frames in memory.
-            addNext()
-            addNext()
-            var failures: [String] = []
-            for try await result in group {
-                failures += result
-                addNext()
-            }
-            return failures
+            return (compared, failures)
         }
+        #expect(compared == frames.count)
         #expect(failures.isEmpty, "\(failures.count) mismatches: \(failures.joined(separator: "; "))")
     }
 

@@ -2,7 +2,7 @@ import PixelBuffers
 import Surfaces
 import Testing
 
-@Suite struct PixelBufferTests {
+@Suite(.timeLimit(.minutes(5))) struct PixelBufferTests {
     @Test(arguments: PixelFormat.baseFormats)
     func planesAreAlignedAndInsideTheSurface(format: PixelFormat) throws {
         let buffer = try PixelBuffer(width: 102, height: 50, pixelFormat: format)
@@ -120,7 +120,7 @@ import Testing
     }
 }
 
-@Suite struct PixelBufferPoolTests {
+@Suite(.timeLimit(.minutes(5))) struct PixelBufferPoolTests {
     private func attributes(minimum: Int = 0, threshold: Int? = nil, age: Duration? = nil) -> PixelBufferPool.Attributes
     {
         PixelBufferPool.Attributes(

@@ -2,7 +2,7 @@ import CFrameBusShims
 import PixelBuffers
 import Testing
 
-@Suite struct PixelFormatTests {
+@Suite(.timeLimit(.minutes(5))) struct PixelFormatTests {
     @Test func fourCharacterCodesRoundTrip() throws {
         for format in PixelFormat.all {
             #expect(try PixelFormat(format.name) == format)

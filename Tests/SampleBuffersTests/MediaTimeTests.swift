@@ -8,7 +8,7 @@ private func time(_ value: Int64, _ timescale: Int32) -> MediaTime {
 /// The five kinds of time, for exhaustive tables.
 private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .negativeInfinity]
 
-@Suite struct MediaTimeConstructionTests {
+@Suite(.timeLimit(.minutes(5))) struct MediaTimeConstructionTests {
     @Test func constantsHaveCMTimeFields() {
         #expect(MediaTime.zero.value == 0 && MediaTime.zero.timescale == 1 && MediaTime.zero.flags == .valid)
         #expect(MediaTime.invalid.flags == [] && !MediaTime.invalid.isValid)
@@ -64,7 +64,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite struct MediaTimeArithmeticTests {
+@Suite(.timeLimit(.minutes(5))) struct MediaTimeArithmeticTests {
     @Test func sameTimescaleSumKeepsTheTimescale() {
         let sum = time(1001, 30000) + time(2002, 30000)
         #expect(sum.value == 3003 && sum.timescale == 30000 && !sum.hasBeenRounded)
@@ -231,7 +231,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite struct MediaTimeComparisonTests {
+@Suite(.timeLimit(.minutes(5))) struct MediaTimeComparisonTests {
     @Test func equalInstantsInDifferentTimescalesAreEqualAndHashAlike() {
         let halves = [time(1, 2), time(2, 4), time(3, 6), time(500_000_000, 1_000_000_000), time(45000, 90000)]
         #expect(Set(halves).count == 1)
@@ -287,7 +287,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite struct MediaTimeConversionTests {
+@Suite(.timeLimit(.minutes(5))) struct MediaTimeConversionTests {
     @Test func convertScaleIsExactWhereItCanBe() {
         let converted = time(1001, 30000).convertScale(90000)
         #expect(converted.value == 3003 && converted.timescale == 90000 && !converted.hasBeenRounded)
@@ -412,7 +412,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite struct HostClockTests {
+@Suite(.timeLimit(.minutes(5))) struct HostClockTests {
     @Test func hostClockIsMonotonicInNanoseconds() {
         var previous = HostClock.now
         #expect(previous.timescale == 1_000_000_000 && previous > .zero)
@@ -424,7 +424,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite struct MediaTimeRangeTests {
+@Suite(.timeLimit(.minutes(5))) struct MediaTimeRangeTests {
     @Test func rangeIsHalfOpen() {
         let range = MediaTimeRange(start: time(1, 1), duration: time(1, 2))
         #expect(range.end == time(3, 2) && range.isValid && !range.isEmpty)
@@ -450,7 +450,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite struct SampleTimingInfoTests {
+@Suite(.timeLimit(.minutes(5))) struct SampleTimingInfoTests {
     @Test func timingDefaultsAndRange() {
         let timing = SampleTimingInfo(presentationTimeStamp: time(1001, 30000), duration: time(1001, 30000))
         #expect(timing.decodeTimeStamp.kind == .invalid)
@@ -463,7 +463,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite struct DroppedFrameReasonTests {
+@Suite(.timeLimit(.minutes(5))) struct DroppedFrameReasonTests {
     @Test func rawValuesAreTheDocumentedWireValues() {
         #expect(DroppedFrameReason.allCases.map(\.rawValue) == [1, 2, 3])
         #expect(DroppedFrameReason.allCases == [.frameWasLate, .outOfBuffers, .discontinuity])

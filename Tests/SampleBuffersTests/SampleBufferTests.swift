@@ -19,7 +19,7 @@ private func makeBuffer(
     try PixelBuffer(width: width, height: height, pixelFormat: format, attachments: attachments)
 }
 
-@Suite struct VideoFormatDescriptionTests {
+@Suite(.timeLimit(.minutes(5))) struct VideoFormatDescriptionTests {
     @Test(arguments: PixelFormat.baseFormats)
     func descriptionOfAPixelBufferMatchesIt(format: PixelFormat) throws {
         let buffer = try makeBuffer(format, width: 32, height: 16)
@@ -88,7 +88,7 @@ private func makeBuffer(
     }
 }
 
-@Suite struct SampleBufferTests {
+@Suite(.timeLimit(.minutes(5))) struct SampleBufferTests {
     @Test func sampleBufferCarriesImageTimingAndDescription() throws {
         let image = try makeBuffer()
         let sample = try SampleBuffer(imageBuffer: image, timing: timing(3))

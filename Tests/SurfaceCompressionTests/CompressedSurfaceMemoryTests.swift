@@ -5,7 +5,7 @@ import Testing
 @testable import SurfaceCompression
 
 /// A compressed surface is sized for the worst case but must occupy only the pages the codec writes.
-@Suite struct CompressedSurfaceMemoryTests {
+@Suite(.timeLimit(.minutes(5))) struct CompressedSurfaceMemoryTests {
     /// Bytes of a buffer's mapping that are resident (`mincore(2)`, whole pages).
     static func residentByteCount(_ buffer: PixelBuffer) throws -> Int {
         try buffer.lock([.readOnly])

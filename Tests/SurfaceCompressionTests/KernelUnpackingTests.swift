@@ -9,25 +9,11 @@ import Testing
 /// with byte shuffles and multiplies elsewhere; the packed10 kernel with byte shuffles and shifts. Each must
 /// decode exactly what the portable Swift decoder decodes (packed8 into strided rows without touching a byte
 /// beside them), and read nothing past the payload's end.
-@Suite struct KernelUnpackingTests {
+@Suite(.timeLimit(.minutes(10))) struct KernelUnpackingTests {
     /// Sizes with whole groups of four blocks, partial groups and partial blocks, and rows long enough that the
     /// vector loop does most of the work.
     static let sizes: [(Int, Int)] = [(32, 3), (40, 4), (63, 5), (96, 7), (256, 6), (517, 3), (1000, 2), (5, 9)]
 
-    /// A payload with valid widths (at most 8), random predictor bits and random residual bytes.
-    static func arbitraryPayload(width: Int, height: Int, random: inout SplitMix, widest: Bool = false) -> [UInt8] {
-        let blocks = (width + 7) / 8 * height
-        var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
-        var total = 0
-        for block in 0..<blocks {
-            let w = widest ? 8 : Int(random.next() % 9)
-            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
-            total += w
-        }
-        var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
-        for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
-        return nibbles + bits + (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-    }
 
     /// The portable decoder's samples (contiguous rows), or nil for a refusal.
     static func portable(_ payload: [UInt8], width: Int, height: Int) -> [UInt8]? {
@@ -131,7 +117,12 @@ import Testing
         let (width, height) = Self.sizes[index]
         var random = SplitMix(seed: UInt64(900 + index))
         for round in 0..<12 {
-            let payload = Self.arbitraryPayload(width: width, height: height, random: &random, widest: round % 4 == 3)
+            let payload = arbitraryPackedPayload(
+                blocks: blockCount(width: width, height: height),
+                maximum: 8,
+                widths: round % 4 == 3 ? .widest : .uniform,
+                random: &random
+            )
             let expected = try #require(Self.portable(payload, width: width, height: height))
             for deposit in [false, true] {
                 let stride = width + 1 + round
@@ -195,7 +186,12 @@ import Testing
         let blocks = (width + 7) / 8 * height
         let controlBytes = (blocks + 1) / 2 + (blocks + 7) / 8
         for _ in 0..<8 {
-            let full = Self.arbitraryPayload(width: width, height: height, random: &random)
+            let full = arbitraryPackedPayload(
+                blocks: blockCount(width: width, height: height),
+                maximum: 8,
+                widths: .uniform,
+                random: &random
+            )
             let cut = controlBytes + Int(random.next() % UInt64(full.count - controlBytes + 1))
             let completed = Array(full.prefix(cut)) + [UInt8](repeating: 0, count: full.count - cut)
             let expected = try #require(Self.portable(completed, width: width, height: height))
@@ -221,20 +217,6 @@ import Testing
 
     // MARK: packed10
 
-    /// A packed10 payload with widths 0...10 (all 10 when `widest`), random predictor bits and residual bytes.
-    static func arbitraryPayload10(width: Int, height: Int, random: inout SplitMix, widest: Bool = false) -> [UInt8] {
-        let blocks = (width + 7) / 8 * height
-        var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
-        var total = 0
-        for block in 0..<blocks {
-            let w = widest ? 10 : Int(random.next() % 11)
-            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
-            total += w
-        }
-        var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
-        for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
-        return nibbles + bits + (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-    }
 
     /// The portable 10-bit decoder's samples, or nil for a refusal.
     static func portable10(_ payload: [UInt8], width: Int, height: Int) -> [UInt16]? {
@@ -302,7 +284,12 @@ import Testing
         let (width, height) = Self.sizes[index]
         var random = SplitMix(seed: UInt64(1200 + index))
         for round in 0..<12 {
-            let payload = Self.arbitraryPayload10(width: width, height: height, random: &random, widest: round % 4 == 3)
+            let payload = arbitraryPackedPayload(
+                blocks: blockCount(width: width, height: height),
+                maximum: 10,
+                widths: round % 4 == 3 ? .widest : .uniform,
+                random: &random
+            )
             let expected = try #require(Self.portable10(payload, width: width, height: height))
             #expect(Self.kernel10(payload, width: width, height: height) == expected)
         }
@@ -357,7 +344,12 @@ import Testing
         let blocks = (width + 7) / 8 * height
         let controlBytes = (blocks + 1) / 2 + (blocks + 7) / 8
         for _ in 0..<8 {
-            let full = Self.arbitraryPayload10(width: width, height: height, random: &random)
+            let full = arbitraryPackedPayload(
+                blocks: blockCount(width: width, height: height),
+                maximum: 10,
+                widths: .uniform,
+                random: &random
+            )
             let cut = controlBytes + Int(random.next() % UInt64(full.count - controlBytes + 1))
             let completed = Array(full.prefix(cut)) + [UInt8](repeating: 0, count: full.count - cut)
             let expected = try #require(Self.portable10(completed, width: width, height: height))

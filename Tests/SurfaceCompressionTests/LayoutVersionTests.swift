@@ -6,7 +6,7 @@ import Testing
 
 /// A newer publisher and an older subscriber must never be silently incompatible: the encoder writes layout
 /// version 2, and the decoder reads version 1 surfaces exactly.
-@Suite struct LayoutVersionTests {
+@Suite(.timeLimit(.minutes(5))) struct LayoutVersionTests {
     static func fourCCName(_ fourCC: UInt32) -> String {
         String(decoding: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: fourCC >> $0) }, as: UTF8.self)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 @testable import SurfaceCompression
 
@@ -9,21 +10,11 @@ import Testing
 /// which compares every byte and prints the counts. Skipped (naming the missing tool) without the cross compiler
 /// or qemu, unless FRAMEBUS_REQUIRE_ALL=1, which turns the skip into a failure. (Debian: gcc-aarch64-linux-gnu,
 /// libc6-dev-arm64-cross, qemu-user.)
-@Suite struct NEONKernelTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+@Suite(.timeLimit(.minutes(30))) struct NEONKernelTests {
+    static var packageRoot: URL { TestLocations.packageRoot }
 
-    static func which(_ name: String) -> URL? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for directory in path.split(separator: ":") {
-            let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(name)
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        }
-        return nil
-    }
-
-    static let crossCompiler = which("aarch64-linux-gnu-gcc")
-    static let emulator = which("qemu-aarch64")
+    static let crossCompiler = TestLocations.onPath("aarch64-linux-gnu-gcc")
+    static let emulator = TestLocations.onPath("qemu-aarch64")
     static let requireAll = ProcessInfo.processInfo.environment["FRAMEBUS_REQUIRE_ALL"] == "1"
     static let missing: String = {
         var names: [String] = []
@@ -94,9 +85,19 @@ import Testing
         for (width, height) in VectorKernelTests.cases {
             let blocks = (width + 7) / 8 * height
             for style in 0..<3 {
-                let payload = VectorKernelTests.arbitraryPayload(blocks: blocks, maximum: 8, style: style, &random)
+                let payload = arbitraryPackedPayload(
+                    blocks: blocks,
+                    maximum: 8,
+                    widths: PayloadWidths.mixes[style],
+                    random: &random
+                )
                 input.decode8(payload, width: width, height: height, stride: width + 1 + Int(random.next() % 17))
-                let payload10 = VectorKernelTests.arbitraryPayload(blocks: blocks, maximum: 10, style: style, &random)
+                let payload10 = arbitraryPackedPayload(
+                    blocks: blocks,
+                    maximum: 10,
+                    widths: PayloadWidths.mixes[style],
+                    random: &random
+                )
                 input.decode10(payload10, width: width, height: height)
             }
             let noise: UInt64 = [3, 40, 256][Int(random.next() % 3)]
@@ -179,38 +180,8 @@ import Testing
         }
     }
 
-    /// Runs `executable` with `arguments`, output to a file; the status (-1 if killed at the timeout) and output.
-    static func run(
-        _ executable: URL,
-        _ arguments: [String],
-        in directory: URL,
-        timeout: Double
-    ) throws -> (Int32, String) {
-        let log = directory.appendingPathComponent("log-\(UUID().uuidString.prefix(8))")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        try? handle.close()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(20_000) }
-        var status: Int32 = -1
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        } else {
-            process.waitUntilExit()
-            status = process.terminationStatus
-        }
-        return (status, (try? String(contentsOf: log, encoding: .utf8)) ?? "")
-    }
-
     @Test(.enabled(if: missing.isEmpty || requireAll, "\(missing)"))
-    func theNEONKernelsMatchThePortableCodeUnderEmulation() throws {
+    func theNEONKernelsMatchThePortableCodeUnderEmulation() async throws {
         let compiler = try #require(Self.crossCompiler, "\(Self.missing)")
         let emulator = try #require(Self.emulator, "\(Self.missing)")
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
@@ -221,7 +192,7 @@ import Testing
 
         let kernels = Self.packageRoot.appendingPathComponent("Sources/CSurfaceCodecKernels")
         let harness = directory.appendingPathComponent("neon_harness")
-        let (compiled, compilerOutput) = try Self.run(
+        let (compiled, compilerOutput) = try await runToEnd(
             compiler,
             [
                 "-O2", "-static", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas", "-I",
@@ -229,15 +200,14 @@ import Testing
                 kernels.appendingPathComponent("kernels_neon.c").path,
                 Self.packageRoot.appendingPathComponent("Tests/Kernels/neon_harness.c").path, "-o", harness.path,
             ],
-            in: directory,
-            timeout: 300
+            timeout: 600
         )
         try #require(compiled == 0, "aarch64-linux-gnu-gcc failed (\(compiled)):\n\(compilerOutput)")
 
         let input = Self.makeInput()
         let inputFile = directory.appendingPathComponent("input.bin")
         try Data(input.bytes).write(to: inputFile)
-        let (status, output) = try Self.run(emulator, [harness.path, inputFile.path], in: directory, timeout: 600)
+        let (status, output) = try await runToEnd(emulator, [harness.path, inputFile.path], timeout: 1200)
         try #require(status == 0, "the harness under qemu-aarch64 exited with \(status):\n\(output)")
         #expect(output.contains("\ndone") || output.hasPrefix("done"), "\(output)")
         var seen = 0

@@ -2,12 +2,13 @@ import Foundation
 import PixelBuffers
 import Synchronization
 import Testing
+import TestSupport
 
 @testable import SurfaceCompression
 
 /// A publisher still holds its compressed surfaces writable: the decoder must take every bound from private
 /// memory, read once, so that a rewrite while it decodes gives wrong pixels or an error, never a crash.
-@Suite struct SharedMemoryRaceTests {
+@Suite(.timeLimit(.minutes(10))) struct SharedMemoryRaceTests {
     /// A compressed frame with many tiles and every mode (flat block: solid/LZ4; gradient with noise: packed).
     static func makeCompressed(
         _ format: PixelFormat,
@@ -121,7 +122,7 @@ import Testing
     /// the public API. Every decode must succeed or throw a ``CompressionError``; a crash fails the whole run.
     /// The same race runs under AddressSanitizer in `Fuzz/race.sh`.
     @Test(arguments: PixelFormat.baseFormats)
-    func decodingWhileAnotherThreadRewritesTheSurfaceNeverCrashes(format: PixelFormat) throws {
+    func decodingWhileAnotherThreadRewritesTheSurfaceNeverCrashes(format: PixelFormat) async throws {
         let (source, compressed, used) = try Self.makeCompressed(format)
         let output = try PixelBuffer(width: compressed.width, height: compressed.height, pixelFormat: format)
         // The writer works on the mapping directly, as another process holding it writable would.
@@ -171,7 +172,7 @@ import Testing
             }
         }
         flags.stop.store(true, ordering: .relaxed)
-        while !writer.isFinished { usleep(1000) }
+        try #require(await eventually { writer.isFinished }, "the writer thread did not stop")
         #expect(flags.writes.load(ordering: .relaxed) > 0)
         // Once the writer has stopped and restored everything, the surface decodes exactly again.
         try SurfaceCodec.decompress(compressed, into: output)

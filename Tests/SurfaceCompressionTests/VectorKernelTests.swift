@@ -8,7 +8,7 @@ import Testing
 /// arbitrary ones (what a payload rewritten in shared memory gives), every width 1...300 and height 1...70
 /// (partial last blocks, the careful path near the payload's end), contiguous and strided into a larger plane.
 /// The NEON tier is also checked on this machine under emulation (NEONKernelTests).
-@Suite struct VectorKernelTests {
+@Suite(.timeLimit(.minutes(10))) struct VectorKernelTests {
     static let tiers = Kernels.availableTiers
     static let vectorTiers = tiers.filter { $0 != .portable }
 
@@ -47,25 +47,6 @@ import Testing
 
     // MARK: Payloads
 
-    /// A packed payload of `blocks` blocks with random widths (0...maximum, in one of three mixes), random
-    /// predictor bits and random residual bytes: valid, whatever it decodes to.
-    static func arbitraryPayload(blocks: Int, maximum: Int, style: Int, _ random: inout SplitMix) -> [UInt8] {
-        var nibbles = [UInt8](repeating: 0, count: (blocks + 1) / 2)
-        var total = 0
-        for block in 0..<blocks {
-            let w: Int
-            switch style {
-            case 0: w = Int(random.next() % UInt64(maximum + 1))
-            case 1: w = random.next() % 4 == 0 ? Int(random.next() % UInt64(maximum + 1)) : maximum
-            default: w = Int(random.next() % 3)
-            }
-            nibbles[block / 2] |= UInt8(w) << (4 * (block % 2))
-            total += w
-        }
-        var bits = [UInt8](repeating: 0, count: (blocks + 7) / 8)
-        for block in 0..<blocks where random.next() % 2 == 0 { bits[block / 8] |= 1 << (block % 8) }
-        return nibbles + bits + (0..<total).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-    }
 
     /// Samples of a smooth image with noise of the given range.
     static func samples8(width: Int, height: Int, noise: UInt64, _ random: inout SplitMix) -> [UInt8] {
@@ -190,7 +171,8 @@ import Testing
         for (width, height) in Self.cases(in: group) {
             let blocks = (width + 7) / 8 * height
             for style in 0..<3 {
-                let payload = Self.arbitraryPayload(blocks: blocks, maximum: 8, style: style, &random)
+                let widths = PayloadWidths.mixes[style]
+                let payload = arbitraryPackedPayload(blocks: blocks, maximum: 8, widths: widths, random: &random)
                 Self.checkDecode8(
                     payload,
                     width: width,
@@ -304,7 +286,11 @@ import Testing
         for (width, height) in Self.cases(in: group) {
             let blocks = (width + 7) / 8 * height
             var payloads: [([UInt8], [UInt16]?, String)] = (0..<3).map { style in
-                (Self.arbitraryPayload(blocks: blocks, maximum: 10, style: style, &random), nil, "arbitrary \(style)")
+                let widths = PayloadWidths.mixes[style]
+                return (
+                    arbitraryPackedPayload(blocks: blocks, maximum: 10, widths: widths, random: &random), nil,
+                    "arbitrary \(style)"
+                )
             }
             for noise in [5, 60, 1024] {
                 let samples = (0..<width * height).map { i in

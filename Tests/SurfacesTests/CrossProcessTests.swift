@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import SystemPackage
 import Testing
+import TestSupport
 
 @testable import Surfaces
 
@@ -11,28 +12,16 @@ func testPatternByte(plane: Int, row: Int, column: Int) -> UInt8 {
     UInt8(truncatingIfNeeded: plane &* 101 &+ row &* 7 &+ column &* 3 &+ (row >> 3))
 }
 
-/// The FrameBusTestPeer executable, built next to the test bundle.
-func peerExecutable() throws -> URL {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-        Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent(),
-    ]
-    for directory in candidates {
-        let url = directory.appendingPathComponent("FrameBusTestPeer")
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    throw PeerError("FrameBusTestPeer not found next to \(CommandLine.arguments[0]); run `swift build` first")
-}
-
 struct PeerError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
 
 /// A FrameBusTestPeer child process in `mode`, connected over a SOCK_SEQPACKET socket: send it text with
-/// descriptors, read its one-line replies. Every wait is bounded (20 s) so a broken peer fails the test, never hangs it.
+/// descriptors, read its one-line replies. Every wait is bounded (60 s) so a broken peer fails the test, never hangs it;
+/// the peer exits when the session goes (end of file on its socket, and its TestSupport lifeline).
 final class PeerSession {
-    private let process = Process()
+    private let process: ChildProcess
     private let connection: Int32
 
     init(mode: String) throws {
@@ -53,34 +42,16 @@ final class PeerSession {
             }
         }
         guard bound == 0, listen(listener, 1) == 0 else { throw PeerError("bind/listen: errno \(errno)") }
-        process.executableURL = try peerExecutable()
-        process.arguments = [mode, path]
-        try process.run()
+        // A peer that fails to connect is killed when `process` goes.
+        process = try startPeer([mode, path], captureStandardError: true)
         var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, 20_000) == 1 else {
-            process.terminate()
-            process.waitUntilExit()
-            throw PeerError("peer did not connect")
-        }
+        guard poll(&poller, 1, 60_000) == 1 else { throw PeerError("peer did not connect: \(process.output)") }
         connection = accept(listener, nil, nil)
-        guard connection >= 0 else {
-            process.terminate()
-            process.waitUntilExit()
-            throw PeerError("accept: errno \(errno)")
-        }
+        guard connection >= 0 else { throw PeerError("accept: errno \(errno)") }
     }
 
     deinit {
-        close(connection)  // the peer sees end of file and exits
-        if process.isRunning {
-            var waited = 0
-            while process.isRunning && waited < 2_000 {
-                usleep(10_000)
-                waited += 10
-            }
-            if process.isRunning { process.terminate() }
-        }
-        process.waitUntilExit()
+        close(connection)  // the peer sees end of file and exits; `process` kills it if it has not yet
     }
 
     /// Sends `text` with `descriptors` (SCM_RIGHTS) in one datagram.
@@ -116,7 +87,7 @@ final class PeerSession {
     /// The peer's next reply.
     func receive() throws -> String {
         var poller = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, 20_000) == 1 else { throw PeerError("peer did not answer") }
+        guard poll(&poller, 1, 60_000) == 1 else { throw PeerError("peer did not answer") }
         var reply = [UInt8](repeating: 0, count: 1024)
         let count = recv(connection, &reply, reply.count, 0)
         guard count > 0 else { throw PeerError("peer closed without answering") }
@@ -180,7 +151,7 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
     return fd
 }
 
-@Suite struct CrossProcessTests {
+@Suite(.timeLimit(.minutes(5))) struct CrossProcessTests {
     /// Issue 7, item 1: a consumer cannot write a surface by any route, the producer still can, and the consumer
     /// sees the producer's new bytes.
     @Test func consumerCannotWriteTheSurfaceButSeesTheProducersWrites() throws {

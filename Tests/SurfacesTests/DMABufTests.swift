@@ -11,7 +11,7 @@ private let availableAllocator: DMABufAllocator? =
 private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both absent on this machine)"
 
 /// FRAMEBUS_REQUIRE_ALL=1 runs the device tests without their device, so that they fail (see DeviceRequirement).
-@Suite(.timeLimit(.minutes(3))) struct DMABufTests {
+@Suite(.timeLimit(.minutes(5))) struct DMABufTests {
     @Test func allocatorsReportAbsentDeviceNodes() throws {
         for allocator in [DMABufAllocator.systemHeap, .udmabuf] where !allocator.isAvailable {
             #expect(

@@ -152,7 +152,7 @@ private let forgedHandles: [ForgedHandle] = [
     ),
 ]
 
-@Suite struct SurfaceHandleTests {
+@Suite(.timeLimit(.minutes(5))) struct SurfaceHandleTests {
     @Test func descriptorPerPlaneSurfaceHasOneSealedMemfdPerPlane() throws {
         let layout = makeTestLayout(width: 320, height: 240)
         let surface = try Surface.makeMemFD(layout: layout, descriptorPerPlane: true)

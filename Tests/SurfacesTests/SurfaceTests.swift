@@ -37,7 +37,7 @@ func importError(_ handle: consuming SurfaceHandle) -> SurfaceError? {
     }
 }
 
-@Suite struct SurfaceTests {
+@Suite(.timeLimit(.minutes(5))) struct SurfaceTests {
     @Test func memfdSurfaceIsSealedAgainstShrinkingGrowingAndLaterWrites() throws {
         let surface = try Surface.makeMemFD(layout: makeTestLayout())
         let seals = cfb_get_seals(surface.descriptors[0].rawValue)

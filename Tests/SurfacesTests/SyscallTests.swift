@@ -5,7 +5,7 @@ import Testing
 
 @testable import Surfaces
 
-@Suite struct SyscallTests {
+@Suite(.timeLimit(.minutes(5))) struct SyscallTests {
     @Test func closeReleasesTheDescriptor() throws {
         let descriptor = try Syscall.memfdCreate(name: "close-test", flags: MemFD.createFlags).get()
         Syscall.close(descriptor)

@@ -1,0 +1,46 @@
+import Foundation
+import ImageSources
+import TestSupport
+
+@testable @_spi(Testing) import FrameBus
+
+/// A socket path for a test bus (TestSupport's `temporarySocketPath`).
+func temporaryBusPath(_ tag: String) -> String { temporarySocketPath(tag) }
+
+/// Polls `condition` every 5 ms until it holds or `timeout` seconds pass, blocking the calling thread.
+///
+/// Only for the synchronous tests that still use it; an async test awaits TestSupport's `eventually`, which leaves
+/// the cooperative pool's thread free.
+@discardableResult
+func waitUntil(timeout: Double = 60, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(5000)
+    }
+    return condition()
+}
+
+/// FNV-1a, 64-bit (the peer computes the same over the frames it receives).
+func fnv1a(_ bytes: [UInt8]) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in bytes {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x100_0000_01b3
+    }
+    return hash
+}
+
+/// Fills `buffer` with frame `index` of the test pattern and returns the hash of its packed bytes.
+func fillFrame(_ buffer: PixelBuffer, index: Int) throws -> UInt64 {
+    try buffer.lock()
+    defer { try? buffer.unlock() }
+    try TestPattern.fill(buffer, frameIndex: index)
+    // A per-frame stamp in the first bytes, so that identical pattern frames still differ.
+    try buffer.withUnsafeMutableBytes(ofPlane: 0) { bytes in
+        withUnsafeBytes(of: UInt64(index).littleEndian) { stamp in
+            for offset in 0..<8 { bytes[offset] = stamp[offset] }
+        }
+    }
+    return fnv1a(try buffer.packedBytes())
+}

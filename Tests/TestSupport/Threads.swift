@@ -1,0 +1,95 @@
+import Foundation
+import Synchronization
+
+/// Runs `body` on a thread of its own and waits for it without holding a thread of Swift's cooperative pool.
+///
+/// The pool has as many threads as the machine has cores (two on a small CI runner): CPU-heavy or blocking work run
+/// inline in a test would stall every other test of the process, and the peers they talk to would time out. At most
+/// two such bodies run at once in the test process (the others wait their turn, suspended), so heavy tests do not
+/// crowd out the rest of a small machine either.
+/// Do not call `#expect` inside `body` (the test's context does not reach a plain thread): return what to check.
+public func onDedicatedThread<Result: Sendable>(
+    _ name: String = "test-worker",
+    _ body: @escaping @Sendable () throws -> Result
+) async throws -> Result {
+    await HeavyWorkGate.shared.enter()
+    defer { HeavyWorkGate.shared.leave() }
+    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+        let thread = Thread {
+            do {
+                continuation.resume(returning: try body())
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+        thread.name = name
+        thread.start()
+    }
+}
+
+/// Polls `condition` every 5 ms until it holds or `timeout` seconds of polling pass; suspends between polls, so it
+/// never holds a thread of the cooperative pool. Returns whether the condition held; gives up at once when the task is
+/// cancelled (as a test is at its time limit).
+///
+/// The time counted is the sleeps asked for, not the clock: a test whose task could not run for a while (other tests
+/// held every thread of the pool on a loaded machine) does not find its time used up by the wait it never made.
+@discardableResult
+public func eventually(timeout: Double = 60, _ condition: () throws -> Bool) async rethrows -> Bool {
+    let interval = Duration.milliseconds(5)
+    var waited = Duration.zero
+    let limit = Duration.milliseconds(Int(timeout * 1000))
+    while waited < limit, !Task.isCancelled {
+        if try condition() { return true }
+        let before = ContinuousClock.now
+        try? await Task.sleep(for: interval)
+        // A poll that overslept by more than a second was starved, not waiting: count only what was asked for.
+        let slept = ContinuousClock.now - before
+        waited += slept > interval + .seconds(1) ? interval : slept
+    }
+    return try condition()
+}
+
+/// An error of the test harness itself (a missing executable, a child that did not start).
+public struct TestSupportError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A counting gate for ``onDedicatedThread(_:_:)``: waiters suspend (they hold no thread) until a slot is free.
+final class HeavyWorkGate: Sendable {
+    static let shared = HeavyWorkGate(slots: 2)
+
+    private struct State {
+        var free: Int
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state: Mutex<State>
+
+    init(slots: Int) { state = Mutex(State(free: slots)) }
+
+    func enter() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state in
+                if state.free > 0 {
+                    state.free -= 1
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    func leave() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiters.isEmpty {
+                state.free += 1
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}
