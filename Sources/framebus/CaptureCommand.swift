@@ -120,7 +120,7 @@ struct CaptureCommand: AsyncParsableCommand {
         configuration.conversionThreadCount = encodeThreads
         let log = frameLog != nil || frameDump != nil ? try FrameLog(path: frameLog, dumpDirectory: frameDump) : nil
         // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly".
-        let stopping = StopSignals()
+        let stopping = StopSignals.install()
         let publisher = try Publisher(configuration: configuration)
         if !quiet {
             say(

@@ -20,7 +20,7 @@ struct FrameBusCommand: AsyncParsableCommand {
     )
 
     /// The commands that run until stopped and stop cleanly on SIGINT or SIGTERM (``StopSignals``).
-    static let stoppableCommands: Set<String> = ["publish", "subscribe", "demo", "top"]
+    static let stoppableCommands: Set<String> = ["publish", "subscribe", "demo", "top", "capture"]
 
     /// For a command that stops cleanly, blocks the stop signals before anything else runs, so that no thread (this
     /// one, and every thread started later, which inherits the mask) can take one; then parses and runs the command.
@@ -54,7 +54,7 @@ struct BenchCommand: AsyncParsableCommand {
 
 /// SIGINT and SIGTERM for the long-running commands, without a window in which one is lost.
 ///
-/// For the commands that stop cleanly (`publish`, `subscribe`, `demo`, `top`), `main` blocks both in its first
+/// For the commands that stop cleanly (`publish`, `subscribe`, `demo`, `top`, `capture`), `main` blocks both in its first
 /// statement, before any other thread exists, and starts one thread that takes them with `sigwait(3)`. A signal that
 /// arrives before the command has called ``StopSignals/install(_:)`` is kept until then, so none is lost however early
 /// it comes. Every other command keeps the default action (the process ends by the signal).

@@ -1,20 +1,16 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The C ABI's environment functions from C (Tests/CABI/environment.c): `fb_default_socket_path`, the runtime-directory
 /// rule and its private fallback, and the log route (`fb_set_log_handler`, `fb_set_log_level`).
 @Suite(.serialized, .timeLimit(.minutes(5))) struct CABIEnvironmentTests {
-    /// A finished run handed across threads (only one thread touches it at a time).
-    private struct Finished: @unchecked Sendable { let run: ProgramRun }
-
-    /// Runs `environment` with `arguments` and waits for it on a thread of its own, not on the cooperative pool.
-    private func run(_ arguments: [String], in scratch: ScratchDirectory) async throws -> (ProgramRun, Int32) {
-        let program = try CProgram.build("environment")
-        let started = Finished(run: try program.start(arguments, in: scratch))
-        let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-            Thread { continuation.resume(returning: started.run.wait(timeout: 120)) }.start()
-        }
-        return (started.run, status)
+    /// Runs `environment` with `arguments` to its end (an async, time-limited wait: nothing blocks the pool).
+    private func run(_ arguments: [String], in scratch: ScratchDirectory) async throws -> (ChildProcess, Int32) {
+        let program = try await CProgram.build("environment")
+        let run = try program.start(arguments, in: scratch)
+        let status = try await run.exitStatus(within: 120)
+        return (run, status)
     }
 
     @Test func theDefaultSocketPathFollowsTheRuntimeDirectoryAndFallsBackToAPrivateDirectory() async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `fb_frame_dup_fd` and `fb_frame_dup_fds` from C (Tests/CABI/dupfds.c) against publishers in other processes: a
@@ -18,27 +19,27 @@ import Testing
     func consume(
         _ arguments: [String],
         accept: String
-    ) throws -> (consumer: ProgramRun, publisher: ProgramRun, scratch: ScratchDirectory) {
+    ) async throws -> (consumer: ChildProcess, publisher: ChildProcess, scratch: ScratchDirectory) {
         let scratch = try ScratchDirectory()
         let path = scratch.path("bus.sock")
-        let program = try CProgram.build("dupfds")
-        let publisher = try ProgramRun(
+        let program = try await CProgram.build("dupfds")
+        let publisher = try ChildProcess(
             try Self.peer(),
             [arguments[0], path] + arguments.dropFirst(),
-            directory: scratch
+            outputDirectory: scratch.url
         )
-        #expect(publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
+        #expect(await publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
         let consumer = try program.start([path, accept], in: scratch)
-        let status = consumer.wait(timeout: 180)
+        let status = (try? await consumer.exitStatus(within: 180)) ?? -1
         #expect(status == 0, "the C consumer exited \(status) (132 is the old abort): \(consumer.output)")
-        _ = publisher.wait(timeout: 30)
+        await publisher.waitForExit(timeout: 30)
         return (consumer, publisher, scratch)
     }
 
     /// The defect: a legal per-plane memfd surface made `fb_frame_dup_fd` trap (exit 132). Now it returns -1 with
     /// FB_ERROR_FORMAT_MISMATCH, and `fb_frame_dup_fds` gives both planes' descriptors, bit-exact and read-only.
-    @Test func aSurfaceWithAMemfdPerPlaneGivesEveryPlaneAndNeverAborts() throws {
-        let (consumer, _, scratch) = try consume(["hostile-publisher", "multi-descriptor"], accept: "420v")
+    @Test func aSurfaceWithAMemfdPerPlaneGivesEveryPlaneAndNeverAborts() async throws {
+        let (consumer, _, scratch) = try await consume(["hostile-publisher", "multi-descriptor"], accept: "420v")
         defer { withExtendedLifetime(scratch) {} }
         let frames = consumer.records("frame")
         #expect(frames.count == 1, "\(consumer.output)")
@@ -55,8 +56,8 @@ import Testing
     /// One memfd holding both planes, and the compressed variant (one opaque entry): `fb_frame_dup_fd` works as
     /// before, and `fb_frame_dup_fds` agrees with it.
     @Test(arguments: [("420v", "2"), ("&8v0", "1")])
-    func aSingleMemfdSurfaceGivesOneEntryPerPlane(accept: String, count: String) throws {
-        let (consumer, _, scratch) = try consume(
+    func aSingleMemfdSurfaceGivesOneEntryPerPlane(accept: String, count: String) async throws {
+        let (consumer, _, scratch) = try await consume(
             ["bus-publisher", "--format", "420v", "--size", "96x64", "--frames", "300", "--fps", "60", "--compressed"],
             accept: accept
         )
@@ -77,8 +78,8 @@ import Testing
         .enabled(if: hasSystemHeap || requireAll, "needs /dev/dma_heap/system (absent here)"),
         arguments: [("dma-buf", "FB_OK"), ("dma-buf-per-plane", "FB_ERROR_FORMAT_MISMATCH")]
     )
-    func aDMABufSurfaceGivesImportableDescriptors(scenario: String, single: String) throws {
-        let (consumer, publisher, scratch) = try consume(["hostile-publisher", scenario], accept: "420v")
+    func aDMABufSurfaceGivesImportableDescriptors(scenario: String, single: String) async throws {
+        let (consumer, publisher, scratch) = try await consume(["hostile-publisher", scenario], accept: "420v")
         #expect(!publisher.output.contains("no DMA-BUF device"), "\(publisher.output)")
         defer { withExtendedLifetime(scratch) {} }
         let frames = consumer.records("frame")
@@ -106,15 +107,17 @@ import Testing
         ),
         arguments: ["dma-buf", "dma-buf-per-plane"]
     )
-    func framebussrcOffersADMABufSurfaceAsDMABufMemory(scenario: String) throws {
+    func framebussrcOffersADMABufSurfaceAsDMABufMemory(scenario: String) async throws {
         let gstLaunch = try #require(Self.gstLaunch, "gst-launch-1.0 is not on the PATH")
         #expect(FileManager.default.fileExists(atPath: Self.plugin.path), "\(Self.plugin.path) is not built")
         let scratch = try ScratchDirectory()
         let path = scratch.path("bus.sock")
         let output = scratch.path("out.i420")
-        let publisher = try ProgramRun(try Self.peer(), ["hostile-publisher", path, scenario], directory: scratch)
-        #expect(publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
-        let pipeline = try ProgramRun(
+        let publisher = try ChildProcess(
+            try Self.peer(), ["hostile-publisher", path, scenario], outputDirectory: scratch.url
+        )
+        #expect(await publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
+        let pipeline = try ChildProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             [
                 "GST_PLUGIN_PATH=\(Self.plugin.deletingLastPathComponent().path)",
@@ -122,14 +125,14 @@ import Testing
                 "socket-path=\(path)", "accept=420v", "fd-memory=true", "num-buffers=1", "!", "videoconvert", "!",
                 "video/x-raw,format=I420", "!", "filesink", "location=\(output)",
             ],
-            directory: scratch
+            outputDirectory: scratch.url
         )
-        let status = pipeline.wait(timeout: 240)
+        let status = (try? await pipeline.exitStatus(within: 240)) ?? -1
         #expect(status == 0, "gst-launch-1.0: \(pipeline.output)")
         #expect(pipeline.output.contains("dmabuf-memory=(guint64)1"), "\(pipeline.output)")
         let expected = [UInt8](repeating: 0x11, count: 64 * 48) + [UInt8](repeating: 0x22, count: 32 * 24 * 2)
         let written = FileManager.default.contents(atPath: output).map { [UInt8]($0) }
         #expect(written == expected, "\(written?.count ?? -1) bytes")
-        _ = publisher.wait(timeout: 30)
+        await publisher.waitForExit(timeout: 30)
     }
 }

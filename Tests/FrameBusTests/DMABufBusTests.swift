@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SystemPackage
+import TestSupport
 import Testing
 
 @testable @_spi(Testing) import FrameBus
@@ -92,7 +93,7 @@ enum BusDeviceRequirement {
             "needs /dev/dma_heap/system (absent here)"
         )
     )
-    func dmaBufFramesReachOtherProcessesBitExactRawAndCompressed() throws {
+    func dmaBufFramesReachOtherProcessesBitExactRawAndCompressed() async throws {
         let path = temporaryBusPath("dmabuf")
         let publisher = try Publisher(
             configuration: .init(
@@ -103,10 +104,10 @@ enum BusDeviceRequirement {
         defer { publisher.stop() }
         let count = 6
         let arguments = ["--queue", "16", "--frames", "\(count)", "--checksum", "--timeout", "\(Int(Self.patience))"]
-        let raw = try PeerProcess(["bus-subscriber", path, "--accept", "420v"] + arguments)
-        let compressed = try PeerProcess(["bus-subscriber", path, "--accept", "&8v0"] + arguments)
+        let raw = try startPeer(["bus-subscriber", path, "--accept", "420v"] + arguments)
+        let compressed = try startPeer(["bus-subscriber", path, "--accept", "&8v0"] + arguments)
         try #require(
-            waitUntil(timeout: Self.patience) { publisher.subscriberCount == 2 },
+            await eventually(timeout: Self.patience) { publisher.subscriberCount == 2 },
             "subscribers did not connect: \(raw.output) \(compressed.output)"
         )
         let pool = try PixelBufferPool(
@@ -126,7 +127,7 @@ enum BusDeviceRequirement {
             hashes[try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))] = hash
         }
         for (peer, backing) in [(raw, "dmabuf:0"), (compressed, "memfd")] {
-            #expect(peer.waitForExit(timeout: Self.patience), "\(peer.output)")
+            #expect(await peer.waitForExit(timeout: Self.patience), "\(peer.output)")
             let frames = peer.records("frame")
             #expect(frames.count == count, "\(peer.output)")
             for frame in frames {
@@ -149,7 +150,7 @@ enum BusDeviceRequirement {
             "needs /dev/dma_heap/system (absent here)"
         )
     )
-    func aSurfaceWithADMABufPerPlaneReachesAnotherProcessBitExact() throws {
+    func aSurfaceWithADMABufPerPlaneReachesAnotherProcessBitExact() async throws {
         let layout = try PixelBuffer.layout(
             width: Self.size.width,
             height: Self.size.height,
@@ -177,20 +178,20 @@ enum BusDeviceRequirement {
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let count = 3
-        let peer = try PeerProcess([
+        let peer = try startPeer([
             "bus-subscriber", path, "--queue", "4", "--frames", "\(count)", "--checksum", "--timeout",
             "\(Int(Self.patience))",
         ])
-        try #require(waitUntil(timeout: Self.patience) { publisher.subscriberCount == 1 }, "\(peer.output)")
+        try #require(await eventually(timeout: Self.patience) { publisher.subscriberCount == 1 }, "\(peer.output)")
         var hashes: [UInt64: UInt64] = [:]
         for index in 0..<count {
             // The surface is rewritten only when the subscriber has received and released the previous frame.
-            try #require(waitUntil(timeout: Self.patience) { peer.records("frame").count == index }, "\(peer.output)")
-            try #require(waitUntil(timeout: Self.patience) { publisher.heldFrameCount == 0 })
+            try #require(await eventually(timeout: Self.patience) { peer.records("frame").count == index }, "\(peer.output)")
+            try #require(await eventually(timeout: Self.patience) { publisher.heldFrameCount == 0 })
             let hash = try fillFrame(buffer, index: index)
             hashes[try publisher.publish(buffer)] = hash
         }
-        #expect(peer.waitForExit(timeout: Self.patience), "\(peer.output)")
+        #expect(await peer.waitForExit(timeout: Self.patience), "\(peer.output)")
         let frames = peer.records("frame")
         #expect(frames.count == count, "\(peer.output)")
         for frame in frames {

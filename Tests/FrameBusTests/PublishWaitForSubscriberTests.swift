@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @testable @_spi(Testing) import FrameBus
@@ -7,18 +8,12 @@ import Testing
 /// `framebus publish --wait-for-subscriber`: the first frame waits for a subscriber, so a recorder started first gets
 /// frame 0; the stop signals still stop the waiting publisher.
 @Suite(.timeLimit(.minutes(3))) struct PublishWaitForSubscriberTests {
-    /// Waits, without blocking a thread of the cooperative pool, until the process has ended or `timeout` passes.
-    private func exited(_ command: CommandProcess, timeout: Double = 30) async -> Bool {
-        await eventually(timeout: timeout) { !command.process.isRunning }
-    }
-
     @Test func aSubscriberThatConnectsLateStillGetsFrameZero() async throws {
         let path = temporaryBusPath("wait")
-        let command = try CommandProcess([
+        let command = try startFramebus([
             "publish", "--path", path, "--size", "64x48", "--fps", "200", "--wait-for-subscriber",
         ])
-        defer { kill(command.process.processIdentifier, SIGKILL) }
-        try #require(await eventually { command.output.contains("waiting for a subscriber") }, "\(command.output)")
+                try #require(await eventually { command.output.contains("waiting for a subscriber") }, "\(command.output)")
         // At 200 fps a publisher that did not wait would be far past frame 0 by the time we connect.
 
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8])
@@ -40,14 +35,13 @@ import Testing
     @Test(arguments: [SIGINT, SIGTERM])
     func aStopSignalStopsThePublisherWhileItWaits(_ signal: Int32) async throws {
         let path = temporaryBusPath("waitstop")
-        let command = try CommandProcess([
+        let command = try startFramebus([
             "publish", "--path", path, "--size", "64x48", "--fps", "30", "--wait-for-subscriber",
         ])
-        defer { kill(command.process.processIdentifier, SIGKILL) }
-        try #require(await eventually { command.output.contains("waiting for a subscriber") }, "\(command.output)")
-        kill(command.process.processIdentifier, signal)
-        #expect(await exited(command), "still waiting after the signal: \(command.output)")
-        #expect(!command.process.isRunning && command.process.terminationStatus == 0, "\(command.output)")
+                try #require(await eventually { command.output.contains("waiting for a subscriber") }, "\(command.output)")
+        command.send(signal)
+        let status = try await command.exitStatus(within: 60)
+        #expect(status == 0, "\(command.output)")
         #expect(!FileManager.default.fileExists(atPath: path), "the socket file was left behind")
     }
 }

@@ -6,6 +6,7 @@ import PixelBuffers
 import SurfaceCompression
 import Surfaces
 import Synchronization
+import TestSupport
 import Testing
 
 @testable @_spi(Testing) import FrameBus
@@ -44,7 +45,7 @@ private func builtExecutable(_ name: String) throws -> URL {
         let url = directory.appendingPathComponent(name)
         if FileManager.default.isExecutableFile(atPath: url.path) { return url }
     }
-    throw BusTestError("\(name) not found next to \(CommandLine.arguments[0]); run `swift build` first")
+    throw TestSupportError("\(name) not found next to \(CommandLine.arguments[0]); run `swift build` first")
 }
 
 private struct Finished: Sendable {

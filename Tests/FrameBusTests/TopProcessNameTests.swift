@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @testable @_spi(Testing) import FrameBus
@@ -11,16 +12,15 @@ import Testing
         let path = temporaryBusPath("topname")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        let subscriber = try PeerProcess(["bus-subscriber", path, "--timeout", "60"])
+        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "60"])
         try #require(await eventually { publisher.subscriberCount == 1 })
-        let top = try CommandProcess(["top", path, "--iterations", "1", "--no-clear"])
-        defer { kill(top.process.processIdentifier, SIGKILL) }
-        #expect(await eventually(timeout: 60) { !top.process.isRunning }, "\(top.output)")
+        let top = try startFramebus(["top", path, "--iterations", "1", "--no-clear"])
+        #expect(await top.waitForExit(timeout: 60), "\(top.output)")
         let record = try #require(publisher.statistics.subscribers.first)
         let row = try #require(top.output.split(separator: "\n").first { $0.hasPrefix("\(record.id) ") })
         // The test peer's executable is FrameBusTestPeer; the kernel keeps the first 15 bytes of a name.
         #expect(row.hasSuffix(" FrameBusTestPee"), "\(top.output)")
-        #expect(row.split(separator: " ", omittingEmptySubsequences: true)[1] == "\(subscriber.process.processIdentifier)")
+        #expect(row.split(separator: " ", omittingEmptySubsequences: true)[1] == "\(subscriber.processIdentifier)")
         // A legend under the table says what each column is.
         for explanation in [
             "ID subscriber id", "PID its process", "MODE latest-only, or queue N", "HELD frames it holds now",
