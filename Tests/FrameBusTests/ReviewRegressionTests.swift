@@ -21,6 +21,11 @@ private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) a
     }
 }
 
+/// Runs `body` on a thread of its own, started before this returns.
+private func startThread(_ body: @escaping @Sendable () -> Void) {
+    Thread(block: body).start()
+}
+
 /// Polls `condition` every 10 ms (suspending, not blocking) until it holds or `seconds` pass.
 private func reviewEventually(seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
@@ -409,8 +414,10 @@ private final class PoolBox: @unchecked Sendable {
         let path = reviewBusPath("top")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let serving = Task {
-            try await onThread {
+        // A thread started here and now, not from a task: a cooperative pool starved by other tests must not keep
+        // the fake publisher from answering within the subscriber's connect timeout.
+        startThread {
+            do {
                 guard let peer = acceptOne(on: listener) else { return }
                 guard case .hello = peer.next(timeout: 20) else { return }
                 peer.send(
@@ -433,7 +440,6 @@ private final class PoolBox: @unchecked Sendable {
                 _ = peer.next(timeout: 20)  // until top goes away
             }
         }
-        defer { serving.cancel() }
         let result = try await run(try builtExecutable("framebus"), ["top", path, "--iterations", "2", "--no-clear"])
         #expect(result.reason == .exit, "top died by signal \(result.status): \(result.errorOutput)")
         #expect(result.status == 1)
@@ -446,8 +452,10 @@ private final class PoolBox: @unchecked Sendable {
         let path = reviewBusPath("sparse")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let serving = Task {
-            try await onThread {
+        // A thread started here and now, not from a task: a cooperative pool starved by other tests must not keep
+        // the fake publisher from answering within the subscriber's connect timeout.
+        startThread {
+            do {
                 guard let peer = acceptOne(on: listener) else { return }
                 guard case .hello(let hello) = peer.next(timeout: 20) else { return }
                 peer.send(
@@ -496,7 +504,6 @@ private final class PoolBox: @unchecked Sendable {
                 _ = peer.next(timeout: 20)  // the subscriber's verdict
             }
         }
-        defer { serving.cancel() }
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.compressedBGRA8])
         configuration.connectTimeout = .seconds(20)
         let subscriber = try Subscriber(configuration: configuration)
