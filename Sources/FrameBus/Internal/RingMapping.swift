@@ -1,0 +1,198 @@
+import Atomics
+import CFrameBusShims
+import Surfaces
+import SystemPackage
+
+/// One ring file mapped into this process (docs/PROTOCOL.md §10): our own, read-write, or the peer's, read-only.
+///
+/// Our own file is a memfd sized once, sealed against shrinking and growing, mapped read-write once, then sealed
+/// against every later writable mapping (`F_SEAL_FUTURE_WRITE | F_SEAL_SEAL`): the peer that receives its descriptor
+/// can only read it. A peer's file is mapped only after the same seals are checked, so it can never shrink under
+/// us (no `SIGBUS`); its contents stay hostile and may change at any moment: every value is loaded once and checked
+/// by ``RingLayout`` before it is used.
+///
+/// Counters are `UnsafeAtomic<UInt64>` views of the mapped memory, never destroyed (the memory is the mapping's).
+@safe final class RingMapping: @unchecked Sendable {
+    // `@unchecked Sendable`: the address and descriptor are immutable; shared memory is only touched through atomics
+    // and whole-slot copies.
+    private let address: UnsafeMutableRawPointer
+    /// The file's descriptor (ours: sent to the peer at the handshake; the peer's: kept until the mapping goes).
+    let descriptor: FileDescriptor
+    let isWritable: Bool
+
+    private init(address: UnsafeMutableRawPointer, descriptor: FileDescriptor, isWritable: Bool) {
+        unsafe self.address = address
+        self.descriptor = descriptor
+        self.isWritable = isWritable
+    }
+
+    deinit {
+        unsafe Syscall.unmap(address, byteCount: RingLayout.byteCount)
+        Syscall.close(descriptor)
+    }
+
+    /// Makes, seals and maps our own ring file of `role`.
+    static func create(role: RingLayout.Role) throws(FrameBusError) -> RingMapping {
+        let name = role == .announce ? "framebus-announce" : "framebus-release"
+        let fd: FileDescriptor
+        switch Syscall.memfdCreate(name: name, flags: CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING) {
+        case .success(let created): fd = created
+        case .failure(let errno): throw .systemCall("memfd_create", errno)
+        }
+        func fail(_ call: String, _ errno: Errno) -> FrameBusError {
+            Syscall.close(fd)
+            return .systemCall(call, errno)
+        }
+        if case .failure(let errno) = Syscall.truncate(fd, byteCount: RingLayout.byteCount) {
+            throw fail("ftruncate", errno)
+        }
+        if case .failure(let errno) = Syscall.addSeals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW) {
+            throw fail("fcntl(F_ADD_SEALS)", errno)
+        }
+        let address: UnsafeMutableRawPointer
+        switch unsafe Syscall.mapShared(fd, byteCount: RingLayout.byteCount, writable: true) {
+        case .success(let mapped): unsafe address = mapped
+        case .failure(let errno): throw fail("mmap", errno)
+        }
+        if case .failure(let errno) = Syscall.addSeals(fd, CFB_F_SEAL_FUTURE_WRITE | CFB_F_SEAL_SEAL) {
+            unsafe Syscall.unmap(address, byteCount: RingLayout.byteCount)
+            throw fail("fcntl(F_ADD_SEALS)", errno)
+        }
+        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: true)
+        let header = RingLayout.header(role: role)
+        unsafe header.withUnsafeBytes { unsafe mapping.address.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        return mapping
+    }
+
+    /// Checks and maps a peer's ring file of `role` read-only. Takes ownership of `fd` (closed on failure).
+    static func importing(_ fd: FileDescriptor, role: RingLayout.Role) throws(FrameBusError) -> RingMapping {
+        func refuse(_ reason: String, errno: Errno? = nil) -> FrameBusError {
+            Syscall.close(fd)
+            return FrameBusError(.protocolViolation, "ring import", errno: errno, message: reason)
+        }
+        let seals: Int32
+        switch Syscall.seals(fd) {
+        case .success(let found): seals = found
+        case .failure(let errno): throw refuse("not a sealable memfd", errno: errno)
+        }
+        let required = CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW
+        guard seals & required == required, seals & (CFB_F_SEAL_FUTURE_WRITE | CFB_F_SEAL_WRITE) != 0 else {
+            throw refuse("ring file seals 0x\(String(seals, radix: 16)) lack shrink, grow and write seals")
+        }
+        switch Syscall.fileSize(fd) {
+        case .success(let info) where info.isRegular && info.byteCount >= RingLayout.byteCount: break
+        case .success(let info): throw refuse("ring file of \(info.byteCount) bytes")
+        case .failure(let errno): throw refuse("fstat", errno: errno)
+        }
+        let address: UnsafeMutableRawPointer
+        switch unsafe Syscall.mapShared(fd, byteCount: RingLayout.byteCount, writable: false) {
+        case .success(let mapped): unsafe address = mapped
+        case .failure(let errno): throw refuse("mmap", errno: errno)
+        }
+        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: false)
+        if let violation = RingLayout.checkHeader(mapping.copy(offset: 0, count: 16), role: role) {
+            throw FrameBusError(.protocolViolation, "ring import", message: violation.description)
+        }
+        return mapping
+    }
+
+    private func counter(_ offset: Int) -> UnsafeAtomic<UInt64> {
+        unsafe UnsafeAtomic<UInt64>(
+            at: unsafe (address + offset).assumingMemoryBound(to: UInt64.AtomicRepresentation.self)
+        )
+    }
+
+    /// Loads a header counter (sequentially consistent: the flag-then-recheck protocol of §10.5 needs it).
+    func load(_ offset: Int) -> UInt64 {
+        counter(offset).load(ordering: .sequentiallyConsistent)
+    }
+
+    /// Stores a header counter of our own file.
+    func store(_ value: UInt64, _ offset: Int) {
+        precondition(isWritable, "store into a peer's ring")
+        counter(offset).store(value, ordering: .sequentiallyConsistent)
+    }
+
+    /// Copies bytes out of the mapping into private memory (one copy; the peer may rewrite them meanwhile).
+    func copy(offset: Int, count: Int) -> [UInt8] {
+        precondition(offset >= 0 && count >= 0 && offset + count <= RingLayout.byteCount)
+        return unsafe [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            unsafe buffer.baseAddress!.initialize(repeating: 0, count: count)
+            unsafe UnsafeMutableRawPointer(buffer.baseAddress!).copyMemory(
+                from: unsafe address + offset,
+                byteCount: count
+            )
+            initialized = count
+        }
+    }
+
+    /// Copies slot `index % slotCount` into private memory.
+    func copySlot(_ index: UInt64) -> [UInt8] {
+        copy(offset: RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize,
+            count: RingLayout.slotSize)
+    }
+
+    /// Writes slot `index % slotCount` of our own file.
+    func writeSlot(_ index: UInt64, _ bytes: [UInt8]) {
+        precondition(isWritable && bytes.count == RingLayout.slotSize)
+        let offset = RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
+        unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    }
+
+    /// Writes arbitrary bytes into our own file (hostile test peers only).
+    func scribble(offset: Int, _ bytes: [UInt8]) {
+        precondition(isWritable && offset >= 0 && offset + bytes.count <= RingLayout.byteCount)
+        unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    }
+}
+
+/// An eventfd: ours (we wait on it) or the peer's (we write it to wake the peer).
+///
+/// A peer's descriptor is accepted only if the kernel says it is an eventfd opened non-blocking; since the peer
+/// shares that open file (and could clear `O_NONBLOCK` on it later), the flag is checked again before every write
+/// and read, and a cleared flag ends the session (docs/PROTOCOL.md §10.5).
+final class EventFD: Sendable {
+    let descriptor: Int32
+
+    private init(descriptor: Int32) { self.descriptor = descriptor }
+
+    deinit { Syscall.close(descriptor) }
+
+    static func create() throws(FrameBusError) -> EventFD {
+        switch Syscall.eventFD() {
+        case .success(let fd): return EventFD(descriptor: fd)
+        case .failure(let errno): throw .systemCall("eventfd", errno)
+        }
+    }
+
+    /// Checks a peer's descriptor (ownership moves here; closed on failure).
+    static func importing(_ fd: FileDescriptor) throws(FrameBusError) -> EventFD {
+        let event = EventFD(descriptor: fd.rawValue)
+        guard case .success(let link) = Syscall.descriptorLink(fd.rawValue), link == "anon_inode:[eventfd]" else {
+            throw FrameBusError(.protocolViolation, "ring import", message: "the wake-up descriptor is not an eventfd")
+        }
+        guard event.isNonBlocking else {
+            throw FrameBusError(.protocolViolation, "ring import", message: "the eventfd is not non-blocking")
+        }
+        return event
+    }
+
+    private var isNonBlocking: Bool {
+        guard case .success(let flags) = Syscall.descriptorStatusFlags(descriptor) else { return false }
+        return flags & 0o4000 != 0  // O_NONBLOCK
+    }
+
+    /// Wakes whoever polls it; false if the descriptor became unusable (blocking, closed).
+    func signal() -> Bool {
+        guard isNonBlocking else { return false }
+        if case .success = Syscall.signalEventFD(descriptor) { return true }
+        return false
+    }
+
+    /// Resets the counter after a wake-up; false if the descriptor became unusable.
+    func drain() -> Bool {
+        guard isNonBlocking else { return false }
+        if case .success = Syscall.drainEventFD(descriptor) { return true }
+        return false
+    }
+}
