@@ -18,6 +18,8 @@ case "hostile-publisher": exit(runHostilePublisher(rest))
 case "solid-publisher": exit(runSolidPublisher(rest))
 case "bus-hoarder": exit(runBusHoarder(rest))
 case "bus-flood": exit(runBusFlood(rest))
+case "ring-hostile-subscriber": exit(runRingHostileSubscriber(rest))
+case "ring-hostile-publisher": exit(runRingHostilePublisher(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)

@@ -317,11 +317,19 @@ enum GoldenVectors {
             expected: .badMagic
         ),
         Mutation(
-            name: "HELLO version 3",
+            name: "HELLO version 4",
+            base: GoldenVectors.helloV2,
+            descriptors: 0,
+            patches: [(12, [4])],
+            expected: .unsupportedVersion
+        ),
+        // Version 3 (docs/PROTOCOL.md §10): the version-2 layout with a ring file and an eventfd.
+        Mutation(
+            name: "HELLO version 3 without its two fds",
             base: GoldenVectors.helloV2,
             descriptors: 0,
             patches: [(12, [3])],
-            expected: .unsupportedVersion
+            expected: .missingDescriptor
         ),
         Mutation(
             name: "HELLO v2 magic with version 1",
@@ -394,11 +402,19 @@ enum GoldenVectors {
             expected: .invalidField
         ),
         Mutation(
-            name: "WELCOME version 3",
+            name: "WELCOME version 4",
+            base: GoldenVectors.welcomeV2,
+            descriptors: 0,
+            patches: [(8, [4])],
+            expected: .unsupportedVersion
+        ),
+        // Version 3 (docs/PROTOCOL.md §10): the version-2 layout with a ring file and an eventfd.
+        Mutation(
+            name: "WELCOME version 3 without its two fds",
             base: GoldenVectors.welcomeV2,
             descriptors: 0,
             patches: [(8, [3])],
-            expected: .unsupportedVersion
+            expected: .missingDescriptor
         ),
         Mutation(
             name: "WELCOME held 0",
