@@ -160,7 +160,7 @@ public final class Publisher: Sendable {
     private struct State {
         var machine: Machine
         var sockets: [ConnectionID: Socket] = [:]
-        /// Version-3 subscribers' rings (docs/PROTOCOL.md §10).
+        /// Version-3 subscribers' rings (docs/PROTOCOL.md §9).
         var rings: [ConnectionID: PublisherRings] = [:]
         var conversionPools: [PixelFormat: PixelBufferPool] = [:]
         /// Pools whose capacity and freed surfaces the publisher follows.
@@ -918,7 +918,7 @@ public final class Publisher: Sendable {
 }
 
 extension Publisher {
-    /// Version 3 (docs/PROTOCOL.md §10): for a version-3 subscriber HELLO with two fds, makes our half (our ring file
+    /// Version 3 (docs/PROTOCOL.md §9): for a version-3 subscriber HELLO with two fds, makes our half (our ring file
     /// and eventfd) and checks the subscriber's (its ring file and eventfd). `.none` when this is no such HELLO or our
     /// half cannot be made (the subscriber then gets version 2).
     private func ringOffer(

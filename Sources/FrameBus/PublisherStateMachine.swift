@@ -370,7 +370,7 @@ struct PublisherStateMachine<Resource> {
         return []
     }
 
-    // MARK: Protocol version 3 (docs/PROTOCOL.md §10)
+    // MARK: Protocol version 3 (docs/PROTOCOL.md §9)
 
     /// What the IO layer made of a version-3 HELLO's ring descriptors before it fed the HELLO to the machine.
     enum RingOffer: Equatable {
@@ -411,7 +411,7 @@ struct PublisherStateMachine<Resource> {
         return self.release(release, in: session, id, now: now)
     }
 
-    /// A version-3 subscriber's ring broke docs/PROTOCOL.md §10 (an index out of range, a bad slot, a broken
+    /// A version-3 subscriber's ring broke docs/PROTOCOL.md §9 (an index out of range, a bad slot, a broken
     /// eventfd): that session ends with ERROR `malformedMessage`.
     mutating func ringViolation(_ reason: String, from id: ConnectionID, now: UInt64) -> [Action] {
         fail(id, .malformedMessage, reason, now: now)
@@ -425,7 +425,7 @@ struct PublisherStateMachine<Resource> {
         now: UInt64
     ) -> [Action] {
         // A version-3 subscriber whose rings could not be made here gets version 2 (a subscriber that asked for 3
-        // accepts it, docs/PROTOCOL.md §10.1); a monitor speaks at most version 2.
+        // accepts it, docs/PROTOCOL.md §9.1); a monitor speaks at most version 2.
         var version = hello.version
         if version >= WireProtocol.ringVersion && (hello.kind == .monitor || !ringsReady) { version = 2 }
         guard limits.allowedUserIDs.contains(credentials.userID) else {

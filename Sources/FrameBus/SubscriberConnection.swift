@@ -16,7 +16,7 @@ final class SubscriberConnection {
     private var generation: UInt64 = 0
     private var handshakeDeadline: UInt64 = 0
     private var hasConnected = false
-    /// Version 3 (docs/PROTOCOL.md §10): our half, sent with HELLO, until WELCOME completes the channel.
+    /// Version 3 (docs/PROTOCOL.md §9): our half, sent with HELLO, until WELCOME completes the channel.
     private var ringHalf: RingChannel.Half?
     private var rings: SubscriberRings?
     /// The publisher refused version 3: connect again at once with version 2.
@@ -183,7 +183,7 @@ final class SubscriberConnection {
         var sleptOnRing = false
         if let rings {
             interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
-            // Say we sleep, then look at the ring again (§10.5); a slot waiting for a socket message sleeps on
+            // Say we sleep, then look at the ring again (§9.5); a slot waiting for a socket message sleeps on
             // the socket alone.
             if !rings.isBlockedOnControl {
                 switch rings.reader.prepareToSleep() {
@@ -286,7 +286,7 @@ final class SubscriberConnection {
         } catch {
             return perform(machine.receivedMalformed(error.description), descriptors: [])
         }
-        // Version 3: the ring's slots written before this datagram come first (§10.4).
+        // Version 3: the ring's slots written before this datagram come first (§9.4).
         guard drainRing() else { return false }
         let held = message.type == .frame ? core.sender.connectionHeld : 0
         let rings = self.rings
@@ -339,7 +339,7 @@ final class SubscriberConnection {
             let half = ringHalf
             ringHalf = nil
             if session.protocolVersion >= Int(WireProtocol.ringVersion) {
-                // Version 3: the WELCOME's two fds are the publisher's announce ring and eventfd (§10.1).
+                // Version 3: the WELCOME's two fds are the publisher's announce ring and eventfd (§9.1).
                 guard let half, descriptors.count == 2, let ring = descriptors[0].take(),
                     let wake = descriptors[1].take()
                 else {
@@ -368,7 +368,7 @@ final class SubscriberConnection {
             return true
         case .close(let error, let reply):
             if machine.retriesWithoutRings {
-                // The publisher speaks no version 3: connect again at once with version 2 (§10.1).
+                // The publisher speaks no version 3: connect again at once with version 2 (§9.1).
                 configuration.logger.debug("publisher at \(configuration.path) refused version 3; using version 2")
                 core.sender.detach()
                 socket?.shutdown()

@@ -42,7 +42,7 @@ final class SubscriberSender: Sendable {
         var connectionHeld = 0
         var outbox = SubscriberOutbox()
         var overflowed = false
-        /// Version 3: the release ring (docs/PROTOCOL.md §10), and why it broke, if it did.
+        /// Version 3: the release ring (docs/PROTOCOL.md §9), and why it broke, if it did.
         var releaseRing: ReleaseRing?
         var ringFailure: String?
     }

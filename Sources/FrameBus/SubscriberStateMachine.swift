@@ -166,7 +166,7 @@ struct SubscriberStateMachine {
     private mutating func receivedDuringHandshake(_ message: WireMessage) -> Action {
         switch message {
         case .welcome(let welcome):
-            // A publisher may answer a version-3 HELLO with version 2 (it could not make rings, §10.1).
+            // A publisher may answer a version-3 HELLO with version 2 (it could not make rings, §9.1).
             let acceptable = welcome.version == offeredVersion
                 || (offeredVersion == WireProtocol.ringVersion && welcome.version == WireProtocol.version)
             guard acceptable, welcome.kind == .subscriber else {
@@ -346,7 +346,7 @@ struct SubscriberStateMachine {
         return .reportDrop(SubscriberDrop(reason: reason, sequences: drop.firstSequence...drop.lastSequence))
     }
 
-    // MARK: Protocol version 3 (docs/PROTOCOL.md §10)
+    // MARK: Protocol version 3 (docs/PROTOCOL.md §9)
 
     /// One message read from the publisher's announce ring (copied once into private memory; the IO layer already
     /// merged it in order with the socket's messages by its control count): it must be a FRAME or a DROP, and is
@@ -368,7 +368,7 @@ struct SubscriberStateMachine {
         }
     }
 
-    /// The publisher's ring or eventfd broke docs/PROTOCOL.md §10: the connection ends with `malformedMessage`.
+    /// The publisher's ring or eventfd broke docs/PROTOCOL.md §9: the connection ends with `malformedMessage`.
     mutating func ringViolation(_ reason: String) -> Action {
         fail(.malformedMessage, reason)
     }

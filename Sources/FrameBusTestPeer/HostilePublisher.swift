@@ -109,7 +109,7 @@ struct RawConnection {
         if count == 0 { return .closed }
         if count < 0 { return errno == EAGAIN ? .nothing : .closed }
         // A version-3 HELLO's two fds were closed by the kernel (no room for control data): this publisher speaks
-        // version 2 and answers it with a version-2 WELCOME, which the protocol allows (docs/PROTOCOL.md §10.1).
+        // version 2 and answers it with a version-2 WELCOME, which the protocol allows (docs/PROTOCOL.md §9.1).
         let bytes = Array(buffer[0..<count])
         guard
             let message = (try? WireMessage.decode(bytes, descriptorCount: 0))

@@ -1,4 +1,4 @@
-// Hostile version-3 peers (docs/PROTOCOL.md §10): they complete a real version-3 handshake, then write garbage
+// Hostile version-3 peers (docs/PROTOCOL.md §9): they complete a real version-3 handshake, then write garbage
 // into the ring file only they can write.
 //
 // ring-hostile-subscriber PATH SCENARIO
@@ -16,7 +16,9 @@
 //   unknown-surface  a well-formed FRAME on a surface never announced
 //   control-ahead    a FRAME that says 5 socket messages came before it, then END_OF_STREAM on the socket
 //   Prints "listening", "welcomed", then "error code=C" (the subscriber's ERROR) or "closed".
+import CFrameBusShims
 import Foundation
+import Glibc
 @_spi(Testing) import FrameBus
 
 private func randomSlot() -> [UInt8] {
@@ -101,5 +103,48 @@ func runRingHostilePublisher(_ arguments: [String]) -> Int32 {
     default: return 2
     }
     reportEnding(peer)
+    return 0
+}
+
+// version2-only-publisher PATH
+//   A publisher that speaks versions 1 and 2 only, as f0b5039 did: it answers a version-3 HELLO with ERROR
+//   unsupportedVersion and closes; to a version-2 HELLO it sends WELCOME version 2, then END_OF_STREAM. Prints
+//   "listening", then "hello version=V" for each HELLO it reads.
+func runVersionTwoOnlyPublisher(_ arguments: [String]) -> Int32 {
+    guard let path = arguments.first, let listener = listenUnix(path: path) else { return 2 }
+    emit("listening")
+    defer { unlink(path) }
+    for _ in 0..<2 {
+        var pending = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        guard Glibc.poll(&pending, 1, 60_000) > 0 else {
+            emit("nobody connected")
+            return 3
+        }
+        let accepted = accept(listener, nil, nil)
+        guard accepted >= 0 else { return 3 }
+        defer { close(accepted) }
+        let connection = RawConnection(descriptor: accepted)
+        guard case .message(.hello(let hello)) = connection.receive(timeout: 20_000) else {
+            emit("no hello")
+            return 4
+        }
+        emit("hello version=\(hello.version)")
+        guard hello.version <= 2 else {
+            connection.send(.error(WireErrorMessage(.unsupportedVersion, "version \(hello.version); this publisher speaks 1...2")))
+            continue
+        }
+        connection.send(
+            .welcome(
+                WireWelcome(
+                    version: 2, deliveryMode: hello.deliveryMode, queueDepth: hello.queueDepth, maximumHeldFrames: 8,
+                    format: hello.formats[0], maximumMessageSize: 4096, streamID: 99, subscriberID: 1,
+                    nextSequence: 0, maximumAnnouncedSurfaces: 256
+                )
+            )
+        )
+        connection.send(.endOfStream(WireEndOfStream(lastSequence: .max, reason: 0)))
+        _ = connection.receive(timeout: 5_000)
+        return 0
+    }
     return 0
 }

@@ -20,6 +20,7 @@ case "bus-hoarder": exit(runBusHoarder(rest))
 case "bus-flood": exit(runBusFlood(rest))
 case "ring-hostile-subscriber": exit(runRingHostileSubscriber(rest))
 case "ring-hostile-publisher": exit(runRingHostilePublisher(rest))
+case "version2-only-publisher": exit(runVersionTwoOnlyPublisher(rest))
 default:
     FileHandle.standardError.write("FrameBusTestPeer: unknown mode \(mode)\n".data(using: .utf8)!)
     exit(2)

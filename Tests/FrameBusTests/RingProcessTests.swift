@@ -3,7 +3,7 @@ import Testing
 
 @testable @_spi(Testing) import FrameBus
 
-/// Protocol version 3 across processes (docs/PROTOCOL.md §10): real rings between a publisher and subscribers, and
+/// Protocol version 3 across processes (docs/PROTOCOL.md §9): real rings between a publisher and subscribers, and
 /// peers that write garbage into the ring file only they can write. A hostile peer ends its own session with a
 /// typed error; nobody traps, and an honest subscriber of the same publisher keeps its frames.
 @Suite(.timeLimit(.minutes(5))) struct RingProcessTests {
@@ -111,5 +111,19 @@ import Testing
         // END_OF_STREAM (socket message 1) is handled; the slot that claims 5 came before it never is.
         #expect(frames.isEmpty)
         #expect(end?.code == .endOfStream, "\(String(describing: end))")
+    }
+
+    @Test func aPublisherWithoutVersionThreeIsAskedAgainWithVersionTwoAtOnce() async throws {
+        let path = temporaryBusPath("ring-v2-only")
+        let peer = try PeerProcess(["version2-only-publisher", path])
+        #expect(await eventually { peer.output.contains("listening") })
+        // No reconnects: the fallback to version 2 must not depend on the reconnect policy.
+        let subscriber = try Self.subscriber(path)
+        defer { subscriber.cancel() }
+        let (frames, end) = try await Self.collect(subscriber, count: 1)
+        #expect(frames.isEmpty)
+        #expect(end?.code == .endOfStream, "\(String(describing: end))")
+        #expect(subscriber.session?.protocolVersion == 2)
+        #expect(peer.output.contains("hello version=3") && peer.output.contains("hello version=2"), "\(peer.output)")
     }
 }

@@ -5,7 +5,7 @@ import Testing
 
 @testable @_spi(Testing) import FrameBus
 
-/// Protocol version 3's rings (docs/PROTOCOL.md §10): the pure index and slot checks, both state machines fed ring
+/// Protocol version 3's rings (docs/PROTOCOL.md §9): the pure index and slot checks, both state machines fed ring
 /// events, and real ring files and eventfds in one process.
 @Suite(.timeLimit(.minutes(2))) struct RingLayoutTests {
     @Test func theReadableCountIsBoundedByTheRingWhateverTheTailSays() {

@@ -3,7 +3,7 @@ import CFrameBusShims
 import Surfaces
 import SystemPackage
 
-/// One ring file mapped into this process (docs/PROTOCOL.md §10): our own, read-write, or the peer's, read-only.
+/// One ring file mapped into this process (docs/PROTOCOL.md §9): our own, read-write, or the peer's, read-only.
 ///
 /// Our own file is a memfd sized once, sealed against shrinking and growing, mapped read-write once, then sealed
 /// against every later writable mapping (`F_SEAL_FUTURE_WRITE | F_SEAL_SEAL`): the peer that receives its descriptor
@@ -102,7 +102,7 @@ import SystemPackage
         )
     }
 
-    /// Loads a header counter (sequentially consistent: the flag-then-recheck protocol of §10.5 needs it).
+    /// Loads a header counter (sequentially consistent: the flag-then-recheck protocol of §9.5 needs it).
     func load(_ offset: Int) -> UInt64 {
         counter(offset).load(ordering: .sequentiallyConsistent)
     }
@@ -150,7 +150,7 @@ import SystemPackage
 ///
 /// A peer's descriptor is accepted only if the kernel says it is an eventfd opened non-blocking; since the peer
 /// shares that open file (and could clear `O_NONBLOCK` on it later), the flag is checked again before every write
-/// and read, and a cleared flag ends the session (docs/PROTOCOL.md §10.5).
+/// and read, and a cleared flag ends the session (docs/PROTOCOL.md §9.5).
 final class EventFD: Sendable {
     let descriptor: Int32
 

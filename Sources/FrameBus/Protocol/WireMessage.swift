@@ -59,7 +59,7 @@
     public static let version: UInt16 = 2
     /// Every version this implementation speaks, oldest first.
     public static let supportedVersions: ClosedRange<UInt16> = 1...3
-    /// The version whose subscribers receive frames through shared-memory rings (docs/PROTOCOL.md §10): its HELLO
+    /// The version whose subscribers receive frames through shared-memory rings (docs/PROTOCOL.md §9): its HELLO
     /// and WELCOME each carry two fds (a ring file and an eventfd).
     public static let ringVersion: UInt16 = 3
     /// Version 1's magic: the bytes `F` `B` `U` `S` read as a little-endian `u32` (the opposite of a FourCC).

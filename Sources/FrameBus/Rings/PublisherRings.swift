@@ -1,11 +1,11 @@
-/// The publisher's end of one version-3 subscriber's rings (docs/PROTOCOL.md §10), used under the publisher's state
+/// The publisher's end of one version-3 subscriber's rings (docs/PROTOCOL.md §9), used under the publisher's state
 /// lock: FRAME and DROP messages go into the announce ring instead of the socket; RELEASE messages come back through
 /// the subscriber's release ring and are fed to the state machine exactly as if they had come on the socket.
 final class PublisherRings {
     let channel: RingChannel
     private var writer: RingWriter
     private var reader: RingReader
-    /// Socket messages sent after WELCOME (each announce slot records how many came before it, §10.4).
+    /// Socket messages sent after WELCOME (each announce slot records how many came before it, §9.4).
     private(set) var controlSent: UInt64 = 0
     /// WELCOME (with our half's descriptors) was sent: from now on FRAME and DROP go into the ring.
     private(set) var isWelcomed = false

@@ -1,6 +1,6 @@
 import SystemPackage
 
-/// Both rings of one version-3 session, as one side sees them (docs/PROTOCOL.md §10): our own ring file, which we
+/// Both rings of one version-3 session, as one side sees them (docs/PROTOCOL.md §9): our own ring file, which we
 /// write and the peer reads, and the peer's, which we read. Made at the handshake; the socket stays for everything
 /// else.
 final class RingChannel: Sendable {
@@ -181,7 +181,7 @@ final class ReleaseRing {
 
     enum Outcome: Equatable {
         case sent
-        /// Full (an honest publisher never lets this happen, §10.3): send it on the socket instead.
+        /// Full (an honest publisher never lets this happen, §9.3): send it on the socket instead.
         case full
         case violation(String)
     }

@@ -1,4 +1,4 @@
-/// Protocol version 3's shared-memory rings (docs/PROTOCOL.md §10): the byte layout both sides agree on, and the
+/// Protocol version 3's shared-memory rings (docs/PROTOCOL.md §9): the byte layout both sides agree on, and the
 /// pure checks every value read from a peer's ring goes through before it bounds anything.
 ///
 /// Each side of a version-3 session owns one ring file (a sealed memfd) that only it can write; the other side maps
@@ -154,13 +154,13 @@
 
 /// One message read from a ring.
 @_spi(Testing) public struct RingEntry: Hashable, Sendable {
-    /// Socket messages the writer had sent after WELCOME before this one (docs/PROTOCOL.md §10.4).
+    /// Socket messages the writer had sent after WELCOME before this one (docs/PROTOCOL.md §9.4).
     public var controlCount: UInt64
     /// The message, as it would travel on the socket.
     public var message: [UInt8]
 }
 
-/// A ring value the peer wrote that breaks docs/PROTOCOL.md §10: the session ends with ERROR `malformedMessage`.
+/// A ring value the peer wrote that breaks docs/PROTOCOL.md §9: the session ends with ERROR `malformedMessage`.
 @_spi(Testing) public struct RingViolation: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
