@@ -98,6 +98,9 @@ public final class Subscriber: Sendable {
         /// 2 when they travel on the socket (a publisher that does not speak version 3, or
         /// ``Configuration/usesSharedMemoryRings`` off).
         public var protocolVersion: Int = 2
+        /// The queue depth the publisher granted (WELCOME's `queueDepth`): 1 for latest-only; for
+        /// ``Delivery/queue(depth:)`` at most the depth asked for and at most ``maximumHeldFrames``, so it may be less.
+        public var grantedQueueDepth: Int = 1
     }
 
     let core: SubscriberCore

@@ -180,7 +180,8 @@ struct SubscriberStateMachine {
                 streamID: welcome.streamID,
                 subscriberID: welcome.subscriberID,
                 maximumHeldFrames: Int(welcome.maximumHeldFrames),
-                protocolVersion: Int(welcome.version)
+                protocolVersion: Int(welcome.version),
+                grantedQueueDepth: Int(welcome.queueDepth)
             )
             var discontinuity: DiscontinuityFlags = []
             if let previous = previousStreamID {

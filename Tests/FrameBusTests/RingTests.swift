@@ -217,6 +217,23 @@ import Testing
         #expect(session.protocolVersion == 2)
     }
 
+    @Test func theSessionSaysWhichDepthWasGrantedWhenItIsLessThanAskedFor() {
+        var machine = SubscriberStateMachine(acceptedFormats: [Cases.format], delivery: .queue(depth: 16))
+        _ = machine.connected()
+        let welcome = WireMessage.welcome(
+            WireWelcome(
+                version: 2, deliveryMode: 1, queueDepth: 2, maximumHeldFrames: 2, format: Cases.format.fourCC,
+                maximumMessageSize: 4096, streamID: 1, subscriberID: 1, nextSequence: 0, maximumAnnouncedSurfaces: 8
+            )
+        )
+        guard case .established(let session, _) = machine.received(welcome) else {
+            Issue.record("not established")
+            return
+        }
+        #expect(session.grantedQueueDepth == 2)
+        #expect(session.maximumHeldFrames == 2)
+    }
+
     @Test func unsupportedVersionMakesTheNextHelloVersionTwo() {
         var machine = SubscriberStateMachine(acceptedFormats: [Cases.format], delivery: .latestOnly)
         _ = machine.connected(offeringRings: true)
