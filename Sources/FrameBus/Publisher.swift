@@ -804,7 +804,9 @@ public final class Publisher: Sendable {
             for (id, rings) in state.rings {
                 ringPolled.append(id)
                 interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
-                if case .success(true) = rings.prepareToSleep() {} else { ringsWaiting = true }
+                // A ring stays armed until its eventfd fires: a release written since then saw `sleeping` set.
+                if !rings.isArmed { if case .success(true) = rings.prepareToSleep() { rings.isArmed = true } }
+                if !rings.isArmed { ringsWaiting = true }
             }
             var timeout: Int32 = ringsWaiting ? 0 : 1000
             var deadline = machine.nextDeadline()
@@ -835,12 +837,14 @@ public final class Publisher: Sendable {
             }
             let ringOffset = offset + polled.count
             for (index, id) in ringPolled.enumerated() where ready[ringOffset + index] != 0 {
+                state.rings[id]?.isArmed = false
                 if let reason = state.rings[id]?.wokeUp() {
                     state.rings[id] = nil
                     perform(state.machine.ringViolation(reason, from: id, now: ProcessInfoShim.monotonicNanoseconds()), &state)
                 }
             }
-            serviceRings(&state)
+            // Only rings that woke us (or could not be armed) can hold releases we have not seen.
+            serviceRings(&state, onlyUnarmed: true)
             retireFreedSurfaces(&state)
             let now = ProcessInfoShim.monotonicNanoseconds()
             if let deadline = state.machine.nextDeadline(), deadline <= now {
@@ -947,10 +951,10 @@ extension Publisher {
 
     /// Reads every version-3 subscriber's release ring (each slot copied once, fed to the machine as a RELEASE would
     /// be), and flushes those whose announce ring had been full.
-    private func serviceRings(_ state: inout State) {
+    private func serviceRings(_ state: inout State, onlyUnarmed: Bool = false) {
         guard !state.rings.isEmpty else { return }
         for id in Array(state.rings.keys) {
-            guard let rings = state.rings[id] else { continue }
+            guard let rings = state.rings[id], !(onlyUnarmed && rings.isArmed) else { continue }
             let now = ProcessInfoShim.monotonicNanoseconds()
             var actions: [Machine.Action] = []
             let violation = rings.drainReleases(limit: RingLayout.slotCount) { entry in

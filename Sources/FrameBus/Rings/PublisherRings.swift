@@ -11,6 +11,9 @@ final class PublisherRings {
     private(set) var isWelcomed = false
     /// The last flush stopped at a full ring: the loop waits for the subscriber's wake-up, not for socket room.
     private(set) var isBlockedOnRing = false
+    /// The loop thread said it sleeps (`sleeping` set, release ring found empty) and the eventfd has not fired
+    /// since: nothing can be waiting in the release ring unseen.
+    var isArmed = false
 
     init(channel: RingChannel) {
         self.channel = channel
