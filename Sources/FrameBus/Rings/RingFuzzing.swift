@@ -126,6 +126,8 @@ import Foundation
             _ = publisher.receivedFromRing(entry, from: id, now: 1)
             return publisher.sessionVersion(of: id) != nil
         }
+        // What Publisher.serviceRings does with a violation: that session ends.
+        if let violation { _ = publisher.ringViolation(violation, from: id, now: 1) }
         outcome.publisherEnded = violation != nil || publisher.sessionVersion(of: id) == nil
         precondition(outcome.publisherEntries <= RingLayout.slotCount, "read more than a ring of slots")
         precondition(publisher.heldFrameCount <= heldBefore, "a release ring made the publisher hold more")
