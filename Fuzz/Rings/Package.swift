@@ -1,5 +1,5 @@
 // swift-tools-version: 6.2
-// Protocol version 3's rings (docs/PROTOCOL.md §10) under the sanitizers: a libFuzzer target over ring contents
+// Protocol version 3's rings (docs/PROTOCOL.md §9) under the sanitizers: a libFuzzer target over ring contents
 // (FuzzRings) and a concurrent-writer harness (RaceRings), both through FrameBus's `RingFuzzing` entry points, with
 // real ring files mapped as the publisher and the subscriber map them. Built and run by run.sh and race.sh.
 import PackageDescription

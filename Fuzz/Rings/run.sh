@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz protocol version 3's rings (docs/PROTOCOL.md §10) with libFuzzer and AddressSanitizer for SECONDS (default
+# Fuzz protocol version 3's rings (docs/PROTOCOL.md §9) with libFuzzer and AddressSanitizer for SECONDS (default
 # 60): each input is what a hostile peer wrote into its ring files (tails, heads, slots); both sides' readers run
 # over real mapped ring files and feed their state machines.
 #
