@@ -719,6 +719,11 @@ public final class Publisher: Sendable {
                         break sending
                     }
                 }
+                // Slots written before this datagram must be visible before it can be read (PROTOCOL.md §9.4).
+                if let rings, let reason = rings.commit() {
+                    ringFailure = reason
+                    break sending
+                }
                 let outcome: Result<Socket.SendOutcome, SendFailure>
                 if let rings, case .welcome = item.message {
                     outcome = socket.send(item.message.encoded(), descriptors: rings.welcomeDescriptors)

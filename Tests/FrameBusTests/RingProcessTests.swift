@@ -126,4 +126,37 @@ import Testing
         #expect(subscriber.session?.protocolVersion == 2)
         #expect(peer.output.contains("hello version=3") && peer.output.contains("hello version=2"), "\(peer.output)")
     }
+
+    /// A subscriber that keeps every frame gets DROPs for the rest; when the publisher stops, the DROP it wrote into
+    /// the ring before END_OF_STREAM is published before END_OF_STREAM is sent, so every sequence is accounted for.
+    @Test func everySequenceIsAccountedForWhenThePublisherStops() async throws {
+        let path = temporaryBusPath("ring-stop")
+        let (publisher, pool) = try Self.publisher(path)
+        let subscriber = try Self.subscriber(path)
+        defer { subscriber.cancel() }
+        #expect(await eventually { publisher.subscriberCount == 1 })
+        let count = 30
+        for _ in 0..<count {
+            let buffer = try publisher.makePixelBuffer(from: pool)
+            _ = try publisher.publish(buffer)
+        }
+        publisher.stop()
+        var kept: [SampleBuffer] = []
+        var covered = Set<UInt64>()
+        var end: FrameBusError?
+        for try await event in subscriber.events {
+            switch event {
+            case .frame(let sample):
+                kept.append(sample)
+                if let sequence = sample.busSequenceNumber { covered.insert(sequence) }
+            case .dropped(let drop):
+                for sequence in drop.sequences.lowerBound...min(drop.sequences.upperBound, 1000) { covered.insert(sequence) }
+            case .ended(let error): end = error
+            default: break
+            }
+        }
+        #expect(end?.code == .endOfStream, "\(String(describing: end))")
+        #expect(!kept.isEmpty)
+        #expect(covered.isSuperset(of: Set(0..<UInt64(count))), "missing \(Set(0..<UInt64(count)).subtracting(covered).sorted())")
+    }
 }
