@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -104,8 +103,4 @@ int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size)
         .memfd = (uint32_t)memfd, .flags = UDMABUF_FLAGS_CLOEXEC, .offset = offset, .size = size,
     };
     return ioctl(udmabufFD, UDMABUF_CREATE, &create);
-}
-
-int cfb_eventfd_create(void) {
-    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }

@@ -805,11 +805,11 @@ public final class Publisher: Sendable {
                     PollEvents.readable | (machine.hasOutbound(id) && !blockedOnRing ? PollEvents.writable : 0)
                 interests.append((socket.descriptor, events))
             }
-            // Version 3: each subscriber's eventfd, after saying we sleep and looking at its release ring again.
+            // Version 3: each subscriber's wake-up socket, after saying we sleep and looking at its release ring again.
             for (id, rings) in state.rings {
                 ringPolled.append(id)
                 interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
-                // A ring stays armed until its eventfd fires: a release written since then saw `sleeping` set.
+                // A ring stays armed until its wake-up socket fires: a release written since then saw `sleeping` set.
                 if !rings.isArmed { if case .success(true) = rings.prepareToSleep() { rings.isArmed = true } }
                 if !rings.isArmed { ringsWaiting = true }
             }
@@ -928,8 +928,8 @@ public final class Publisher: Sendable {
 
 extension Publisher {
     /// Version 3 (docs/PROTOCOL.md §9): for a version-3 subscriber HELLO with two fds, makes our half (our ring file
-    /// and eventfd) and checks the subscriber's (its ring file and eventfd). `.none` when this is no such HELLO or our
-    /// half cannot be made (the subscriber then gets version 2).
+    /// and wake-up socket) and checks the subscriber's (its ring file and wake-up socket). `.none` when this is no
+    /// such HELLO or our half cannot be made (the subscriber then gets version 2).
     private func ringOffer(
         for datagram: ReceivedDatagram,
         from id: ConnectionID,

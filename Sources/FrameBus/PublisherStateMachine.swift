@@ -378,7 +378,7 @@ struct PublisherStateMachine<Resource> {
         case none
         /// Both halves are ready: the session is version 3.
         case ready
-        /// The subscriber's ring file or eventfd failed a check: the connection ends with `malformedMessage`.
+        /// The subscriber's ring file or wake-up socket failed a check: the connection ends with `malformedMessage`.
         case refused(String)
     }
 
@@ -412,7 +412,7 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// A version-3 subscriber's ring broke docs/PROTOCOL.md §9 (an index out of range, a bad slot, a broken
-    /// eventfd): that session ends with ERROR `malformedMessage`.
+    /// wake-up socket): that session ends with ERROR `malformedMessage`.
     mutating func ringViolation(_ reason: String, from id: ConnectionID, now: UInt64) -> [Action] {
         fail(id, .malformedMessage, reason, now: now)
     }

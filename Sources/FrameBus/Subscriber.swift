@@ -61,7 +61,7 @@ public final class Subscriber: Sendable {
         /// Pause between connection attempts.
         public var reconnectInterval: Duration = .milliseconds(100)
         /// Whether to ask for protocol version 3, where frames are announced and released through shared-memory
-        /// rings with eventfd wake-ups instead of datagrams (docs/PROTOCOL.md §9). A publisher that does not speak
+        /// rings with wake-up sockets instead of datagrams (docs/PROTOCOL.md §9). A publisher that does not speak
         /// it refuses the HELLO with `unsupportedVersion` and the subscriber connects again with version 2 at once.
         public var usesSharedMemoryRings = true
         /// User ids allowed to be the publisher, checked with `SO_PEERCRED` right after connecting: whoever can

@@ -203,7 +203,7 @@ final class SubscriberConnection {
         if let rings {
             if ready[2] != 0 {
                 guard rings.reader.wokeUp() else {
-                    return perform(machine.ringViolation("our eventfd was made unusable"), descriptors: [])
+                    return perform(machine.ringViolation("our wake-up socket was made unusable"), descriptors: [])
                 }
             } else if sleptOnRing {
                 rings.reader.clearSleeping()
@@ -322,7 +322,7 @@ final class SubscriberConnection {
             }
         }
         guard rings.reader.publishHead() else {
-            return perform(machine.ringViolation("the publisher's eventfd is no longer usable"), descriptors: [])
+            return perform(machine.ringViolation("the publisher's wake-up socket is no longer usable"), descriptors: [])
         }
         return true
     }
@@ -339,7 +339,7 @@ final class SubscriberConnection {
             let half = ringHalf
             ringHalf = nil
             if session.protocolVersion >= Int(WireProtocol.ringVersion) {
-                // Version 3: the WELCOME's two fds are the publisher's announce ring and eventfd (§9.1).
+                // Version 3: the WELCOME's two fds are the publisher's announce ring and wake-up socket (§9.1).
                 guard let half, descriptors.count == 2, let ring = descriptors[0].take(),
                     let wake = descriptors[1].take()
                 else {

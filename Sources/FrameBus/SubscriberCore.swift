@@ -64,7 +64,7 @@ final class SubscriberSender: Sendable {
         }
     }
 
-    /// Why the release ring broke (the publisher made its head or eventfd invalid), if it did.
+    /// Why the release ring broke (the publisher made its head or wake-up socket invalid), if it did.
     var ringFailure: String? { state.withLock { $0.ringFailure } }
 
     /// A frame of connection `generation` is now held.

@@ -369,7 +369,7 @@ struct SubscriberStateMachine {
         }
     }
 
-    /// The publisher's ring or eventfd broke docs/PROTOCOL.md §9: the connection ends with `malformedMessage`.
+    /// The publisher's ring or wake-up socket broke docs/PROTOCOL.md §9: the connection ends with `malformedMessage`.
     mutating func ringViolation(_ reason: String) -> Action {
         fail(.malformedMessage, reason)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Surfaces
 import SystemPackage
 import Testing
@@ -6,7 +7,7 @@ import Testing
 @testable @_spi(Testing) import FrameBus
 
 /// Protocol version 3's rings (docs/PROTOCOL.md §9): the pure index and slot checks, both state machines fed ring
-/// events, and real ring files and eventfds in one process.
+/// events, and real ring files and wake-up sockets in one process.
 @Suite(.timeLimit(.minutes(2))) struct RingLayoutTests {
     @Test func theReadableCountIsBoundedByTheRingWhateverTheTailSays() {
         #expect(RingLayout.readable(head: 5, tail: 5) == .success(0))
@@ -110,7 +111,7 @@ import Testing
 
     @Test func refusedRingDescriptorsEndTheHandshakeWithMalformedMessage() {
         var harness = Harness()
-        let id = Self.subscribeV3(&harness, rings: .refused("not an eventfd"))
+        let id = Self.subscribeV3(&harness, rings: .refused("not a datagram socket"))
         #expect(harness.errors(id).map(\.code) == [WireErrorCode.malformedMessage.rawValue])
         #expect(harness.machine.sessionVersion(of: id) == nil)
     }
@@ -274,7 +275,8 @@ import Testing
     }
 }
 
-/// Real ring files and eventfds in one process: the seals, the import checks, and the sleep/wake ordering.
+/// Real ring files and wake-up sockets in one process: the seals, the import checks, the sleep/wake ordering, and
+/// wake-ups that no peer can make block.
 @Suite(.timeLimit(.minutes(2))) struct RingChannelTests {
     static func duplicate(_ descriptor: Int32) throws -> FileDescriptor {
         try Syscall.duplicate(FileDescriptor(rawValue: descriptor)).get()
@@ -297,15 +299,15 @@ import Testing
         return (publisher, subscriber)
     }
 
-    static func isReadable(_ event: EventFD) -> Bool {
-        (try? Syscall.poll([(event.descriptor, PollEvents.readable)], timeout: 0).get().first ?? 0) ?? 0 != 0
+    static func isReadable(_ wake: WakeSocket) -> Bool {
+        (try? Syscall.poll([(wake.descriptor, PollEvents.readable)], timeout: 0).get().first ?? 0) ?? 0 != 0
     }
 
     @Test func messagesCrossInOrderAndTheWriterWakesOnlyASleepingReader() throws {
         let (publisher, subscriber) = try Self.pair()
         var writer = RingWriter(channel: publisher)
         var reader = RingReader(channel: subscriber)
-        // The reader is awake: appending and committing writes no eventfd.
+        // The reader is awake: appending and committing sends no wake-up.
         let value1 = writer.append([1, 0, 0, 0, 8, 0, 0, 0])
         #expect(value1 == .success(true))
         let value2 = writer.commit()
@@ -376,20 +378,40 @@ import Testing
         #expect((try? writable.get()) == nil, "a second writable mapping is refused")
     }
 
-    @Test func anUnsealedFileOrANonEventFDIsRefused() throws {
+    @Test func anUnsealedFileOrANonDatagramSocketIsRefused() throws {
         let memfd = try Syscall.memfdCreate(name: "unsealed", flags: 1).get()
         _ = Syscall.truncate(memfd, byteCount: RingLayout.byteCount)
         #expect(throws: FrameBusError.self) { _ = try RingMapping.importing(memfd, role: .release) }
         let half = try RingChannel.Half(role: .announce)
         let other = try RingChannel.Half(role: .release)
-        // The ring file itself where the eventfd belongs.
-        #expect(throws: FrameBusError.self) {
-            _ = try half.joining(
-                peerRing: Self.duplicate(other.descriptors[0]),
-                peerWake: Self.duplicate(other.descriptors[0]),
-                peerRole: .release
-            )
+        func refusedAsWake(_ wake: FileDescriptor) -> Bool {
+            do {
+                _ = try half.joining(
+                    peerRing: Self.duplicate(other.descriptors[0]),
+                    peerWake: wake,
+                    peerRole: .release
+                )
+                return false
+            } catch let error as FrameBusError {
+                return error.code == .protocolViolation
+                    && error.message == "the wake-up descriptor is not a datagram socket"
+            } catch {
+                return false
+            }
         }
+        // The ring file (a memfd) where the wake-up socket belongs.
+        #expect(refusedAsWake(try Self.duplicate(other.descriptors[0])))
+        // A Unix stream socket.
+        var stream: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &stream) == 0)
+        defer { close(stream[1]) }
+        #expect(refusedAsWake(FileDescriptor(rawValue: stream[0])))
+        // A datagram socket that is not a Unix one.
+        let inet = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #expect(inet >= 0)
+        #expect(refusedAsWake(FileDescriptor(rawValue: inet)))
+        // The end B of a real wake-up pair is accepted.
+        #expect(!refusedAsWake(try Self.duplicate(other.descriptors[1])))
         // A ring of the wrong role.
         #expect(throws: FrameBusError.self) {
             _ = try half.joining(
@@ -398,5 +420,63 @@ import Testing
                 peerRole: .release
             )
         }
+    }
+
+    /// Runs `body` on a thread of its own; its result, or nil if it has not returned within `seconds` (the thread is
+    /// then left blocked: the test has failed anyway).
+    static func onThread(
+        withinSeconds seconds: Int = 10,
+        _ body: @escaping @Sendable () -> Bool
+    ) async -> Bool? {
+        let slot = Mutex<CheckedContinuation<Bool?, Never>?>(nil)
+        return await withCheckedContinuation { continuation in
+            slot.withLock { $0 = continuation }
+            Thread {
+                let result = body()
+                slot.withLock { $0.take() }?.resume(returning: result)
+            }.start()
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) {
+                slot.withLock { $0.take() }?.resume(returning: nil)
+            }
+        }
+    }
+
+    static func clearNonBlocking(_ descriptor: Int32) -> Bool {
+        let flags = fcntl(descriptor, F_GETFL)
+        return flags >= 0 && fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) == 0
+            && fcntl(descriptor, F_GETFL) & O_NONBLOCK == 0
+    }
+
+    @Test func aPeerThatClearsONonBlockCannotBlockSignalOrDrain() async throws {
+        let (publisher, subscriber) = try Self.pair()
+        // The subscriber (hostile here) clears O_NONBLOCK on the end B it handed out: the open file the publisher
+        // sends on is the same, so the publisher's descriptor is now blocking too. It clears it on its end A as well.
+        let handedOut = try Self.duplicate(subscriber.ownWake.handedOutEnd).rawValue
+        defer { close(handedOut) }
+        #expect(Self.clearNonBlocking(handedOut))
+        #expect(Self.clearNonBlocking(subscriber.ownWake.descriptor))
+        #expect(fcntl(publisher.peerWake.descriptor, F_GETFL) & O_NONBLOCK == 0, "the flag is shared")
+        // Then it never drains: fill its queue until the kernel refuses more without waiting.
+        var one: UInt8 = 1
+        var queued = 0
+        while queued < 100_000, send(handedOut, &one, 1, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) == 1 {
+            queued += 1
+        }
+        let full = errno == EAGAIN || errno == ENOBUFS
+        #expect(full && queued > 0 && queued < WakeSocket.drainLimit, "queued \(queued), errno \(errno)")
+        // A blocking send would now wait for room forever; ours returns at once, and counts as a wake-up.
+        let signalled = await Self.onThread { publisher.peerWake.signal() }
+        #expect(signalled == true)
+        #expect(Self.isReadable(subscriber.ownWake))
+        // Draining reads what is queued and stops at EAGAIN although the descriptor is blocking.
+        let drained = await Self.onThread { subscriber.ownWake.drain() }
+        #expect(drained == true)
+        #expect(!Self.isReadable(subscriber.ownWake))
+        // An empty blocking descriptor: a blocking recv would wait forever; ours returns at once.
+        let drainedEmpty = await Self.onThread { subscriber.ownWake.drain() }
+        #expect(drainedEmpty == true)
+        // Wake-ups still work afterwards.
+        #expect(publisher.peerWake.signal())
+        #expect(Self.isReadable(subscriber.ownWake))
     }
 }

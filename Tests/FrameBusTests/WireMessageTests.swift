@@ -323,7 +323,7 @@ enum GoldenVectors {
             patches: [(12, [4])],
             expected: .unsupportedVersion
         ),
-        // Version 3 (docs/PROTOCOL.md §9): the version-2 layout with a ring file and an eventfd.
+        // Version 3 (docs/PROTOCOL.md §9): the version-2 layout with a ring file and a wake-up socket.
         Mutation(
             name: "HELLO version 3 without its two fds",
             base: GoldenVectors.helloV2,
@@ -408,7 +408,7 @@ enum GoldenVectors {
             patches: [(8, [4])],
             expected: .unsupportedVersion
         ),
-        // Version 3 (docs/PROTOCOL.md §9): the version-2 layout with a ring file and an eventfd.
+        // Version 3 (docs/PROTOCOL.md §9): the version-2 layout with a ring file and a wake-up socket.
         Mutation(
             name: "WELCOME version 3 without its two fds",
             base: GoldenVectors.welcomeV2,

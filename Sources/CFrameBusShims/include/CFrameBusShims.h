@@ -72,11 +72,6 @@ int cfb_dma_heap_alloc(int heapFD, uint64_t length);
 /// ioctl(udmabuf, UDMABUF_CREATE, { memfd, UDMABUF_FLAGS_CLOEXEC, offset, size }). Returns the dma-buf fd or -1.
 int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size);
 
-// MARK: eventfd (protocol version 3's wake-ups)
-
-/// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK). Returns the fd or -1 with errno set.
-int cfb_eventfd_create(void);
-
 // MARK: DRM fourcc (drm_fourcc.h's fourcc_code() is a function-like macro)
 
 static const uint32_t CFB_DRM_FORMAT_NV12 = 0x3231564EU;      // 'N','V','1','2'

@@ -1,5 +1,6 @@
 import Atomics
 import CFrameBusShims
+import Glibc
 import Surfaces
 import SystemPackage
 
@@ -146,53 +147,77 @@ import SystemPackage
     }
 }
 
-/// An eventfd: ours (we wait on it) or the peer's (we write it to wake the peer).
+/// A wake-up channel (docs/PROTOCOL.md §9.5): a Unix datagram socket pair of ours, or the end of the peer's pair
+/// that the peer sent us.
 ///
-/// A peer's descriptor is accepted only if the kernel says it is an eventfd opened non-blocking; since the peer
-/// shares that open file (and could clear `O_NONBLOCK` on it later), the flag is checked again before every write
-/// and read, and a cleared flag ends the session (docs/PROTOCOL.md §9.5).
-final class EventFD: Sendable {
+/// Ours: `socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK)`; we poll end A for `POLLIN` and drain it,
+/// and end B travels to the peer with HELLO or WELCOME (the peer sends on it to wake us). We keep end B open in this
+/// object until the channel dies, so the descriptor we send is valid for as long as the half or channel lives.
+///
+/// The peer's: its end B, accepted only if the kernel says it is an `AF_UNIX` `SOCK_DGRAM` socket; we send one byte
+/// on it to wake the peer.
+///
+/// Why datagram sockets and not eventfds: an open file's `O_NONBLOCK` is shared by every process holding it, so a
+/// peer can clear it between any check and our call. `send`/`recv` take `MSG_DONTWAIT` per call, which never
+/// blocks whatever the shared flags say, so no peer can block the thread that signals or drains.
+final class WakeSocket: Sendable {
+    /// The end we use: our end A (polled and drained), or the peer's end B (sent on).
     let descriptor: Int32
+    /// Our end B, which travels to the peer; `nil` for the peer's.
+    private let handedOut: Int32?
 
-    private init(descriptor: Int32) { self.descriptor = descriptor }
+    private init(descriptor: Int32, handedOut: Int32?) {
+        self.descriptor = descriptor
+        self.handedOut = handedOut
+    }
 
-    deinit { Syscall.close(descriptor) }
+    deinit {
+        Syscall.close(descriptor)
+        if let handedOut { Syscall.close(handedOut) }
+    }
 
-    static func create() throws(FrameBusError) -> EventFD {
-        switch Syscall.eventFD() {
-        case .success(let fd): return EventFD(descriptor: fd)
-        case .failure(let errno): throw .systemCall("eventfd", errno)
+    /// Our pair's end B, the descriptor to send with HELLO or WELCOME (ours only).
+    var handedOutEnd: Int32 {
+        guard let handedOut else { preconditionFailure("a peer's wake-up socket has no end to hand out") }
+        return handedOut
+    }
+
+    /// Most datagrams one ``drain()`` reads: a peer that floods us only costs a spurious wake-up.
+    static let drainLimit = 1024
+
+    static func create() throws(FrameBusError) -> WakeSocket {
+        switch Syscall.makeDoorbellPair() {
+        case .success(let (ownEnd, peerEnd)): return WakeSocket(descriptor: ownEnd, handedOut: peerEnd)
+        case .failure(let errno): throw .systemCall("socketpair", errno)
         }
     }
 
     /// Checks a peer's descriptor (ownership moves here; closed on failure).
-    static func importing(_ fd: FileDescriptor) throws(FrameBusError) -> EventFD {
-        let event = EventFD(descriptor: fd.rawValue)
-        guard case .success(let link) = Syscall.descriptorLink(fd.rawValue), link == "anon_inode:[eventfd]" else {
-            throw FrameBusError(.protocolViolation, "ring import", message: "the wake-up descriptor is not an eventfd")
+    static func importing(_ fd: FileDescriptor) throws(FrameBusError) -> WakeSocket {
+        let wake = WakeSocket(descriptor: fd.rawValue, handedOut: nil)
+        guard case .success(let domain) = Syscall.socketOption(fd.rawValue, SOL_SOCKET, SO_DOMAIN), domain == AF_UNIX,
+            case .success(let type) = Syscall.socketOption(fd.rawValue, SOL_SOCKET, SO_TYPE),
+            type == Int32(SOCK_DGRAM.rawValue)
+        else {
+            throw FrameBusError(
+                .protocolViolation,
+                "ring import",
+                message: "the wake-up descriptor is not a datagram socket"
+            )
         }
-        guard event.isNonBlocking else {
-            throw FrameBusError(.protocolViolation, "ring import", message: "the eventfd is not non-blocking")
-        }
-        return event
+        return wake
     }
 
-    private var isNonBlocking: Bool {
-        guard case .success(let flags) = Syscall.descriptorStatusFlags(descriptor) else { return false }
-        return flags & 0o4000 != 0  // O_NONBLOCK
-    }
-
-    /// Wakes whoever polls it; false if the descriptor became unusable (blocking, closed).
+    /// Wakes whoever polls the other end; false if the socket became unusable (closed, disconnected). Never blocks.
     func signal() -> Bool {
-        guard isNonBlocking else { return false }
-        if case .success = Syscall.signalEventFD(descriptor) { return true }
+        if case .success = Syscall.sendWake(descriptor) { return true }
         return false
     }
 
-    /// Resets the counter after a wake-up; false if the descriptor became unusable.
+    /// Reads the pending wake-ups (at most ``drainLimit``) after a wake-up; false if the socket became unusable.
+    /// Never blocks.
     func drain() -> Bool {
-        guard isNonBlocking else { return false }
-        if case .success = Syscall.drainEventFD(descriptor) { return true }
+        if case .success = Syscall.drainWake(descriptor, limit: Self.drainLimit) { return true }
         return false
     }
 }

@@ -11,7 +11,7 @@ final class PublisherRings {
     private(set) var isWelcomed = false
     /// The last flush stopped at a full ring: the loop waits for the subscriber's wake-up, not for socket room.
     private(set) var isBlockedOnRing = false
-    /// The loop thread said it sleeps (`sleeping` set, release ring found empty) and the eventfd has not fired
+    /// The loop thread said it sleeps (`sleeping` set, release ring found empty) and its wake-up socket has not fired
     /// since: nothing can be waiting in the release ring unseen.
     var isArmed = false
 
@@ -21,8 +21,8 @@ final class PublisherRings {
         self.reader = RingReader(channel: channel)
     }
 
-    /// The descriptors that travel with WELCOME: our ring file and our eventfd.
-    var welcomeDescriptors: [Int32] { [channel.own.descriptor.rawValue, channel.ownWake.descriptor] }
+    /// The descriptors that travel with WELCOME: our ring file and our wake-up pair's end B.
+    var welcomeDescriptors: [Int32] { [channel.own.descriptor.rawValue, channel.ownWake.handedOutEnd] }
 
     /// Whether the ring carries this message (after WELCOME: FRAME and DROP).
     func carries(_ message: WireMessage) -> Bool {
@@ -73,16 +73,16 @@ final class PublisherRings {
         return .full
     }
 
-    /// Publishes what was appended and wakes the subscriber if it sleeps; a reason if its eventfd broke.
+    /// Publishes what was appended and wakes the subscriber if it sleeps; a reason if its wake-up socket broke.
     func commit() -> String? {
-        writer.commit() ? nil : "the subscriber's eventfd is no longer usable"
+        writer.commit() ? nil : "the subscriber's wake-up socket is no longer usable"
     }
 
     /// Before the loop sleeps: true if it may (nothing waits in the release ring).
     func prepareToSleep() -> Result<Bool, RingViolation> { reader.prepareToSleep() }
 
-    /// After our eventfd fired: clears the flag and resets the eventfd; a reason if it broke.
-    func wokeUp() -> String? { reader.wokeUp() ? nil : "our eventfd for this subscriber was made unusable" }
+    /// After our wake-up socket fired: clears the flag and drains the socket; a reason if it broke.
+    func wokeUp() -> String? { reader.wokeUp() ? nil : "our wake-up socket for this subscriber was made unusable" }
 
     /// Reads up to `limit` release slots (each copied once), calling `body` with each; then publishes our head.
     /// Stops at the first violation and returns it.
@@ -91,12 +91,12 @@ final class PublisherRings {
             switch reader.peek() {
             case .failure(let violation): return violation.description
             case .success(nil):
-                return reader.publishHead() ? nil : "the subscriber's eventfd is no longer usable"
+                return reader.publishHead() ? nil : "the subscriber's wake-up socket is no longer usable"
             case .success(let entry?):
                 reader.advance()
                 guard body(entry) else { return nil }
             }
         }
-        return reader.publishHead() ? nil : "the subscriber's eventfd is no longer usable"
+        return reader.publishHead() ? nil : "the subscriber's wake-up socket is no longer usable"
     }
 }

@@ -6,30 +6,31 @@ import SystemPackage
 final class RingChannel: Sendable {
     let own: RingMapping
     let peer: RingMapping
-    /// Ours: we poll it; the peer writes it to wake us.
-    let ownWake: EventFD
-    /// The peer's: we write it to wake the peer.
-    let peerWake: EventFD
+    /// Ours: we poll and drain its end A; the peer sends on its end B to wake us.
+    let ownWake: WakeSocket
+    /// The peer's end B: we send on it to wake the peer.
+    let peerWake: WakeSocket
 
-    init(own: RingMapping, peer: RingMapping, ownWake: EventFD, peerWake: EventFD) {
+    init(own: RingMapping, peer: RingMapping, ownWake: WakeSocket, peerWake: WakeSocket) {
         self.own = own
         self.peer = peer
         self.ownWake = ownWake
         self.peerWake = peerWake
     }
 
-    /// Our half, made before the handshake: our ring file and our eventfd (their descriptors travel to the peer).
+    /// Our half, made before the handshake: our ring file and our wake-up socket pair (the ring file and the pair's
+    /// end B travel to the peer).
     struct Half: Sendable {
         let ring: RingMapping
-        let wake: EventFD
+        let wake: WakeSocket
 
         init(role: RingLayout.Role) throws(FrameBusError) {
             ring = try RingMapping.create(role: role)
-            wake = try EventFD.create()
+            wake = try WakeSocket.create()
         }
 
-        /// The descriptors to send with HELLO or WELCOME: the ring file, then the eventfd.
-        var descriptors: [Int32] { [ring.descriptor.rawValue, wake.descriptor] }
+        /// The descriptors to send with HELLO or WELCOME: the ring file, then our wake-up pair's end B.
+        var descriptors: [Int32] { [ring.descriptor.rawValue, wake.handedOutEnd] }
 
         /// Completes the channel with the peer's two descriptors (ownership moves here; closed on failure).
         func joining(
@@ -42,8 +43,8 @@ final class RingChannel: Sendable {
                 Syscall.close(peerWake)
                 throw error
             }
-            let event = try EventFD.importing(peerWake)
-            return RingChannel(own: ring, peer: mapping, ownWake: wake, peerWake: event)
+            let peerSocket = try WakeSocket.importing(peerWake)
+            return RingChannel(own: ring, peer: mapping, ownWake: wake, peerWake: peerSocket)
         }
     }
 }
@@ -144,7 +145,7 @@ struct RingReader: ~Copyable {
         return true
     }
 
-    /// Says we are going to sleep, then checks the ring again: true if it is still empty (poll our eventfd now),
+    /// Says we are going to sleep, then checks the ring again: true if it is still empty (poll our wake-up socket now),
     /// false if an entry arrived meanwhile (the flag is cleared again; read it).
     mutating func prepareToSleep() -> Result<Bool, RingViolation> {
         guard pending == nil else { return .success(false) }
@@ -159,10 +160,10 @@ struct RingReader: ~Copyable {
         }
     }
 
-    /// We are awake and our eventfd did not fire: clears the sleeping flag.
+    /// We are awake and our wake-up socket did not fire: clears the sleeping flag.
     func clearSleeping() { channel.own.store(0, RingLayout.sleepingOffset) }
 
-    /// We are awake: clears the sleeping flag and resets our eventfd. False if our eventfd broke.
+    /// We are awake: clears the sleeping flag and drains our wake-up socket. False if it broke.
     func wokeUp() -> Bool {
         channel.own.store(0, RingLayout.sleepingOffset)
         return channel.ownWake.drain()
@@ -192,7 +193,7 @@ final class ReleaseRing {
         case .failure(let violation): return .violation(violation.description)
         case .success(false): return .full
         case .success(true):
-            return writer.commit() ? .sent : .violation("the publisher's eventfd is no longer usable")
+            return writer.commit() ? .sent : .violation("the publisher's wake-up socket is no longer usable")
         }
     }
 }
@@ -203,7 +204,7 @@ final class SubscriberRings {
     var reader: RingReader
     /// Socket messages read after WELCOME: an announce slot is handled only once this reaches its control count.
     var controlReceived: UInt64 = 0
-    /// The next slot waits for a socket message: sleep on the socket, not on the eventfd.
+    /// The next slot waits for a socket message: sleep on the session socket, not on the wake-up socket.
     var isBlockedOnControl = false
 
     init(channel: RingChannel) {
