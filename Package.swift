@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
         // Tests only: in-process SHA-256 for the conversion corpus's reference checksums.
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
@@ -66,6 +67,7 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Atomics", package: "swift-atomics"),
             ],
             swiftSettings: librarySettings
         ),

@@ -160,6 +160,8 @@ public final class Publisher: Sendable {
     private struct State {
         var machine: Machine
         var sockets: [ConnectionID: Socket] = [:]
+        /// Version-3 subscribers' rings (docs/PROTOCOL.md §9).
+        var rings: [ConnectionID: PublisherRings] = [:]
         var conversionPools: [PixelFormat: PixelBufferPool] = [:]
         /// What each surface sent so far looks like on the wire (from its handle, made once).
         var surfaceDescriptions: [UInt64: SurfaceDescription] = [:]
@@ -434,6 +436,7 @@ public final class Publisher: Sendable {
                     bytesUsed = 0
                 }
                 state.withLock { state in
+                    serviceRings(&state)
                     let described = converted.flatMap { representation(of: $0, bytesUsed: bytesUsed, &state) }
                     let actions = state.machine.deliver(
                         template,
@@ -708,6 +711,7 @@ public final class Publisher: Sendable {
             perform(state.machine.stop(now: ProcessInfoShim.monotonicNanoseconds()), &state)
             for (_, socket) in state.sockets { socket.shutdown() }
             state.sockets.removeAll()
+            state.rings.removeAll()
             return true
         }
         if wasRunning {
@@ -727,6 +731,7 @@ public final class Publisher: Sendable {
                 flush(id, &state)
             case .close(let id):
                 state.sockets.removeValue(forKey: id)?.shutdown()
+                state.rings[id] = nil
                 state.machine.closedAfterStop(id)
             case .log(let level, let line):
                 configuration.logger.log(level: level, "\(line)")
@@ -739,15 +744,43 @@ public final class Publisher: Sendable {
     /// Sends what the machine queued for `id` until the socket is full.
     private func flush(_ id: ConnectionID, _ state: inout State) {
         guard let socket = state.sockets[id] else { return }
+        let rings = state.rings[id]
         var sent = 0
         var failure: String?
+        var ringFailure: String?
         // The slice must be gone before `sent` changes the queue, or that change copies it.
         do {
             let items = state.machine.outbound(of: id)
             sending: for item in items {
-                switch Self.send(item, on: socket) {
+                // Version 3: FRAME and DROP go into the announce ring, in order with the socket's messages.
+                if let rings, rings.carries(item.message) {
+                    switch rings.append(item.message) {
+                    case .appended:
+                        sent += 1
+                        continue sending
+                    case .full:
+                        break sending
+                    case .violation(let reason):
+                        ringFailure = reason
+                        break sending
+                    }
+                }
+                // Slots written before this datagram must be visible before it can be read (PROTOCOL.md §9.4).
+                if let rings, let reason = rings.commit() {
+                    ringFailure = reason
+                    break sending
+                }
+                let outcome: Result<Socket.SendOutcome, SendFailure>
+                if let rings, case .welcome = item.message {
+                    outcome = socket.send(item.message.encoded(), descriptors: rings.welcomeDescriptors)
+                        .mapError { SendFailure(reason: "send failed: \($0)") }
+                } else {
+                    outcome = Self.send(item, on: socket)
+                }
+                switch outcome {
                 case .success(.sent):
                     sent += 1
+                    rings?.sentOnSocket(item.message)
                 case .success(.wouldBlock):
                     break sending
                 case .failure(let error):
@@ -756,12 +789,17 @@ public final class Publisher: Sendable {
                 }
             }
         }
+        if let rings, ringFailure == nil { ringFailure = rings.commit() }
         let now = ProcessInfoShim.monotonicNanoseconds()
         perform(state.machine.sent(sent, on: id, now: now), &state)
         if let failure {
             perform(state.machine.connectionClosed(id, reason: failure, now: now), &state)
             state.sockets.removeValue(forKey: id)?.shutdown()
-        } else if state.machine.hasOutbound(id) {
+            state.rings[id] = nil
+        } else if let ringFailure {
+            state.rings[id] = nil
+            perform(state.machine.ringViolation(ringFailure, from: id, now: now), &state)
+        } else if state.machine.hasOutbound(id) && !(rings?.isBlockedOnRing ?? false) {
             doorbell.ring()  // the loop must poll this socket for room to write
         }
     }
@@ -797,6 +835,7 @@ public final class Publisher: Sendable {
     private func runOnce() -> Bool {
         var interests: [(descriptor: Int32, events: Int16)] = [(doorbell.descriptor, PollEvents.readable)]
         var polled: [(ConnectionID, Socket)] = []
+        var ringPolled: [ConnectionID] = []
         let (stopped, listening, timeout) = state.withLock { state -> (Bool, Bool, Int32) in
             let machine = state.machine
             let now = ProcessInfoShim.monotonicNanoseconds()
@@ -804,15 +843,26 @@ public final class Publisher: Sendable {
             let listening = machine.canAcceptConnection && !paused
             if listening { interests.append((listener.descriptor, PollEvents.readable)) }
             polled.reserveCapacity(state.sockets.count)
+            var ringsWaiting = false
             for (id, socket) in state.sockets {
                 polled.append((id, socket))
-                let events = PollEvents.readable | (machine.hasOutbound(id) ? PollEvents.writable : 0)
+                let blockedOnRing = state.rings[id]?.isBlockedOnRing ?? false
+                let events =
+                    PollEvents.readable | (machine.hasOutbound(id) && !blockedOnRing ? PollEvents.writable : 0)
                 interests.append((socket.descriptor, events))
             }
-            var timeout: Int32 = 1000
+            // Version 3: each subscriber's wake-up socket, after saying we sleep and looking at its release ring again.
+            for (id, rings) in state.rings {
+                ringPolled.append(id)
+                interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
+                // A ring stays armed until its wake-up socket fires: a release written since then saw `sleeping` set.
+                if !rings.isArmed { if case .success(true) = rings.prepareToSleep() { rings.isArmed = true } }
+                if !rings.isArmed { ringsWaiting = true }
+            }
+            var timeout: Int32 = ringsWaiting ? 0 : 1000
             var deadline = machine.nextDeadline()
             if paused { deadline = min(deadline ?? .max, state.acceptPausedUntil) }
-            if let deadline {
+            if let deadline, timeout > 0 {
                 let wait = deadline > now ? (deadline - now) / 1_000_000 + 1 : 0
                 timeout = Int32(min(wait, 1000))
             }
@@ -836,6 +886,16 @@ public final class Publisher: Sendable {
                 if events & PollEvents.writable != 0 { flush(id, &state) }
                 if events & ~PollEvents.writable != 0 { readPending(id, socket, &state) }
             }
+            let ringOffset = offset + polled.count
+            for (index, id) in ringPolled.enumerated() where ready[ringOffset + index] != 0 {
+                state.rings[id]?.isArmed = false
+                if let reason = state.rings[id]?.wokeUp() {
+                    state.rings[id] = nil
+                    perform(state.machine.ringViolation(reason, from: id, now: ProcessInfoShim.monotonicNanoseconds()), &state)
+                }
+            }
+            // Only rings that woke us (or could not be armed) can hold releases we have not seen.
+            serviceRings(&state, onlyUnarmed: true)
             retireFreedSurfaces(&state)
             let now = ProcessInfoShim.monotonicNanoseconds()
             if let deadline = state.machine.nextDeadline(), deadline <= now {
@@ -898,28 +958,87 @@ public final class Publisher: Sendable {
         for _ in 0..<Self.readsPerTurn {
             guard state.sockets[id] != nil else { return }
             let now = ProcessInfoShim.monotonicNanoseconds()
-            switch socket.receive(maximumSize: WireProtocol.maximumMessageSize) {
+            switch socket.receive(maximumSize: WireProtocol.maximumMessageSize, maximumDescriptors: 2) {
             case .success(.wouldBlock):
                 return
             case .success(.endOfFile):
                 perform(state.machine.connectionClosed(id, reason: "end of file", now: now), &state)
                 state.sockets.removeValue(forKey: id)?.shutdown()
+                state.rings[id] = nil
                 return
             case .failure(let errno):
                 perform(state.machine.connectionClosed(id, reason: "receive failed: \(errno)", now: now), &state)
                 state.sockets.removeValue(forKey: id)?.shutdown()
+                state.rings[id] = nil
                 return
             case .success(.datagram(let datagram)):
-                // Any fds that came with it are closed when `datagram` goes away: the publisher keeps none.
+                // Any fds that came with it are closed when `datagram` goes away, except a version-3 HELLO's two,
+                // which move into the subscriber's ring channel.
+                let (offer, channel) = ringOffer(for: datagram, from: id, &state)
                 let actions = state.machine.received(
                     datagram.bytes,
                     descriptorCount: datagram.descriptors.count,
                     isTruncated: datagram.isTruncated,
                     from: id,
+                    rings: offer,
                     now: now
                 )
+                if let channel, state.machine.sessionVersion(of: id) == WireProtocol.ringVersion {
+                    state.rings[id] = PublisherRings(channel: channel)
+                }
                 perform(actions, &state)
             }
+        }
+    }
+}
+
+extension Publisher {
+    /// Version 3 (docs/PROTOCOL.md §9): for a version-3 subscriber HELLO with two fds, makes our half (our ring file
+    /// and wake-up socket) and checks the subscriber's (its ring file and wake-up socket). `.none` when this is no
+    /// such HELLO or our half cannot be made (the subscriber then gets version 2).
+    private func ringOffer(
+        for datagram: ReceivedDatagram,
+        from id: ConnectionID,
+        _ state: inout State
+    ) -> (Machine.RingOffer, RingChannel?) {
+        guard datagram.descriptors.count == 2, !datagram.isTruncated, state.machine.sessionVersion(of: id) == nil,
+            case .hello(let hello)? = try? WireMessage.decode(datagram.bytes, descriptorCount: 2),
+            hello.version >= WireProtocol.ringVersion, hello.kind == .subscriber
+        else { return (.none, nil) }
+        let half: RingChannel.Half
+        do { half = try RingChannel.Half(role: .announce) } catch {
+            configuration.logger.warning("cannot make rings for subscriber \(id), serving version 2: \(error)")
+            return (.none, nil)
+        }
+        guard let ring = datagram.descriptors[0].take(), let wake = datagram.descriptors[1].take() else {
+            return (.refused("descriptors missing"), nil)
+        }
+        do {
+            return (.ready, try half.joining(peerRing: ring, peerWake: wake, peerRole: .release))
+        } catch {
+            return (.refused("\(error)"), nil)
+        }
+    }
+
+    /// Reads every version-3 subscriber's release ring (each slot copied once, fed to the machine as a RELEASE would
+    /// be), and flushes those whose announce ring had been full.
+    private func serviceRings(_ state: inout State, onlyUnarmed: Bool = false) {
+        guard !state.rings.isEmpty else { return }
+        for id in Array(state.rings.keys) {
+            guard let rings = state.rings[id], !(onlyUnarmed && rings.isArmed) else { continue }
+            let now = ProcessInfoShim.monotonicNanoseconds()
+            var actions: [Machine.Action] = []
+            let violation = rings.drainReleases(limit: RingLayout.slotCount) { entry in
+                actions += state.machine.receivedFromRing(entry, from: id, now: now)
+                return state.machine.sessionVersion(of: id) != nil
+            }
+            perform(actions, &state)
+            if let violation, state.rings[id] != nil {
+                state.rings[id] = nil
+                perform(state.machine.ringViolation(violation, from: id, now: now), &state)
+                continue
+            }
+            if rings.isBlockedOnRing, state.rings[id] != nil { flush(id, &state) }
         }
     }
 }

@@ -60,6 +60,10 @@ public final class Subscriber: Sendable {
         public var reconnects = false
         /// Pause between connection attempts.
         public var reconnectInterval: Duration = .milliseconds(100)
+        /// Whether to ask for protocol version 3, where frames are announced and released through shared-memory
+        /// rings with wake-up sockets instead of datagrams (docs/PROTOCOL.md §9). A publisher that does not speak
+        /// it refuses the HELLO with `unsupportedVersion` and the subscriber connects again with version 2 at once.
+        public var usesSharedMemoryRings = true
         /// User ids allowed to be the publisher, checked with `SO_PEERCRED` right after connecting: whoever can
         /// bind the path could otherwise pose as the publisher. Default: only our own user id.
         public var allowedPublisherUserIDs: Set<UInt32> = [ProcessInfoShim.userID]
@@ -94,6 +98,13 @@ public final class Subscriber: Sendable {
         public var subscriberID: UInt64
         /// Frames this subscriber may hold at once before the publisher drops frames for it (`outOfBuffers`).
         public var maximumHeldFrames: Int
+        /// The session's protocol version: 3 when frames travel through shared-memory rings (docs/PROTOCOL.md §9),
+        /// 2 when they travel on the socket (a publisher that does not speak version 3, or
+        /// ``Configuration/usesSharedMemoryRings`` off).
+        public var protocolVersion: Int = 2
+        /// The queue depth the publisher granted (WELCOME's `queueDepth`): 1 for latest-only; for
+        /// ``Delivery/queue(depth:)`` at most the depth asked for and at most ``maximumHeldFrames``, so it may be less.
+        public var grantedQueueDepth: Int = 1
     }
 
     let core: SubscriberCore

@@ -18,6 +18,11 @@ final class SubscriberConnection {
     private var generation: UInt64 = 0
     private var handshakeDeadline: UInt64 = 0
     private var hasConnected = false
+    /// Version 3 (docs/PROTOCOL.md §9): our half, sent with HELLO, until WELCOME completes the channel.
+    private var ringHalf: RingChannel.Half?
+    private var rings: SubscriberRings?
+    /// The publisher refused version 3: connect again at once with version 2.
+    private var retryNow = false
     /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
     /// same way on every reconnect (every 100 ms by default) must not flood the log.
     private var lastWarning: (text: String, time: UInt64, suppressed: Int)?
@@ -75,6 +80,11 @@ final class SubscriberConnection {
                 continue
             }
             if !service(socket) {
+                if retryNow {
+                    retryNow = false
+                    nextAttempt = now
+                    continue
+                }
                 if !configuration.reconnects { return }
                 nextAttempt = now &+ interval
             }
@@ -142,7 +152,14 @@ final class SubscriberConnection {
         socket = connected
         handshakeDeadline = now &+ timeout
         // A refused peer may find the socket already closed; the ERROR is still there to read.
-        _ = connected.send(machine.connected().encoded())
+        var half: RingChannel.Half?
+        if configuration.usesSharedMemoryRings && !machine.retriesWithoutRings {
+            do { half = try RingChannel.Half(role: .release) } catch {
+                warn("cannot make shared-memory rings, asking for version 2: \(error)")
+            }
+        }
+        ringHalf = half
+        _ = connected.send(machine.connected(offeringRings: half != nil).encoded(), descriptors: half?.descriptors ?? [])
         return .connected
     }
 
@@ -156,14 +173,41 @@ final class SubscriberConnection {
             timeout = Int32(clamping: min(1000, left / 1_000_000 + 1))
         }
         let writable = core.sender.hasOutbound ? PollEvents.writable : 0
+        var interests = [
+            (core.doorbell.descriptor, PollEvents.readable), (socket.descriptor, PollEvents.readable | writable),
+        ]
+        var sleptOnRing = false
+        if let rings {
+            interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
+            // Say we sleep, then look at the ring again (§9.5); a slot waiting for a socket message sleeps on
+            // the socket alone.
+            if !rings.isBlockedOnControl {
+                switch rings.reader.prepareToSleep() {
+                case .failure(let violation):
+                    return perform(machine.ringViolation(violation.description), descriptors: [])
+                case .success(true): sleptOnRing = true
+                case .success(false): timeout = 0
+                }
+            }
+        }
         let ready: [Int16]
-        switch Syscall.poll(
-            [(core.doorbell.descriptor, PollEvents.readable), (socket.descriptor, PollEvents.readable | writable)],
-            timeout: timeout
-        ) {
+        switch Syscall.poll(interests, timeout: timeout) {
         case .success(let events): ready = events
         case .failure(let errno):
             return perform(.close(FrameBusError(.systemCall, "poll", errno: errno), reply: nil), descriptors: [])
+        }
+        if let rings {
+            if ready[2] != 0 {
+                guard rings.reader.wokeUp() else {
+                    return perform(machine.ringViolation("our wake-up socket was made unusable"), descriptors: [])
+                }
+            } else if sleptOnRing {
+                rings.reader.clearSleeping()
+            }
+            if let reason = core.sender.ringFailure {
+                return perform(machine.ringViolation(reason), descriptors: [])
+            }
+            guard drainRing() else { return false }
         }
         if ready[0] != 0 {
             core.doorbell.drain()
@@ -215,6 +259,7 @@ final class SubscriberConnection {
                 }
             }
         }
+        guard drainRing() else { return false }
         return checkHandshakeDeadline()
     }
 
@@ -237,8 +282,45 @@ final class SubscriberConnection {
         } catch {
             return perform(machine.receivedMalformed(error.description), descriptors: [])
         }
+        // Version 3: the ring's slots written before this datagram come first (§9.4).
+        guard drainRing() else { return false }
         let held = message.type == .frame ? core.sender.connectionHeld : 0
-        return perform(machine.received(message, heldFrames: held), descriptors: datagram.descriptors)
+        let rings = self.rings
+        guard perform(machine.received(message, heldFrames: held), descriptors: datagram.descriptors) else {
+            return false
+        }
+        rings?.controlReceived &+= 1
+        return drainRing()
+    }
+
+    /// Version 3: handles the announce ring's slots, in order, up to the first that waits for a socket message;
+    /// returns false when the connection ended.
+    private func drainRing() -> Bool {
+        guard let rings else { return true }
+        rings.isBlockedOnControl = false
+        reading: for _ in 0..<RingLayout.slotCount {
+            switch rings.reader.peek() {
+            case .failure(let violation):
+                return perform(machine.ringViolation(violation.description), descriptors: [])
+            case .success(nil):
+                break reading
+            case .success(let entry?):
+                if entry.controlCount > rings.controlReceived {
+                    rings.isBlockedOnControl = true
+                    break reading
+                }
+                rings.reader.advance()
+                let held = core.sender.connectionHeld
+                guard perform(machine.receivedFromRing(entry.message, heldFrames: held), descriptors: []) else {
+                    return false
+                }
+                guard self.rings != nil else { return false }
+            }
+        }
+        guard rings.reader.publishHead() else {
+            return perform(machine.ringViolation("the publisher's wake-up socket is no longer usable"), descriptors: [])
+        }
+        return true
     }
 
     /// Carries out an action; returns false when the connection ended.
@@ -250,7 +332,24 @@ final class SubscriberConnection {
             guard let socket else { return false }
             generation &+= 1
             hasConnected = true
-            core.sender.attach(socket, generation: generation)
+            let half = ringHalf
+            ringHalf = nil
+            if session.protocolVersion >= Int(WireProtocol.ringVersion) {
+                // Version 3: the WELCOME's two fds are the publisher's announce ring and wake-up socket (§9.1).
+                guard let half, descriptors.count == 2, let ring = descriptors[0].take(),
+                    let wake = descriptors[1].take()
+                else {
+                    return perform(machine.ringViolation("version-3 WELCOME without its ring"), descriptors: [])
+                }
+                let channel: RingChannel
+                do { channel = try half.joining(peerRing: ring, peerWake: wake, peerRole: .announce) } catch {
+                    return perform(machine.ringViolation("\(error)"), descriptors: [])
+                }
+                rings = SubscriberRings(channel: channel)
+                core.sender.attach(socket, generation: generation, rings: channel)
+            } else {
+                core.sender.attach(socket, generation: generation)
+            }
             core.established(session, isReconnect: isReconnect)
             return true
         case .importSurface(let announcement):
@@ -265,6 +364,17 @@ final class SubscriberConnection {
             core.report(drop)
             return true
         case .close(let error, let reply):
+            if machine.retriesWithoutRings {
+                // The publisher speaks no version 3: connect again at once with version 2 (§9.1).
+                configuration.logger.debug("publisher at \(configuration.path) refused version 3; using version 2")
+                core.sender.detach()
+                socket?.shutdown()
+                socket = nil
+                rings = nil
+                ringHalf = nil
+                retryNow = true
+                return false
+            }
             if let reply, let socket {
                 warn("closing connection to \(configuration.path): \(reply.reason)")
                 _ = socket.send(WireMessage.error(reply).encoded())
@@ -278,6 +388,8 @@ final class SubscriberConnection {
         core.sender.detach()
         socket?.shutdown()
         socket = nil
+        rings = nil
+        ringHalf = nil
         surfaces.removeAll()
         committedBytes.removeAll()
         machine.closed()

@@ -42,6 +42,9 @@ final class SubscriberSender: Sendable {
         var connectionHeld = 0
         var outbox = SubscriberOutbox()
         var overflowed = false
+        /// Version 3: the release ring (docs/PROTOCOL.md §9), and why it broke, if it did.
+        var releaseRing: ReleaseRing?
+        var ringFailure: String?
     }
     private let state = Mutex(State())
     let heldCount = Atomic<Int>(0)
@@ -49,15 +52,20 @@ final class SubscriberSender: Sendable {
 
     init(doorbell: Doorbell) { self.doorbell = doorbell }
 
-    func attach(_ socket: Socket, generation: UInt64) {
+    func attach(_ socket: Socket, generation: UInt64, rings: RingChannel? = nil) {
         state.withLock {
             $0.socket = socket
             $0.generation = generation
             $0.connectionHeld = 0
             $0.outbox.removeAll()
             $0.overflowed = false
+            $0.releaseRing = rings.map(ReleaseRing.init(channel:))
+            $0.ringFailure = nil
         }
     }
+
+    /// Why the release ring broke (the publisher made its head or wake-up socket invalid), if it did.
+    var ringFailure: String? { state.withLock { $0.ringFailure } }
 
     /// A frame of connection `generation` is now held.
     func frameHeld(generation: UInt64) {
@@ -71,6 +79,7 @@ final class SubscriberSender: Sendable {
         state.withLock {
             $0.socket = nil
             $0.outbox.removeAll()
+            $0.releaseRing = nil
         }
     }
 
@@ -82,7 +91,24 @@ final class SubscriberSender: Sendable {
                 flags: notDelivered ? WireRelease.notDeliveredFlag : 0
             )
         ).encoded()
-        state.withLock { if $0.generation == token.generation { $0.connectionHeld -= 1 } }
+        let viaRing = state.withLock { state -> Bool in
+            guard state.generation == token.generation else { return false }
+            state.connectionHeld -= 1
+            // Version 3: into the release ring (a full ring, which an honest publisher never lets happen, falls back
+            // to the socket, where a RELEASE is as valid).
+            guard let ring = state.releaseRing, state.outbox.isEmpty, state.ringFailure == nil else { return false }
+            switch ring.send(message) {
+            case .sent: return true
+            case .full: return false
+            case .violation(let reason):
+                state.ringFailure = reason
+                return true
+            }
+        }
+        if viaRing {
+            if ringFailure != nil { doorbell.ring() }
+            return
+        }
         send(message, generation: token.generation)
     }
 

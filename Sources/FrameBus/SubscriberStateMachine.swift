@@ -79,6 +79,11 @@ struct SubscriberStateMachine {
     /// The stream id of the last connection that got a WELCOME, to tell a restarted publisher from the same one.
     private var previousStreamID: UInt64?
     private var hasConnectedBefore = false
+    /// The version the last HELLO offered.
+    private(set) var offeredVersion: UInt16 = WireProtocol.version
+    /// A publisher refused our version-3 HELLO with `unsupportedVersion`: the next connection offers version 2 at
+    /// once (the IO layer reconnects without waiting, whatever its reconnect policy).
+    private(set) var retriesWithoutRings = false
 
     init(acceptedFormats: [PixelFormat], delivery: Subscriber.Delivery, limits: Limits = Limits()) {
         self.acceptedFormats = acceptedFormats
@@ -95,11 +100,13 @@ struct SubscriberStateMachine {
     // MARK: Events in
 
     /// A connection is up: returns the HELLO to send.
-    mutating func connected() -> WireMessage {
+    mutating func connected(offeringRings: Bool = false) -> WireMessage {
         state = .awaitingWelcome
+        offeredVersion = offeringRings && !retriesWithoutRings ? WireProtocol.ringVersion : WireProtocol.version
+        retriesWithoutRings = false
         return .hello(
             WireHello(
-                version: WireProtocol.version,
+                version: offeredVersion,
                 kind: .subscriber,
                 deliveryMode: delivery.wireMode,
                 queueDepth: delivery.wireDepth,
@@ -132,6 +139,19 @@ struct SubscriberStateMachine {
     /// One decoded message from the publisher; `heldFrames` is how many frames of this connection we hold now (not
     /// yet released), which a FRAME must not push past WELCOME's `maximumHeldFrames`.
     mutating func received(_ message: WireMessage, heldFrames: Int = 0) -> Action {
+        received(message, heldFrames: heldFrames, viaRing: false)
+    }
+
+    private mutating func received(_ message: WireMessage, heldFrames: Int, viaRing: Bool) -> Action {
+        if case .active(let active) = state, active.session.protocolVersion >= Int(WireProtocol.ringVersion),
+            !viaRing
+        {
+            switch message {
+            case .frame, .drop:
+                return fail(.malformedMessage, "\(message.type.name) on the socket in a version-3 session")
+            default: break
+            }
+        }
         switch state {
         case .idle, .closed:
             // Nothing is read outside a connection; a late datagram after close is ignored.
@@ -148,7 +168,10 @@ struct SubscriberStateMachine {
     private mutating func receivedDuringHandshake(_ message: WireMessage) -> Action {
         switch message {
         case .welcome(let welcome):
-            guard welcome.version == WireProtocol.version, welcome.kind == .subscriber else {
+            // A publisher may answer a version-3 HELLO with version 2 (it could not make rings, §9.1).
+            let acceptable = welcome.version == offeredVersion
+                || (offeredVersion == WireProtocol.ringVersion && welcome.version == WireProtocol.version)
+            guard acceptable, welcome.kind == .subscriber else {
                 return fail(.malformedMessage, "WELCOME of version \(welcome.version), kind \(welcome.kind)")
             }
             guard let format = acceptedFormats.first(where: { $0.fourCC == welcome.format }) else {
@@ -158,7 +181,9 @@ struct SubscriberStateMachine {
                 format: format,
                 streamID: welcome.streamID,
                 subscriberID: welcome.subscriberID,
-                maximumHeldFrames: Int(welcome.maximumHeldFrames)
+                maximumHeldFrames: Int(welcome.maximumHeldFrames),
+                protocolVersion: Int(welcome.version),
+                grantedQueueDepth: Int(welcome.queueDepth)
             )
             var discontinuity: DiscontinuityFlags = []
             if let previous = previousStreamID {
@@ -178,6 +203,9 @@ struct SubscriberStateMachine {
             return .established(session, isReconnect: isReconnect)
         case .error(let error):
             state = .closed
+            if error.code == WireErrorCode.unsupportedVersion.rawValue && offeredVersion == WireProtocol.ringVersion {
+                retriesWithoutRings = true
+            }
             let code: FrameBusError.Code =
                 error.code == WireErrorCode.notPermitted.rawValue ? .permissionDenied : .refused
             return .close(
@@ -323,6 +351,33 @@ struct SubscriberStateMachine {
         }
         if reason == .discontinuity { active.pendingDiscontinuity.insert(.samplesDropped) }
         return .reportDrop(SubscriberDrop(reason: reason, sequences: drop.firstSequence...drop.lastSequence))
+    }
+
+    // MARK: Protocol version 3 (docs/PROTOCOL.md §9)
+
+    /// One message read from the publisher's announce ring (copied once into private memory; the IO layer already
+    /// merged it in order with the socket's messages by its control count): it must be a FRAME or a DROP, and is
+    /// then handled exactly as if it had come on the socket.
+    mutating func receivedFromRing(_ message: [UInt8], heldFrames: Int = 0) -> Action {
+        guard case .active(let active) = state else { return .none }
+        guard active.session.protocolVersion >= Int(WireProtocol.ringVersion) else {
+            return fail(.malformedMessage, "ring message in a version-\(active.session.protocolVersion) session")
+        }
+        let decoded: WireMessage
+        do {
+            decoded = try WireMessage.decode(message, descriptorCount: 0)
+        } catch {
+            return fail(error.errorCode, "announce ring: \(error.description)")
+        }
+        switch decoded {
+        case .frame, .drop: return received(decoded, heldFrames: heldFrames, viaRing: true)
+        default: return fail(.malformedMessage, "\(decoded.type.name) in the announce ring")
+        }
+    }
+
+    /// The publisher's ring or wake-up socket broke docs/PROTOCOL.md §9: the connection ends with `malformedMessage`.
+    mutating func ringViolation(_ reason: String) -> Action {
+        fail(.malformedMessage, reason)
     }
 
     /// Ends the connection because the publisher broke the protocol: reply with ERROR `code`, then close.

@@ -115,7 +115,13 @@ struct RawConnection {
         }
         if count == 0 { return .closed }
         if count < 0 { return errno == EAGAIN ? .nothing : .closed }
-        guard let message = try? WireMessage.decode(Array(buffer[0..<count]), descriptorCount: 0) else {
+        // A version-3 HELLO's two fds were closed by the kernel (no room for control data): this publisher speaks
+        // version 2 and answers it with a version-2 WELCOME, which the protocol allows (docs/PROTOCOL.md §9.1).
+        let bytes = Array(buffer[0..<count])
+        guard
+            let message = (try? WireMessage.decode(bytes, descriptorCount: 0))
+                ?? (try? WireMessage.decode(bytes, descriptorCount: 2))
+        else {
             return .nothing
         }
         return .message(message)

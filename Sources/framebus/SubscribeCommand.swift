@@ -74,7 +74,16 @@ struct SubscribeCommand: AsyncParsableCommand {
         configuration.allowedPublisherUserIDs.formUnion(allowedPublisherUserIDs)
         let mode = queue.map { "queue \($0)" } ?? "latest-only"
         let counter = FrameCounter(decode: decode, delayMilliseconds: delayMilliseconds) { [json] session in
-            if !json { say(escapedForTerminal("subscribed to \(socketPath): \(session.format), \(mode)")) }
+            // The publisher may grant less than the depth asked for (its held-frame budget): say both.
+            let granted = queue.map { $0 == session.grantedQueueDepth ? "" : " (granted \(session.grantedQueueDepth))" } ?? ""
+            if !json {
+                say(
+                    escapedForTerminal(
+                        "subscribed to \(socketPath): \(session.format), \(mode)\(granted), "
+                            + "holds ≤ \(session.maximumHeldFrames), protocol v\(session.protocolVersion)"
+                    )
+                )
+            }
         }
         let subscriber = try Subscriber(configuration: configuration)
         subscriber.setDelegate(counter, queue: DispatchQueue(label: "framebus.subscribe"))

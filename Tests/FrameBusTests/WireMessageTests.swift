@@ -318,11 +318,19 @@ enum GoldenVectors {
             expected: .badMagic
         ),
         Mutation(
-            name: "HELLO version 3",
+            name: "HELLO version 4",
+            base: GoldenVectors.helloV2,
+            descriptors: 0,
+            patches: [(12, [4])],
+            expected: .unsupportedVersion
+        ),
+        // Version 3 (docs/PROTOCOL.md §9): the version-2 layout with a ring file and a wake-up socket.
+        Mutation(
+            name: "HELLO version 3 without its two fds",
             base: GoldenVectors.helloV2,
             descriptors: 0,
             patches: [(12, [3])],
-            expected: .unsupportedVersion
+            expected: .missingDescriptor
         ),
         Mutation(
             name: "HELLO v2 magic with version 1",
@@ -395,11 +403,19 @@ enum GoldenVectors {
             expected: .invalidField
         ),
         Mutation(
-            name: "WELCOME version 3",
+            name: "WELCOME version 4",
+            base: GoldenVectors.welcomeV2,
+            descriptors: 0,
+            patches: [(8, [4])],
+            expected: .unsupportedVersion
+        ),
+        // Version 3 (docs/PROTOCOL.md §9): the version-2 layout with a ring file and a wake-up socket.
+        Mutation(
+            name: "WELCOME version 3 without its two fds",
             base: GoldenVectors.welcomeV2,
             descriptors: 0,
             patches: [(8, [3])],
-            expected: .unsupportedVersion
+            expected: .missingDescriptor
         ),
         Mutation(
             name: "WELCOME held 0",

@@ -254,7 +254,8 @@ extension Syscall {
         return valueOrErrno { unsafe Glibc.poll(&entries, count, timeout) }.map { _ in entries.map(\.revents) }
     }
 
-    /// A non-blocking datagram socket pair used as a doorbell (eventfd needs _GNU_SOURCE).
+    /// A non-blocking datagram socket pair (`AF_UNIX`, `SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK`): the connection
+    /// thread's doorbell, and protocol version 3's wake-up sockets (`WakeSocket`).
     static func makeDoorbellPair() -> Result<(Int32, Int32), Errno> {
         let type = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         var pair: (Int32, Int32) = (-1, -1)

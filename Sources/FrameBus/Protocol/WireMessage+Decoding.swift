@@ -190,7 +190,7 @@ extension WireMessage {
             let version: UInt16 = try reader.read()
             switch version {
             case 1: try expectSize(WireProtocol.welcomeV1Size)
-            case 2: try expectSize(WireProtocol.welcomeSize)
+            case 2, 3: try expectSize(WireProtocol.welcomeSize)
             default: throw WireError(.unsupportedVersion, "WELCOME version \(version)")
             }
             var welcome = WireWelcome(
@@ -204,7 +204,7 @@ extension WireMessage {
                 subscriberID: try reader.read(),
                 nextSequence: try reader.read()
             )
-            if version == 2 {
+            if version >= 2 {
                 welcome.maximumAnnouncedSurfaces = try reader.read()
                 let rawKind: UInt16 = try reader.read()
                 guard let kind = WireConnectionKind(rawValue: rawKind) else {
@@ -484,7 +484,7 @@ extension WireMessage {
                 try reader.readReserved(UInt32.self, "record \(index) reserved")
                 try check(record.deliveryMode <= 1, "record \(index) delivery mode \(record.deliveryMode)")
                 try check(
-                    record.version >= 1 && record.version <= WireProtocol.version,
+                    record.version >= 1 && record.version <= WireProtocol.supportedVersions.upperBound,
                     "record \(index) version \(record.version)"
                 )
                 // §5.12: records are in increasing subscriber id order, so each id appears once.

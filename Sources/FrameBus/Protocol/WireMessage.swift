@@ -58,7 +58,10 @@
     /// The newest version this implementation speaks.
     public static let version: UInt16 = 2
     /// Every version this implementation speaks, oldest first.
-    public static let supportedVersions: ClosedRange<UInt16> = 1...2
+    public static let supportedVersions: ClosedRange<UInt16> = 1...3
+    /// The version whose subscribers receive frames through shared-memory rings (docs/PROTOCOL.md §9): its HELLO
+    /// and WELCOME each carry two fds (a ring file and a wake-up socket).
+    public static let ringVersion: UInt16 = 3
     /// Version 1's magic: the bytes `F` `B` `U` `S` read as a little-endian `u32` (the opposite of a FourCC).
     public static let magicV1: UInt32 = 0x5355_4246
     /// Version 2's magic: `'FBUS'` as a FourCC (first character in the most significant byte), like formats.
@@ -522,11 +525,14 @@
         }
     }
 
-    /// How many fds travel with this message: 1 for SURFACE_V1, one per descriptor for SURFACE, else 0.
+    /// How many fds travel with this message: 1 for SURFACE_V1, one per descriptor for SURFACE, 2 for a version-3
+    /// subscriber's HELLO and WELCOME (a ring file and a wake-up socket), else 0.
     public var descriptorCount: Int {
         switch self {
         case .surfaceV1: 1
         case .surface(let surface): surface.descriptorByteCounts.count
+        case .hello(let hello): hello.version >= WireProtocol.ringVersion && hello.kind == .subscriber ? 2 : 0
+        case .welcome(let welcome): welcome.version >= WireProtocol.ringVersion && welcome.kind == .subscriber ? 2 : 0
         default: 0
         }
     }

@@ -1,0 +1,223 @@
+import Atomics
+import CFrameBusShims
+import Glibc
+import Surfaces
+import SystemPackage
+
+/// One ring file mapped into this process (docs/PROTOCOL.md §9): our own, read-write, or the peer's, read-only.
+///
+/// Our own file is a memfd sized once, sealed against shrinking and growing, mapped read-write once, then sealed
+/// against every later writable mapping (`F_SEAL_FUTURE_WRITE | F_SEAL_SEAL`): the peer that receives its descriptor
+/// can only read it. A peer's file is mapped only after the same seals are checked, so it can never shrink under
+/// us (no `SIGBUS`); its contents stay hostile and may change at any moment: every value is loaded once and checked
+/// by ``RingLayout`` before it is used.
+///
+/// Counters are `UnsafeAtomic<UInt64>` views of the mapped memory, never destroyed (the memory is the mapping's).
+@safe final class RingMapping: @unchecked Sendable {
+    // `@unchecked Sendable`: the address and descriptor are immutable; shared memory is only touched through atomics
+    // and whole-slot copies.
+    private let address: UnsafeMutableRawPointer
+    /// The file's descriptor (ours: sent to the peer at the handshake; the peer's: kept until the mapping goes).
+    let descriptor: FileDescriptor
+    let isWritable: Bool
+
+    private init(address: UnsafeMutableRawPointer, descriptor: FileDescriptor, isWritable: Bool) {
+        unsafe self.address = address
+        self.descriptor = descriptor
+        self.isWritable = isWritable
+    }
+
+    deinit {
+        unsafe Syscall.unmap(address, byteCount: RingLayout.byteCount)
+        Syscall.close(descriptor)
+    }
+
+    /// Makes, seals and maps our own ring file of `role`.
+    static func create(role: RingLayout.Role) throws(FrameBusError) -> RingMapping {
+        let name = role == .announce ? "framebus-announce" : "framebus-release"
+        let fd: FileDescriptor
+        switch Syscall.memfdCreate(name: name, flags: CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING) {
+        case .success(let created): fd = created
+        case .failure(let errno): throw .systemCall("memfd_create", errno)
+        }
+        func fail(_ call: String, _ errno: Errno) -> FrameBusError {
+            Syscall.close(fd)
+            return .systemCall(call, errno)
+        }
+        if case .failure(let errno) = Syscall.truncate(fd, byteCount: RingLayout.byteCount) {
+            throw fail("ftruncate", errno)
+        }
+        if case .failure(let errno) = Syscall.addSeals(fd, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW) {
+            throw fail("fcntl(F_ADD_SEALS)", errno)
+        }
+        let address: UnsafeMutableRawPointer
+        switch unsafe Syscall.mapShared(fd, byteCount: RingLayout.byteCount, writable: true) {
+        case .success(let mapped): unsafe address = mapped
+        case .failure(let errno): throw fail("mmap", errno)
+        }
+        if case .failure(let errno) = Syscall.addSeals(fd, CFB_F_SEAL_FUTURE_WRITE | CFB_F_SEAL_SEAL) {
+            unsafe Syscall.unmap(address, byteCount: RingLayout.byteCount)
+            throw fail("fcntl(F_ADD_SEALS)", errno)
+        }
+        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: true)
+        let header = RingLayout.header(role: role)
+        unsafe header.withUnsafeBytes { unsafe mapping.address.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        return mapping
+    }
+
+    /// Checks and maps a peer's ring file of `role` read-only. Takes ownership of `fd` (closed on failure).
+    static func importing(_ fd: FileDescriptor, role: RingLayout.Role) throws(FrameBusError) -> RingMapping {
+        func refuse(_ reason: String, errno: Errno? = nil) -> FrameBusError {
+            Syscall.close(fd)
+            return FrameBusError(.protocolViolation, "ring import", errno: errno, message: reason)
+        }
+        let seals: Int32
+        switch Syscall.seals(fd) {
+        case .success(let found): seals = found
+        case .failure(let errno): throw refuse("not a sealable memfd", errno: errno)
+        }
+        let required = CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW
+        guard seals & required == required, seals & (CFB_F_SEAL_FUTURE_WRITE | CFB_F_SEAL_WRITE) != 0 else {
+            throw refuse("ring file seals 0x\(String(seals, radix: 16)) lack shrink, grow and write seals")
+        }
+        switch Syscall.fileSize(fd) {
+        case .success(let info) where info.isRegular && info.byteCount >= RingLayout.byteCount: break
+        case .success(let info): throw refuse("ring file of \(info.byteCount) bytes")
+        case .failure(let errno): throw refuse("fstat", errno: errno)
+        }
+        let address: UnsafeMutableRawPointer
+        switch unsafe Syscall.mapShared(fd, byteCount: RingLayout.byteCount, writable: false) {
+        case .success(let mapped): unsafe address = mapped
+        case .failure(let errno): throw refuse("mmap", errno: errno)
+        }
+        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: false)
+        if let violation = RingLayout.checkHeader(mapping.copy(offset: 0, count: 16), role: role) {
+            throw FrameBusError(.protocolViolation, "ring import", message: violation.description)
+        }
+        return mapping
+    }
+
+    private func counter(_ offset: Int) -> UnsafeAtomic<UInt64> {
+        unsafe UnsafeAtomic<UInt64>(
+            at: unsafe (address + offset).assumingMemoryBound(to: UInt64.AtomicRepresentation.self)
+        )
+    }
+
+    /// Loads a header counter (sequentially consistent: the flag-then-recheck protocol of §9.5 needs it).
+    func load(_ offset: Int) -> UInt64 {
+        counter(offset).load(ordering: .sequentiallyConsistent)
+    }
+
+    /// Stores a header counter of our own file.
+    func store(_ value: UInt64, _ offset: Int) {
+        precondition(isWritable, "store into a peer's ring")
+        counter(offset).store(value, ordering: .sequentiallyConsistent)
+    }
+
+    /// Copies bytes out of the mapping into private memory (one copy; the peer may rewrite them meanwhile).
+    func copy(offset: Int, count: Int) -> [UInt8] {
+        precondition(offset >= 0 && count >= 0 && offset + count <= RingLayout.byteCount)
+        return unsafe [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            unsafe buffer.baseAddress!.initialize(repeating: 0, count: count)
+            unsafe UnsafeMutableRawPointer(buffer.baseAddress!).copyMemory(
+                from: unsafe address + offset,
+                byteCount: count
+            )
+            initialized = count
+        }
+    }
+
+    /// Copies slot `index % slotCount` into private memory.
+    func copySlot(_ index: UInt64) -> [UInt8] {
+        copy(offset: RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize,
+            count: RingLayout.slotSize)
+    }
+
+    /// Writes slot `index % slotCount` of our own file.
+    func writeSlot(_ index: UInt64, _ bytes: [UInt8]) {
+        precondition(isWritable && bytes.count == RingLayout.slotSize)
+        let offset = RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
+        unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    }
+
+    /// Writes arbitrary bytes into our own file (hostile test peers only).
+    func scribble(offset: Int, _ bytes: [UInt8]) {
+        precondition(isWritable && offset >= 0 && offset + bytes.count <= RingLayout.byteCount)
+        unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    }
+}
+
+/// A wake-up channel (docs/PROTOCOL.md §9.5): a Unix datagram socket pair of ours, or the end of the peer's pair
+/// that the peer sent us.
+///
+/// Ours: `socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK)`; we poll end A for `POLLIN` and drain it,
+/// and end B travels to the peer with HELLO or WELCOME (the peer sends on it to wake us). We keep end B open in this
+/// object until the channel dies, so the descriptor we send is valid for as long as the half or channel lives.
+///
+/// The peer's: its end B, accepted only if the kernel says it is an `AF_UNIX` `SOCK_DGRAM` socket; we send one byte
+/// on it to wake the peer.
+///
+/// Why datagram sockets and not eventfds: an open file's `O_NONBLOCK` is shared by every process holding it, so a
+/// peer can clear it between any check and our call. `send`/`recv` take `MSG_DONTWAIT` per call, which never
+/// blocks whatever the shared flags say, so no peer can block the thread that signals or drains.
+final class WakeSocket: Sendable {
+    /// The end we use: our end A (polled and drained), or the peer's end B (sent on).
+    let descriptor: Int32
+    /// Our end B, which travels to the peer; `nil` for the peer's.
+    private let handedOut: Int32?
+
+    private init(descriptor: Int32, handedOut: Int32?) {
+        self.descriptor = descriptor
+        self.handedOut = handedOut
+    }
+
+    deinit {
+        Syscall.close(descriptor)
+        if let handedOut { Syscall.close(handedOut) }
+    }
+
+    /// Our pair's end B, the descriptor to send with HELLO or WELCOME (ours only).
+    var handedOutEnd: Int32 {
+        guard let handedOut else { preconditionFailure("a peer's wake-up socket has no end to hand out") }
+        return handedOut
+    }
+
+    /// Most datagrams one ``drain()`` reads: a peer that floods us only costs a spurious wake-up.
+    static let drainLimit = 1024
+
+    static func create() throws(FrameBusError) -> WakeSocket {
+        switch Syscall.makeDoorbellPair() {
+        case .success(let (ownEnd, peerEnd)): return WakeSocket(descriptor: ownEnd, handedOut: peerEnd)
+        case .failure(let errno): throw .systemCall("socketpair", errno)
+        }
+    }
+
+    /// Checks a peer's descriptor (ownership moves here; closed on failure).
+    static func importing(_ fd: FileDescriptor) throws(FrameBusError) -> WakeSocket {
+        let wake = WakeSocket(descriptor: fd.rawValue, handedOut: nil)
+        guard case .success(let domain) = Syscall.socketOption(fd.rawValue, SOL_SOCKET, SO_DOMAIN), domain == AF_UNIX,
+            case .success(let type) = Syscall.socketOption(fd.rawValue, SOL_SOCKET, SO_TYPE),
+            type == Int32(SOCK_DGRAM.rawValue)
+        else {
+            throw FrameBusError(
+                .protocolViolation,
+                "ring import",
+                message: "the wake-up descriptor is not a datagram socket"
+            )
+        }
+        return wake
+    }
+
+    /// Wakes whoever polls the other end; false if the socket became unusable (closed, disconnected). Never blocks.
+    func signal() -> Bool {
+        if case .success = Syscall.sendWake(descriptor) { return true }
+        return false
+    }
+
+    /// Reads the pending wake-ups (at most ``drainLimit``) after a wake-up; false if the socket became unusable.
+    /// Never blocks.
+    func drain() -> Bool {
+        if case .success = Syscall.drainWake(descriptor, limit: Self.drainLimit) { return true }
+        return false
+    }
+}

@@ -1,0 +1,47 @@
+// FrameBus's system calls for protocol version 3's wake-up sockets (sending and draining wake-ups, checking a
+// descriptor's socket kind), as an extension of the package's one syscall layer (`Syscall` in
+// Surfaces/Internal/Syscalls.swift). The socket pair itself is `makeDoorbellPair()` (Syscalls+Sockets.swift).
+import Glibc
+import Surfaces
+import SystemPackage
+
+extension Syscall {
+    /// `getsockopt(descriptor, level, name)` of an `int` option (e.g. `SO_DOMAIN`, `SO_TYPE`); `ENOTSOCK` for a
+    /// descriptor that is not a socket.
+    static func socketOption(_ descriptor: Int32, _ level: Int32, _ name: Int32) -> Result<Int32, Errno> {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return valueOrErrno { unsafe getsockopt(descriptor, level, name, &value, &length) }.map { _ in value }
+    }
+
+    /// Sends one byte with `MSG_DONTWAIT | MSG_NOSIGNAL`: never blocks, whatever the descriptor's (shared)
+    /// `O_NONBLOCK`. `EAGAIN` or `ENOBUFS` (the receiver's queue is full: wake-ups are pending already) is success;
+    /// `EINTR` is retried.
+    static func sendWake(_ descriptor: Int32) -> Result<Void, Errno> {
+        var one: UInt8 = 1
+        let flags = Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)
+        switch valueOrErrno({ unsafe Glibc.send(descriptor, &one, 1, flags) }) {
+        case .success, .failure(.resourceTemporarilyUnavailable), .failure(.noBufferSpace): return .success(())
+        case .failure(let errno): return .failure(errno)
+        }
+    }
+
+    /// Reads datagrams with `MSG_DONTWAIT` (never blocks) until none is left (`EAGAIN`) or `limit` were read;
+    /// `EINTR` is retried. Each datagram is truncated to 8 bytes: only its arrival matters.
+    static func drainWake(_ descriptor: Int32, limit: Int) -> Result<Void, Errno> {
+        var bytes: UInt64 = 0
+        for _ in 0..<limit {
+            let result = valueOrErrno {
+                unsafe withUnsafeMutableBytes(of: &bytes) {
+                    unsafe Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+                }
+            }
+            switch result {
+            case .success: continue
+            case .failure(.resourceTemporarilyUnavailable): return .success(())
+            case .failure(let errno): return .failure(errno)
+            }
+        }
+        return .success(())
+    }
+}

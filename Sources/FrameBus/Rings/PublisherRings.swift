@@ -1,0 +1,102 @@
+/// The publisher's end of one version-3 subscriber's rings (docs/PROTOCOL.md §9), used under the publisher's state
+/// lock: FRAME and DROP messages go into the announce ring instead of the socket; RELEASE messages come back through
+/// the subscriber's release ring and are fed to the state machine exactly as if they had come on the socket.
+final class PublisherRings {
+    let channel: RingChannel
+    private var writer: RingWriter
+    private var reader: RingReader
+    /// Socket messages sent after WELCOME (each announce slot records how many came before it, §9.4).
+    private(set) var controlSent: UInt64 = 0
+    /// WELCOME (with our half's descriptors) was sent: from now on FRAME and DROP go into the ring.
+    private(set) var isWelcomed = false
+    /// The last flush stopped at a full ring: the loop waits for the subscriber's wake-up, not for socket room.
+    private(set) var isBlockedOnRing = false
+    /// The loop thread said it sleeps (`sleeping` set, release ring found empty) and its wake-up socket has not fired
+    /// since: nothing can be waiting in the release ring unseen.
+    var isArmed = false
+
+    init(channel: RingChannel) {
+        self.channel = channel
+        self.writer = RingWriter(channel: channel)
+        self.reader = RingReader(channel: channel)
+    }
+
+    /// The descriptors that travel with WELCOME: our ring file and our wake-up pair's end B.
+    var welcomeDescriptors: [Int32] { [channel.own.descriptor.rawValue, channel.ownWake.handedOutEnd] }
+
+    /// Whether the ring carries this message (after WELCOME: FRAME and DROP).
+    func carries(_ message: WireMessage) -> Bool {
+        guard isWelcomed else { return false }
+        switch message {
+        case .frame, .drop: return true
+        default: return false
+        }
+    }
+
+    /// A socket message was sent.
+    func sentOnSocket(_ message: WireMessage) {
+        if case .welcome = message { isWelcomed = true } else if isWelcomed { controlSent &+= 1 }
+    }
+
+    enum AppendOutcome {
+        case appended
+        /// Full: the subscriber has not read enough; it wakes us when it does.
+        case full
+        case violation(String)
+    }
+
+    /// Writes one FRAME or DROP into the announce ring (published by ``commit()``).
+    func append(_ message: WireMessage) -> AppendOutcome {
+        let bytes = message.encoded()
+        for attempt in 0..<2 {
+            switch writer.append(bytes, controlCount: controlSent) {
+            case .failure(let violation): return .violation(violation.description)
+            case .success(true):
+                if isBlockedOnRing {
+                    isBlockedOnRing = false
+                    writer.roomWaitEnded()
+                }
+                return .appended
+            case .success(false):
+                guard attempt == 0 else { break }
+                // Say we wait for room, then look again (the subscriber may have read meanwhile).
+                switch writer.waitForRoom() {
+                case .failure(let violation): return .violation(violation.description)
+                case .success(true):
+                    isBlockedOnRing = true
+                    return .full
+                case .success(false): continue
+                }
+            }
+        }
+        isBlockedOnRing = true
+        return .full
+    }
+
+    /// Publishes what was appended and wakes the subscriber if it sleeps; a reason if its wake-up socket broke.
+    func commit() -> String? {
+        writer.commit() ? nil : "the subscriber's wake-up socket is no longer usable"
+    }
+
+    /// Before the loop sleeps: true if it may (nothing waits in the release ring).
+    func prepareToSleep() -> Result<Bool, RingViolation> { reader.prepareToSleep() }
+
+    /// After our wake-up socket fired: clears the flag and drains the socket; a reason if it broke.
+    func wokeUp() -> String? { reader.wokeUp() ? nil : "our wake-up socket for this subscriber was made unusable" }
+
+    /// Reads up to `limit` release slots (each copied once), calling `body` with each; then publishes our head.
+    /// Stops at the first violation and returns it.
+    func drainReleases(limit: Int, _ body: (RingEntry) -> Bool) -> String? {
+        for _ in 0..<limit {
+            switch reader.peek() {
+            case .failure(let violation): return violation.description
+            case .success(nil):
+                return reader.publishHead() ? nil : "the subscriber's wake-up socket is no longer usable"
+            case .success(let entry?):
+                reader.advance()
+                guard body(entry) else { return nil }
+            }
+        }
+        return reader.publishHead() ? nil : "the subscriber's wake-up socket is no longer usable"
+    }
+}

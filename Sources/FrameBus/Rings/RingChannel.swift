@@ -1,0 +1,214 @@
+import SystemPackage
+
+/// Both rings of one version-3 session, as one side sees them (docs/PROTOCOL.md §9): our own ring file, which we
+/// write and the peer reads, and the peer's, which we read. Made at the handshake; the socket stays for everything
+/// else.
+final class RingChannel: Sendable {
+    let own: RingMapping
+    let peer: RingMapping
+    /// Ours: we poll and drain its end A; the peer sends on its end B to wake us.
+    let ownWake: WakeSocket
+    /// The peer's end B: we send on it to wake the peer.
+    let peerWake: WakeSocket
+
+    init(own: RingMapping, peer: RingMapping, ownWake: WakeSocket, peerWake: WakeSocket) {
+        self.own = own
+        self.peer = peer
+        self.ownWake = ownWake
+        self.peerWake = peerWake
+    }
+
+    /// Our half, made before the handshake: our ring file and our wake-up socket pair (the ring file and the pair's
+    /// end B travel to the peer).
+    struct Half: Sendable {
+        let ring: RingMapping
+        let wake: WakeSocket
+
+        init(role: RingLayout.Role) throws(FrameBusError) {
+            ring = try RingMapping.create(role: role)
+            wake = try WakeSocket.create()
+        }
+
+        /// The descriptors to send with HELLO or WELCOME: the ring file, then our wake-up pair's end B.
+        var descriptors: [Int32] { [ring.descriptor.rawValue, wake.handedOutEnd] }
+
+        /// Completes the channel with the peer's two descriptors (ownership moves here; closed on failure).
+        func joining(
+            peerRing: FileDescriptor,
+            peerWake: FileDescriptor,
+            peerRole: RingLayout.Role
+        ) throws(FrameBusError) -> RingChannel {
+            let mapping: RingMapping
+            do { mapping = try RingMapping.importing(peerRing, role: peerRole) } catch {
+                Syscall.close(peerWake)
+                throw error
+            }
+            let peerSocket = try WakeSocket.importing(peerWake)
+            return RingChannel(own: ring, peer: mapping, ownWake: wake, peerWake: peerSocket)
+        }
+    }
+}
+
+/// Writes our ring: one writer at a time (the caller's lock).
+struct RingWriter: ~Copyable {
+    let channel: RingChannel
+    /// Messages written (published as the tail by ``commit()``).
+    private(set) var written: UInt64 = 0
+    private var published: UInt64 = 0
+    /// The peer's head as last checked.
+    private var lastPeerHead: UInt64 = 0
+
+    init(channel: RingChannel) { self.channel = channel }
+
+    /// Appends one message; `.success(false)` when the ring is full (the peer has not read enough yet).
+    mutating func append(_ message: [UInt8], controlCount: UInt64 = 0) -> Result<Bool, RingViolation> {
+        let peerHead = channel.peer.load(RingLayout.peerHeadOffset)
+        switch RingLayout.room(written: written, peerHead: peerHead, lastPeerHead: lastPeerHead) {
+        case .failure(let violation): return .failure(violation)
+        case .success(let room):
+            lastPeerHead = peerHead
+            guard room > 0 else { return .success(false) }
+        }
+        channel.own.writeSlot(written, RingLayout.slot(controlCount: controlCount, message: message))
+        written &+= 1
+        return .success(true)
+    }
+
+    /// Publishes what was appended and wakes the peer if it said it is going to sleep. False if the wake-up
+    /// descriptor became unusable (the peer broke it).
+    mutating func commit() -> Bool {
+        guard written != published else { return true }
+        published = written
+        channel.own.store(written, RingLayout.tailOffset)
+        if channel.peer.load(RingLayout.sleepingOffset) != 0 { return channel.peerWake.signal() }
+        return true
+    }
+
+    /// Says we wait for room, then checks again: true if there is still no room (sleep; the peer wakes us when it
+    /// reads), false if room appeared meanwhile (the flag is cleared again).
+    mutating func waitForRoom() -> Result<Bool, RingViolation> {
+        channel.own.store(1, RingLayout.wantsRoomOffset)
+        let peerHead = channel.peer.load(RingLayout.peerHeadOffset)
+        switch RingLayout.room(written: written, peerHead: peerHead, lastPeerHead: lastPeerHead) {
+        case .failure(let violation): return .failure(violation)
+        case .success(let room):
+            lastPeerHead = peerHead
+            if room > 0 { channel.own.store(0, RingLayout.wantsRoomOffset) }
+            return .success(room == 0)
+        }
+    }
+
+    /// Clears the wait-for-room flag.
+    func roomWaitEnded() { channel.own.store(0, RingLayout.wantsRoomOffset) }
+}
+
+/// Reads the peer's ring: one reader at a time (the caller's thread or lock).
+struct RingReader: ~Copyable {
+    let channel: RingChannel
+    /// Messages of the peer's ring read (private; published to the peer by ``publishHead()``).
+    private(set) var head: UInt64 = 0
+    private var publishedHead: UInt64 = 0
+    /// The entry at `head`, copied once and checked, not consumed yet.
+    private var pending: RingEntry?
+
+    init(channel: RingChannel) { self.channel = channel }
+
+    /// The next entry, copied once into private memory and checked; nil when the ring is empty.
+    mutating func peek() -> Result<RingEntry?, RingViolation> {
+        if let pending { return .success(pending) }
+        switch RingLayout.readable(head: head, tail: channel.peer.load(RingLayout.tailOffset)) {
+        case .failure(let violation): return .failure(violation)
+        case .success(0): return .success(nil)
+        case .success: break
+        }
+        switch RingLayout.entry(channel.peer.copySlot(head)) {
+        case .failure(let violation): return .failure(violation)
+        case .success(let entry):
+            pending = entry
+            return .success(entry)
+        }
+    }
+
+    /// Consumes the entry ``peek()`` returned.
+    mutating func advance() {
+        precondition(pending != nil, "advance without peek")
+        pending = nil
+        head &+= 1
+    }
+
+    /// Tells the peer how far we read, and wakes it if it waits for room. False if its wake-up descriptor broke.
+    mutating func publishHead() -> Bool {
+        guard head != publishedHead else { return true }
+        publishedHead = head
+        channel.own.store(head, RingLayout.peerHeadOffset)
+        if channel.peer.load(RingLayout.wantsRoomOffset) != 0 { return channel.peerWake.signal() }
+        return true
+    }
+
+    /// Says we are going to sleep, then checks the ring again: true if it is still empty (poll our wake-up socket now),
+    /// false if an entry arrived meanwhile (the flag is cleared again; read it).
+    mutating func prepareToSleep() -> Result<Bool, RingViolation> {
+        guard pending == nil else { return .success(false) }
+        channel.own.store(1, RingLayout.sleepingOffset)
+        switch RingLayout.readable(head: head, tail: channel.peer.load(RingLayout.tailOffset)) {
+        case .failure(let violation):
+            channel.own.store(0, RingLayout.sleepingOffset)
+            return .failure(violation)
+        case .success(let count):
+            if count > 0 { channel.own.store(0, RingLayout.sleepingOffset) }
+            return .success(count == 0)
+        }
+    }
+
+    /// We are awake and our wake-up socket did not fire: clears the sleeping flag.
+    func clearSleeping() { channel.own.store(0, RingLayout.sleepingOffset) }
+
+    /// We are awake: clears the sleeping flag and drains our wake-up socket. False if it broke.
+    func wokeUp() -> Bool {
+        channel.own.store(0, RingLayout.sleepingOffset)
+        return channel.ownWake.drain()
+    }
+}
+
+/// The subscriber's release ring, written under its sender's lock from whichever thread releases a frame.
+final class ReleaseRing {
+    let channel: RingChannel
+    private var writer: RingWriter
+
+    init(channel: RingChannel) {
+        self.channel = channel
+        self.writer = RingWriter(channel: channel)
+    }
+
+    enum Outcome: Equatable {
+        case sent
+        /// Full (an honest publisher never lets this happen, §9.3): send it on the socket instead.
+        case full
+        case violation(String)
+    }
+
+    /// Writes one RELEASE, publishes it and wakes the publisher if it sleeps.
+    func send(_ message: [UInt8]) -> Outcome {
+        switch writer.append(message) {
+        case .failure(let violation): return .violation(violation.description)
+        case .success(false): return .full
+        case .success(true):
+            return writer.commit() ? .sent : .violation("the publisher's wake-up socket is no longer usable")
+        }
+    }
+}
+
+/// The subscriber's end of the publisher's announce ring, used on the connection thread only.
+final class SubscriberRings {
+    let channel: RingChannel
+    var reader: RingReader
+    /// Socket messages read after WELCOME: an announce slot is handled only once this reaches its control count.
+    var controlReceived: UInt64 = 0
+    /// The next slot waits for a socket message: sleep on the session socket, not on the wake-up socket.
+    var isBlockedOnControl = false
+
+    init(channel: RingChannel) {
+        self.channel = channel
+        self.reader = RingReader(channel: channel)
+    }
+}

@@ -1,0 +1,150 @@
+// Hostile version-3 peers (docs/PROTOCOL.md §9): they complete a real version-3 handshake, then write garbage
+// into the ring file only they can write.
+//
+// ring-hostile-subscriber PATH SCENARIO
+//   Subscribes (version 3, latest-only, 420v), waits for the first frame in the publisher's announce ring, then:
+//   release-garbage  one slot of random bytes in its release ring
+//   release-unheld   a well-formed RELEASE of a frame it never got
+//   tail-jump        its release ring's tail far beyond anything written
+//   head-jump        its head of the announce ring far beyond what the publisher wrote
+//   Prints "welcome version=V", "frame sequence=S", then "error code=C" (the publisher's ERROR) or "closed".
+//
+// ring-hostile-publisher PATH SCENARIO
+//   Listens, welcomes one version-3 subscriber (granting 420v), then writes into its announce ring:
+//   tail-jump        a tail 1000 slots ahead
+//   slot-garbage     one slot of random bytes
+//   unknown-surface  a well-formed FRAME on a surface never announced
+//   control-ahead    a FRAME that says 5 socket messages came before it, then END_OF_STREAM on the socket
+//   Prints "listening", "welcomed", then "error code=C" (the subscriber's ERROR) or "closed".
+import CFrameBusShims
+import Foundation
+import Glibc
+@_spi(Testing) import FrameBus
+
+private func randomSlot() -> [UInt8] {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<128).map { _ in UInt8.random(in: 0...255, using: &generator) }
+}
+
+private func reportEnding(_ peer: HostileRingPeer) {
+    while let message = peer.nextMessage(timeoutMilliseconds: 10_000) {
+        if case .error(let error) = message {
+            emit("error code=\(error.code) reason=\(error.reason.prefix(120))")
+            return
+        }
+    }
+    emit("closed")
+}
+
+func runRingHostileSubscriber(_ arguments: [String]) -> Int32 {
+    guard arguments.count >= 2 else { return 2 }
+    let (path, scenario) = (arguments[0], arguments[1])
+    let peer: HostileRingPeer
+    do {
+        peer = try HostileRingPeer.subscribe(path: path, format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC)
+    } catch {
+        emit("refused \(error)")
+        return 0
+    }
+    if case .welcome(let welcome) = peer.handshake { emit("welcome version=\(welcome.version)") }
+    // SURFACE arrives on the socket, FRAME in the ring.
+    let deadline = Date().addingTimeInterval(20)
+    while peer.peerTail == 0 && Date() < deadline {
+        _ = peer.nextMessage(timeoutMilliseconds: 10)
+    }
+    guard case .frame(let frame)? = peer.peerMessage(at: 0) else {
+        emit("no frame")
+        return 0
+    }
+    emit("frame sequence=\(frame.sequence)")
+    switch scenario {
+    case "release-garbage": peer.appendRawSlot(randomSlot())
+    case "release-unheld": peer.append(.release(WireRelease(sequence: 999_999, surfaceID: frame.surfaceID, flags: 0)))
+    case "tail-jump": peer.setTail(1 << 40)
+    case "head-jump": peer.setPeerHead(1 << 40)
+    default: return 2
+    }
+    reportEnding(peer)
+    return 0
+}
+
+func runRingHostilePublisher(_ arguments: [String]) -> Int32 {
+    guard arguments.count >= 2 else { return 2 }
+    let (path, scenario) = (arguments[0], arguments[1])
+    emit("listening")
+    let peer: HostileRingPeer
+    do {
+        peer = try HostileRingPeer.publish(path: path, format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC)
+    } catch {
+        emit("refused \(error)")
+        return 0
+    }
+    emit("welcomed")
+    func frame(surface: UInt64) -> WireMessage {
+        .frame(
+            WireFrame(
+                sequence: 0,
+                surfaceID: surface,
+                presentationTime: .invalid,
+                duration: .invalid,
+                publishTime: 0,
+                bytesUsed: 0,
+                flags: 0
+            )
+        )
+    }
+    switch scenario {
+    case "tail-jump": peer.setTail(1000)
+    case "slot-garbage": peer.appendRawSlot(randomSlot())
+    case "unknown-surface": peer.append(frame(surface: 77))
+    case "control-ahead":
+        peer.append(frame(surface: 77), controlCount: 5)
+        peer.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))
+    default: return 2
+    }
+    reportEnding(peer)
+    return 0
+}
+
+// version2-only-publisher PATH
+//   A publisher that speaks versions 1 and 2 only, as f0b5039 did: it answers a version-3 HELLO with ERROR
+//   unsupportedVersion and closes; to a version-2 HELLO it sends WELCOME version 2, then END_OF_STREAM. Prints
+//   "listening", then "hello version=V" for each HELLO it reads.
+func runVersionTwoOnlyPublisher(_ arguments: [String]) -> Int32 {
+    guard let path = arguments.first, let listener = listenUnix(path: path) else { return 2 }
+    emit("listening")
+    defer { unlink(path) }
+    for _ in 0..<2 {
+        var pending = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        guard Glibc.poll(&pending, 1, 60_000) > 0 else {
+            emit("nobody connected")
+            return 3
+        }
+        let accepted = accept(listener, nil, nil)
+        guard accepted >= 0 else { return 3 }
+        defer { close(accepted) }
+        let connection = RawConnection(descriptor: accepted)
+        guard case .message(.hello(let hello)) = connection.receive(timeout: 20_000) else {
+            emit("no hello")
+            return 4
+        }
+        emit("hello version=\(hello.version)")
+        guard hello.version <= 2 else {
+            connection.send(.error(WireErrorMessage(.unsupportedVersion, "version \(hello.version); this publisher speaks 1...2")))
+            continue
+        }
+        connection.send(
+            .welcome(
+                WireWelcome(
+                    version: 2, deliveryMode: hello.deliveryMode, queueDepth: hello.queueDepth, maximumHeldFrames: 8,
+                    format: hello.formats[0], maximumMessageSize: 4096, streamID: 99, subscriberID: 1,
+                    nextSequence: 0, maximumAnnouncedSurfaces: 256
+                )
+            )
+        )
+        connection.send(.endOfStream(WireEndOfStream(lastSequence: .max, reason: 0)))
+        _ = connection.receive(timeout: 5_000)
+        return 0
+    }
+    return 0
+}
