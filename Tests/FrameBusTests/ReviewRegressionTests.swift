@@ -92,7 +92,7 @@ private func run(_ executable: URL, _ arguments: [String], timeout: Double = 60)
 }
 
 /// A publisher of our own making on a raw socket: accepts one connection and hands it over.
-private func acceptOne(on listener: Socket, timeoutMilliseconds: Int32 = 20_000) -> RawPeer? {
+private func acceptOne(on listener: Socket, timeoutMilliseconds: Int32 = 120_000) -> RawPeer? {
     let deadline = Date().addingTimeInterval(Double(timeoutMilliseconds) / 1000)
     while Date() < deadline {
         _ = listener.waitReadable(timeoutMilliseconds: 100)
@@ -505,7 +505,7 @@ private final class PoolBox: @unchecked Sendable {
             }
         }
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.compressedBGRA8])
-        configuration.connectTimeout = .seconds(20)
+        configuration.connectTimeout = .seconds(120)
         let subscriber = try Subscriber(configuration: configuration)
         defer { subscriber.cancel() }
         var frames = subscriber.frames.makeAsyncIterator()

@@ -20,7 +20,7 @@ import Testing
             acceptedFormats: [.yuv420BiPlanarVideoRange8],
             delivery: .queue(depth: 4)
         )
-        configuration.connectTimeout = .seconds(20)
+        configuration.connectTimeout = .seconds(120)
         configuration.usesSharedMemoryRings = rings
         return try Subscriber(configuration: configuration)
     }

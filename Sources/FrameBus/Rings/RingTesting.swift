@@ -58,7 +58,9 @@ import SystemPackage
     /// Listens at `path`, accepts one version-3 subscriber and welcomes it (granting `format`, holding up to 4).
     public static func publish(path: String, format: UInt32) throws(FrameBusError) -> HostileRingPeer {
         let listener = try Socket.listen(path: path, mode: 0o600, backlog: 4).get()
-        let deadline = ProcessInfoShim.monotonicNanoseconds() &+ 20_000_000_000
+        // Ten minutes: on a loaded machine a subscriber may take long to come; a test peer ends sooner through its
+        // lifeline when its test is done.
+        let deadline = ProcessInfoShim.monotonicNanoseconds() &+ 600_000_000_000
         var accepted: Socket?
         while accepted == nil {
             if case .success(let socket?) = listener.accept() { accepted = socket; break }
