@@ -324,5 +324,9 @@ def decode_monitor_report(data: bytes) -> MonitorReport:
         fields = struct.unpack_from("<QiIIHHQQQQQIIQQHHI", data, 40 + 96 * index)
         if fields[-1] != 0 or fields[-2] != 0:
             raise _malformed("MONITOR_REPORT record reserved")
+        if subscribers and fields[0] <= subscribers[-1].subscriber_id:
+            # Each id once, in increasing order (PROTOCOL.md §5.12): a repeated id would make a table keyed by id
+            # silently lose a row.
+            raise _malformed("MONITOR_REPORT records not in increasing subscriberID order")
         subscribers.append(SubscriberRecord(*fields[:-2]))
     return MonitorReport(time_ns, published, count, dropped, tuple(subscribers))

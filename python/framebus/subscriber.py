@@ -146,12 +146,36 @@ class _Memory:
 
 
 class _Surface:
-    def __init__(self, message: _wire.SurfaceMessage, fmt: PixelFormat, maps: list[mmap.mmap]):
+    def __init__(self, message: _wire.SurfaceMessage, fmt: PixelFormat, maps: list[mmap.mmap], fds: list[int]):
         self.id = message.surface_id
         self.message = message
         self.format = fmt
         self.maps = maps
         self.byte_count = sum(message.descriptor_byte_counts)
+        # Kept open to measure what the publisher committed (`check_committed`), and closed exactly once: when the
+        # surface is retired, when the subscriber closes, or when the surface goes away, whichever comes first
+        # (weakref.finalize runs its callback at most once, from any thread).
+        self.fds = fds
+        self.close_descriptors = weakref.finalize(self, _close_quietly, fds)
+        self.committed = 0
+        # A raw frame is read over its planes' rows, a compressed one up to its bytesUsed.
+        self.raw_bytes = None if fmt.is_compressed else sum(p.bytes_per_row * p.height for p in message.planes)
+
+    def check_committed(self, frame: _wire.FrameMessage) -> str | None:
+        """docs/PROTOCOL.md §5.7: a memfd's holes cost the publisher nothing, and reading one would commit memory on
+        our account. Returns why the frame is refused, or None. Sealed memfds never give committed pages back, so
+        the allocated bytes are measured again only when a frame needs more than they showed last time."""
+        needed = frame.bytes_used if self.raw_bytes is None else self.raw_bytes
+        if needed <= self.committed:
+            return None
+        try:
+            self.committed = sum(os.fstat(fd).st_blocks * 512 for fd in self.fds)
+        except OSError as error:
+            return f"surface {self.id}: {error.strerror}"
+        if needed > self.committed:
+            return (f"FRAME {frame.sequence} needs {needed} bytes of surface {self.id}, "
+                    f"of which the publisher committed {self.committed}")
+        return None
 
 
 class Frame:
@@ -506,8 +530,10 @@ class Subscriber:
             self._add_surface(_wire.decode_surface(data), descriptors)
         elif kind == _wire.RETIRE_SURFACE:
             surface_id = _wire.decode_retire(data)
-            if self._surfaces.pop(surface_id, None) is None:
+            retired = self._surfaces.pop(surface_id, None)
+            if retired is None:
                 raise FrameBusError("malformedMessage", f"RETIRE_SURFACE of unknown surface {surface_id}")
+            retired.close_descriptors()  # frames still held keep its mappings
         elif kind == _wire.FRAME:
             message = _wire.decode_frame(data)
             surface = self._surfaces.get(message.surface_id)
@@ -517,6 +543,13 @@ class Subscriber:
                 raise FrameBusError("malformedMessage", f"FRAME sequence {message.sequence} does not increase")
             if message.bytes_used > surface.byte_count:
                 raise FrameBusError("malformedMessage", "FRAME bytesUsed exceeds its surface")
+            refusal = surface.check_committed(message)
+            if refusal is not None:
+                try:
+                    self._socket.send(_wire.encode_error("invalidSurface", refusal), socket.MSG_DONTWAIT)
+                except OSError:
+                    pass
+                raise FrameBusError("invalidSurface", refusal)
             if self._latest_only:
                 self._replace_waiting_frame()
             held = self._taken - self._sent
@@ -606,8 +639,9 @@ class Subscriber:
                 maps.append(mmap.mmap(fd, count, mmap.MAP_SHARED, mmap.PROT_READ))
             except OSError as error:
                 refuse(f"cannot map the memfd: {error.strerror}")
-        descriptors.close()  # the mappings keep the memory; the descriptors are no longer needed
-        self._surfaces[message.surface_id] = _Surface(message, fmt, maps)
+        # The surface owns the descriptors from here (to measure committed memory); _pump no longer closes them.
+        owned, descriptors.fds = descriptors.fds, []
+        self._surfaces[message.surface_id] = _Surface(message, fmt, maps, owned)
 
     # ---- releasing ----
 
@@ -676,6 +710,11 @@ class Subscriber:
             except OSError:
                 pass
             self._socket.close()
+            # A surface added by a pass of _pump still running lands in the new dictionary and its descriptors are
+            # closed when it goes away.
+            surfaces, self._surfaces = self._surfaces, {}
+        for surface in surfaces.values():
+            surface.close_descriptors()
         if self._ended is None:
             self._ended = EndOfStream("closed", None)
 
@@ -766,6 +805,14 @@ def _close_all(fds: list[int]) -> None:
             failure = failure or error
     if failure is not None:
         raise failure
+
+
+def _close_quietly(fds: list[int]) -> None:
+    """Closes a surface's descriptors (once: see _Surface); an error here has no one to go to."""
+    try:
+        _close_all(fds)
+    except OSError:
+        pass
 
 
 def _printable(text: str) -> str:

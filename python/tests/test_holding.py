@@ -1,6 +1,7 @@
 """How the Python subscriber holds frames and owns descriptors: arrays outliving a frame's ``with`` block, the
 garbage collector releasing a frame inside the subscriber's lock, and a refused surface's descriptors."""
 
+import fcntl
 import os
 import socket
 import struct
@@ -152,6 +153,8 @@ def test_releasing_inside_the_subscribers_lock_neither_deadlocks_nor_loses_the_r
 # ---- a fake publisher that sends a surface the subscriber must refuse ----
 
 FOURCC_420V = framebus.fourcc("420v")
+# F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL
+F_SEALS_ALL = 0x2 | 0x4 | 0x8 | 0x1
 
 
 def encode_welcome() -> bytes:
@@ -235,3 +238,67 @@ def test_a_stream_stalled_by_arrays_of_released_frames_says_why(publish):
                 kept.append(frame.planes[0])  # the classic slip: a plane variable that outlives its block
         with pytest.warns(RuntimeWarning, match="arrays of their planes are still alive"):
             assert not any(isinstance(e, framebus.Frame) for e in events_for(bus, 1.0))
+
+
+# ---- a fake publisher whose surface is a sparse memfd: the subscriber reads only memory the publisher committed ----
+
+def encode_frame(sequence: int, bytes_used: int) -> bytes:
+    body = struct.pack("<QQqiIqiIQQI", sequence, 1, 0, 0, 0, 0, 0, 0, 0, bytes_used, 0) + bytes(4)
+    return struct.pack("<HHI", _wire.FRAME, 0, 8 + len(body)) + body
+
+
+@pytest.mark.parametrize("written", [0, 12])
+def test_a_frame_over_memory_the_publisher_never_committed_is_refused(tmp_path, written):
+    """PROTOCOL.md §5.7: a memfd is sparse until written, and reading a hole would commit memory on the subscriber's
+    account. A surface of 64 KiB of which nothing was written is refused at its first frame (ERROR invalidSurface);
+    the same surface with the frame's 12 bytes written is delivered."""
+    path = str(tmp_path / f"sparse-{written}.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(1)
+    answers = []
+
+    def fake_publisher():
+        connection, _ = listener.accept()
+        with connection:
+            connection.settimeout(20)
+            connection.recv(4096)  # HELLO
+            connection.send(encode_welcome())
+            memfd = os.memfd_create("fake-sparse", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            os.ftruncate(memfd, 65536)
+            if written:
+                os.pwrite(memfd, bytes(range(1, written + 1)), 0)
+            fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, F_SEALS_ALL)
+            connection.sendmsg([encode_surface(65536)],
+                               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", memfd))])
+            os.close(memfd)
+            connection.send(encode_frame(1, 12))
+            try:
+                while True:
+                    data = connection.recv(4096)
+                    if not data:
+                        break
+                    answers.append(data)
+            except OSError:
+                pass
+
+    server = threading.Thread(target=fake_publisher, daemon=True)
+    server.start()
+    try:
+        bus = framebus.Subscriber(path, accept=["420v"], queue=2)
+        if written:
+            frame = bus.next_event(timeout=20)
+            assert isinstance(frame, framebus.Frame) and frame.sequence == 1
+            assert bytes(frame.planes[0].ravel()) == bytes(range(1, 9))
+            frame.release()
+        else:
+            with pytest.raises(framebus.FrameBusError) as refused:
+                bus.next_event(timeout=20)
+            assert refused.value.code == "invalidSurface" and "committed 0" in refused.value.message
+        bus.close()
+        server.join(timeout=20)
+        assert not server.is_alive()
+    finally:
+        listener.close()
+    codes = [_wire.decode_error(a)[0] for a in answers if _wire.header(a) == _wire.ERROR]
+    assert codes == ([] if written else ["invalidSurface"]), answers

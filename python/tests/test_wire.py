@@ -99,6 +99,25 @@ def test_monitor_report_decodes():
     assert (record.held, record.hold_time_p50_ns, record.hold_time_p99_ns, record.version) == (1, 1500, 9000, 2)
 
 
+def test_a_monitor_report_repeating_a_subscriber_id_is_malformed():
+    header = bytearray(hexbytes("""
+        50 00 00 00 e8 00 00 00  e8 03 00 00 00 00 00 00  58 02 00 00 00 00 00 00
+        02 00 02 00 00 00 00 00  00 00 00 00 00 00 00 00"""))
+    record = bytearray(96)
+    record[0:8] = (3).to_bytes(8, "little")
+    for second_id, accepted in ((4, True), (3, False), (2, False)):
+        second = bytearray(record)
+        second[0:8] = second_id.to_bytes(8, "little")
+        data = bytes(header + record + second)
+        if accepted:
+            ids = [r.subscriber_id for r in _wire.decode_monitor_report(data).subscribers]
+            assert ids == [3, 4]
+        else:
+            with pytest.raises(FrameBusError) as caught:
+                _wire.decode_monitor_report(data)
+            assert caught.value.code == "malformedMessage", second_id
+
+
 @pytest.mark.parametrize("mutate, why", [
     (lambda b: b[:-1], "short"),
     (lambda b: b[:2] + b"\x01\x00" + b[4:], "header reserved"),
