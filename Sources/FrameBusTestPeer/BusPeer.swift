@@ -196,8 +196,17 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
         emit("listening")
         // With --wait-for-subscriber, frame 0 goes out only once someone is there to get it (a bounded run of
         // --frames must not end before a slow test has connected).
+        // Bounded (10 minutes; the stdin lifeline ends the peer sooner when its test goes away).
         if options.flags.contains("wait-for-subscriber") {
-            while publisher.subscriberCount == 0 { usleep(1000) }
+            let deadline = ContinuousClock.now + .seconds(600)
+            while publisher.subscriberCount == 0 {
+                guard ContinuousClock.now < deadline else {
+                    emit("error no subscriber within 600 s")
+                    publisher.stop()
+                    return 1
+                }
+                usleep(1000)
+            }
         }
         let interval = UInt32(1_000_000 / max(1, options.int("fps", 100)))
         let limit = options.int("frames", Int.max)
