@@ -7,20 +7,6 @@ import TestSupport
 /// A socket path for a test bus (TestSupport's `temporarySocketPath`).
 func temporaryBusPath(_ tag: String) -> String { temporarySocketPath(tag) }
 
-/// Polls `condition` every 5 ms until it holds or `timeout` seconds pass, blocking the calling thread.
-///
-/// Only for the synchronous tests that still use it; an async test awaits TestSupport's `eventually`, which leaves
-/// the cooperative pool's thread free.
-@discardableResult
-func waitUntil(timeout: Double = 60, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(5000)
-    }
-    return condition()
-}
-
 /// FNV-1a, 64-bit (the peer computes the same over the frames it receives).
 func fnv1a(_ bytes: [UInt8]) -> UInt64 {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325

@@ -121,7 +121,7 @@ import TestSupport
         bus.subscriber.setDelegate(first, queue: first.queue)
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         try bus.publish(0)
-        #expect(first.entered.wait(timeout: .now() + 20) == .success)
+        #expect(await signalled(first.entered, within: 20))
         for index in 1...3 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 3 })
         bus.subscriber.setDelegateOnConnectionThread(middle)

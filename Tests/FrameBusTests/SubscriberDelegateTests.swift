@@ -141,7 +141,7 @@ import TestSupport
         bus.subscriber.setDelegate(first, queue: first.queue)
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         try bus.publish(0)
-        #expect(first.entered.wait(timeout: .now() + 20) == .success)
+        #expect(await signalled(first.entered, within: 20))
         for index in 1...3 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 3 })
         // Replaced while the first delegate's callback is still running on the first queue.
@@ -163,7 +163,7 @@ import TestSupport
         bus.subscriber.setDelegate(first, queue: first.queue)
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         try bus.publish(0)
-        #expect(first.entered.wait(timeout: .now() + 20) == .success)
+        #expect(await signalled(first.entered, within: 20))
         bus.subscriber.setDelegate(nil, queue: first.queue)
         for index in 1...2 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 2 })
@@ -190,7 +190,7 @@ import TestSupport
         bus.subscriber.setDelegate(first, queue: first.queue)
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         try bus.publish(0)
-        #expect(first.entered.wait(timeout: .now() + 20) == .success)
+        #expect(await signalled(first.entered, within: 20))
         bus.subscriber.setDelegate(nil, queue: first.queue)
         for index in 1...2 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 2 })
@@ -211,7 +211,7 @@ import TestSupport
         bus.subscriber.setDelegate(delegate, queue: delegate.queue)
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         try bus.publish(0)
-        #expect(delegate.entered.wait(timeout: .now() + 20) == .success)
+        #expect(await signalled(delegate.entered, within: 20))
         // While the callback is blocked the subscriber still reads: each newer frame replaces the waiting one, which
         // goes back to the publisher at once. Held: the frame in the callback and the one waiting. (The next frame
         // only once the publisher has the replaced one back, so that none is dropped for our share.)
@@ -242,7 +242,7 @@ import TestSupport
         let log = CallbackLog()
         let delegate = RecordingDelegate("blocked", log: log, blocksInFirstFrame: true)
         subscriber.setDelegate(delegate, queue: delegate.queue)
-        #expect(delegate.entered.wait(timeout: .now() + 30) == .success)
+        #expect(await signalled(delegate.entered, within: 30))
         // The publisher writes frames as fast as it can and never reads our releases. With the callback blocked,
         // the subscriber must read on (replacing the waiting frame), fill its bounded outbox and hang up.
         #expect(await eventually(timeout: 60) { peer.output.contains("closed after") }, "\(peer.output)")

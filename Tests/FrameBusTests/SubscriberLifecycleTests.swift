@@ -271,7 +271,7 @@ import TestSupport
         subscriber?.setDelegate(delegate, queue: DispatchQueue(label: "blocked"))
         #expect(await eventually { publisher.subscriberCount == 1 })
         try publishOne(publisher, pool: try makePool())
-        #expect(delegate.entered.wait(timeout: .now() + 20) == .success)
+        #expect(await signalled(delegate.entered, within: 20))
         // The callback is blocked until we let it go, which we do only after these return: if either waited for
         // the delegate's queue, this test would never finish.
         subscriber?.cancel()

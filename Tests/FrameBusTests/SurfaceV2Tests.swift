@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SystemPackage
+import TestSupport
 import Testing
 
 @testable @_spi(Testing) import FrameBus
@@ -37,7 +38,7 @@ struct RawV2Peer {
 @Suite(.timeLimit(.minutes(5))) struct SurfaceV2Tests {
     /// SURFACE v2 carries a surface whose planes live in two memfds; a version-2 subscriber imports both and reads
     /// the producer's pixels bit-exact, while a version-1 subscriber of the same frame gets a DROP instead.
-    @Test func aSurfaceWithADescriptorPerPlaneTravelsWithEveryDescriptor() throws {
+    @Test func aSurfaceWithADescriptorPerPlaneTravelsWithEveryDescriptor() async throws {
         let path = temporaryBusPath("multi")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
@@ -54,7 +55,7 @@ struct RawV2Peer {
         #expect(welcome.version == 2)
         let v1 = try RawPeer(connectingTo: path)
         try #require(v1.handshake() != nil)
-        try #require(waitUntil { publisher.subscriberCount == 2 })
+        try #require(await eventually { publisher.subscriberCount == 2 })
 
         let layout = try PixelBuffer.layout(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
         let surface = try Surface.makeMemFD(layout: layout, descriptorPerPlane: true)
@@ -133,7 +134,7 @@ struct RawV2Peer {
             "needs /dev/udmabuf or /dev/dma_heap/system (neither exists here)"
         )
     )
-    func aDMABufSurfaceTravelsToSubscribersThatAcceptIt() throws {
+    func aDMABufSurfaceTravelsToSubscribersThatAcceptIt() async throws {
         let allocator = FileManager.default.fileExists(atPath: "/dev/udmabuf") ? DMABufAllocator.udmabuf : .systemHeap
         let path = temporaryBusPath("dmabuf")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
@@ -153,7 +154,7 @@ struct RawV2Peer {
             Issue.record("no WELCOME")
             return
         }
-        try #require(waitUntil { publisher.subscriberCount == 1 })
+        try #require(await eventually { publisher.subscriberCount == 1 })
         let layout = try PixelBuffer.layout(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
         let buffer = try PixelBuffer(surface: try allocator.makeSurface(layout: layout))
         _ = try fillFrame(buffer, index: 1)

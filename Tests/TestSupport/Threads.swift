@@ -93,3 +93,15 @@ final class HeavyWorkGate: Sendable {
         next?.resume()
     }
 }
+
+/// Waits up to `seconds` for `semaphore` to be signalled, on a thread of its own: the waiting test suspends and holds
+/// no thread of the cooperative pool meanwhile. Returns whether it was signalled.
+public func signalled(_ semaphore: DispatchSemaphore, within seconds: Double) async -> Bool {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+        let thread = Thread {
+            continuation.resume(returning: semaphore.wait(timeout: .now() + seconds) == .success)
+        }
+        thread.name = "test-semaphore-wait"
+        thread.start()
+    }
+}
