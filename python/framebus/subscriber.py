@@ -463,6 +463,10 @@ class Subscriber:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._pump()
+            # Checked whenever no frame comes (before sleeping, on a timeout, or with only a DROP to return: while
+            # pinned frames hold the stream, DROPs keep coming, and a caller that always finds one must still be told).
+            if not self._events or not isinstance(self._events[0], Frame):
+                self._warn_if_arrays_pin_the_stream()
             if self._events:
                 return self._events.popleft()
             if self._ended is not None:
@@ -473,7 +477,6 @@ class Subscriber:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
-            self._warn_if_arrays_pin_the_stream()
             try:
                 ready, _, _ = select.select([self._socket, self._wake_reader], [], [], remaining)
             except (OSError, ValueError):  # closed under us by close() from another thread
