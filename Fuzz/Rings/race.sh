@@ -5,15 +5,13 @@
 #
 #   Fuzz/Rings/race.sh [SECONDS]
 #
-# Exits non-zero on a crash, a failed precondition or an out-of-bounds access.
+# Runs in Fuzz/Bus's binary (FUZZ_SCRATCH: see Fuzz/Bus/build.sh). Exits non-zero on a crash, a failed
+# precondition or an out-of-bounds access.
 set -euo pipefail
 SECONDS_TO_RUN="${1:-20}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-WORK="${RACE_RINGS_WORK:-$(mktemp -d /tmp/framebus-race-rings.XXXXXX)}"
-SCRATCH="${FUZZ_SCRATCH:-$WORK/build}"
 
-echo "building the ring race harness (scratch $SCRATCH)"
-swift build --package-path "$HERE" --scratch-path "$SCRATCH/race" -c release --sanitize=address \
-    -Xswiftc -sanitize=address --product RaceRings
+echo "building the ring race harness"
+FUZZER="$("$HERE/../Bus/build.sh")"
 echo "racing for $SECONDS_TO_RUN s"
-"$SCRATCH/race/release/RaceRings" "$SECONDS_TO_RUN"
+FUZZ_RACE_SECONDS="$SECONDS_TO_RUN" "$FUZZER"

@@ -5,23 +5,20 @@
 #
 #   Fuzz/Rings/run.sh [SECONDS]
 #
-# Builds this package (which depends on the main one by path) with `--sanitize=fuzzer,address` into a fresh scratch
-# directory, seeds the corpus (MakeRingSeeds), and runs. Exits non-zero on a crash, a failed invariant, an
-# out-of-bounds access, a leak or a timeout; the reproducer is left in the work directory it prints.
+# Builds Fuzz/Bus (FUZZ_SCRATCH: see Fuzz/Bus/build.sh), seeds the corpus, and runs. Exits non-zero on a crash, a
+# failed invariant, an out-of-bounds access, a leak or a timeout; the reproducer is left in the work directory it
+# prints.
 set -euo pipefail
 SECONDS_TO_RUN="${1:-60}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 WORK="${FUZZ_RINGS_WORK:-$(mktemp -d /tmp/framebus-fuzz-rings.XXXXXX)}"
-SCRATCH="${FUZZ_SCRATCH:-$WORK/build}"
 mkdir -p "$WORK/corpus"
 
-echo "building the seed maker and the fuzzer (scratch $SCRATCH)"
-swift build --package-path "$HERE" --scratch-path "$SCRATCH/seeds" -c release --product MakeRingSeeds
-"$SCRATCH/seeds/release/MakeRingSeeds" "$WORK/corpus"
-swift build --package-path "$HERE" --scratch-path "$SCRATCH/fuzz" -c release --sanitize=fuzzer --sanitize=address \
-    -Xswiftc -sanitize=fuzzer,address --product FuzzRings
+echo "building the fuzzer"
+FUZZER="$("$HERE/../Bus/build.sh")"
+FUZZ_TARGET=rings FUZZ_MAKE_SEEDS="$WORK/corpus" "$FUZZER"
 
 echo "fuzzing for $SECONDS_TO_RUN s in $WORK"
 cd "$WORK"
-"$SCRATCH/fuzz/release/FuzzRings" -max_total_time="$SECONDS_TO_RUN" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=8192 -print_final_stats=1 "$WORK/corpus"
+FUZZ_TARGET=rings "$FUZZER" -max_total_time="$SECONDS_TO_RUN" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+    -print_final_stats=1 "$WORK/corpus"

@@ -4,7 +4,7 @@ import TestSupport
 @testable @_spi(Testing) import FrameBus
 
 /// The subscriber fuzz target's body, run on its seeds and on deterministic mutations of them, so every `swift test`
-/// exercises it (the libFuzzer run in Fuzz/Subscriber goes further).
+/// exercises it (the libFuzzer run of Fuzz/Subscriber/run.sh goes further).
 @Suite(.timeLimit(.minutes(5))) struct SubscriberFuzzingTests {
     /// SplitMix64: a fixed, portable sequence.
     struct SplitMix: RandomNumberGenerator {
