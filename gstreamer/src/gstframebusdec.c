@@ -221,8 +221,12 @@ gst_framebus_dec_corrupt (GstFramebusDec * self, GstVideoCodecFrame * frame, con
 {
   GstFlowReturn result = GST_FLOW_OK;
   counter_add (&self->corrupt, 1);
+  /* Counts towards max-errors: beyond it, an error; below it, the base class only logs, so say it on the bus. */
   GST_VIDEO_DECODER_ERROR (self, 1, STREAM, DECODE, ("A damaged compressed frame was dropped"),
       ("frame %u: %s", frame->system_frame_number, why), result);
+  if (result == GST_FLOW_OK)
+    GST_ELEMENT_WARNING (self, STREAM, DECODE, ("A damaged compressed frame was dropped"),
+        ("frame %u: %s", frame->system_frame_number, why));
   gst_video_decoder_drop_frame (GST_VIDEO_DECODER (self), frame);
   return result;
 }
