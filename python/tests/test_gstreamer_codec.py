@@ -171,7 +171,7 @@ def test_encoder_output_does_not_depend_on_its_thread_count(gst_env, tmp_path):
 
 @pytest.mark.parametrize("fmt, accept", [("NV12", "420v"), ("P010_10LE", "x420"), ("BGRA", "BGRA")])
 def test_rtp_round_trip_to_a_subscriber_is_bit_exact(gst_env, tmp_path, fmt, accept):
-    width, height, count = 160, 96, 60
+    width, height, wanted = 160, 96, 15
     caps = f"video/x-raw,format={fmt},width={width},height={height},framerate=30/1"
     port = free_udp_port()
     far = tmp_path / "far.sock"
@@ -182,19 +182,21 @@ def test_rtp_round_trip_to_a_subscriber_is_bit_exact(gst_env, tmp_path, fmt, acc
     sender = None
     try:
         wait_until_bound(port, receiver)
-        # The sender's raw frames go to a file through a tee: the far side is compared with what was really sent.
-        sender = gst_start(gst_env, f"videotestsrc num-buffers={count} pattern=ball ! {caps} ! tee name=t "
+        # A live source (30 frames a second, every frame different for 30 s) whose raw frames also go to a file
+        # through a tee: the far side is compared with what was really sent. It runs until the subscriber on the
+        # far side has its frames, however long the far sink's socket takes to appear on a loaded machine.
+        sender = gst_start(gst_env, f"videotestsrc is-live=true num-buffers=900 pattern=ball ! {caps} ! tee name=t "
                                     f"t. ! queue ! filesink location={sent} "
                                     f"t. ! queue ! framebusenc ! rtpgstpay ! udpsink host=127.0.0.1 port={port}")
-        frames = collect(far, accept, until=lambda frames: False if sender.poll() is None else True, queue=16)
+        frames = collect(far, accept, until=lambda frames: len(frames) >= wanted, queue=16)
     finally:
-        sender_output = gst_stop(sender, timeout=FRAME_TIMEOUT, interrupt=False) if sender else ""
+        sender_output = gst_stop(sender) if sender else ""
         receiver_output = gst_stop(receiver)
     assert sender.returncode == 0, sender_output
     originals = split_frames(sent.read_bytes(), frame_size(fmt, width, height))
-    assert len(originals) == count and len(set(originals)) == count  # every frame different: each is identifiable
+    assert len(set(originals)) == len(originals)  # every frame different: each is identifiable
     position = {frame: index for index, frame in enumerate(originals)}
-    assert len(frames) >= 10, f"{len(frames)} frames crossed\n{sender_output}\n{receiver_output}"
+    assert len(frames) >= wanted, f"{len(frames)} frames crossed\n{sender_output}\n{receiver_output}"
     indices = []
     for frame, pixels in frames:
         assert (frame.width, frame.height, frame.format) == (width, height, accept)
