@@ -33,6 +33,7 @@ struct _GstFramebusEnc {
   GstVideoCodecState *input_state;
   guint32 base_format;
   guint64 maximum_size;
+  guint8 *scratch;              /* maximum_size bytes: compressed there, then copied into a buffer of the right size */
 
   /* counters: streaming thread writes, anyone reads */
   _Atomic guint64 frames, raw_bytes, compressed_bytes;
@@ -87,6 +88,7 @@ gst_framebus_enc_stop (GstVideoEncoder * encoder)
   fb_codec_destroy (self->codec);
   self->codec = NULL;
   g_clear_pointer (&self->input_state, gst_video_codec_state_unref);
+  g_clear_pointer (&self->scratch, g_free);
   return TRUE;
 }
 
@@ -126,6 +128,14 @@ gst_framebus_enc_set_format (GstVideoEncoder * encoder, GstVideoCodecState * sta
     return FALSE;
   gst_video_codec_state_unref (output);
 
+  guint8 *scratch = g_try_malloc ((gsize) maximum);
+  if (scratch == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, ("Could not allocate %" G_GUINT64_FORMAT " bytes", maximum),
+        (NULL));
+    return FALSE;
+  }
+  g_free (self->scratch);
+  self->scratch = scratch;
   g_clear_pointer (&self->input_state, gst_video_codec_state_unref);
   self->input_state = gst_video_codec_state_ref (state);
   self->base_format = base;
@@ -141,7 +151,7 @@ gst_framebus_enc_handle_frame (GstVideoEncoder * encoder, GstVideoCodecFrame * f
   GstFramebusEnc *self = GST_FRAMEBUS_ENC (encoder);
   GstVideoFrame video;
 
-  if (self->input_state == NULL || self->codec == NULL) {
+  if (self->input_state == NULL || self->codec == NULL || self->scratch == NULL) {
     gst_video_codec_frame_unref (frame);
     return GST_FLOW_NOT_NEGOTIATED;
   }
@@ -160,23 +170,11 @@ gst_framebus_enc_handle_frame (GstVideoEncoder * encoder, GstVideoCodecFrame * f
     image.planes[p].bytes_per_row = (guint64) GST_VIDEO_FRAME_PLANE_STRIDE (&video, p);
   }
 
-  GstFlowReturn result = gst_video_encoder_allocate_output_frame (encoder, frame, (gsize) self->maximum_size);
-  if (result != GST_FLOW_OK) {
-    gst_video_frame_unmap (&video);
-    gst_video_codec_frame_unref (frame);
-    return result;
-  }
-  GstMapInfo out;
-  if (!gst_buffer_map (frame->output_buffer, &out, GST_MAP_WRITE)) {
-    gst_video_frame_unmap (&video);
-    gst_video_codec_frame_unref (frame);
-    GST_ELEMENT_ERROR (self, RESOURCE, WRITE, ("Could not map an output buffer"), (NULL));
-    return GST_FLOW_ERROR;
-  }
+  /* Compressed into the worst-case scratch, then copied into a buffer of its own size: the copy is of the compressed
+   * bytes only, and buffers waiting in queues or payloaders hold no worst-case allocation each. */
   guint64 used = 0;
   fb_error error = { 0 };
-  fb_status status = fb_codec_compress (self->codec, &image, out.data, out.size, &used, &error);
-  gst_buffer_unmap (frame->output_buffer, &out);
+  fb_status status = fb_codec_compress (self->codec, &image, self->scratch, self->maximum_size, &used, &error);
   gsize raw = GST_VIDEO_INFO_SIZE (&self->input_state->info);
   gst_video_frame_unmap (&video);
   if (status != FB_OK || used == 0 || used > self->maximum_size) {
@@ -185,7 +183,13 @@ gst_framebus_enc_handle_frame (GstVideoEncoder * encoder, GstVideoCodecFrame * f
             fb_status_name (status), error.message));
     return GST_FLOW_ERROR;
   }
-  gst_buffer_set_size (frame->output_buffer, (gssize) used);
+  frame->output_buffer = gst_video_encoder_allocate_output_buffer (encoder, (gsize) used);
+  if (frame->output_buffer == NULL) {
+    gst_video_codec_frame_unref (frame);
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, ("Could not allocate an output buffer"), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  gst_buffer_fill (frame->output_buffer, 0, self->scratch, (gsize) used);
   GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT (frame);
   counter_add (&self->frames, 1);
   counter_add (&self->raw_bytes, raw);

@@ -469,8 +469,12 @@ gst_framebus_src_update_caps (GstFramebusSrc * self, const fb_frame_info * info)
     video.fps_d = 1;
   }
   GstCaps *caps = gst_video_info_to_caps (&video);
+  /* Asked again (a caps query downstream) only when the frames change format or size. */
+  gboolean same_frames = self->frame_caps != NULL && info->format == self->frame_format
+      && info->width == (guint32) GST_VIDEO_INFO_WIDTH (&self->frame_info)
+      && info->height == (guint32) GST_VIDEO_INFO_HEIGHT (&self->frame_info);
   gboolean passthrough = gst_framebus_format_is_compressed (info->format)
-      && gst_framebus_src_passes_through (self, caps, info->format, &video);
+      && (same_frames ? self->passthrough : gst_framebus_src_passes_through (self, caps, info->format, &video));
   if (passthrough) {
     gst_caps_unref (caps);
     caps = gst_framebus_compressed_caps (info->format, &video);
