@@ -397,8 +397,9 @@ gst_framebus_src_copy (GstFramebusSrc * self, fb_frame * frame, const fb_frame_i
       }
       status = fb_codec_decompress (self->codec, info->compressed_data, info->bytes_used, &image, &error);
     }
+    /* FB_ERROR_INVALID_ARGUMENT: the publisher's bytes_used (0, say) is the only argument not ours. */
     if (status == FB_ERROR_CORRUPT_DATA || status == FB_ERROR_UNSUPPORTED_VERSION
-        || status == FB_ERROR_FORMAT_MISMATCH) {
+        || status == FB_ERROR_FORMAT_MISMATCH || status == FB_ERROR_INVALID_ARGUMENT) {
       /* Another process's memory: damage costs this frame only. */
       GST_ELEMENT_WARNING (self, STREAM, DECODE, ("A compressed frame could not be decoded; skipped"),
           ("frame %" G_GUINT64_FORMAT ": %s: %s", info->sequence, fb_status_name (status), error.message));

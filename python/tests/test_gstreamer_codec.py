@@ -426,3 +426,25 @@ def test_compressed_frames_cross_rtp_without_being_decoded_on_the_way(gst_env, t
     assert len({pixels for _, pixels in frames}) == 3
     stats = element_stats(sender_output, "framebussrc-stats")
     assert stats["passed-through"] == stats["frames"] > 0 and stats["decoded"] == 0, stats
+
+
+def test_a_hostile_publishers_compressed_frame_passes_through_and_is_dropped_by_framebusdec(gst_env, tmp_path):
+    from test_gstreamer import hostile_publisher
+
+    # The peer announces an honest compressed surface, sends a frame whose 64 bytes are no compressed frame, then a
+    # 16384x16384 compressed surface in 4 KiB (refused: the subscription ends).
+    path = tmp_path / "hostile.sock"
+    peer = hostile_publisher(path, "huge-compressed")
+    try:
+        result = subprocess.run(["gst-launch-1.0", "-m", "framebussrc", f"socket-path={path}", "accept=&8v0", "!",
+                                 "framebusdec", "!", "fakesink"], env=gst_env, capture_output=True, text=True,
+                                timeout=FRAME_TIMEOUT)
+    finally:
+        peer.kill()
+        peer.wait()
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output  # the source's error, not a crash
+    assert "WARNING: from element /GstPipeline:pipeline0/GstFramebusDec:framebusdec0: A damaged compressed frame " \
+           "was dropped" in output, output
+    assert "ERROR: from element /GstPipeline:pipeline0/GstFramebusSrc:framebussrc0: The subscription ended" \
+        in output, output
