@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the FrameBus GStreamer plugin, gstreamer/build/libgstframebus.so, which python/tests/test_gstreamer.py
-# drives with the real gst-launch-1.0. Paste the body into .ci/run after the Swift tests (which leave .build/debug
+# Builds the FrameBus GStreamer plugin, gstreamer/build/libgstframebus.so, which python/tests/test_gstreamer.py and
+# python/tests/test_gstreamer_codec.py drive with the real gst-launch-1.0. Paste the body into .ci/run after the Swift tests (which leave .build/debug
 # warm), or run it as it is; then run pytest with FRAMEBUS_REQUIRE_ALL=1 so the GStreamer tests cannot skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,9 @@ swift build --product FrameBusTestPeer
 make -C gstreamer FRAMEBUS_LIBDIR="$(swift build --show-bin-path)"
 
 # The plugin loads (a registry of its own, so no stale cache hides a broken build).
-GST_PLUGIN_PATH="$PWD/gstreamer/build" GST_REGISTRY="$(mktemp -d)/registry.bin" gst-inspect-1.0 framebussink >/dev/null
+registry="$(mktemp -d)/registry.bin"
+for element in framebussink framebussrc framebusenc framebusdec; do
+    GST_PLUGIN_PATH="$PWD/gstreamer/build" GST_REGISTRY="$registry" gst-inspect-1.0 "$element" >/dev/null
+done
 echo "built gstreamer/build/libgstframebus.so"
-# Then: FRAMEBUS_REQUIRE_ALL=1 python3 -m pytest python/tests/test_gstreamer.py
+# Then: FRAMEBUS_REQUIRE_ALL=1 python3 -m pytest python/tests/test_gstreamer.py python/tests/test_gstreamer_codec.py

@@ -27,6 +27,7 @@ gst_framebus_format_from_video_info (const GstVideoInfo * info)
     case GST_VIDEO_FORMAT_P010_10LE:
       return full ? FB_FORMAT_XF20 : FB_FORMAT_X420;
     case GST_VIDEO_FORMAT_BGRA:
+    case GST_VIDEO_FORMAT_BGRx:        /* the same bytes; only framebusenc takes it */
       return FB_FORMAT_BGRA;
     default:
       return 0;
@@ -53,6 +54,30 @@ gst_framebus_video_format (guint32 fourcc)
     default:
       return GST_VIDEO_FORMAT_UNKNOWN;
   }
+}
+
+GstCaps *
+gst_framebus_compressed_caps (guint32 compressed, const GstVideoInfo * info)
+{
+  gchar name[5];
+  GstCaps *caps = gst_caps_new_simple (GST_FRAMEBUS_COMPRESSED_MEDIA_TYPE,
+      "format", G_TYPE_STRING, gst_framebus_fourcc_string (compressed, name),
+      "width", G_TYPE_INT, GST_VIDEO_INFO_WIDTH (info),
+      "height", G_TYPE_INT, GST_VIDEO_INFO_HEIGHT (info),
+      "framerate", GST_TYPE_FRACTION, GST_VIDEO_INFO_FPS_N (info), GST_VIDEO_INFO_FPS_D (info),
+      "pixel-aspect-ratio", GST_TYPE_FRACTION, MAX (GST_VIDEO_INFO_PAR_N (info), 1),
+      MAX (GST_VIDEO_INFO_PAR_D (info), 1), NULL);
+  gchar *colorimetry = gst_video_colorimetry_to_string (&info->colorimetry);
+  if (colorimetry != NULL)
+    gst_caps_set_simple (caps, "colorimetry", G_TYPE_STRING, colorimetry, NULL);
+  g_free (colorimetry);
+  if (GST_VIDEO_INFO_IS_YUV (info) && info->chroma_site != GST_VIDEO_CHROMA_SITE_UNKNOWN) {
+    gchar *site = gst_video_chroma_site_to_string (info->chroma_site);
+    if (site != NULL)
+      gst_caps_set_simple (caps, "chroma-site", G_TYPE_STRING, site, NULL);
+    g_free (site);
+  }
+  return caps;
 }
 
 gboolean

@@ -1,6 +1,7 @@
 /*
- * Shared by framebussink and framebussrc: pixel formats, colour attachments and clocks, translated between
- * GStreamer's vocabulary and FrameBus's (include/framebus.h).
+ * Shared by the plugin's elements (framebussink, framebussrc, framebusenc, framebusdec): pixel formats, the
+ * compressed caps, colour attachments and clocks, translated between GStreamer's vocabulary and FrameBus's
+ * (include/framebus.h).
  */
 #ifndef GST_FRAMEBUS_COMMON_H
 #define GST_FRAMEBUS_COMMON_H
@@ -21,6 +22,17 @@ GST_DEBUG_CATEGORY_EXTERN (gst_framebus_debug);
   "video/x-raw, format = (string) " GST_FRAMEBUS_VIDEO_FORMATS ", " \
   "width = (int) [ 1, 16384 ], height = (int) [ 1, 16384 ], framerate = (fraction) [ 0, MAX ]"
 
+/* The lossless compressed layout (docs/COMPRESSED-LAYOUT.md) as a GStreamer media type of FrameBus's own: one
+ * buffer per frame holding the compressed surface's bytes_used bytes, self-describing (its header names the base
+ * format, width and height). `format` is the compressed FourCC; colorimetry and chroma-site, when present, are those
+ * of the raw frames. '&' is no plain caps character: written by hand, the format needs quotes
+ * (format=(string)"&8v0"). */
+#define GST_FRAMEBUS_COMPRESSED_MEDIA_TYPE "video/x-framebus-compressed"
+#define GST_FRAMEBUS_COMPRESSED_CAPS \
+  GST_FRAMEBUS_COMPRESSED_MEDIA_TYPE ", " \
+  "format = (string) { \"&8v0\", \"&8f0\", \"&xv0\", \"&xf0\", \"&BGA\" }, " \
+  "width = (int) [ 1, 16384 ], height = (int) [ 1, 16384 ], framerate = (fraction) [ 0, MAX ]"
+
 /* The socket path both elements use when none is set, by the rule every FrameBus client follows
  * (fb_default_socket_path): $XDG_RUNTIME_DIR/framebus.sock, else ${TMPDIR:-/tmp}/framebus-UID/framebus.sock in a
  * private directory (mode 0700) made when missing. NULL when there is none; then *why (freed with g_free) says why. */
@@ -32,6 +44,10 @@ guint32 gst_framebus_format_from_video_info (const GstVideoInfo * info);
 
 /* The GStreamer format of a FrameBus format (a compressed format gives its base's), or UNKNOWN. */
 GstVideoFormat gst_framebus_video_format (guint32 fourcc);
+
+/* The compressed caps for frames of `info` (raw caps' format, size, rate, colorimetry, chroma siting), in FrameBus
+ * format `compressed` (a compressed FourCC). */
+GstCaps *gst_framebus_compressed_caps (guint32 compressed, const GstVideoInfo * info);
 
 /* Whether a FourCC names one of FrameBus's compressed variants. */
 gboolean gst_framebus_format_is_compressed (guint32 fourcc);

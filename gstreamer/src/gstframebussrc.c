@@ -6,7 +6,9 @@
  * (fb_frame_release) when GStreamer frees the memory. A frame is copied instead when downstream cannot read
  * video meta and the surface's layout is not GStreamer's default one, when downstream already holds as many
  * frames as the publisher lets this subscriber hold, or when `copy` is set. Compressed frames are decoded into
- * ordinary buffers. Drops on the bus become a GAP event and a DISCONT buffer; the latency query is answered
+ * ordinary buffers, or, when downstream takes video/x-framebus-compressed (framebusdec, a payloader, a muxer) rather
+ * than the raw format or `decode` is off, pushed as they are: the surface's compressed bytes, wrapped like a raw
+ * frame's planes. Drops on the bus become a GAP event and a DISCONT buffer; the latency query is answered
  * from the frames' capture times.
  */
 #include "gstframebussrc.h"
@@ -30,6 +32,7 @@ enum {
   PROP_COPY,
   PROP_FD_MEMORY,
   PROP_DECODE_THREADS,
+  PROP_DECODE,
   PROP_STATS,
 };
 
@@ -39,6 +42,7 @@ enum {
 #define DEFAULT_COPY FALSE
 #define DEFAULT_FD_MEMORY FALSE
 #define DEFAULT_DECODE_THREADS 0
+#define DEFAULT_DECODE TRUE
 /* How long one wait for an event lasts before the loop looks again (fb_subscriber_interrupt ends it anyway). */
 #define EVENT_WAIT_NS (500 * GST_MSECOND)
 /* Capture times further than this from now are not CLOCK_MONOTONIC times of this host: timestamp on arrival. */
@@ -63,6 +67,7 @@ struct _GstFramebusSrc {
   gboolean copy;
   gboolean fd_memory;
   guint decode_threads;
+  gboolean decode;
 
   /* fd-backed memories: GstFdMemory for memfds, GstDmaBufMemory for DMA-BUFs */
   GstAllocator *fd_allocator, *dmabuf_allocator;
@@ -77,6 +82,7 @@ struct _GstFramebusSrc {
   GstVideoInfo frame_info;
   guint32 frame_format;
   gboolean downstream_video_meta;
+  gboolean passthrough;         /* the frames now arriving are compressed and leave as they are */
   gboolean pending_discont;
   GstClockTime last_end;        /* running time where the last pushed buffer ends */
 
@@ -89,12 +95,13 @@ struct _GstFramebusSrc {
   GstClockTime reported_latency;
 
   /* counters: streaming thread writes, anyone reads */
-  _Atomic guint64 frames, zero_copy, fd_memories, dmabuf_memories, copied, decoded, corrupt, gaps, disconts;
+  _Atomic guint64 frames, zero_copy, fd_memories, dmabuf_memories, copied, decoded, passed_through, corrupt, gaps,
+      disconts;
   _Atomic guint64 dropped_late, dropped_out_of_buffers, dropped_discontinuity;
 };
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src", GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS (GST_FRAMEBUS_VIDEO_CAPS));
+    GST_STATIC_CAPS (GST_FRAMEBUS_VIDEO_CAPS "; " GST_FRAMEBUS_COMPRESSED_CAPS));
 
 G_DEFINE_TYPE (GstFramebusSrc, gst_framebus_src, GST_TYPE_PUSH_SRC);
 GST_ELEMENT_REGISTER_DEFINE (framebussrc, "framebussrc", GST_RANK_NONE, GST_TYPE_FRAMEBUS_SRC);
@@ -300,6 +307,39 @@ gst_framebus_src_wrap (GstFramebusSrc * self, fb_frame * frame, const fb_frame_i
   return buffer;
 }
 
+/* A compressed frame's bytes as they are, for downstream's framebusdec, payloader or muxer: wrapped read-only (the
+ * frame is released when the buffer is freed), or copied when `copy` is set or downstream holds too many frames.
+ * The bytes are the publisher's and not validated here: whoever decodes them treats them as hostile (framebusdec
+ * and fb_codec_decompress do). NULL (the frame released) when the frame has no bytes. */
+static GstBuffer *
+gst_framebus_src_pass_through (GstFramebusSrc * self, fb_frame * frame, const fb_frame_info * info, gboolean wrap)
+{
+  if (info->compressed_data == NULL || info->bytes_used == 0 || info->bytes_used > info->allocation_size
+      || info->bytes_used > G_MAXSSIZE) {
+    fb_frame_release (frame);
+    return NULL;
+  }
+  gsize size = (gsize) info->bytes_used;
+  GstBuffer *buffer;
+  if (wrap) {
+    HeldFrame *held = g_new0 (HeldFrame, 1);
+    held->frame = frame;
+    held->held = g_atomic_rc_box_acquire (self->held);
+    held->memories = 1;
+    atomic_fetch_add (&self->held->outstanding, 1);
+    buffer = gst_buffer_new ();
+    gst_buffer_append_memory (buffer, gst_memory_new_wrapped (GST_MEMORY_FLAG_READONLY,
+            (gpointer) info->compressed_data, size, 0, size, held, held_frame_unref));
+    counter_add (&self->zero_copy, 1);
+  } else {
+    buffer = gst_buffer_new_memdup (info->compressed_data, size);
+    fb_frame_release (frame);
+    counter_add (&self->copied, 1);
+  }
+  counter_add (&self->passed_through, 1);
+  return buffer;
+}
+
 static GstFlowReturn
 gst_framebus_src_new_output_buffer (GstFramebusSrc * self, GstBuffer ** out)
 {
@@ -357,8 +397,9 @@ gst_framebus_src_copy (GstFramebusSrc * self, fb_frame * frame, const fb_frame_i
       }
       status = fb_codec_decompress (self->codec, info->compressed_data, info->bytes_used, &image, &error);
     }
+    /* FB_ERROR_INVALID_ARGUMENT: the publisher's bytes_used (0, say) is the only argument not ours. */
     if (status == FB_ERROR_CORRUPT_DATA || status == FB_ERROR_UNSUPPORTED_VERSION
-        || status == FB_ERROR_FORMAT_MISMATCH) {
+        || status == FB_ERROR_FORMAT_MISMATCH || status == FB_ERROR_INVALID_ARGUMENT) {
       /* Another process's memory: damage costs this frame only. */
       GST_ELEMENT_WARNING (self, STREAM, DECODE, ("A compressed frame could not be decoded; skipped"),
           ("frame %" G_GUINT64_FORMAT ": %s: %s", info->sequence, fb_status_name (status), error.message));
@@ -394,6 +435,24 @@ gst_framebus_src_negotiate (GstBaseSrc * src)
   return gst_base_src_set_caps (src, self->frame_caps);
 }
 
+/* Whether compressed frames of `format` leave as they are: downstream takes their compressed caps, and either does
+ * not take the raw caps `raw` (which decoding would give) or `decode` is off. */
+static gboolean
+gst_framebus_src_passes_through (GstFramebusSrc * self, GstCaps * raw, guint32 format, const GstVideoInfo * video)
+{
+  GST_OBJECT_LOCK (self);
+  gboolean decode = self->decode;
+  GST_OBJECT_UNLOCK (self);
+  GstCaps *compressed = gst_framebus_compressed_caps (format, video);
+  GstCaps *allowed = gst_pad_peer_query_caps (GST_BASE_SRC_PAD (self), NULL);
+  gboolean takes_compressed = allowed == NULL || gst_caps_can_intersect (allowed, compressed);
+  gboolean takes_raw = allowed == NULL || gst_caps_can_intersect (allowed, raw);
+  if (allowed != NULL)
+    gst_caps_unref (allowed);
+  gst_caps_unref (compressed);
+  return takes_compressed && (!decode || !takes_raw);
+}
+
 /* Makes the caps for a frame; renegotiates when they differ from the current ones. */
 static gboolean
 gst_framebus_src_update_caps (GstFramebusSrc * self, const fb_frame_info * info)
@@ -411,6 +470,17 @@ gst_framebus_src_update_caps (GstFramebusSrc * self, const fb_frame_info * info)
     video.fps_d = 1;
   }
   GstCaps *caps = gst_video_info_to_caps (&video);
+  /* Asked again (a caps query downstream) only when the frames change format or size. */
+  gboolean same_frames = self->frame_caps != NULL && info->format == self->frame_format
+      && info->width == (guint32) GST_VIDEO_INFO_WIDTH (&self->frame_info)
+      && info->height == (guint32) GST_VIDEO_INFO_HEIGHT (&self->frame_info);
+  gboolean passthrough = gst_framebus_format_is_compressed (info->format)
+      && (same_frames ? self->passthrough : gst_framebus_src_passes_through (self, caps, info->format, &video));
+  if (passthrough) {
+    gst_caps_unref (caps);
+    caps = gst_framebus_compressed_caps (info->format, &video);
+  }
+  self->passthrough = passthrough;
   if (self->frame_caps != NULL && gst_caps_is_equal (caps, self->frame_caps)) {
     gst_caps_unref (caps);
     return TRUE;
@@ -441,6 +511,8 @@ gst_framebus_src_decide_allocation (GstBaseSrc * src, GstQuery * query)
   gst_query_parse_allocation (query, &caps, NULL);
   if (caps == NULL)
     return TRUE;                /* before the first frame: nothing to decide yet (negotiate() deferred) */
+  if (gst_structure_has_name (gst_caps_get_structure (caps, 0), GST_FRAMEBUS_COMPRESSED_MEDIA_TYPE))
+    return TRUE;                /* compressed frames bring their own memory (or a copy of it) */
   if (!gst_video_info_from_caps (&info, caps))
     return FALSE;
   self->downstream_video_meta = gst_query_find_allocation_meta (query, GST_VIDEO_META_API_TYPE, NULL);
@@ -629,7 +701,15 @@ gst_framebus_src_handle_frame (GstFramebusSrc * self, fb_frame * frame, GstBuffe
       || outstanding + queued < (gint64) self->session.maximum_held_frames;
   gboolean readable = self->downstream_video_meta || layout_is_default (&info, &self->frame_info);
 
-  if (info.plane_count > 0 && !always_copy && under_budget && readable) {
+  if (self->passthrough) {
+    buffer = gst_framebus_src_pass_through (self, frame, &info, !always_copy && under_budget);
+    if (buffer == NULL) {
+      counter_add (&self->corrupt, 1);
+      self->pending_discont = TRUE;
+      GST_WARNING_OBJECT (self, "compressed frame %" G_GUINT64_FORMAT " has no bytes; skipped", info.sequence);
+      return GST_FLOW_CUSTOM_SUCCESS;
+    }
+  } else if (info.plane_count > 0 && !always_copy && under_budget && readable) {
     buffer = gst_framebus_src_wrap (self, frame, &info);
     counter_add (&self->zero_copy, 1);
   } else {
@@ -761,8 +841,8 @@ gst_framebus_src_create (GstPushSrc * src, GstBuffer ** out)
 
 /* ---- start, stop, unlock ----------------------------------------------------------------------------------- */
 
-/* The formats to ask for, in order of preference: raw ones first (zero-copy), then compressed ones (decoded
- * here), keeping only those whose raw form downstream can take. */
+/* The formats to ask for, in order of preference: raw ones first (zero-copy), then compressed ones (decoded here,
+ * or passed through), keeping only those whose raw form or compressed form downstream can take. */
 static gsize
 gst_framebus_src_formats_from_downstream (GstFramebusSrc * self, guint32 * formats, gsize capacity)
 {
@@ -775,18 +855,29 @@ gst_framebus_src_formats_from_downstream (GstFramebusSrc * self, guint32 * forma
     {"BGRA", {FB_FORMAT_BGRA, 0}},
   };
   GstCaps *allowed = gst_pad_peer_query_caps (GST_BASE_SRC_PAD (self), NULL);
-  gboolean take[G_N_ELEMENTS (families)];
+  gboolean take[G_N_ELEMENTS (families)], take_compressed[G_N_ELEMENTS (families)];
   for (gsize i = 0; i < G_N_ELEMENTS (families); i++) {
     GstCaps *family = gst_caps_new_simple ("video/x-raw", "format", G_TYPE_STRING, families[i].name, NULL);
     take[i] = allowed == NULL || gst_caps_can_intersect (allowed, family);
     gst_caps_unref (family);
+    take_compressed[i] = FALSE;
+    for (int r = 0; r < 2 && families[i].raw[r] != 0; r++) {
+      fb_format_info format;
+      gchar name[5];
+      if (fb_format_get_info (families[i].raw[r], &format, NULL) != FB_OK)
+        continue;
+      GstCaps *compressed = gst_caps_new_simple (GST_FRAMEBUS_COMPRESSED_MEDIA_TYPE, "format", G_TYPE_STRING,
+          gst_framebus_fourcc_string (format.compressed_format, name), NULL);
+      take_compressed[i] |= allowed == NULL || gst_caps_can_intersect (allowed, compressed);
+      gst_caps_unref (compressed);
+    }
   }
   if (allowed != NULL)
     gst_caps_unref (allowed);
   gsize count = 0;
   for (int compressed = 0; compressed < 2; compressed++)
     for (gsize i = 0; i < G_N_ELEMENTS (families); i++)
-      for (int r = 0; r < 2 && take[i]; r++) {
+      for (int r = 0; r < 2 && (take[i] || (compressed && take_compressed[i])); r++) {
         guint32 raw = families[i].raw[r];
         fb_format_info format;
         if (raw == 0 || count == capacity || fb_format_get_info (raw, &format, NULL) != FB_OK)
@@ -840,7 +931,8 @@ gst_framebus_src_start (GstBaseSrc * src)
   }
   g_free (accept);
   if (count == 0) {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Downstream takes none of NV12, P010_10LE, BGRA"), (NULL));
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Downstream takes none of NV12, P010_10LE, BGRA, "
+            GST_FRAMEBUS_COMPRESSED_MEDIA_TYPE), (NULL));
     g_free (path);
     return FALSE;
   }
@@ -916,6 +1008,7 @@ gst_framebus_src_make_stats (GstFramebusSrc * self)
       "dmabuf-memory", G_TYPE_UINT64, (guint64) atomic_load (&self->dmabuf_memories),
       "copied", G_TYPE_UINT64, (guint64) atomic_load (&self->copied),
       "decoded", G_TYPE_UINT64, (guint64) atomic_load (&self->decoded),
+      "passed-through", G_TYPE_UINT64, (guint64) atomic_load (&self->passed_through),
       "corrupt", G_TYPE_UINT64, (guint64) atomic_load (&self->corrupt),
       "dropped-frame-was-late", G_TYPE_UINT64, (guint64) atomic_load (&self->dropped_late),
       "dropped-out-of-buffers", G_TYPE_UINT64, (guint64) atomic_load (&self->dropped_out_of_buffers),
@@ -960,6 +1053,9 @@ gst_framebus_src_set_property (GObject * object, guint id, const GValue * value,
     case PROP_DECODE_THREADS:
       self->decode_threads = g_value_get_uint (value);
       break;
+    case PROP_DECODE:
+      self->decode = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, spec);
       break;
@@ -1001,6 +1097,9 @@ gst_framebus_src_get_property (GObject * object, guint id, GValue * value, GPara
     case PROP_DECODE_THREADS:
       g_value_set_uint (value, self->decode_threads);
       break;
+    case PROP_DECODE:
+      g_value_set_boolean (value, self->decode);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, spec);
       break;
@@ -1040,8 +1139,9 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
   g_object_class_install_property (object_class, PROP_ACCEPT,
       g_param_spec_string ("accept", "Accepted formats",
           "FrameBus formats to ask for, in order of preference, comma-separated (420v, 420f, x420, xf20, BGRA, "
-          "and the compressed &8v0, &8f0, &xv0, &xf0, &BGA, which are decoded here). NULL: the raw formats "
-          "downstream can take, then their compressed variants", NULL, flags));
+          "and the compressed &8v0, &8f0, &xv0, &xf0, &BGA, decoded here or passed through: see decode). NULL: the "
+          "raw formats downstream can take, then the compressed variants of those it takes raw or compressed",
+          NULL, flags));
   g_object_class_install_property (object_class, PROP_QUEUE_DEPTH,
       g_param_spec_uint ("queue-depth", "Queue depth",
           "0: latest-only delivery (a newer frame replaces one not yet taken: a frameWasLate drop). 1-64: a queue "
@@ -1068,11 +1168,18 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
       g_param_spec_uint ("decode-threads", "Decode threads",
           "Threads that decode a compressed frame (0: one per processor)", 0, 256, DEFAULT_DECODE_THREADS,
           flags));
+  g_object_class_install_property (object_class, PROP_DECODE,
+      g_param_spec_boolean ("decode", "Decode",
+          "Decode compressed frames into raw video when downstream takes raw video. Either way, compressed frames "
+          "leave as they are (video/x-framebus-compressed: the publisher's bytes, for framebusdec, rtpgstpay, "
+          "srtsink...) when downstream takes that and not the raw format; false: also when it takes both",
+          DEFAULT_DECODE, flags));
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
           "framebussrc-stats: frames (pushed), zero-copy (wrapping the shared memory), fd-memory (of those, as "
           "fd-backed memory), dmabuf-memory (of those, as GstDmaBufMemory), copied, decoded "
-          "(compressed frames), corrupt (compressed frames skipped), dropped-frame-was-late, "
+          "(compressed frames), passed-through (compressed frames pushed as they are; also counted as zero-copy "
+          "or copied), corrupt (compressed frames skipped), dropped-frame-was-late, "
           "dropped-out-of-buffers, dropped-discontinuity (frames the bus did not deliver), discontinuities "
           "(DISCONT buffers), gaps (GAP events), latency (ns, as the latency query reports). Also posted as an "
           "element message at end of stream",
@@ -1081,7 +1188,8 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "FrameBus source", "Source/Video",
       "Subscribes to a FrameBus publisher: raw frames arrive zero-copy (the buffer wraps the shared memory and "
-      "releases the frame when freed); compressed frames are decoded", "FrameBus maintainers");
+      "releases the frame when freed); compressed frames are decoded, or passed through as "
+      "video/x-framebus-compressed", "FrameBus maintainers");
 
   base_class->negotiate = GST_DEBUG_FUNCPTR (gst_framebus_src_negotiate);
   base_class->decide_allocation = GST_DEBUG_FUNCPTR (gst_framebus_src_decide_allocation);
@@ -1103,6 +1211,7 @@ gst_framebus_src_init (GstFramebusSrc * self)
   self->copy = DEFAULT_COPY;
   self->fd_memory = DEFAULT_FD_MEMORY;
   self->decode_threads = DEFAULT_DECODE_THREADS;
+  self->decode = DEFAULT_DECODE;
   self->fd_allocator = gst_fd_allocator_new ();
   self->dmabuf_allocator = gst_dmabuf_allocator_new ();
   self->last_end = GST_CLOCK_TIME_NONE;

@@ -1,5 +1,7 @@
-/* The framebus GStreamer plugin: framebussink and framebussrc. */
+/* The framebus GStreamer plugin: framebussink, framebussrc, framebusenc and framebusdec. */
 #include "gstframebuscommon.h"
+#include "gstframebusdec.h"
+#include "gstframebusenc.h"
 #include "gstframebussink.h"
 #include "gstframebussrc.h"
 
@@ -9,7 +11,7 @@ GST_DEBUG_CATEGORY (gst_framebus_debug);
 #define PACKAGE "framebus"
 #endif
 #ifndef VERSION
-#define VERSION "0.1.0"
+#define VERSION "0.2.0"
 #endif
 
 static gboolean
@@ -22,9 +24,12 @@ plugin_init (GstPlugin * plugin)
   }
   gboolean ok = GST_ELEMENT_REGISTER (framebussink, plugin);
   ok &= GST_ELEMENT_REGISTER (framebussrc, plugin);
+  ok &= GST_ELEMENT_REGISTER (framebusenc, plugin);
+  ok &= GST_ELEMENT_REGISTER (framebusdec, plugin);
   return ok;
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, framebus,
-    "FrameBus: zero-copy shared-memory video between processes (framebussink publishes, framebussrc subscribes)",
+    "FrameBus: zero-copy shared-memory video between processes (framebussink publishes, framebussrc subscribes) "
+    "and its lossless compressed layout on any transport (framebusenc, framebusdec)",
     plugin_init, VERSION, GST_LICENSE_UNKNOWN, "FrameBus", "FrameBus (gstreamer/ in the FrameBus repository)")
