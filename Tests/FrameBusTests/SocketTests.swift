@@ -47,6 +47,47 @@ func temporarySocketPath(_ tag: String = "t") -> String {
         _ = live
     }
 
+    /// The socket is bound under a private name and linked to its path only once it listens: nothing else is left
+    /// in the directory, and a client that saw the file connects at once. A file name too short for a private
+    /// name of its length is bound directly.
+    @Test(arguments: ["publisher.sock", "p"])
+    func thePathAppearsOnlyOnceTheSocketListens(name: String) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fbsock-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent(name).path
+        let listener = try Socket.listen(path: path, mode: 0o640).get()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [name])
+        var information = stat()
+        #expect(lstat(path, &information) == 0)
+        #expect(information.st_mode & 0o777 == 0o640)
+        #expect(information.st_nlink == 1)
+        let client = try Socket.connect(path: path, timeoutNanoseconds: 1_000_000_000).get()
+        _ = try listener.waitReadable(timeoutMilliseconds: 2000).get()
+        #expect(try listener.accept().get() != nil)
+        _ = client
+    }
+
+    /// A live publisher's file is never replaced, by either way of binding, and it keeps accepting.
+    @Test(arguments: ["publisher.sock", "p"])
+    func aLiveListenerKeepsItsPath(name: String) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fbsock-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent(name).path
+        let live = try Socket.listen(path: path, mode: 0o600).get()
+        guard case .failure(let error) = Socket.listen(path: path, mode: 0o600) else {
+            Issue.record("a second listener took a live publisher's path")
+            return
+        }
+        #expect(error.code == .addressInUse)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == [name])
+        let client = try Socket.connect(path: path, timeoutNanoseconds: 1_000_000_000).get()
+        _ = try live.waitReadable(timeoutMilliseconds: 2000).get()
+        #expect(try live.accept().get() != nil)
+        _ = client
+    }
+
     @Test func regularFileAtPathIsNeverRemoved() throws {
         let path = temporarySocketPath()
         defer { unlink(path) }

@@ -68,63 +68,105 @@ struct ReceivedDatagram {
 
     /// Listens at `path` (created with `mode`), replacing a stale socket file left by a dead publisher.
     ///
-    /// A socket file at `path` that refuses a connection (`ECONNREFUSED`) is stale and is unlinked; one that
-    /// accepts is a live publisher and gives ``FrameBusError/Code-swift.struct/addressInUse``. Anything at the
-    /// path that is not a socket is never removed.
+    /// `path` appears only once the socket listens: the socket is bound to a private name in the same directory,
+    /// set to `mode` and listening, and only then linked to `path`. So a client that waits for the file to exist
+    /// and connects is never refused, and a second publisher starting meanwhile never takes a listening socket
+    /// for a stale one. A socket file at `path` that refuses a connection (`ECONNREFUSED`) is stale and is
+    /// replaced; one that accepts is a live publisher and gives ``FrameBusError/Code-swift.struct/addressInUse``.
+    /// Anything at the path that is not a socket is never removed.
     static func listen(
         path: String,
         mode: mode_t,
         backlog: Int32 = 64,
         stream: Bool = false
     ) -> Result<Socket, FrameBusError> {
-        let operation = "Socket.listen"
+        listen(path: path, mode: mode, backlog: backlog, stream: stream, replacingStale: true)
+    }
+
+    private static func listen(
+        path: String,
+        mode: mode_t,
+        backlog: Int32,
+        stream: Bool,
+        replacingStale: Bool
+    ) -> Result<Socket, FrameBusError> {
+        let socket: Socket
+        switch Syscall.unixSocket(stream: stream) {
+        case .success(let raw): socket = Socket(adopting: raw)
+        case .failure(let errno): return .failure(.systemCall("socket", errno))
+        }
+        // The private name is no longer than `path` where it can be (so it fits sockaddr_un whenever `path` does);
+        // a path whose file name is shorter than that is bound directly, with the window described above.
+        let privateName = Self.privateName(besides: path)
+        let bound = privateName ?? path
+        // The socket inode's mode becomes the file's mode at bind (less the umask); chmod again after.
+        _ = Syscall.changeMode(socket.descriptor, mode)
+        switch Syscall.bind(socket.descriptor, path: bound) {
+        case .success: break
+        case .failure(.addressInUse) where privateName == nil && replacingStale:
+            if case .failure(let error) = Self.replaceIfStale(path, stream: stream) { return .failure(error) }
+            return listen(path: path, mode: mode, backlog: backlog, stream: stream, replacingStale: false)
+        case .failure(.addressInUse) where privateName == nil:
+            return .failure(FrameBusError(.addressInUse, "Socket.listen", message: path))
+        case .failure(.fileNameTooLong):
+            return .failure(FrameBusError(.invalidArgument, "Socket.listen", errno: .fileNameTooLong, message: path))
+        case .failure(let errno):
+            return .failure(.systemCall("bind", errno))
+        }
+        if case .failure(let errno) = Syscall.changeMode(path: bound, mode) {
+            _ = Syscall.unlink(bound)
+            return .failure(.systemCall("chmod", errno))
+        }
+        if case .failure(let errno) = Syscall.listen(socket.descriptor, backlog: backlog) {
+            _ = Syscall.unlink(bound)
+            return .failure(.systemCall("listen", errno))
+        }
+        guard let privateName else { return .success(socket) }
+        defer { _ = Syscall.unlink(privateName) }
         for attempt in 0..<2 {
-            let socket: Socket
-            switch Syscall.unixSocket(stream: stream) {
-            case .success(let raw): socket = Socket(adopting: raw)
-            case .failure(let errno): return .failure(.systemCall("socket", errno))
-            }
-            // The socket inode's mode becomes the file's mode at bind (less the umask); chmod again after.
-            _ = Syscall.changeMode(socket.descriptor, mode)
-            switch Syscall.bind(socket.descriptor, path: path) {
+            switch Syscall.link(privateName, path) {
             case .success:
-                if case .failure(let errno) = Syscall.changeMode(path: path, mode) {
-                    _ = Syscall.unlink(path)
-                    return .failure(.systemCall("chmod", errno))
-                }
-                if case .failure(let errno) = Syscall.listen(socket.descriptor, backlog: backlog) {
-                    _ = Syscall.unlink(path)
-                    return .failure(.systemCall("listen", errno))
-                }
                 return .success(socket)
-            case .failure(.addressInUse) where attempt == 0:
-                guard case .success(true) = Syscall.isSocket(path: path) else {
-                    return .failure(
-                        FrameBusError(.addressInUse, operation, message: "\(path) exists and is not a socket")
-                    )
-                }
-                let probe: Socket
-                switch Syscall.unixSocket(stream: stream) {
-                case .success(let raw): probe = Socket(adopting: raw)
-                case .failure(let errno): return .failure(.systemCall("socket", errno))
-                }
-                switch Syscall.connect(probe.descriptor, path: path) {
-                case .failure(.connectionRefused):
-                    // Nobody listens: a dead publisher's file. Replace it.
-                    _ = Syscall.unlink(path)
-                    continue
-                case .success, .failure(.resourceTemporarilyUnavailable):
-                    return .failure(FrameBusError(.addressInUse, operation, message: "a publisher is live at \(path)"))
-                case .failure(let errno):
-                    return .failure(FrameBusError(.addressInUse, operation, errno: errno, message: path))
-                }
-            case .failure(.fileNameTooLong):
-                return .failure(FrameBusError(.invalidArgument, operation, errno: .fileNameTooLong, message: path))
+            case .failure(.fileExists) where attempt == 0:
+                if case .failure(let error) = Self.replaceIfStale(path, stream: stream) { return .failure(error) }
             case .failure(let errno):
-                return .failure(.systemCall("bind", errno))
+                return .failure(.systemCall("link", errno))
             }
         }
-        return .failure(FrameBusError(.addressInUse, operation, message: path))
+        return .failure(FrameBusError(.addressInUse, "Socket.listen", message: path))
+    }
+
+    /// A name in `path`'s directory for binding before the socket is linked to `path`, or nil if the file name of
+    /// `path` is too short to make one of at most its length (".fb" and 8 hexadecimal digits).
+    private static func privateName(besides path: String) -> String? {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let name = ".fb" + String(UInt32.random(in: 0x1000_0000...UInt32.max), radix: 16)
+        guard path.utf8.count - directory.utf8.count >= name.utf8.count else { return nil }
+        return directory + name
+    }
+
+    /// Unlinks the socket file at `path` if nobody listens there (`ECONNREFUSED`: a dead publisher's file);
+    /// fails with ``FrameBusError/Code-swift.struct/addressInUse`` if it is live or not a socket.
+    private static func replaceIfStale(_ path: String, stream: Bool) -> Result<Void, FrameBusError> {
+        let operation = "Socket.listen"
+        guard case .success(true) = Syscall.isSocket(path: path) else {
+            return .failure(FrameBusError(.addressInUse, operation, message: "\(path) exists and is not a socket"))
+        }
+        let probe: Socket
+        switch Syscall.unixSocket(stream: stream) {
+        case .success(let raw): probe = Socket(adopting: raw)
+        case .failure(let errno): return .failure(.systemCall("socket", errno))
+        }
+        switch Syscall.connect(probe.descriptor, path: path) {
+        case .failure(.connectionRefused):
+            _ = Syscall.unlink(path)
+            return .success(())
+        case .success, .failure(.resourceTemporarilyUnavailable):
+            return .failure(FrameBusError(.addressInUse, operation, message: "a publisher is live at \(path)"))
+        case .failure(let errno):
+            return .failure(FrameBusError(.addressInUse, operation, errno: errno, message: path))
+        }
     }
 
     /// Connects to a listener at `path`, retrying a full backlog until `timeoutNanoseconds` pass.

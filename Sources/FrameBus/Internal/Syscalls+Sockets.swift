@@ -84,6 +84,11 @@ extension Syscall {
         valueOrErrno { unsafe Glibc.chmod(path, mode) }.map { _ in () }
     }
 
+    /// `link(2)`: a second name for the file at `existing`; fails with `EEXIST` if `new` exists.
+    static func link(_ existing: String, _ new: String) -> Result<Void, Errno> {
+        valueOrErrno { unsafe Glibc.link(existing, new) }.map { _ in () }
+    }
+
     /// `unlink(2)`.
     static func unlink(_ path: String) -> Result<Void, Errno> {
         valueOrErrno { unsafe Glibc.unlink(path) }.map { _ in () }
