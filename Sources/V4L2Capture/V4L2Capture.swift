@@ -32,9 +32,9 @@ import SystemPackage
 /// frames, so every device frame is accounted for. Timing is the buffer's `CLOCK_MONOTONIC` timestamp (the
 /// ``HostClock``) and the frame interval.
 ///
-/// What is copied: nothing for subscribers of the capture's format. A subscriber of the compressed variant gets a
-/// frame the publisher encodes once per frame into its own memfd pool (reading the device's buffer through the
-/// DMA-BUF mapping).
+/// What is copied: nothing for subscribers of the capture's format, in either memory mode. A subscriber of the
+/// compressed variant gets a frame the publisher encodes once per frame into its own memfd pool (reading the frame
+/// through the surface's mapping).
 public final class V4L2Capture: Sendable {
     /// Whose memory the device writes frames into. Neither mode copies: the device writes each frame once, into
     /// memory the subscribers map.

@@ -66,7 +66,8 @@ func captureIntoSubscriber(_ arguments: [String], frames: Int, tag: String) asyn
 
 /// The subscriber got every frame bit-exact (its hash of the image equals the hash of the bytes the producer read
 /// from the same surface), held as `backing` in `descriptors` descriptors, and every bus sequence between its first
-/// and last event is exactly one frame or one reported drop.
+/// and last event is exactly one frame or one reported drop. At least `minimum` frames: a hashing subscriber in a
+/// TCG guest is slow, so how many it takes, and how many it is told it lost (`outOfBuffers`), depends on scheduling.
 func expectBitExactAndAccounted(
     _ delivery: CaptureDelivery,
     backing: String,
@@ -135,7 +136,7 @@ extension V4L2CaptureDeviceTests {
             backing: "memfd",
             descriptors: 1,
             imageBytes: 320 * 180 * 3 / 2,
-            atLeast: 25
+            atLeast: 8
         )
     }
 }
@@ -179,7 +180,7 @@ extension V4L2CaptureDeviceTests {
             backing: test.backing,
             descriptors: test.descriptors,
             imageBytes: 320 * 180 * 3 / 2,
-            atLeast: 18
+            atLeast: 8
         )
     }
 
