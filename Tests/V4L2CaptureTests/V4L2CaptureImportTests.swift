@@ -26,7 +26,8 @@ struct CaptureDelivery {
 }
 
 /// Runs `framebus capture ARGUMENTS --frame-dump DIR` and `FrameBusTestPeer bus-subscriber --checksum` (another
-/// process) until the subscriber has `frames` frames or drops, then stops the capture with SIGTERM.
+/// process) until the subscriber has `frames` frames or drops, then stops the capture with SIGTERM. (Callers ask for
+/// 5 fps: the subscriber hashes every byte, which a debug build in a TCG guest does at about 1 µs per byte.)
 func captureIntoSubscriber(_ arguments: [String], frames: Int, tag: String) async throws -> CaptureDelivery {
     let path = temporarySocketPath(tag)
     let dump = FileManager.default.temporaryDirectory.appendingPathComponent("fbv4l2-\(UUID().uuidString)")
@@ -122,8 +123,8 @@ extension V4L2CaptureDeviceTests {
     func automaticMemoryImportsMemFDsThroughUDMABufAndAnotherProcessGetsThemBitExact() async throws {
         try requireCaptureDevice()
         let delivery = try await captureIntoSubscriber(
-            ["--memory", "auto", "--format", "420v", "--size", "320x180", "--fps", "15"],
-            frames: 40,
+            ["--memory", "auto", "--format", "420v", "--size", "320x180", "--fps", "5"],
+            frames: 24,
             tag: "udmabuf"
         )
         #expect(
@@ -136,7 +137,7 @@ extension V4L2CaptureDeviceTests {
             backing: "memfd",
             descriptors: 1,
             imageBytes: 320 * 180 * 3 / 2,
-            atLeast: 8
+            atLeast: 5
         )
     }
 }
@@ -166,9 +167,9 @@ extension V4L2CaptureDeviceTests {
         let delivery = try await captureIntoSubscriber(
             [
                 "--memory", test.memory, "--device-format", test.deviceFormat, "--format", "420v", "--size",
-                "320x180", "--fps", "15",
+                "320x180", "--fps", "5",
             ],
-            frames: 30,
+            frames: 20,
             tag: "mplane"
         )
         let output = delivery.captureOutput
@@ -180,7 +181,7 @@ extension V4L2CaptureDeviceTests {
             backing: test.backing,
             descriptors: test.descriptors,
             imageBytes: 320 * 180 * 3 / 2,
-            atLeast: 8
+            atLeast: 5
         )
     }
 
