@@ -354,7 +354,8 @@ public final class V4L2Capture: Sendable {
                 throw V4L2CaptureError(
                     .unsupportedFormat,
                     "V4L2Capture(\(path))",
-                    message: "\(device) cannot deliver \(configuration.pixelFormat.map { "\($0)" } ?? "a FrameBus format")"
+                    message:
+                        "\(device) cannot deliver \(configuration.pixelFormat.map { "\($0)" } ?? "a FrameBus format")"
                 )
             }
             wanted = [device]
@@ -367,7 +368,8 @@ public final class V4L2Capture: Sendable {
                     + "FrameBus needs \(wanted.map(\.description).joined(separator: " or "))"
             )
         }
-        let current = try Syscall.v4l2GetFormat(fd, queue).mapError { V4L2CaptureError.systemCall("VIDIOC_G_FMT", $0) }.get()
+        let current = try Syscall.v4l2GetFormat(fd, queue).mapError { V4L2CaptureError.systemCall("VIDIOC_G_FMT", $0) }
+            .get()
         var request = Syscall.V4L2Format()
         request.pixelFormat = chosen.rawValue
         request.width = UInt32(clamping: configuration.width ?? Int(current.width))
@@ -542,7 +544,8 @@ public final class V4L2Capture: Sendable {
                     buffers: try allocateImportedBuffers(fd, queue, negotiated.format, configuration),
                     reason: "udmabuf: \(udmabuf) present and \(driver) imports DMA-BUFs"
                 )
-            } catch where error.code != .deviceLost {
+            } catch {
+                if error.code == .deviceLost { throw error }
                 // Free whatever the import left (buffers of the DMABUF queue), then let the device allocate.
                 _ = Syscall.v4l2RequestBuffers(fd, queue, count: 0)
                 return Allocated(
@@ -671,7 +674,14 @@ public final class V4L2Capture: Sendable {
                 )
             }
             let buffer = DeviceBuffer(surface: made.surface, imported: made.udmabufs)
-            if case .failure(let errno) = Self.queue(fd, queue, buffer, index: Int(index), planeCount: planeCount, prepareOnly: true) {
+            if case .failure(let errno) = Self.queue(
+                fd,
+                queue,
+                buffer,
+                index: Int(index),
+                planeCount: planeCount,
+                prepareOnly: true
+            ) {
                 throw V4L2CaptureError.systemCall("VIDIOC_PREPARE_BUF(DMABUF, buffer \(index))", errno)
             }
             buffers.append(buffer)
@@ -702,7 +712,7 @@ public final class V4L2Capture: Sendable {
             fd,
             queue,
             index: UInt32(index),
-                planeCount: planeCount,
+            planeCount: planeCount,
             prepareOnly: prepareOnly
         )
     }

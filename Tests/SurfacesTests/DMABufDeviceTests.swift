@@ -143,7 +143,14 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
             let buffer = descriptorPerPlane ? index : 0
             let byteCount = udmabufs.byteCounts[buffer]
             let base = try #require(
-                unsafe mmap(nil, byteCount, PROT_READ | PROT_WRITE, MAP_SHARED, udmabufs.descriptors[buffer].rawValue, 0)
+                unsafe mmap(
+                    nil,
+                    byteCount,
+                    PROT_READ | PROT_WRITE,
+                    MAP_SHARED,
+                    udmabufs.descriptors[buffer].rawValue,
+                    0
+                )
             )
             try #require(unsafe base != MAP_FAILED)
             defer { _ = unsafe munmap(base, byteCount) }

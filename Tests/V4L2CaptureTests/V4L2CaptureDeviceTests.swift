@@ -124,7 +124,10 @@ final class CaptureRun: Sendable {
 
     /// Both memory modes: the device's buffers (read-only DMA-BUFs) and our memfds imported through udmabuf (sealed
     /// memfds, reopened read-only for subscribers).
-    @Test(.enabled(if: runsDeviceTests, noDeviceReason), arguments: [V4L2Capture.MemoryMode.deviceBuffers, .importedMemFD])
+    @Test(
+        .enabled(if: runsDeviceTests, noDeviceReason),
+        arguments: [V4L2Capture.MemoryMode.deviceBuffers, .importedMemFD]
+    )
     func theDescriptorsSentToSubscribersCannotMapAFrameWritable(memory: V4L2Capture.MemoryMode) async throws {
         try requireCaptureDevice()
         let capture = try Self.smallCapture(buffers: 4, memory: memory)
@@ -250,7 +253,10 @@ final class CaptureRun: Sendable {
         #expect(statistics.starvations == 0, "\(statistics)")
     }
 
-    @Test(.enabled(if: runsDeviceTests, noDeviceReason), arguments: [V4L2Capture.MemoryMode.deviceBuffers, .importedMemFD])
+    @Test(
+        .enabled(if: runsDeviceTests, noDeviceReason),
+        arguments: [V4L2Capture.MemoryMode.deviceBuffers, .importedMemFD]
+    )
     func hoardingAndKilledSubscribersGiveTheirBuffersBack(memory: V4L2Capture.MemoryMode) async throws {
         try requireCaptureDevice()
         let capture = try Self.smallCapture(buffers: 8, memory: memory)
@@ -347,7 +353,10 @@ final class CaptureRun: Sendable {
         #expect(access(path, F_OK) != 0, "socket file left behind")
         #expect(command.output.contains("SIGTERM: stopped"), "\(command.output)")
         #expect(command.output.contains("NV12 320x180 as 420v"), "\(command.output)")
-        #expect(command.output.contains("memory: mmap (MMAP: asked for); frames are DMA-BUF surfaces"), "\(command.output)")
+        #expect(
+            command.output.contains("memory: mmap (MMAP: asked for); frames are DMA-BUF surfaces"),
+            "\(command.output)"
+        )
         try #require(enough, "received \(collector.frameCount) frames: \(command.output)")
 
         // Bit-exact: each received image equals the bytes the producer read out of the device's buffer.

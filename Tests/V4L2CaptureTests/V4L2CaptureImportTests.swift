@@ -128,7 +128,9 @@ extension V4L2CaptureDeviceTests {
             tag: "udmabuf"
         )
         #expect(
-            delivery.captureOutput.contains("memory: udmabuf (udmabuf: /dev/udmabuf present and vivid imports DMA-BUFs)"),
+            delivery.captureOutput.contains(
+                "memory: udmabuf (udmabuf: /dev/udmabuf present and vivid imports DMA-BUFs)"
+            ),
             "\(delivery.captureOutput)"
         )
         #expect(delivery.captureOutput.contains("frames are memfd surfaces"), "\(delivery.captureOutput)")

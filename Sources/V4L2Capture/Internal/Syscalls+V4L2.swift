@@ -219,7 +219,9 @@ extension Syscall {
         index: UInt32,
         plane: UInt32
     ) -> Result<FileDescriptor, Errno> {
-        valueOrErrno { cfb_v4l2_export_buffer(fd.rawValue, queue.raw, index, plane) }.map(FileDescriptor.init(rawValue:))
+        valueOrErrno { cfb_v4l2_export_buffer(fd.rawValue, queue.raw, index, plane) }.map(
+            FileDescriptor.init(rawValue:)
+        )
     }
 
     /// `VIDIOC_QBUF` (or `VIDIOC_PREPARE_BUF` with `prepareOnly`): an MMAP buffer (no `dmabufs`), or imported
