@@ -117,6 +117,36 @@ func expectBitExactAndAccounted(
 }
 
 extension V4L2CaptureDeviceTests {
+    /// Without udmabuf, `.automatic` falls back to the device's buffers and says why; `.importedMemFD` is refused,
+    /// naming the missing node.
+    @Test(.enabled(if: runsDeviceTests, noDeviceReason))
+    func automaticMemoryFallsBackToDeviceBuffersWithoutUDMABuf() throws {
+        try requireCaptureDevice()
+        var configuration = V4L2Capture.Configuration(
+            devicePath: captureDevicePath,
+            pixelFormat: .yuv420BiPlanarVideoRange8,
+            width: 320,
+            height: 180
+        )
+        configuration.bufferCount = 4
+        configuration.udmabufDevicePath = "/dev/framebus-no-udmabuf"
+        configuration.memoryMode = .automatic
+        // In a function of its own, so the capture (and its buffers) are gone before the next open.
+        func automatic() throws -> (V4L2Capture.MemoryMode, String) {
+            let capture = try V4L2Capture(configuration: configuration)
+            return (capture.memoryMode, capture.memoryModeReason)
+        }
+        let (mode, reason) = try automatic()
+        #expect(mode == .deviceBuffers)
+        #expect(reason == "MMAP: /dev/framebus-no-udmabuf absent")
+        configuration.memoryMode = .importedMemFD
+        #expect {
+            _ = try V4L2Capture(configuration: configuration)
+        } throws: { error in
+            (error as? V4L2CaptureError)?.code == .surface && "\(error)".contains("/dev/framebus-no-udmabuf")
+        }
+    }
+
     /// `--memory auto` in a kernel with /dev/udmabuf and vivid: the device writes into our sealed memfds, and a
     /// subscriber in another process gets memfd surfaces (no DMA-BUF) whose bytes equal what the device wrote.
     @Test(.enabled(if: runsDeviceTests, noDeviceReason))
@@ -124,7 +154,7 @@ extension V4L2CaptureDeviceTests {
         try requireCaptureDevice()
         let delivery = try await captureIntoSubscriber(
             ["--memory", "auto", "--format", "420v", "--size", "320x180", "--fps", "5"],
-            frames: 24,
+            frames: 16,
             tag: "udmabuf"
         )
         #expect(
@@ -171,7 +201,7 @@ extension V4L2CaptureDeviceTests {
                 "--memory", test.memory, "--device-format", test.deviceFormat, "--format", "420v", "--size",
                 "320x180", "--fps", "5",
             ],
-            frames: 20,
+            frames: 16,
             tag: "mplane"
         )
         let output = delivery.captureOutput
