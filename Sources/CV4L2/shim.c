@@ -15,6 +15,8 @@ _Static_assert(CFB_V4L2_PIX_FMT_NV12 == V4L2_PIX_FMT_NV12, "V4L2_PIX_FMT_NV12");
 _Static_assert(CFB_V4L2_PIX_FMT_P010 == V4L2_PIX_FMT_P010, "V4L2_PIX_FMT_P010");
 _Static_assert(CFB_V4L2_PIX_FMT_XBGR32 == V4L2_PIX_FMT_XBGR32, "V4L2_PIX_FMT_XBGR32");
 _Static_assert(CFB_V4L2_PIX_FMT_ABGR32 == V4L2_PIX_FMT_ABGR32, "V4L2_PIX_FMT_ABGR32");
+_Static_assert(CFB_V4L2_PIX_FMT_NV12M == V4L2_PIX_FMT_NV12M, "V4L2_PIX_FMT_NV12M");
+_Static_assert(CFB_V4L2_MAX_PLANES <= VIDEO_MAX_PLANES, "VIDEO_MAX_PLANES");
 _Static_assert(CFB_V4L2_PIX_FMT_FLAG_SET_CSC == V4L2_PIX_FMT_FLAG_SET_CSC, "V4L2_PIX_FMT_FLAG_SET_CSC");
 _Static_assert(CFB_V4L2_FIELD_ANY == V4L2_FIELD_ANY, "V4L2_FIELD_ANY");
 _Static_assert(CFB_V4L2_FIELD_NONE == V4L2_FIELD_NONE, "V4L2_FIELD_NONE");
@@ -77,11 +79,17 @@ int cfb_v4l2_query_capability(int fd, cfb_v4l2_capability *capability) {
     return 0;
 }
 
-int cfb_v4l2_enumerate_format(int fd, uint32_t index, uint32_t *pixelformat) {
+static uint32_t cfb_type(cfb_v4l2_queue queue) {
+    return queue.multiplanar ? V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE : V4L2_BUF_TYPE_VIDEO_CAPTURE;
+}
+
+static uint32_t cfb_memory(cfb_v4l2_queue queue) { return queue.dmabuf ? V4L2_MEMORY_DMABUF : V4L2_MEMORY_MMAP; }
+
+int cfb_v4l2_enumerate_format(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t *pixelformat) {
     struct v4l2_fmtdesc raw;
     memset(&raw, 0, sizeof raw);
     raw.index = index;
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    raw.type = cfb_type(queue);
     if (cfb_ioctl(fd, VIDIOC_ENUM_FMT, &raw) != 0) return -1;
     *pixelformat = raw.pixelformat;
     return 0;
@@ -109,52 +117,90 @@ int cfb_v4l2_enumerate_frame_size(int fd, uint32_t pixelformat, uint32_t index, 
     return 0;
 }
 
-static void cfb_copy_out(const struct v4l2_pix_format *raw, cfb_v4l2_pix_format *format) {
-    format->width = raw->width;
-    format->height = raw->height;
-    format->pixelformat = raw->pixelformat;
-    format->field = raw->field;
-    format->bytesperline = raw->bytesperline;
-    format->sizeimage = raw->sizeimage;
-    format->colorspace = raw->colorspace;
-    format->flags = raw->flags;
-    format->ycbcr_enc = raw->ycbcr_enc;
-    format->quantization = raw->quantization;
-    format->xfer_func = raw->xfer_func;
+static void cfb_copy_out(cfb_v4l2_queue queue, const struct v4l2_format *raw, cfb_v4l2_pix_format *format) {
+    memset(format, 0, sizeof *format);
+    if (queue.multiplanar) {
+        const struct v4l2_pix_format_mplane *mp = &raw->fmt.pix_mp;
+        format->width = mp->width;
+        format->height = mp->height;
+        format->pixelformat = mp->pixelformat;
+        format->field = mp->field;
+        format->colorspace = mp->colorspace;
+        format->flags = mp->flags;
+        format->ycbcr_enc = mp->ycbcr_enc;
+        format->quantization = mp->quantization;
+        format->xfer_func = mp->xfer_func;
+        // A driver reporting more planes than we carry is passed through as such; the caller refuses it.
+        format->num_planes = mp->num_planes;
+        for (uint32_t i = 0; i < CFB_V4L2_MAX_PLANES && i < mp->num_planes && i < VIDEO_MAX_PLANES; i++) {
+            format->plane_bytesperline[i] = mp->plane_fmt[i].bytesperline;
+            format->plane_sizeimage[i] = mp->plane_fmt[i].sizeimage;
+        }
+        format->bytesperline = format->plane_bytesperline[0];
+        format->sizeimage = format->plane_sizeimage[0];
+    } else {
+        const struct v4l2_pix_format *pix = &raw->fmt.pix;
+        format->width = pix->width;
+        format->height = pix->height;
+        format->pixelformat = pix->pixelformat;
+        format->field = pix->field;
+        format->bytesperline = pix->bytesperline;
+        format->sizeimage = pix->sizeimage;
+        format->colorspace = pix->colorspace;
+        format->flags = pix->flags;
+        format->ycbcr_enc = pix->ycbcr_enc;
+        format->quantization = pix->quantization;
+        format->xfer_func = pix->xfer_func;
+        format->num_planes = 1;
+        format->plane_bytesperline[0] = pix->bytesperline;
+        format->plane_sizeimage[0] = pix->sizeimage;
+    }
 }
 
-int cfb_v4l2_get_format(int fd, cfb_v4l2_pix_format *format) {
+int cfb_v4l2_get_format(int fd, cfb_v4l2_queue queue, cfb_v4l2_pix_format *format) {
     struct v4l2_format raw;
     memset(&raw, 0, sizeof raw);
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    raw.type = cfb_type(queue);
     if (cfb_ioctl(fd, VIDIOC_G_FMT, &raw) != 0) return -1;
-    cfb_copy_out(&raw.fmt.pix, format);
+    cfb_copy_out(queue, &raw, format);
     return 0;
 }
 
-int cfb_v4l2_set_format(int fd, cfb_v4l2_pix_format *format, int try_only) {
+int cfb_v4l2_set_format(int fd, cfb_v4l2_queue queue, cfb_v4l2_pix_format *format, int try_only) {
     struct v4l2_format raw;
     memset(&raw, 0, sizeof raw);
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-    raw.fmt.pix.width = format->width;
-    raw.fmt.pix.height = format->height;
-    raw.fmt.pix.pixelformat = format->pixelformat;
-    raw.fmt.pix.field = format->field;
-    if (format->flags & V4L2_PIX_FMT_FLAG_SET_CSC) {
-        // The extended fields count only with the magic; 0 (default) leaves a field to the driver.
-        raw.fmt.pix.priv = V4L2_PIX_FMT_PRIV_MAGIC;
-        raw.fmt.pix.flags = V4L2_PIX_FMT_FLAG_SET_CSC;
-        raw.fmt.pix.quantization = format->quantization;
+    raw.type = cfb_type(queue);
+    if (queue.multiplanar) {
+        raw.fmt.pix_mp.width = format->width;
+        raw.fmt.pix_mp.height = format->height;
+        raw.fmt.pix_mp.pixelformat = format->pixelformat;
+        raw.fmt.pix_mp.field = format->field;
+        if (format->flags & V4L2_PIX_FMT_FLAG_SET_CSC) {
+            raw.fmt.pix_mp.flags = V4L2_PIX_FMT_FLAG_SET_CSC;
+            raw.fmt.pix_mp.quantization = format->quantization;
+        }
+    } else {
+        raw.fmt.pix.width = format->width;
+        raw.fmt.pix.height = format->height;
+        raw.fmt.pix.pixelformat = format->pixelformat;
+        raw.fmt.pix.field = format->field;
+        if (format->flags & V4L2_PIX_FMT_FLAG_SET_CSC) {
+            // The extended fields count only with the magic; 0 (default) leaves a field to the driver.
+            raw.fmt.pix.priv = V4L2_PIX_FMT_PRIV_MAGIC;
+            raw.fmt.pix.flags = V4L2_PIX_FMT_FLAG_SET_CSC;
+            raw.fmt.pix.quantization = format->quantization;
+        }
     }
     if (cfb_ioctl(fd, try_only ? VIDIOC_TRY_FMT : VIDIOC_S_FMT, &raw) != 0) return -1;
-    cfb_copy_out(&raw.fmt.pix, format);
+    cfb_copy_out(queue, &raw, format);
     return 0;
 }
 
-int cfb_v4l2_get_frame_interval(int fd, uint32_t *numerator, uint32_t *denominator, uint32_t *capability) {
+int cfb_v4l2_get_frame_interval(int fd, cfb_v4l2_queue queue, uint32_t *numerator, uint32_t *denominator,
+                                uint32_t *capability) {
     struct v4l2_streamparm raw;
     memset(&raw, 0, sizeof raw);
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    raw.type = cfb_type(queue);
     if (cfb_ioctl(fd, VIDIOC_G_PARM, &raw) != 0) return -1;
     *numerator = raw.parm.capture.timeperframe.numerator;
     *denominator = raw.parm.capture.timeperframe.denominator;
@@ -162,10 +208,10 @@ int cfb_v4l2_get_frame_interval(int fd, uint32_t *numerator, uint32_t *denominat
     return 0;
 }
 
-int cfb_v4l2_set_frame_interval(int fd, uint32_t *numerator, uint32_t *denominator) {
+int cfb_v4l2_set_frame_interval(int fd, cfb_v4l2_queue queue, uint32_t *numerator, uint32_t *denominator) {
     struct v4l2_streamparm raw;
     memset(&raw, 0, sizeof raw);
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    raw.type = cfb_type(queue);
     raw.parm.capture.timeperframe.numerator = *numerator;
     raw.parm.capture.timeperframe.denominator = *denominator;
     if (cfb_ioctl(fd, VIDIOC_S_PARM, &raw) != 0) return -1;
@@ -174,56 +220,108 @@ int cfb_v4l2_set_frame_interval(int fd, uint32_t *numerator, uint32_t *denominat
     return 0;
 }
 
-int cfb_v4l2_request_buffers(int fd, uint32_t *count) {
+int cfb_v4l2_request_buffers(int fd, cfb_v4l2_queue queue, uint32_t *count) {
     struct v4l2_requestbuffers raw;
     memset(&raw, 0, sizeof raw);
     raw.count = *count;
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-    raw.memory = V4L2_MEMORY_MMAP;
+    raw.type = cfb_type(queue);
+    raw.memory = cfb_memory(queue);
     if (cfb_ioctl(fd, VIDIOC_REQBUFS, &raw) != 0) return -1;
     *count = raw.count;
     return 0;
 }
 
-int cfb_v4l2_query_buffer(int fd, uint32_t index, uint32_t *length) {
+int cfb_v4l2_query_buffer(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t *num_planes, uint32_t *lengths) {
     struct v4l2_buffer raw;
+    struct v4l2_plane planes[VIDEO_MAX_PLANES];
     memset(&raw, 0, sizeof raw);
+    memset(planes, 0, sizeof planes);
     raw.index = index;
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    raw.type = cfb_type(queue);
     raw.memory = V4L2_MEMORY_MMAP;
+    if (queue.multiplanar) {
+        raw.m.planes = planes;
+        raw.length = VIDEO_MAX_PLANES;
+    }
     if (cfb_ioctl(fd, VIDIOC_QUERYBUF, &raw) != 0) return -1;
-    *length = raw.length;
+    for (uint32_t i = 0; i < CFB_V4L2_MAX_PLANES; i++) lengths[i] = 0;
+    if (queue.multiplanar) {
+        *num_planes = raw.length;
+        for (uint32_t i = 0; i < CFB_V4L2_MAX_PLANES && i < raw.length && i < VIDEO_MAX_PLANES; i++) {
+            lengths[i] = planes[i].length;
+        }
+    } else {
+        *num_planes = 1;
+        lengths[0] = raw.length;
+    }
     return 0;
 }
 
-int cfb_v4l2_export_buffer(int fd, uint32_t index) {
+int cfb_v4l2_export_buffer(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t plane) {
     struct v4l2_exportbuffer raw;
     memset(&raw, 0, sizeof raw);
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+    raw.type = cfb_type(queue);
     raw.index = index;
-    raw.plane = 0;
+    raw.plane = plane;
     raw.flags = O_RDONLY | O_CLOEXEC;
     if (cfb_ioctl(fd, VIDIOC_EXPBUF, &raw) != 0) return -1;
     return raw.fd;
 }
 
-int cfb_v4l2_queue_buffer(int fd, uint32_t index) {
+int cfb_v4l2_queue_buffer(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t num_planes,
+                          const int32_t *fds, const uint32_t *lengths, int prepare_only) {
     struct v4l2_buffer raw;
+    struct v4l2_plane planes[VIDEO_MAX_PLANES];
     memset(&raw, 0, sizeof raw);
+    memset(planes, 0, sizeof planes);
+    if (num_planes < 1 || num_planes > CFB_V4L2_MAX_PLANES || (queue.dmabuf && (!fds || !lengths))) {
+        errno = EINVAL;
+        return -1;
+    }
     raw.index = index;
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-    raw.memory = V4L2_MEMORY_MMAP;
-    return cfb_ioctl(fd, VIDIOC_QBUF, &raw);
+    raw.type = cfb_type(queue);
+    raw.memory = cfb_memory(queue);
+    if (queue.multiplanar) {
+        raw.m.planes = planes;
+        raw.length = num_planes;
+        if (queue.dmabuf) {
+            for (uint32_t i = 0; i < num_planes; i++) {
+                planes[i].m.fd = fds[i];
+                planes[i].length = lengths[i];
+            }
+        }
+    } else if (queue.dmabuf) {
+        raw.m.fd = fds[0];
+        raw.length = lengths[0];
+    }
+    return cfb_ioctl(fd, prepare_only ? VIDIOC_PREPARE_BUF : VIDIOC_QBUF, &raw);
 }
 
-int cfb_v4l2_dequeue_buffer(int fd, cfb_v4l2_dequeued *buffer) {
+int cfb_v4l2_dequeue_buffer(int fd, cfb_v4l2_queue queue, uint32_t num_planes, cfb_v4l2_dequeued *buffer) {
     struct v4l2_buffer raw;
+    struct v4l2_plane planes[VIDEO_MAX_PLANES];
     memset(&raw, 0, sizeof raw);
-    raw.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-    raw.memory = V4L2_MEMORY_MMAP;
+    memset(planes, 0, sizeof planes);
+    if (num_planes < 1 || num_planes > CFB_V4L2_MAX_PLANES) {
+        errno = EINVAL;
+        return -1;
+    }
+    raw.type = cfb_type(queue);
+    raw.memory = cfb_memory(queue);
+    if (queue.multiplanar) {
+        raw.m.planes = planes;
+        raw.length = num_planes;
+    }
     if (cfb_ioctl(fd, VIDIOC_DQBUF, &raw) != 0) return -1;
+    memset(buffer, 0, sizeof *buffer);
     buffer->index = raw.index;
-    buffer->bytesused = raw.bytesused;
+    if (queue.multiplanar) {
+        for (uint32_t i = 0; i < num_planes && i < raw.length; i++) buffer->plane_bytesused[i] = planes[i].bytesused;
+        buffer->bytesused = buffer->plane_bytesused[0];
+    } else {
+        buffer->bytesused = raw.bytesused;
+        buffer->plane_bytesused[0] = raw.bytesused;
+    }
     buffer->flags = raw.flags;
     buffer->field = raw.field;
     buffer->sequence = raw.sequence;
@@ -232,8 +330,8 @@ int cfb_v4l2_dequeue_buffer(int fd, cfb_v4l2_dequeued *buffer) {
     return 0;
 }
 
-int cfb_v4l2_stream(int fd, int on) {
-    int type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+int cfb_v4l2_stream(int fd, cfb_v4l2_queue queue, int on) {
+    int type = (int)cfb_type(queue);
     return cfb_ioctl(fd, on ? VIDIOC_STREAMON : VIDIOC_STREAMOFF, &type);
 }
 

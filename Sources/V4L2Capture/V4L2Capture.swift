@@ -4,11 +4,19 @@ import SystemPackage
 
 /// A V4L2 camera as a FrameBus producer: frames go from the device's buffers to subscribers without a copy.
 ///
-/// The capture opens a single-planar V4L2 video capture node, negotiates a format FrameBus carries (NV12 becomes
-/// `420v` or `420f` by the quantization the driver reports, P010 `x420` or `xf20`, XR24 and AR24 `BGRA`), a size
-/// and a frame interval, and allocates the device's buffers (`VIDIOC_REQBUFS`, `V4L2_MEMORY_MMAP`). Each buffer is
-/// exported once as a read-only DMA-BUF (`VIDIOC_EXPBUF`) and imported as a ``Surface``: those surfaces go on the
-/// wire as DMA-BUFs, so a subscriber maps the very memory the device wrote.
+/// The capture opens a V4L2 video capture node (single-planar, or multi-planar:
+/// `V4L2_CAP_VIDEO_CAPTURE_MPLANE`), negotiates a format FrameBus carries (NV12 and NV12M become `420v` or `420f`
+/// by the quantization the driver reports, P010 `x420` or `xf20`, XR24 and AR24 `BGRA`), a size and a frame
+/// interval, and sets up the buffers the device writes, in one of two ways (``MemoryMode``), neither of which copies
+/// a byte:
+///
+/// - ``MemoryMode/deviceBuffers``: the device allocates (`VIDIOC_REQBUFS`, `V4L2_MEMORY_MMAP`); each buffer (each
+///   memory plane of it) is exported once as a read-only DMA-BUF (`VIDIOC_EXPBUF`) and imported as a ``Surface``.
+///   Frames go on the wire as DMA-BUFs: only subscribers that accept DMA-BUF surfaces (SURFACE v2) can take them.
+/// - ``MemoryMode/importedMemFD``: the capture allocates sealed memfd surfaces, the same kind `Publisher` pools
+///   use, wraps each memfd in a udmabuf (`/dev/udmabuf`, `UDMABUF_CREATE`) and has the device write into them
+///   (`V4L2_MEMORY_DMABUF`). Frames go on the wire as memfds, which every subscriber can map (Python, GStreamer fd
+///   memory, format conversion).
 ///
 /// ```swift
 /// let capture = try V4L2Capture(configuration: .init(devicePath: "/dev/video0", pixelFormat: .yuv420BiPlanarVideoRange8))
@@ -24,10 +32,35 @@ import SystemPackage
 /// frames, so every device frame is accounted for. Timing is the buffer's `CLOCK_MONOTONIC` timestamp (the
 /// ``HostClock``) and the frame interval.
 ///
-/// What is copied: nothing for subscribers of the capture's format. A subscriber of the compressed variant gets a
-/// frame the publisher encodes once per frame into its own memfd pool (reading the device's buffer through the
-/// DMA-BUF mapping).
+/// What is copied: nothing for subscribers of the capture's format, in either memory mode. A subscriber of the
+/// compressed variant gets a frame the publisher encodes once per frame into its own memfd pool (reading the frame
+/// through the surface's mapping).
 public final class V4L2Capture: Sendable {
+    /// Whose memory the device writes frames into. Neither mode copies: the device writes each frame once, into
+    /// memory the subscribers map.
+    public enum MemoryMode: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+        /// The device's own buffers (`V4L2_MEMORY_MMAP`), exported read-only with `VIDIOC_EXPBUF`: frames are
+        /// DMA-BUF surfaces. Works with every streaming driver; subscribers must accept DMA-BUF surfaces.
+        case deviceBuffers
+        /// The capture's own sealed memfd surfaces, imported by the device through udmabuf (`V4L2_MEMORY_DMABUF`):
+        /// frames are memfd surfaces that every subscriber can map. Needs `/dev/udmabuf` (`CONFIG_UDMABUF`) and a
+        /// driver that imports DMA-BUFs into its buffer queue (videobuf2 drivers whose memory ops can map an
+        /// imported buffer, such as vivid and uvcvideo).
+        case importedMemFD
+        /// ``importedMemFD`` when `/dev/udmabuf` exists and the device accepts the imported buffers
+        /// (`VIDIOC_REQBUFS` and `VIDIOC_PREPARE_BUF` with `V4L2_MEMORY_DMABUF` succeed), else ``deviceBuffers``.
+        /// ``V4L2Capture/memoryMode`` says which, and ``V4L2Capture/memoryModeReason`` why.
+        case automatic
+
+        public var description: String {
+            switch self {
+            case .deviceBuffers: "MMAP device buffers exported as DMA-BUFs"
+            case .importedMemFD: "memfd surfaces imported through udmabuf (DMABUF)"
+            case .automatic: "automatic"
+            }
+        }
+    }
+
     /// What to open and what to ask for.
     public struct Configuration: Sendable {
         /// The device node, e.g. `/dev/video0`.
@@ -44,6 +77,13 @@ public final class V4L2Capture: Sendable {
         public var framesPerSecond: Double?
         /// Buffers to ask the driver for (3…64); the driver may grant more or fewer (at least 3 are needed).
         public var bufferCount = 16
+        /// Whose memory the device writes (see ``MemoryMode``).
+        public var memoryMode = MemoryMode.automatic
+        /// The V4L2 format to ask for, e.g. ``V4L2PixelFormat/nv12m`` on a multi-planar device; nil chooses by
+        /// ``pixelFormat``. It must deliver ``pixelFormat`` when both are given.
+        public var devicePixelFormat: V4L2PixelFormat?
+        /// The udmabuf device node for ``MemoryMode/importedMemFD``.
+        public var udmabufDevicePath = "/dev/udmabuf"
 
         /// Creates a configuration.
         public init(
@@ -71,8 +111,13 @@ public final class V4L2Capture: Sendable {
         public var width: Int
         /// Height in pixels.
         public var height: Int
-        /// Stride of every plane in bytes.
+        /// Stride in bytes of every plane of a single-buffer format; of plane 0 for `NV12M` (see
+        /// ``memoryPlaneBytesPerLine``).
         public var bytesPerLine: Int
+        /// Each memory plane's stride (one entry per buffer of a frame: 2 for `NV12M`, else 1).
+        public var memoryPlaneBytesPerLine: [Int]
+        /// Each memory plane's size as the driver reports it (`sizeimage`).
+        public var memoryPlaneSizes: [Int]
         /// The frame interval, numerator over denominator seconds; nil if the driver does not say.
         public var frameInterval: (numerator: Int, denominator: Int)? {
             get { intervalNumerator > 0 && intervalDenominator > 0 ? (intervalNumerator, intervalDenominator) : nil }
@@ -93,14 +138,17 @@ public final class V4L2Capture: Sendable {
             pixelFormat: PixelFormat,
             width: Int,
             height: Int,
-            bytesPerLine: Int,
+            bytesPerLine: [Int],
+            sizes: [Int],
             colorimetry: V4L2Colorimetry
         ) {
             self.devicePixelFormat = devicePixelFormat
             self.pixelFormat = pixelFormat
             self.width = width
             self.height = height
-            self.bytesPerLine = bytesPerLine
+            self.bytesPerLine = bytesPerLine.first ?? 0
+            self.memoryPlaneBytesPerLine = bytesPerLine
+            self.memoryPlaneSizes = sizes
             self.colorimetry = colorimetry
             self.attachments = colorimetry.attachments(isYCbCr: devicePixelFormat.isYCbCr)
         }
@@ -207,9 +255,17 @@ public final class V4L2Capture: Sendable {
     public let card: String
     /// Buffers the driver granted.
     public let bufferCount: Int
+    /// Whether the device is multi-planar (`V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE`).
+    public let isMultiplanar: Bool
+    /// The memory mode in use: ``MemoryMode/deviceBuffers`` or ``MemoryMode/importedMemFD``, never
+    /// ``MemoryMode/automatic``.
+    public let memoryMode: MemoryMode
+    /// Why ``memoryMode`` was chosen (for logs), e.g. "udmabuf: /dev/udmabuf present and vivid imports DMA-BUFs".
+    public let memoryModeReason: String
 
     private let device: CaptureDevice
-    private let surfaces: [Surface]
+    private let queue: V4L2Queue
+    private let buffers: [DeviceBuffer]
     private let returned: ReturnedBuffers
     private let state: Mutex<State>
 
@@ -237,10 +293,15 @@ public final class V4L2Capture: Sendable {
         self.driver = negotiated.driver
         self.card = negotiated.card
         self.format = negotiated.format
+        self.isMultiplanar = negotiated.isMultiplanar
         self.device = device
-        let (surfaces, granted) = try Self.allocateBuffers(device.descriptor, negotiated.format, configuration)
-        self.surfaces = surfaces
-        self.bufferCount = granted
+        let allocated = try Self.allocateBuffers(device.descriptor, negotiated, configuration)
+        self.queue = allocated.queue
+        self.buffers = allocated.buffers
+        self.bufferCount = allocated.buffers.count
+        let granted = allocated.buffers.count
+        self.memoryMode = allocated.queue.importsDMABufs ? .importedMemFD : .deviceBuffers
+        self.memoryModeReason = allocated.reason
         self.returned = try ReturnedBuffers()
         self.state = Mutex(State(accounting: CaptureAccounting(bufferCount: granted)))
     }
@@ -251,6 +312,7 @@ public final class V4L2Capture: Sendable {
         var driver: String
         var card: String
         var format: Format
+        var isMultiplanar: Bool
     }
 
     private static func negotiate(
@@ -265,27 +327,39 @@ public final class V4L2Capture: Sendable {
         let caps =
             capability.capabilities & V4L2Constants.capabilityDeviceCaps != 0
             ? capability.deviceCapabilities : capability.capabilities
-        guard caps & V4L2Constants.capabilityVideoCapture != 0, caps & V4L2Constants.capabilityStreaming != 0 else {
-            let planar = caps & V4L2Constants.capabilityVideoCaptureMultiplanar != 0
+        let singlePlanar = caps & V4L2Constants.capabilityVideoCapture != 0
+        let multiplanar = caps & V4L2Constants.capabilityVideoCaptureMultiplanar != 0
+        guard singlePlanar || multiplanar, caps & V4L2Constants.capabilityStreaming != 0 else {
             throw V4L2CaptureError(
                 .notACaptureDevice,
                 "VIDIOC_QUERYCAP(\(path))",
-                message: planar
-                    ? "\(capability.card) is a multi-planar capture device (not supported yet)"
-                    : "\(capability.card) (\(capability.driver)) is not a streaming video capture device"
+                message: "\(capability.card) (\(capability.driver)) is not a streaming video capture device"
             )
         }
+        // A device offering both APIs is driven single-planar; the queue's memory is settled in allocateBuffers.
+        let queue = V4L2Queue(isMultiplanar: !singlePlanar, importsDMABufs: false)
         // The formats offered (a bounded enumeration: a driver lists a few dozen at most).
         var offered: [V4L2PixelFormat] = []
         for index in 0..<UInt32(256) {
-            switch Syscall.v4l2EnumerateFormat(fd, index: index) {
+            switch Syscall.v4l2EnumerateFormat(fd, queue, index: index) {
             case .success(let code): offered.append(V4L2PixelFormat(rawValue: code))
             case .failure(.invalidArgument): break
             case .failure(let errno): throw V4L2CaptureError.systemCall("VIDIOC_ENUM_FMT", errno)
             }
             if offered.count < Int(index) + 1 { break }
         }
-        let wanted = configuration.pixelFormat.map { V4L2PixelFormat.candidates(for: $0) } ?? V4L2PixelFormat.supported
+        var wanted = configuration.pixelFormat.map { V4L2PixelFormat.candidates(for: $0) } ?? V4L2PixelFormat.supported
+        if let device = configuration.devicePixelFormat {
+            guard wanted.contains(device) else {
+                throw V4L2CaptureError(
+                    .unsupportedFormat,
+                    "V4L2Capture(\(path))",
+                    message:
+                        "\(device) cannot deliver \(configuration.pixelFormat.map { "\($0)" } ?? "a FrameBus format")"
+                )
+            }
+            wanted = [device]
+        }
         guard let chosen = wanted.first(where: offered.contains) else {
             throw V4L2CaptureError(
                 .unsupportedFormat,
@@ -294,7 +368,8 @@ public final class V4L2Capture: Sendable {
                     + "FrameBus needs \(wanted.map(\.description).joined(separator: " or "))"
             )
         }
-        let current = try Syscall.v4l2GetFormat(fd).mapError { V4L2CaptureError.systemCall("VIDIOC_G_FMT", $0) }.get()
+        let current = try Syscall.v4l2GetFormat(fd, queue).mapError { V4L2CaptureError.systemCall("VIDIOC_G_FMT", $0) }
+            .get()
         var request = Syscall.V4L2Format()
         request.pixelFormat = chosen.rawValue
         request.width = UInt32(clamping: configuration.width ?? Int(current.width))
@@ -307,13 +382,21 @@ public final class V4L2Capture: Sendable {
             request.quantization =
                 asked.range == .full ? V4L2Colorimetry.Quantization.full : V4L2Colorimetry.Quantization.limited
         }
-        let set = try Syscall.v4l2SetFormat(fd, request, tryOnly: false)
+        let set = try Syscall.v4l2SetFormat(fd, queue, request, tryOnly: false)
             .mapError { V4L2CaptureError.systemCall("VIDIOC_S_FMT", $0) }.get()
         guard set.pixelFormat == chosen.rawValue else {
             throw V4L2CaptureError(
                 .unsupportedFormat,
                 "VIDIOC_S_FMT(\(path))",
                 message: "asked for \(chosen), the driver chose \(V4L2PixelFormat(rawValue: set.pixelFormat))"
+            )
+        }
+        guard Int(set.planeCount) == chosen.memoryPlaneCount, set.planeBytesPerLine.count == chosen.memoryPlaneCount
+        else {
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                "VIDIOC_S_FMT(\(path))",
+                message: "\(chosen) in \(set.planeCount) memory planes; FrameBus expects \(chosen.memoryPlaneCount)"
             )
         }
         guard set.field == V4L2Constants.fieldNone else {
@@ -356,11 +439,17 @@ public final class V4L2Capture: Sendable {
             pixelFormat: pixelFormat,
             width: Int(set.width),
             height: Int(set.height),
-            bytesPerLine: Int(set.bytesPerLine),
+            bytesPerLine: set.planeBytesPerLine.map { Int($0) },
+            sizes: set.planeImageSize.map { Int($0) },
             colorimetry: colorimetry
         )
-        format.frameInterval = try Self.negotiateInterval(fd, configuration.framesPerSecond)
-        return Negotiated(driver: capability.driver, card: capability.card, format: format)
+        format.frameInterval = try Self.negotiateInterval(fd, queue, configuration.framesPerSecond)
+        return Negotiated(
+            driver: capability.driver,
+            card: capability.card,
+            format: format,
+            isMultiplanar: queue.isMultiplanar
+        )
     }
 
     private static func frameSizes(_ fd: FileDescriptor, _ format: V4L2PixelFormat) -> [String] {
@@ -381,18 +470,19 @@ public final class V4L2Capture: Sendable {
 
     private static func negotiateInterval(
         _ fd: FileDescriptor,
+        _ queue: V4L2Queue,
         _ framesPerSecond: Double?
     ) throws(V4L2CaptureError) -> (numerator: Int, denominator: Int)? {
         if let framesPerSecond {
             // 1000 / (fps · 1000): exact for whole and common fractional rates (29.97 → 1000/29970).
             let denominator = UInt32((framesPerSecond * 1000).rounded())
-            switch Syscall.v4l2SetFrameInterval(fd, numerator: 1000, denominator: max(1, denominator)) {
+            switch Syscall.v4l2SetFrameInterval(fd, queue, numerator: 1000, denominator: max(1, denominator)) {
             case .success: break
             case .failure(.invalidArgument), .failure(.notSupported), .failure(.inappropriateIOCTLForDevice): break
             case .failure(let errno): throw V4L2CaptureError.systemCall("VIDIOC_S_PARM", errno)
             }
         }
-        switch Syscall.v4l2GetFrameInterval(fd) {
+        switch Syscall.v4l2GetFrameInterval(fd, queue) {
         case .success(let interval) where interval.numerator > 0 && interval.denominator > 0:
             return (Int(interval.numerator), Int(interval.denominator))
         case .success, .failure(.invalidArgument), .failure(.notSupported):
@@ -402,52 +492,239 @@ public final class V4L2Capture: Sendable {
         }
     }
 
+    /// One frame's buffer: the surface subscribers get and, when the device imports it, the DMA-BUFs it is queued
+    /// with (one per memory plane).
+    struct DeviceBuffer: Sendable {
+        var surface: Surface
+        var imported: UDMABufDescriptors?
+    }
+
+    private struct Allocated {
+        var queue: V4L2Queue
+        var buffers: [DeviceBuffer]
+        var reason: String
+    }
+
     private static func allocateBuffers(
         _ fd: FileDescriptor,
-        _ format: Format,
+        _ negotiated: Negotiated,
         _ configuration: Configuration
-    ) throws(V4L2CaptureError) -> ([Surface], Int) {
-        let granted = try Syscall.v4l2RequestBuffers(fd, count: UInt32(configuration.bufferCount))
-            .mapError { V4L2CaptureError.systemCall("VIDIOC_REQBUFS", $0) }.get()
+    ) throws(V4L2CaptureError) -> Allocated {
+        let mmap = V4L2Queue(isMultiplanar: negotiated.isMultiplanar, importsDMABufs: false)
+        let udmabuf = configuration.udmabufDevicePath
+        let driver = negotiated.driver
+        switch configuration.memoryMode {
+        case .deviceBuffers:
+            return Allocated(
+                queue: mmap,
+                buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration),
+                reason: "MMAP: asked for"
+            )
+        case .importedMemFD:
+            var queue = mmap
+            queue.importsDMABufs = true
+            return Allocated(
+                queue: queue,
+                buffers: try allocateImportedBuffers(fd, queue, negotiated.format, configuration),
+                reason: "udmabuf: asked for"
+            )
+        case .automatic:
+            guard Syscall.exists(udmabuf) else {
+                return Allocated(
+                    queue: mmap,
+                    buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration),
+                    reason: "MMAP: \(udmabuf) absent"
+                )
+            }
+            var queue = mmap
+            queue.importsDMABufs = true
+            do {
+                return Allocated(
+                    queue: queue,
+                    buffers: try allocateImportedBuffers(fd, queue, negotiated.format, configuration),
+                    reason: "udmabuf: \(udmabuf) present and \(driver) imports DMA-BUFs"
+                )
+            } catch {
+                if error.code == .deviceLost { throw error }
+                // Free whatever the import left (buffers of the DMABUF queue), then let the device allocate.
+                _ = Syscall.v4l2RequestBuffers(fd, queue, count: 0)
+                return Allocated(
+                    queue: mmap,
+                    buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration),
+                    reason: "MMAP: the udmabuf import failed (\(error))"
+                )
+            }
+        }
+    }
+
+    private static func requestBuffers(
+        _ fd: FileDescriptor,
+        _ queue: V4L2Queue,
+        _ configuration: Configuration
+    ) throws(V4L2CaptureError) -> UInt32 {
+        let memory = queue.importsDMABufs ? "DMABUF" : "MMAP"
+        let granted = try Syscall.v4l2RequestBuffers(fd, queue, count: UInt32(configuration.bufferCount))
+            .mapError { V4L2CaptureError.systemCall("VIDIOC_REQBUFS(\(memory))", $0) }.get()
         guard granted >= 3, granted <= 256 else {
             throw V4L2CaptureError(
                 .invalidArgument,
-                "VIDIOC_REQBUFS(\(configuration.devicePath))",
+                "VIDIOC_REQBUFS(\(configuration.devicePath), \(memory))",
                 message: "the driver granted \(granted) buffers; at least 3 are needed"
             )
         }
-        var surfaces: [Surface] = []
+        return granted
+    }
+
+    /// `V4L2_MEMORY_MMAP`: the device's buffers, each memory plane exported read-only and imported as a DMA-BUF
+    /// surface.
+    private static func allocateDeviceBuffers(
+        _ fd: FileDescriptor,
+        _ queue: V4L2Queue,
+        _ format: Format,
+        _ configuration: Configuration
+    ) throws(V4L2CaptureError) -> [DeviceBuffer] {
+        let granted = try requestBuffers(fd, queue, configuration)
+        let planeCount = format.devicePixelFormat.memoryPlaneCount
+        var buffers: [DeviceBuffer] = []
         for index in 0..<granted {
-            let length = try Syscall.v4l2QueryBuffer(fd, index: index)
+            let lengths = try Syscall.v4l2QueryBuffer(fd, queue, index: index, planeCount: planeCount)
                 .mapError { V4L2CaptureError.systemCall("VIDIOC_QUERYBUF", $0) }.get()
+            guard lengths.count == planeCount else {
+                throw V4L2CaptureError(
+                    .invalidArgument,
+                    "VIDIOC_QUERYBUF(\(configuration.devicePath))",
+                    message: "buffer \(index) has \(lengths.count) planes, \(format.devicePixelFormat) \(planeCount)"
+                )
+            }
             let layout = try format.devicePixelFormat.surfaceLayout(
                 width: format.width,
                 height: format.height,
-                bytesPerLine: format.bytesPerLine,
-                bufferLength: Int(length),
+                bytesPerLine: format.memoryPlaneBytesPerLine,
+                bufferLengths: lengths.map { Int($0) },
                 range: format.pixelFormat.range
             )
-            let exported = try Syscall.v4l2ExportBuffer(fd, index: index)
-                .mapError { V4L2CaptureError.systemCall("VIDIOC_EXPBUF", $0) }.get()
-            // The surface duplicates the descriptor; ours is closed either way.
-            defer { Syscall.close(exported) }
-            let planes = layout.planes.map {
-                DMABufPlane(descriptor: exported, offset: $0.offset, bytesPerRow: $0.bytesPerRow)
+            var exported: [FileDescriptor] = []
+            // The surface duplicates the descriptors; ours are closed either way.
+            defer { for descriptor in exported { Syscall.close(descriptor) } }
+            for plane in 0..<UInt32(planeCount) {
+                exported.append(
+                    try Syscall.v4l2ExportBuffer(fd, queue, index: index, plane: plane)
+                        .mapError { V4L2CaptureError.systemCall("VIDIOC_EXPBUF", $0) }.get()
+                )
+            }
+            let planes = layout.planes.enumerated().map {
+                DMABufPlane(
+                    descriptor: exported[planeCount == 1 ? 0 : $0.offset],
+                    offset: $0.element.offset,
+                    bytesPerRow: $0.element.bytesPerRow
+                )
             }
             do {
-                surfaces.append(
-                    try Surface.importDMABuf(
-                        planes: planes,
-                        layout: layout,
-                        modifier: DRMModifier.linear,
-                        readOnly: true
-                    )
+                let surface = try Surface.importDMABuf(
+                    planes: planes,
+                    layout: layout,
+                    modifier: DRMModifier.linear,
+                    readOnly: true
                 )
+                buffers.append(DeviceBuffer(surface: surface, imported: nil))
             } catch {
                 throw V4L2CaptureError(.surface, "Surface.importDMABuf(buffer \(index))", message: error.description)
             }
         }
-        return (surfaces, Int(granted))
+        return buffers
+    }
+
+    /// `V4L2_MEMORY_DMABUF`: sealed memfd surfaces of our own, each memfd wrapped in a udmabuf the device imports;
+    /// every buffer is prepared (`VIDIOC_PREPARE_BUF`) so a driver that cannot import them fails here, not later.
+    private static func allocateImportedBuffers(
+        _ fd: FileDescriptor,
+        _ queue: V4L2Queue,
+        _ format: Format,
+        _ configuration: Configuration
+    ) throws(V4L2CaptureError) -> [DeviceBuffer] {
+        let granted = try requestBuffers(fd, queue, configuration)
+        let planeCount = format.devicePixelFormat.memoryPlaneCount
+        let pageSize = Syscall.pageSize
+        // Each memory plane: the size the driver asks for, in whole pages (udmabuf maps pages). sizeimage is a
+        // UInt32 from the driver, so rounding cannot overflow an Int.
+        let lengths = format.memoryPlaneSizes.map { ($0 + pageSize - 1) / pageSize * pageSize }
+        let layout = try format.devicePixelFormat.surfaceLayout(
+            width: format.width,
+            height: format.height,
+            bytesPerLine: format.memoryPlaneBytesPerLine,
+            bufferLengths: lengths,
+            range: format.pixelFormat.range
+        )
+        var buffers: [DeviceBuffer] = []
+        for index in 0..<granted {
+            let made: (surface: Surface, udmabufs: UDMABufDescriptors)
+            do {
+                made = try Surface.makeMemFDWithUDMABufs(
+                    layout: layout,
+                    name: "framebus-v4l2",
+                    descriptorPerPlane: planeCount > 1,
+                    minimumByteCounts: lengths,
+                    devicePath: configuration.udmabufDevicePath
+                )
+            } catch {
+                throw V4L2CaptureError(
+                    .surface,
+                    "Surface.makeMemFDWithUDMABufs(buffer \(index))",
+                    message: error.description
+                )
+            }
+            let buffer = DeviceBuffer(surface: made.surface, imported: made.udmabufs)
+            if case .failure(let errno) = Self.queue(
+                fd,
+                queue,
+                buffer,
+                index: Int(index),
+                planeCount: planeCount,
+                prepareOnly: true
+            ) {
+                throw V4L2CaptureError.systemCall("VIDIOC_PREPARE_BUF(DMABUF, buffer \(index))", errno)
+            }
+            buffers.append(buffer)
+        }
+        return buffers
+    }
+
+    /// Queues (or prepares) buffer `index`: an MMAP buffer by index, an imported one with its DMA-BUFs.
+    private static func queue(
+        _ fd: FileDescriptor,
+        _ queue: V4L2Queue,
+        _ buffer: DeviceBuffer,
+        index: Int,
+        planeCount: Int,
+        prepareOnly: Bool = false
+    ) -> Result<Void, Errno> {
+        if let imported = buffer.imported {
+            return Syscall.v4l2QueueBuffer(
+                fd,
+                queue,
+                index: UInt32(index),
+                planeCount: planeCount,
+                dmabufs: zip(imported.descriptors, imported.byteCounts).map { ($0, UInt32(clamping: $1)) },
+                prepareOnly: prepareOnly
+            )
+        }
+        return Syscall.v4l2QueueBuffer(
+            fd,
+            queue,
+            index: UInt32(index),
+            planeCount: planeCount,
+            prepareOnly: prepareOnly
+        )
+    }
+
+    private func queueBuffer(_ index: Int) -> Result<Void, Errno> {
+        Self.queue(
+            device.descriptor,
+            queue,
+            buffers[index],
+            index: index,
+            planeCount: format.devicePixelFormat.memoryPlaneCount
+        )
     }
 
     // MARK: Publishing
@@ -488,7 +765,7 @@ public final class V4L2Capture: Sendable {
         }
         guard proceed else { return .stopped }
         let end = stream(publisher, onFrame)
-        _ = Syscall.v4l2Stream(device.descriptor, on: false)
+        _ = Syscall.v4l2Stream(device.descriptor, queue, on: false)
         switch end {
         case .deviceLost, .failed: publisher.stop()
         case .stopped, .publisherStopped: break
@@ -531,11 +808,11 @@ public final class V4L2Capture: Sendable {
     private func stream(_ publisher: Publisher, _ onFrame: ((CapturedFrame) -> Void)?) -> EndReason {
         let fd = device.descriptor
         for index in 0..<bufferCount {
-            if case .failure(let errno) = Syscall.v4l2QueueBuffer(fd, index: UInt32(index)) {
+            if case .failure(let errno) = queueBuffer(index) {
                 return Self.ending(.systemCall("VIDIOC_QBUF", errno))
             }
         }
-        if case .failure(let errno) = Syscall.v4l2Stream(fd, on: true) {
+        if case .failure(let errno) = Syscall.v4l2Stream(fd, queue, on: true) {
             return Self.ending(.systemCall("VIDIOC_STREAMON", errno))
         }
         var pendingDiscontinuity = false
@@ -552,7 +829,7 @@ public final class V4L2Capture: Sendable {
             // Everything the device finished, oldest first.
             var waiting: [Waiting] = []
             dequeuing: while true {
-                switch Syscall.v4l2DequeueBuffer(fd) {
+                switch Syscall.v4l2DequeueBuffer(fd, queue, planeCount: format.devicePixelFormat.memoryPlaneCount) {
                 case .success(let buffer):
                     guard Int(buffer.index) < bufferCount else {
                         return Self.ending(
@@ -594,7 +871,7 @@ public final class V4L2Capture: Sendable {
                     }
                     if !errored { toDrop -= 1 }
                     publisher.reportDroppedFrames(reason: errored ? .discontinuity : .frameWasLate, count: 1)
-                    if case .failure(let errno) = Syscall.v4l2QueueBuffer(fd, index: UInt32(index)) {
+                    if case .failure(let errno) = queueBuffer(index) {
                         return Self.ending(.systemCall("VIDIOC_QBUF", errno))
                     }
                     continue
@@ -610,7 +887,7 @@ public final class V4L2Capture: Sendable {
     private func requeueReturned() -> EndReason? {
         for index in returned.take() {
             guard state.withLock({ $0.accounting.released(index: index) }) else { continue }
-            if case .failure(let errno) = Syscall.v4l2QueueBuffer(device.descriptor, index: UInt32(index)) {
+            if case .failure(let errno) = queueBuffer(index) {
                 return Self.ending(.systemCall("VIDIOC_QBUF", errno))
             }
         }
@@ -628,7 +905,7 @@ public final class V4L2Capture: Sendable {
         let returned = self.returned
         let pixelBuffer: PixelBuffer
         do {
-            pixelBuffer = try PixelBuffer(surface: surfaces[index], attachments: format.attachments) {
+            pixelBuffer = try PixelBuffer(surface: buffers[index].surface, attachments: format.attachments) {
                 returned.returned(index)
             }
         } catch {

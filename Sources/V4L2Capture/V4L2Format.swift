@@ -10,8 +10,10 @@ import Surfaces
 /// | `XR24` | B, G, R, X | `BGRA` (the X byte is carried as alpha, as the device wrote it) |
 /// | `AR24` | B, G, R, A | `BGRA` |
 ///
-/// Only the single-planar variants are handled (`NV12`, not `NV12M`): one buffer per frame, the CbCr plane right
-/// after the Y plane with the same stride.
+/// | `NM12` (`NV12M`) | Y and CbCr in two buffers (a multi-planar device) | `420v` or `420f` |
+///
+/// The single-buffer formats have the CbCr plane right after the Y plane with the same stride; `NV12M` puts each
+/// plane in its own buffer with its own stride (a surface with one descriptor per plane).
 public struct V4L2PixelFormat: Hashable, Sendable, CustomStringConvertible {
     /// The fourcc as V4L2 packs it (`v4l2_fourcc(a, b, c, d)`: `a` in the low byte).
     public let rawValue: UInt32
@@ -27,9 +29,14 @@ public struct V4L2PixelFormat: Hashable, Sendable, CustomStringConvertible {
     public static let xbgr32 = V4L2PixelFormat(text: "XR24")
     /// `V4L2_PIX_FMT_ABGR32` (`AR24`).
     public static let abgr32 = V4L2PixelFormat(text: "AR24")
+    /// `V4L2_PIX_FMT_NV12M` (`NM12`): NV12 with the Y and CbCr planes in separate buffers.
+    public static let nv12m = V4L2PixelFormat(text: "NM12")
 
     /// The formats FrameBus carries, in the order a capture prefers them when none is asked for.
-    public static let supported: [V4L2PixelFormat] = [.nv12, .p010, .xbgr32, .abgr32]
+    public static let supported: [V4L2PixelFormat] = [.nv12, .nv12m, .p010, .xbgr32, .abgr32]
+
+    /// Buffers per frame: 2 for `NV12M` (one per plane), else 1.
+    public var memoryPlaneCount: Int { self == .nv12m ? 2 : 1 }
 
     init(text: StaticString) {
         var value: UInt32 = 0
@@ -50,7 +57,7 @@ public struct V4L2PixelFormat: Hashable, Sendable, CustomStringConvertible {
     /// carry it.
     public func pixelFormat(range: PixelFormat.Range) -> PixelFormat? {
         switch self {
-        case .nv12: range == .full ? .yuv420BiPlanarFullRange8 : .yuv420BiPlanarVideoRange8
+        case .nv12, .nv12m: range == .full ? .yuv420BiPlanarFullRange8 : .yuv420BiPlanarVideoRange8
         case .p010: range == .full ? .yuv420BiPlanarFullRange10 : .yuv420BiPlanarVideoRange10
         case .xbgr32, .abgr32: .bgra8
         default: nil
@@ -58,12 +65,12 @@ public struct V4L2PixelFormat: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether the samples are Y'CbCr.
-    public var isYCbCr: Bool { self == .nv12 || self == .p010 }
+    public var isYCbCr: Bool { self == .nv12 || self == .nv12m || self == .p010 }
 
     /// The V4L2 formats that can deliver a FrameBus format, in order of preference.
     public static func candidates(for format: PixelFormat) -> [V4L2PixelFormat] {
         switch format.base {
-        case .yuv420BiPlanarVideoRange8, .yuv420BiPlanarFullRange8: [.nv12]
+        case .yuv420BiPlanarVideoRange8, .yuv420BiPlanarFullRange8: [.nv12, .nv12m]
         case .yuv420BiPlanarVideoRange10, .yuv420BiPlanarFullRange10: [.p010]
         default: [.xbgr32, .abgr32]
         }
@@ -89,49 +96,100 @@ public struct V4L2PixelFormat: Hashable, Sendable, CustomStringConvertible {
         bufferLength: Int,
         range: PixelFormat.Range
     ) throws(V4L2CaptureError) -> SurfaceLayout {
-        let operation = "V4L2PixelFormat.surfaceLayout(\(self) \(width)x\(height), stride \(bytesPerLine))"
+        try surfaceLayout(
+            width: width,
+            height: height,
+            bytesPerLine: [bytesPerLine],
+            bufferLengths: [bufferLength],
+            range: range
+        )
+    }
+
+    /// The surface layout of one frame held in ``memoryPlaneCount`` buffers.
+    ///
+    /// One buffer (`NV12`, `P010`, `XR24`, `AR24`): plane 0 at offset 0, the CbCr plane right after
+    /// `bytesPerLine[0] * height` bytes with the same stride. One buffer per plane (`NV12M`): plane `i` at offset 0
+    /// of buffer `i` with stride `bytesPerLine[i]`; the layout's planes then each live in their own descriptor and
+    /// its allocation size is the sum of the buffers' lengths.
+    ///
+    /// Every number comes from the driver; each is checked so that no plane leaves its buffer and no arithmetic can
+    /// trap.
+    ///
+    /// - Parameters:
+    ///   - width: the negotiated width in pixels.
+    ///   - height: the negotiated height in pixels.
+    ///   - bytesPerLine: each buffer's stride (`bytesperline`), one per buffer.
+    ///   - bufferLengths: each buffer's length (`VIDIOC_QUERYBUF`, or the size of the imported DMA-BUF).
+    ///   - range: the quantization range the device reports.
+    /// - Throws: ``V4L2CaptureError/Code-swift.struct/unsupportedFormat`` for a format FrameBus does not carry, or
+    ///   geometry that does not fit the format or the buffers.
+    public func surfaceLayout(
+        width: Int,
+        height: Int,
+        bytesPerLine: [Int],
+        bufferLengths: [Int],
+        range: PixelFormat.Range
+    ) throws(V4L2CaptureError) -> SurfaceLayout {
+        let operation = "V4L2PixelFormat.surfaceLayout(\(self) \(width)x\(height), strides \(bytesPerLine))"
         guard let format = pixelFormat(range: range) else {
             throw V4L2CaptureError(.unsupportedFormat, operation, message: "FrameBus does not carry \(self)")
         }
         guard format.isValidSize(width: width, height: height) else {
             throw V4L2CaptureError(.unsupportedFormat, operation, message: "invalid size for \(format)")
         }
-        guard bufferLength > 0, bufferLength <= SurfaceLayout.maximumAllocationSize, bytesPerLine > 0,
-            bytesPerLine <= 1 << 20
-        else { throw V4L2CaptureError(.unsupportedFormat, operation, message: "buffer length \(bufferLength)") }
+        let buffers = memoryPlaneCount
+        guard bytesPerLine.count == buffers, bufferLengths.count == buffers,
+            buffers == 1 || buffers == format.planes.count
+        else {
+            throw V4L2CaptureError(
+                .unsupportedFormat,
+                operation,
+                message: "\(bufferLengths.count) buffers, \(self) has \(buffers)"
+            )
+        }
+        for (stride, length) in zip(bytesPerLine, bufferLengths) {
+            guard length > 0, length <= SurfaceLayout.maximumAllocationSize, stride > 0, stride <= 1 << 20 else {
+                throw V4L2CaptureError(.unsupportedFormat, operation, message: "buffer length \(length)")
+            }
+        }
         var planes: [PlaneLayout] = []
         var offset = 0
-        for plane in format.planes {
+        for (index, plane) in format.planes.enumerated() {
             let planeWidth = width / plane.horizontalSubsampling
             let planeHeight = height / plane.verticalSubsampling
+            let buffer = buffers == 1 ? 0 : index
+            let stride = bytesPerLine[buffer]
+            if buffers > 1 { offset = 0 }
             // width, height ≤ 16384 and bytesPerElement ≤ 4: these products cannot overflow.
-            guard bytesPerLine >= planeWidth * plane.bytesPerElement else {
+            guard stride >= planeWidth * plane.bytesPerElement else {
                 throw V4L2CaptureError(.unsupportedFormat, operation, message: "stride below a row of plane")
             }
             planes.append(
                 PlaneLayout(
                     offset: offset,
-                    bytesPerRow: bytesPerLine,
+                    bytesPerRow: stride,
                     width: planeWidth,
                     height: planeHeight,
                     bytesPerElement: plane.bytesPerElement
                 )
             )
-            offset += bytesPerLine * planeHeight  // ≤ 2^20 · 2^14 per plane, two planes
-        }
-        guard offset <= bufferLength else {
-            throw V4L2CaptureError(
-                .unsupportedFormat,
-                operation,
-                message: "the planes need \(offset) bytes, the buffer has \(bufferLength)"
-            )
+            offset += stride * planeHeight  // ≤ 2^20 · 2^14 per plane, two planes
+            if buffers > 1 || index == format.planes.count - 1 {
+                guard offset <= bufferLengths[buffer] else {
+                    throw V4L2CaptureError(
+                        .unsupportedFormat,
+                        operation,
+                        message: "the planes need \(offset) bytes, buffer \(buffer) has \(bufferLengths[buffer])"
+                    )
+                }
+            }
         }
         let layout = SurfaceLayout(
             pixelFormat: format.fourCC,
             width: width,
             height: height,
             planes: planes,
-            allocationSize: bufferLength
+            allocationSize: bufferLengths.reduce(0, +)  // each ≤ maximumAllocationSize, at most 2
         )
         do { try layout.validate() } catch {
             throw V4L2CaptureError(.unsupportedFormat, operation, message: error.description)

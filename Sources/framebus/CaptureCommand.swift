@@ -8,14 +8,19 @@ import V4L2Capture
 import Glibc
 #endif
 
-/// `framebus capture`: publish a V4L2 camera's frames, zero-copy (the device's buffers go out as DMA-BUFs).
+/// `framebus capture`: publish a V4L2 camera's frames, zero-copy (the device writes the memory subscribers map:
+/// its own buffers as DMA-BUFs, or our memfd surfaces through udmabuf).
 struct CaptureCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "capture",
         abstract: "Publish a V4L2 camera (/dev/videoN) on a socket path, zero-copy.",
         discussion: """
-            The device's buffers are exported as DMA-BUFs and sent to subscribers as they are: nothing is copied \
-            for subscribers of the device's format. A buffer goes back to the device only when every subscriber \
+            Nothing is copied for subscribers of the device's format: with --memory mmap the device's own buffers \
+            are exported as DMA-BUFs and sent as they are (subscribers must accept DMA-BUF surfaces); with \
+            --memory udmabuf the device writes into sealed memfd surfaces of ours, imported through /dev/udmabuf \
+            (V4L2_MEMORY_DMABUF), which every subscriber can map; --memory auto (the default) takes udmabuf when \
+            /dev/udmabuf exists and the device accepts the import, else mmap, and says which. Multi-planar \
+            devices work too (NV12M: one buffer per plane; --device-format NM12). A buffer goes back to the device only when every subscriber \
             released it; subscribers together hold at most --buffers minus 2, so a slow subscriber costs its own \
             frames (outOfBuffers drops), never the device's. Gaps in the device's sequence numbers reach \
             subscribers as dropped frames. With --compressed, subscribers of the compressed variant get a copy \
@@ -45,6 +50,17 @@ struct CaptureCommand: AsyncParsableCommand {
             "Pixel format (420v, 420f, x420, xf20, BGRA); default: the first of NV12, P010, XR24, AR24 the device offers."
     )
     var format: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Whose memory the device writes: mmap (its buffers, sent as DMA-BUFs), udmabuf (our memfds, imported), auto.",
+            valueName: "mmap|udmabuf|auto"
+        )
+    )
+    var memory: String = "auto"
+
+    @Option(help: "The V4L2 format to ask for (fourcc, e.g. NV12 or NM12 for NV12M); default: chosen by --format.")
+    var deviceFormat: String?
 
     @Option(help: "Frame size, WIDTHxHEIGHT; default: the device's current size.")
     var size: String?
@@ -86,6 +102,26 @@ struct CaptureCommand: AsyncParsableCommand {
         if let fps, !(fps > 0 && fps <= 10_000) { throw ValidationError("--fps must be positive") }
         if let size, Self.dimensions(size) == nil { throw ValidationError("--size must be WIDTHxHEIGHT") }
         guard maxSubscribers >= 1 else { throw ValidationError("--max-subscribers must be at least 1") }
+        guard Self.memoryMode(memory) != nil else { throw ValidationError("--memory must be mmap, udmabuf or auto") }
+        if let deviceFormat, Self.fourCC(deviceFormat) == nil {
+            throw ValidationError("--device-format must be a V4L2 fourcc such as NV12 or NM12")
+        }
+    }
+
+    static func memoryMode(_ text: String) -> V4L2Capture.MemoryMode? {
+        switch text.lowercased() {
+        case "mmap": .deviceBuffers
+        case "udmabuf", "dmabuf": .importedMemFD
+        case "auto": .automatic
+        default: nil
+        }
+    }
+
+    static func fourCC(_ text: String) -> V4L2PixelFormat? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 4, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else { return nil }
+        let code = bytes.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+        return V4L2PixelFormat(rawValue: code)
     }
 
     static func dimensions(_ text: String) -> (Int, Int)? {
@@ -108,6 +144,8 @@ struct CaptureCommand: AsyncParsableCommand {
         }
         captureConfiguration.framesPerSecond = fps
         captureConfiguration.bufferCount = buffers
+        captureConfiguration.memoryMode = Self.memoryMode(memory) ?? .automatic
+        captureConfiguration.devicePixelFormat = deviceFormat.flatMap(Self.fourCC)
         let capture: V4L2Capture
         do { capture = try V4L2Capture(configuration: captureConfiguration) } catch {
             say("framebus capture: \(error)")
@@ -128,6 +166,13 @@ struct CaptureCommand: AsyncParsableCommand {
                     + "\(capture.bufferCount) buffers, on \(socketPath), offering \(configuration.formats)"
             )
         }
+        // Always said (even with --quiet): which memory the device writes, and so what subscribers get.
+        say(
+            "memory: \(Self.memoryName(capture.memoryMode)) (\(capture.memoryModeReason)); frames are "
+                + (capture.memoryMode == .importedMemFD ? "memfd" : "DMA-BUF") + " surfaces"
+                + (capture.isMultiplanar ? ", multi-planar device" : "")
+                + ", 0 bytes copied per frame for \(capture.format.pixelFormat) subscribers"
+        )
         // The capture loop blocks in poll(2): it gets a thread of its own, never one of the cooperative pool's.
         let ending = Mutex<V4L2Capture.EndReason?>(nil)
         let cpuAtStart = Self.processCPUNanoseconds()
@@ -173,6 +218,14 @@ struct CaptureCommand: AsyncParsableCommand {
         case .failed(let error):
             say("framebus capture: stream ended: \(error)")
             throw ExitCode.failure
+        }
+    }
+
+    static func memoryName(_ mode: V4L2Capture.MemoryMode) -> String {
+        switch mode {
+        case .deviceBuffers: "mmap"
+        case .importedMemFD: "udmabuf"
+        case .automatic: "auto"
         }
     }
 

@@ -108,6 +108,83 @@ func allocateFromSystemHeap(byteCount: Int, accessMode: FileDescriptor.AccessMod
         try checkAllocation(.udmabuf, exporter: "udmabuf")
     }
 
+    /// A memfd surface with udmabufs over its memfds (what a V4L2 capture imports): the DMA-BUF and the memfd are the
+    /// same memory, and the memfd ends up sealed as every memfd surface is (no peer can map it writable).
+    @Test(
+        .enabled(if: DeviceRequirement.runs(DeviceRequirement.udmabuf), "needs /dev/udmabuf (absent here)"),
+        arguments: [false, true]
+    )
+    func aMemFDSurfaceWithUDMABufsSharesItsMemoryWithTheDMABufsAndStaysSealed(descriptorPerPlane: Bool) throws {
+        let layout = makeTestLayout(width: 200, height: 100)
+        // A larger first buffer than its planes need, as a V4L2 driver's sizeimage may ask.
+        let minimum = descriptorPerPlane ? [3 * 4096 + 1, 0] : [layout.allocationSize + 5000]
+        let (surface, udmabufs) = try Surface.makeMemFDWithUDMABufs(
+            layout: layout,
+            descriptorPerPlane: descriptorPerPlane,
+            minimumByteCounts: minimum
+        )
+        #expect(surface.backing == .memfd)
+        #expect(surface.descriptorCount == (descriptorPerPlane ? 2 : 1))
+        #expect(udmabufs.descriptors.count == surface.descriptorCount)
+        #expect(udmabufs.byteCounts.count == surface.descriptorCount)
+        #expect(udmabufs.byteCounts.allSatisfy { $0 % Syscall.pageSize == 0 })
+        #expect(udmabufs.byteCounts[0] >= minimum[0])
+        #expect(udmabufs.byteCounts.reduce(0, +) == surface.allocationSize)
+        for (index, descriptor) in udmabufs.descriptors.enumerated() {
+            #expect(try Syscall.fileSystemType(descriptor).get() == DMABufSync.fileSystemMagic)
+            #expect(try Syscall.fileSize(descriptor).get().byteCount == udmabufs.byteCounts[index])
+            let seals = try Syscall.seals(surface.descriptors[index]).get()
+            let wanted = MemFD.sealShrink | MemFD.sealGrow | MemFD.sealFutureWrite | MemFD.sealSeal
+            #expect(seals & wanted == wanted, "seals 0x\(String(seals, radix: 16))")
+        }
+        // Write every plane through the DMA-BUFs (as a device would), read it through the surface.
+        var expected: [[UInt8]] = []
+        for (index, plane) in surface.layout.planes.enumerated() {
+            let buffer = descriptorPerPlane ? index : 0
+            let byteCount = udmabufs.byteCounts[buffer]
+            let base = try #require(
+                unsafe mmap(
+                    nil,
+                    byteCount,
+                    PROT_READ | PROT_WRITE,
+                    MAP_SHARED,
+                    udmabufs.descriptors[buffer].rawValue,
+                    0
+                )
+            )
+            try #require(unsafe base != MAP_FAILED)
+            defer { _ = unsafe munmap(base, byteCount) }
+            var bytes: [UInt8] = []
+            for row in 0..<plane.height {
+                for column in 0..<plane.bytesPerRow {
+                    let value = testPatternByte(plane: index, row: row, column: column)
+                    unsafe base.storeBytes(
+                        of: value,
+                        toByteOffset: plane.offset + row * plane.bytesPerRow + column,
+                        as: UInt8.self
+                    )
+                    bytes.append(value)
+                }
+            }
+            expected.append(bytes)
+        }
+        try surface.lock(.readOnly)
+        for index in surface.layout.planes.indices {
+            let read = unsafe surface.withUnsafeBytes(ofPlane: index) { unsafe Array($0) }
+            #expect(Array(read.prefix(expected[index].count)) == expected[index], "plane \(index)")
+        }
+        try surface.unlock(.readOnly)
+        // What a subscriber gets: a read-only memfd, which cannot be made writable by reopening it either.
+        let handle = try surface.makeHandle()
+        for descriptor in handle.borrowedDescriptors {
+            let reopened = open("/proc/self/fd/\(descriptor.rawValue)", O_RDWR)
+            try #require(reopened >= 0)
+            defer { close(reopened) }
+            let writable = unsafe mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, reopened, 0)
+            #expect(unsafe writable == MAP_FAILED && errno == EPERM, "a peer mapped the frame writable")
+        }
+    }
+
     /// The importer's side: read-only, synced, and sharing (not copying) the exporter's memory.
     @Test(
         .enabled(if: DeviceRequirement.runs(DeviceRequirement.systemHeap), "needs /dev/dma_heap/system (absent here)")

@@ -49,15 +49,20 @@ final class CaptureRun: Sendable {
 /// host without the device, naming it, and fails instead under FRAMEBUS_REQUIRE_ALL=1.
 @Suite(.serialized, .timeLimit(.minutes(5))) struct V4L2CaptureDeviceTests {
     /// 320x180 NV12 at 15 fps: vivid's smallest webcam size, light enough for a TCG guest and debug builds.
-    static func smallCapture(buffers: Int = 16) throws -> V4L2Capture {
+    static func smallCapture(
+        buffers: Int = 16,
+        memory: V4L2Capture.MemoryMode = .deviceBuffers,
+        framesPerSecond: Double = 15
+    ) throws -> V4L2Capture {
         var configuration = V4L2Capture.Configuration(
             devicePath: captureDevicePath,
             pixelFormat: .yuv420BiPlanarVideoRange8,
             width: 320,
             height: 180,
-            framesPerSecond: 15
+            framesPerSecond: framesPerSecond
         )
         configuration.bufferCount = buffers
+        configuration.memoryMode = memory
         return try V4L2Capture(configuration: configuration)
     }
 
@@ -118,10 +123,16 @@ final class CaptureRun: Sendable {
         if let failure { throw failure }
     }
 
-    @Test(.enabled(if: runsDeviceTests, noDeviceReason))
-    func theDescriptorsSentToSubscribersCannotMapAFrameWritable() async throws {
+    /// Both memory modes: the device's buffers (read-only DMA-BUFs) and our memfds imported through udmabuf (sealed
+    /// memfds, reopened read-only for subscribers).
+    @Test(
+        .enabled(if: runsDeviceTests, noDeviceReason),
+        arguments: [V4L2Capture.MemoryMode.deviceBuffers, .importedMemFD]
+    )
+    func theDescriptorsSentToSubscribersCannotMapAFrameWritable(memory: V4L2Capture.MemoryMode) async throws {
         try requireCaptureDevice()
-        let capture = try Self.smallCapture(buffers: 4)
+        let capture = try Self.smallCapture(buffers: 4, memory: memory)
+        #expect(capture.memoryMode == memory)
         let publisher = try Publisher(configuration: capture.publisherConfiguration(path: temporarySocketPath("ro")))
         // What each frame's surface would send a subscriber: its handle's descriptors.
         let checks = Mutex<[String]>([])
@@ -138,6 +149,16 @@ final class CaptureRun: Sendable {
                         if writable != MAP_FAILED, let writable { munmap(writable, 4096) }
                         let readable = mmap(nil, 4096, PROT_READ, MAP_SHARED, descriptor.rawValue, 0)
                         if readable != MAP_FAILED, let readable { munmap(readable, 4096) }
+                        if case .memfd = frame.pixelBuffer.surface.backing {
+                            // A memfd can be reopened read-write through /proc; its F_SEAL_FUTURE_WRITE still
+                            // refuses a writable mapping.
+                            let reopened = open("/proc/self/fd/\(descriptor.rawValue)", O_RDWR)
+                            let again = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, reopened, 0)
+                            let againErrno = errno
+                            if again != MAP_FAILED, let again { munmap(again, 4096) }
+                            if reopened >= 0 { close(reopened) }
+                            results.append("reopened-rw=\(again == MAP_FAILED ? "refused(\(againErrno))" : "mapped")")
+                        }
                         results.append(
                             "mode=\(mode == O_RDONLY ? "ro" : "\(mode)") "
                                 + "rw=\(writable == MAP_FAILED ? "refused(\(writableErrno))" : "mapped") "
@@ -157,7 +178,11 @@ final class CaptureRun: Sendable {
         publisher.stop()
         try #require(done)
         let results = checks.withLock { $0 }
-        #expect(results == ["mode=ro rw=refused(\(EACCES)) r=mapped"], "\(results)")
+        let readOnly = "mode=ro rw=refused(\(EACCES)) r=mapped"
+        #expect(
+            results == (memory == .deviceBuffers ? [readOnly] : ["reopened-rw=refused(\(EPERM))", readOnly]),
+            "\(results)"
+        )
     }
 
     @Test(.enabled(if: runsDeviceTests, noDeviceReason))
@@ -229,10 +254,16 @@ final class CaptureRun: Sendable {
         #expect(statistics.starvations == 0, "\(statistics)")
     }
 
-    @Test(.enabled(if: runsDeviceTests, noDeviceReason))
-    func hoardingAndKilledSubscribersGiveTheirBuffersBack() async throws {
+    @Test(
+        .enabled(if: runsDeviceTests, noDeviceReason),
+        arguments: [V4L2Capture.MemoryMode.deviceBuffers, .importedMemFD]
+    )
+    func hoardingAndKilledSubscribersGiveTheirBuffersBack(memory: V4L2Capture.MemoryMode) async throws {
         try requireCaptureDevice()
-        let capture = try Self.smallCapture(buffers: 8)
+        // 5 fps: the device runs dry only if the capture thread misses three frame times (600 ms) in a row, which a
+        // TCG guest on a loaded host did at 15 fps (200 ms) with either memory mode; the hoarder never can.
+        let capture = try Self.smallCapture(buffers: 8, memory: memory, framesPerSecond: 5)
+        #expect(capture.memoryMode == memory)
         let path = temporarySocketPath("hoard")
         var configuration = capture.publisherConfiguration(path: path)
         configuration.maximumSubscribers = 2
@@ -304,7 +335,7 @@ final class CaptureRun: Sendable {
             "framebus",
             [
                 "capture", "--device", captureDevicePath, "--path", path, "--format", "420v", "--size", "320x180",
-                "--fps", "15", "--frame-dump", dump.path,
+                "--fps", "15", "--frame-dump", dump.path, "--memory", "mmap",
             ]
         )
         let listening = await eventually(timeout: .seconds(90)) { access(path, F_OK) == 0 }
@@ -325,6 +356,10 @@ final class CaptureRun: Sendable {
         #expect(access(path, F_OK) != 0, "socket file left behind")
         #expect(command.output.contains("SIGTERM: stopped"), "\(command.output)")
         #expect(command.output.contains("NV12 320x180 as 420v"), "\(command.output)")
+        #expect(
+            command.output.contains("memory: mmap (MMAP: asked for); frames are DMA-BUF surfaces"),
+            "\(command.output)"
+        )
         try #require(enough, "received \(collector.frameCount) frames: \(command.output)")
 
         // Bit-exact: each received image equals the bytes the producer read out of the device's buffer.

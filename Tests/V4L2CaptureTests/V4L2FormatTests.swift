@@ -27,7 +27,7 @@ import Testing
     }
 
     @Test func requestedFormatsMapToTheirV4L2Candidates() {
-        #expect(V4L2PixelFormat.candidates(for: .yuv420BiPlanarFullRange8) == [.nv12])
+        #expect(V4L2PixelFormat.candidates(for: .yuv420BiPlanarFullRange8) == [.nv12, .nv12m])
         #expect(V4L2PixelFormat.candidates(for: .compressedYUV420BiPlanarVideoRange10) == [.p010])
         #expect(V4L2PixelFormat.candidates(for: .bgra8) == [.xbgr32, .abgr32])
     }
@@ -174,6 +174,52 @@ import Testing
                 height: 480,
                 bytesPerLine: 704,
                 bufferLength: 1 << 20,
+                range: .video
+            )
+        }
+    }
+
+    @Test func nv12mPutsEachPlaneAtTheStartOfItsOwnBuffer() throws {
+        #expect(V4L2PixelFormat.nv12m.rawValue == 0x3231_4D4E)
+        #expect(V4L2PixelFormat.nv12m.memoryPlaneCount == 2 && V4L2PixelFormat.nv12.memoryPlaneCount == 1)
+        #expect(V4L2PixelFormat.nv12m.pixelFormat(range: .video) == .yuv420BiPlanarVideoRange8)
+        let layout = try V4L2PixelFormat.nv12m.surfaceLayout(
+            width: 320,
+            height: 180,
+            bytesPerLine: [384, 448],
+            bufferLengths: [384 * 180, 448 * 90 + 100],
+            range: .video
+        )
+        #expect(layout.planes.map(\.offset) == [0, 0])
+        #expect(layout.planes.map(\.bytesPerRow) == [384, 448])
+        #expect(layout.planes.map(\.height) == [180, 90])
+        #expect(layout.allocationSize == 384 * 180 + 448 * 90 + 100)
+        // A CbCr buffer too small for its plane, a missing buffer, or one stride for two buffers is refused.
+        #expect(throws: V4L2CaptureError.self) {
+            try V4L2PixelFormat.nv12m.surfaceLayout(
+                width: 320,
+                height: 180,
+                bytesPerLine: [320, 320],
+                bufferLengths: [320 * 180, 320 * 90 - 1],
+                range: .video
+            )
+        }
+        #expect(throws: V4L2CaptureError.self) {
+            try V4L2PixelFormat.nv12m.surfaceLayout(
+                width: 320,
+                height: 180,
+                bytesPerLine: [320],
+                bufferLengths: [320 * 270],
+                range: .video
+            )
+        }
+        // The single-buffer NV12 checks the whole frame against its one buffer.
+        #expect(throws: V4L2CaptureError.self) {
+            try V4L2PixelFormat.nv12.surfaceLayout(
+                width: 320,
+                height: 180,
+                bytesPerLine: [320, 320],
+                bufferLengths: [320 * 270, 320 * 90],
                 range: .video
             )
         }

@@ -22,6 +22,7 @@ static const uint32_t CFB_V4L2_PIX_FMT_NV12 = 0x3231564EU;    // 'N','V','1','2'
 static const uint32_t CFB_V4L2_PIX_FMT_P010 = 0x30313050U;    // 'P','0','1','0'
 static const uint32_t CFB_V4L2_PIX_FMT_XBGR32 = 0x34325258U;  // 'X','R','2','4': B, G, R, X in memory
 static const uint32_t CFB_V4L2_PIX_FMT_ABGR32 = 0x34325241U;  // 'A','R','2','4': B, G, R, A in memory
+static const uint32_t CFB_V4L2_PIX_FMT_NV12M = 0x32314D4EU;   // 'N','M','1','2': NV12, Y and CbCr in two buffers
 
 /// v4l2_pix_format.flags: the application asks for the colorimetry fields it sets (with priv = PRIV_MAGIC).
 static const uint32_t CFB_V4L2_PIX_FMT_FLAG_SET_CSC = 0x00000002U;
@@ -85,7 +86,19 @@ typedef struct cfb_v4l2_capability {
     uint32_t device_caps;
 } cfb_v4l2_capability;
 
-/// struct v4l2_pix_format (single-planar capture).
+/// The most memory planes (buffers per frame) a multi-planar format has here (VIDEO_MAX_PLANES is 8).
+#define CFB_V4L2_MAX_PLANES 4
+
+/// Which queue an ioctl addresses and with what memory.
+typedef struct cfb_v4l2_queue {
+    /// 0: V4L2_BUF_TYPE_VIDEO_CAPTURE; 1: V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE.
+    int multiplanar;
+    /// 0: V4L2_MEMORY_MMAP; 1: V4L2_MEMORY_DMABUF.
+    int dmabuf;
+} cfb_v4l2_queue;
+
+/// struct v4l2_pix_format, or struct v4l2_pix_format_mplane flattened into the same fields: for a single-planar
+/// queue num_planes is 1 and plane 0's stride and size are bytesperline and sizeimage.
 typedef struct cfb_v4l2_pix_format {
     uint32_t width;
     uint32_t height;
@@ -98,12 +111,19 @@ typedef struct cfb_v4l2_pix_format {
     uint32_t ycbcr_enc;
     uint32_t quantization;
     uint32_t xfer_func;
+    /// Memory planes (separate buffers) per frame: 1 for single-planar formats, 2 for NV12M.
+    uint32_t num_planes;
+    uint32_t plane_bytesperline[CFB_V4L2_MAX_PLANES];
+    uint32_t plane_sizeimage[CFB_V4L2_MAX_PLANES];
 } cfb_v4l2_pix_format;
 
 /// What VIDIOC_DQBUF says about a filled buffer.
 typedef struct cfb_v4l2_dequeued {
     uint32_t index;
+    /// Bytes the driver wrote: plane 0's for a multi-planar queue.
     uint32_t bytesused;
+    /// Each memory plane's bytesused (multi-planar queues; plane 0 only for single-planar).
+    uint32_t plane_bytesused[CFB_V4L2_MAX_PLANES];
     uint32_t flags;
     uint32_t field;
     uint32_t sequence;
@@ -111,36 +131,41 @@ typedef struct cfb_v4l2_dequeued {
     int64_t timestamp_microseconds;
 } cfb_v4l2_dequeued;
 
-// MARK: ioctls (single-planar video capture, V4L2_BUF_TYPE_VIDEO_CAPTURE)
+// MARK: ioctls (video capture: V4L2_BUF_TYPE_VIDEO_CAPTURE or _MPLANE, as `queue` says)
 
 /// VIDIOC_QUERYCAP.
 int cfb_v4l2_query_capability(int fd, cfb_v4l2_capability *capability);
 /// VIDIOC_ENUM_FMT: the pixel format at `index`; -1/EINVAL past the last.
-int cfb_v4l2_enumerate_format(int fd, uint32_t index, uint32_t *pixelformat);
+int cfb_v4l2_enumerate_format(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t *pixelformat);
 /// VIDIOC_ENUM_FRAMESIZES: the discrete size at `index` (type 1), or the stepwise bounds (type 2/3).
 int cfb_v4l2_enumerate_frame_size(int fd, uint32_t pixelformat, uint32_t index, uint32_t *type, uint32_t *width,
                                   uint32_t *height, uint32_t *max_width, uint32_t *max_height);
 /// VIDIOC_G_FMT.
-int cfb_v4l2_get_format(int fd, cfb_v4l2_pix_format *format);
+int cfb_v4l2_get_format(int fd, cfb_v4l2_queue queue, cfb_v4l2_pix_format *format);
 /// VIDIOC_S_FMT (or VIDIOC_TRY_FMT when `try_only`): the driver adjusts `format` in place. Sent: width, height,
 /// pixelformat, field, and with CFB_V4L2_PIX_FMT_FLAG_SET_CSC in `flags` the quantization asked for.
-int cfb_v4l2_set_format(int fd, cfb_v4l2_pix_format *format, int try_only);
+int cfb_v4l2_set_format(int fd, cfb_v4l2_queue queue, cfb_v4l2_pix_format *format, int try_only);
 /// VIDIOC_G_PARM: the frame interval and whether it can be set (V4L2_CAP_TIMEPERFRAME).
-int cfb_v4l2_get_frame_interval(int fd, uint32_t *numerator, uint32_t *denominator, uint32_t *capability);
+int cfb_v4l2_get_frame_interval(int fd, cfb_v4l2_queue queue, uint32_t *numerator, uint32_t *denominator,
+                                uint32_t *capability);
 /// VIDIOC_S_PARM: asks for a frame interval; the driver answers with the one it chose.
-int cfb_v4l2_set_frame_interval(int fd, uint32_t *numerator, uint32_t *denominator);
-/// VIDIOC_REQBUFS with V4L2_MEMORY_MMAP: `count` in, the count granted out (0 frees the buffers).
-int cfb_v4l2_request_buffers(int fd, uint32_t *count);
-/// VIDIOC_QUERYBUF: the buffer's length in bytes.
-int cfb_v4l2_query_buffer(int fd, uint32_t index, uint32_t *length);
-/// VIDIOC_EXPBUF of plane 0 with O_RDONLY | O_CLOEXEC: returns the DMA-BUF descriptor or -1.
-int cfb_v4l2_export_buffer(int fd, uint32_t index);
-/// VIDIOC_QBUF of an MMAP buffer.
-int cfb_v4l2_queue_buffer(int fd, uint32_t index);
-/// VIDIOC_DQBUF of an MMAP buffer (-1/EAGAIN on a non-blocking descriptor with nothing done).
-int cfb_v4l2_dequeue_buffer(int fd, cfb_v4l2_dequeued *buffer);
+int cfb_v4l2_set_frame_interval(int fd, cfb_v4l2_queue queue, uint32_t *numerator, uint32_t *denominator);
+/// VIDIOC_REQBUFS with the queue's memory (MMAP or DMABUF): `count` in, the count granted out (0 frees them).
+int cfb_v4l2_request_buffers(int fd, cfb_v4l2_queue queue, uint32_t *count);
+/// VIDIOC_QUERYBUF of an MMAP buffer: each memory plane's length in bytes (`lengths` has CFB_V4L2_MAX_PLANES
+/// entries); `num_planes` in: the planes expected, out: the planes the driver reports.
+int cfb_v4l2_query_buffer(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t *num_planes, uint32_t *lengths);
+/// VIDIOC_EXPBUF of one memory plane with O_RDONLY | O_CLOEXEC: returns the DMA-BUF descriptor or -1.
+int cfb_v4l2_export_buffer(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t plane);
+/// VIDIOC_QBUF, or VIDIOC_PREPARE_BUF when `prepare_only` (the driver imports and checks the buffer without
+/// queuing it). MMAP: `fds` and `lengths` are ignored (may be null). DMABUF: plane i is the DMA-BUF `fds[i]` of
+/// `lengths[i]` bytes (m.fd and length; for a multi-planar queue, planes[i].m.fd and planes[i].length).
+int cfb_v4l2_queue_buffer(int fd, cfb_v4l2_queue queue, uint32_t index, uint32_t num_planes,
+                          const int32_t *_Nullable fds, const uint32_t *_Nullable lengths, int prepare_only);
+/// VIDIOC_DQBUF (-1/EAGAIN on a non-blocking descriptor with nothing done).
+int cfb_v4l2_dequeue_buffer(int fd, cfb_v4l2_queue queue, uint32_t num_planes, cfb_v4l2_dequeued *buffer);
 /// VIDIOC_STREAMON / VIDIOC_STREAMOFF.
-int cfb_v4l2_stream(int fd, int on);
+int cfb_v4l2_stream(int fd, cfb_v4l2_queue queue, int on);
 
 /// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) (sys/eventfd.h, which Swift's Glibc module lacks).
 int cfb_eventfd(void);
