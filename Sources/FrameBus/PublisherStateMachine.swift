@@ -1,4 +1,5 @@
 import Logging
+import PixelBuffers
 
 /// The publisher's side of the protocol as a state machine: events in, actions out, no sockets, no clocks, no
 /// threads (docs/PROTOCOL.md is the specification it implements).
@@ -41,7 +42,7 @@ struct PublisherStateMachine<Resource> {
         var closeGracePeriod: UInt64 = 1_000_000_000
         var monitorInterval: UInt64 = 1_000_000_000
         var dropFlushInterval: UInt64 = 100_000_000
-        var extraHeldFramesPerSubscriber = 2
+        var extraHeldFramesPerSubscriber = 4
         var producerReserve = 2
         var maximumAnnouncedSurfaces = 64
         /// Frames all subscribers together may hold (§7.3); nil until known.
@@ -214,6 +215,8 @@ struct PublisherStateMachine<Resource> {
     private(set) var droppedAtSource: [WireDropReason: UInt64] = [:]
     private(set) var departed = DepartedTotals()
     private(set) var conversions: UInt64 = 0
+    /// Formats frames were converted to (``isConversionTarget(_:)``).
+    private var convertedFormats: Set<UInt32> = []
     private(set) var isStopped = false
     private var lastGeometry: (format: UInt32, width: UInt32, height: UInt32)?
     private var pendingDiscontinuity = false
@@ -584,40 +587,40 @@ struct PublisherStateMachine<Resource> {
         return "budget \(budget), at most \(subscriberCapacity) subscribers"
     }
 
-    /// What a new subscriber of `format` is granted against the held-frame budget and, when that pool is capped, the
-    /// budget of `format`'s converted frames; nil when one of them cannot admit it.
-    private func admit(requestedDepth: Int, isLatestOnly: Bool, format: UInt32) -> HoldingPolicy.Grant? {
+    /// Whether subscribers of `format` may get converted frames, and so pin that format's conversion pool: every
+    /// compressed format (a producer publishes raw frames), and any format a frame was converted to.
+    private func isConversionTarget(_ format: UInt32) -> Bool {
+        convertedFormats.contains(format) || ((try? PixelFormat(fourCC: format))?.isCompressed ?? false)
+    }
+
+    /// What a subscriber of `format` is granted against the held-frame budget and, when its conversion pool is
+    /// capped, that pool's budget, given those admitted before it; nil when one of them cannot admit it.
+    private func grant(
+        requestedDepth: Int,
+        isLatestOnly: Bool,
+        format: UInt32,
+        before admitted: [SubscriberSession]
+    ) -> HoldingPolicy.Grant? {
         let policy = limits.holding
-        var committed = 0
-        var admitted = 0
-        var committedInFormat = 0
-        var admittedInFormat = 0
-        for case .subscriber(let session) in connections.values {
-            committed += session.heldLimit
-            admitted += 1
-            if session.format == format {
-                committedInFormat += session.heldLimit
-                admittedInFormat += 1
-            }
-        }
         guard
             var grant = policy.grant(
                 requestedDepth: requestedDepth,
                 isLatestOnly: isLatestOnly,
                 budget: limits.heldFrameBudget,
-                committed: committed,
-                admitted: admitted,
+                committed: admitted.reduce(0) { $0 + $1.heldLimit },
+                admitted: admitted.count,
                 maximumSubscribers: limits.maximumSubscribers
             )
         else { return nil }
-        if let conversionBudget {
+        if let conversionBudget, isConversionTarget(format) {
+            let inFormat = admitted.filter { $0.format == format }
             guard
                 let converted = policy.grant(
                     requestedDepth: requestedDepth,
                     isLatestOnly: isLatestOnly,
                     budget: conversionBudget,
-                    committed: committedInFormat,
-                    admitted: admittedInFormat,
+                    committed: inFormat.reduce(0) { $0 + $1.heldLimit },
+                    admitted: inFormat.count,
                     maximumSubscribers: limits.maximumSubscribers
                 )
             else { return nil }
@@ -627,44 +630,36 @@ struct PublisherStateMachine<Resource> {
         return grant
     }
 
+    /// What a new subscriber of `format` is granted; nil when the budgets cannot admit it.
+    private func admit(requestedDepth: Int, isLatestOnly: Bool, format: UInt32) -> HoldingPolicy.Grant? {
+        var admitted: [SubscriberSession] = []
+        for case .subscriber(let session) in connections.values { admitted.append(session) }
+        return grant(requestedDepth: requestedDepth, isLatestOnly: isLatestOnly, format: format, before: admitted)
+    }
+
     /// Learns the budget from the producer's pool (its allocation threshold), unless one is configured or known.
     ///
-    /// Subscribers welcomed before (the producer had not asked for a buffer yet) are admitted again against it in
-    /// the order they came: each may then hold at most its new grant (at least 1), which is never more than WELCOME
-    /// said.
+    /// Subscribers welcomed before (the producer had not asked for a buffer yet) are admitted again against it.
     mutating func learnPoolCapacity(_ allocationThreshold: Int) {
         guard limits.heldFrameBudget == nil else { return }
         limits.heldFrameBudget = max(1, allocationThreshold - limits.producerReserve)
+        readmit()
+    }
+
+    /// Admits every subscriber again against the budgets as they are now, in the order they came: each may then hold
+    /// at most its new grant (at least 1), never more than WELCOME said (`maximumHeldFrames` is an upper bound,
+    /// docs/PROTOCOL.md §7.3).
+    private func readmit() {
         var admitted: [SubscriberSession] = []
         for id in connections.keys.sorted() {
             guard case .subscriber(let session) = connections[id] else { continue }
-            let policy = limits.holding
-            let committed = admitted.reduce(0) { $0 + $1.heldLimit }
-            let inFormat = admitted.filter { $0.format == session.format }
-            var limit = session.maximumHeldFrames
-            let request = Int(session.queueDepth)
-            let isLatestOnly = session.deliveryMode == 0
-            let grant = policy.grant(
-                requestedDepth: request,
-                isLatestOnly: isLatestOnly,
-                budget: limits.heldFrameBudget,
-                committed: committed,
-                admitted: admitted.count,
-                maximumSubscribers: limits.maximumSubscribers
+            let grant = grant(
+                requestedDepth: Int(session.queueDepth),
+                isLatestOnly: session.deliveryMode == 0,
+                format: session.format,
+                before: admitted
             )
-            limit = min(limit, grant?.maximumHeldFrames ?? 1)
-            if let conversionBudget {
-                let converted = policy.grant(
-                    requestedDepth: request,
-                    isLatestOnly: isLatestOnly,
-                    budget: conversionBudget,
-                    committed: inFormat.reduce(0) { $0 + $1.heldLimit },
-                    admitted: inFormat.count,
-                    maximumSubscribers: limits.maximumSubscribers
-                )
-                limit = min(limit, converted?.maximumHeldFrames ?? 1)
-            }
-            session.heldLimit = max(1, limit)
+            session.heldLimit = max(1, min(session.maximumHeldFrames, grant?.maximumHeldFrames ?? 1))
             admitted.append(session)
         }
     }
@@ -708,6 +703,11 @@ struct PublisherStateMachine<Resource> {
         now: UInt64
     ) -> [Action] {
         if representation != nil && isConversion { conversions.saturatingAdd(1) }
+        if isConversion, conversionBudget != nil, !convertedFormats.contains(format) {
+            // A format first converted to (the producer published another): its subscribers now pin its pool.
+            convertedFormats.insert(format)
+            readmit()
+        }
         var actions: [Action] = []
         let sequence = template.sequence
         // Sessions are objects updated in place; the dictionary itself changes only when one fails (tooSlow), and
