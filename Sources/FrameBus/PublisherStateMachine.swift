@@ -562,7 +562,7 @@ struct PublisherStateMachine<Resource> {
     /// Frames subscribers of one format may hold together from that format's pool of converted frames; nil when that
     /// pool is as large as the held-frame budget allows, so only the budget binds.
     var conversionBudget: Int? {
-        let implicit = limits.heldFrameBudget == nil ? Self.defaultConversionBuffers : nil
+        let implicit = limits.heldFrameBudget == nil ? defaultConversionBuffers : nil
         guard let limit = limits.conversionBufferLimit ?? implicit else { return nil }
         return max(1, limit - 1)
     }
@@ -571,11 +571,16 @@ struct PublisherStateMachine<Resource> {
     /// subscribers hold plus the one being converted (``defaultConversionBuffers`` while no budget is known).
     var conversionPoolCapacity: Int {
         if let limit = limits.conversionBufferLimit { return limit }
-        guard let budget = limits.heldFrameBudget else { return Self.defaultConversionBuffers }
+        guard let budget = limits.heldFrameBudget else { return defaultConversionBuffers }
         return min(budget, Int(UInt16.max)) + 1
     }
 
-    static var defaultConversionBuffers: Int { 16 }
+    /// A conversion pool's size while no held-frame budget is known: the one being converted, the fair minimum for
+    /// every subscriber, and 16 more (as `framebus publish` sizes its pool).
+    var defaultConversionBuffers: Int {
+        let minimum = min(max(limits.minimumHeldFrames, 1), HoldingPolicy.largestGrant)
+        return min(1 + minimum * min(max(limits.maximumSubscribers, 1), Int(UInt16.max)) + 16, Int(UInt16.max))
+    }
 
     /// Subscribers admitted at once (the held-frame budget's capacity).
     var subscriberCapacity: Int {

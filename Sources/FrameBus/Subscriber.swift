@@ -36,7 +36,10 @@ public final class Subscriber: Sendable {
         /// At most one frame waits; a newer one replaces it and the replaced one is dropped with
         /// `frameWasLate` (`alwaysDiscardsLateVideoFrames = true`). The default.
         case latestOnly
-        /// Up to `depth` frames (1…64) wait; none is dropped while there is room.
+        /// Frames wait in arrival order and none is discarded by the subscriber (docs/PROTOCOL.md §7.2): `depth`
+        /// (1…64) is what it asks for, ``Session/grantedQueueDepth`` what the publisher granted, and as many frames
+        /// as it may hold (``Session/maximumHeldFrames``) may wait; beyond, the publisher drops the newest frames
+        /// (`outOfBuffers`), never the waiting ones.
         case queue(depth: Int)
 
         var wireMode: UInt16 { if case .queue = self { 1 } else { 0 } }

@@ -290,6 +290,9 @@ final class SubscriberCore: Sendable {
         enqueue { state in
             state.session = session
             state.isConnected = true
+            // Queue mode discards nothing (docs/PROTOCOL.md §7.2): every frame the publisher lets this subscriber
+            // hold may wait, and the publisher's DROP outOfBuffers is what bounds the queue.
+            if case .queue = configuration.delivery { state.queue.raiseDepth(to: session.maximumHeldFrames) }
             state.queue.append(connected: session, isReconnect: isReconnect)
             return []
         }
