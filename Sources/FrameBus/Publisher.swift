@@ -82,8 +82,8 @@ public final class Publisher: Sendable {
         /// A closing connection whose last ERROR cannot be sent is closed without it after this time.
         public var closeGracePeriod: Duration = .seconds(1)
         /// Most converted (compressed or decompressed) buffers of one format alive at once (1…65535); nil (the
-        /// default): every frame the held-frame budget lets subscribers hold, plus the one being converted (1 + 3 ×
-        /// ``maximumSubscribers`` + 16 while no budget is known). A limit below that is a budget of its own:
+        /// default): every frame subscribers may hold together (the held-frame budget; without one, 255 ×
+        /// ``maximumSubscribers``), plus the one being converted. A limit below that is a budget of its own:
         /// subscribers of that format are admitted against it as against the producer's pool (``HoldingPolicy``), so
         /// hoarders of a converted format cannot starve its other subscribers.
         public var conversionBufferLimit: Int?

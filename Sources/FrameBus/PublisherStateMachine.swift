@@ -559,27 +559,18 @@ struct PublisherStateMachine<Resource> {
     /// The most surfaces any subscriber keeps mapped (docs/PROTOCOL.md §8.2).
     static var subscriberSurfaceLimit: Int { 256 }
 
-    /// Frames subscribers of one format may hold together from that format's pool of converted frames; nil when that
-    /// pool is as large as the held-frame budget allows, so only the budget binds.
-    var conversionBudget: Int? {
-        let implicit = limits.heldFrameBudget == nil ? defaultConversionBuffers : nil
-        guard let limit = limits.conversionBufferLimit ?? implicit else { return nil }
-        return max(1, limit - 1)
-    }
+    /// Frames subscribers of one format may hold together from that format's pool of converted frames when
+    /// `conversionBufferLimit` caps it (the limit less the frame being converted); nil otherwise: the pool is as large
+    /// as everything subscribers may hold, so only the held-frame budget binds.
+    var conversionBudget: Int? { limits.conversionBufferLimit.map { max(1, $0 - 1) } }
 
-    /// How many buffers a pool of converted frames may have: the configured limit, else every frame the budget lets
-    /// subscribers hold plus the one being converted (``defaultConversionBuffers`` while no budget is known).
+    /// How many buffers a pool of converted frames may have: the configured limit, else every frame subscribers may
+    /// hold together (the held-frame budget, and never more than `maximumSubscribers` × 255) plus the one being
+    /// converted. A pool allocates only the buffers in use.
     var conversionPoolCapacity: Int {
         if let limit = limits.conversionBufferLimit { return limit }
-        guard let budget = limits.heldFrameBudget else { return defaultConversionBuffers }
-        return min(budget, Int(UInt16.max)) + 1
-    }
-
-    /// A conversion pool's size while no held-frame budget is known: the one being converted, the fair minimum for
-    /// every subscriber, and 16 more (as `framebus publish` sizes its pool).
-    var defaultConversionBuffers: Int {
-        let minimum = min(max(limits.minimumHeldFrames, 1), HoldingPolicy.largestGrant)
-        return min(1 + minimum * min(max(limits.maximumSubscribers, 1), Int(UInt16.max)) + 16, Int(UInt16.max))
+        let most = min(max(limits.maximumSubscribers, 1), Int(UInt16.max)) * HoldingPolicy.largestGrant
+        return min(limits.heldFrameBudget ?? most, most) + 1
     }
 
     /// Subscribers admitted at once (the held-frame budget's capacity).
