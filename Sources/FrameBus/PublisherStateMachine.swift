@@ -1,5 +1,4 @@
 import Logging
-import PixelBuffers
 
 /// The publisher's side of the protocol as a state machine: events in, actions out, no sockets, no clocks, no
 /// threads (docs/PROTOCOL.md is the specification it implements).
@@ -584,9 +583,10 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// Whether subscribers of `format` may get converted frames, and so pin that format's conversion pool: every
-    /// compressed format (a producer publishes raw frames), and any format a frame was converted to.
+    /// compressed format (a producer publishes raw frames; their FourCCs start with `&`, docs/PROTOCOL.md §6), and
+    /// any format a frame was converted to.
     private func isConversionTarget(_ format: UInt32) -> Bool {
-        convertedFormats.contains(format) || ((try? PixelFormat(fourCC: format))?.isCompressed ?? false)
+        convertedFormats.contains(format) || format >> 24 == 0x26
     }
 
     /// What a subscriber of `format` is granted against the held-frame budget and, when its conversion pool is
