@@ -227,7 +227,8 @@ public final class Subscriber: Sendable {
     /// for longer than a frame period): while it runs, the subscriber reads nothing, late frames are not replaced, and
     /// a body that blocks for long gets the subscriber disconnected as too slow. Awaiting is fine (the thread goes
     /// back to reading meanwhile); hand heavy work to another task. After ``cancel()`` or the stream's end for good,
-    /// jobs run on the global concurrent executor instead.
+    /// jobs run on the global concurrent executor instead. A loop in an actor's code runs on that actor's executor,
+    /// as any isolated code does: the preference applies to nonisolated code.
     public var executor: any TaskExecutor { core.executor }
 
     /// Whether the caller runs on this subscriber's connection thread (for tests of delegate delivery).
