@@ -27,8 +27,8 @@ public struct HoldingPolicy: Hashable, Sendable {
     public var budget: Int?
     /// Buffers of the producer's pool never counted in the budget: one being filled, one being published (0…65535).
     public var producerReserve: Int
-    /// Frames a subscriber may hold beyond the queue depth it asks for (0…65535, default 4; what it gets is capped at
-    /// 255).
+    /// Frames a subscriber may hold beyond the queue depth it asks for (0…65535, default 2, so that a latest-only
+    /// subscriber wants exactly the 3 it needs; what it gets is capped at 255).
     public var extraHeldFrames: Int
     /// The fair minimum kept in the budget for each subscriber still to come (1…255).
     public var minimumHeldFrames: Int
@@ -41,7 +41,7 @@ public struct HoldingPolicy: Hashable, Sendable {
     public static let latestOnlyFrames = 3
 
     /// Creates a policy (the defaults are the reference publisher's, docs/PROTOCOL.md §8.1).
-    public init(budget: Int? = nil, producerReserve: Int = 2, extraHeldFrames: Int = 4, minimumHeldFrames: Int = 3) {
+    public init(budget: Int? = nil, producerReserve: Int = 2, extraHeldFrames: Int = 2, minimumHeldFrames: Int = 3) {
         self.budget = budget
         self.producerReserve = producerReserve
         self.extraHeldFrames = extraHeldFrames

@@ -41,7 +41,7 @@ struct PublisherStateMachine<Resource> {
         var closeGracePeriod: UInt64 = 1_000_000_000
         var monitorInterval: UInt64 = 1_000_000_000
         var dropFlushInterval: UInt64 = 100_000_000
-        var extraHeldFramesPerSubscriber = 4
+        var extraHeldFramesPerSubscriber = 2
         var producerReserve = 2
         var maximumAnnouncedSurfaces = 64
         /// Frames all subscribers together may hold (§7.3); nil until known.

@@ -123,7 +123,7 @@ import TestSupport
         try #require(await eventually(timeout: 300) { publisher.subscriberCount == 8 })
         // Let them hoard everything they can before the honest one arrives.
         try #require(
-            await eventually(timeout: 300) { publisher.heldFrameCount == 8 * 5 },  // latest-only: 1 + 4 each
+            await eventually(timeout: 300) { publisher.heldFrameCount == 8 * 3 },  // latest-only: 3 each
             "held \(publisher.heldFrameCount)"
         )
         producer.stop()
@@ -146,7 +146,7 @@ import TestSupport
         #expect(publisher.statistics.conversions >= frames)
         for hoarder in hoarders {
             let last = hoarder.records("hoard").last
-            #expect(Int(last?["frames"] ?? "") ?? 99 <= 5, "\(hoarder.output)")
+            #expect(Int(last?["frames"] ?? "") ?? 99 <= 3, "\(hoarder.output)")
         }
     }
 }

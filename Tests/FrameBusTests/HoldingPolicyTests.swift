@@ -21,23 +21,23 @@ import TestSupport
     }
 
     static let cases: [Case] = [
-        // `framebus publish`'s default pool: 2 + 3 × 16 + 16 = 66 buffers, a budget of 64; a recorder wants 16 + 4.
-        Case(name: "recorder first on the default pool", requested: 16, budget: 64, expected: (19, 16)),
+        // `framebus publish`'s default pool: 2 + 3 × 16 + 16 = 66 buffers, a budget of 64; a recorder wants 16 + 2.
+        Case(name: "recorder first on the default pool", requested: 16, budget: 64, expected: (18, 16)),
         Case(
             name: "recorder after 15 latest-only subscribers",
             requested: 16,
             budget: 64,
             committed: 45,
             admitted: 15,
-            expected: (19, 16)
+            expected: (18, 16)
         ),
-        Case(name: "latest-only first", requested: 1, isLatestOnly: true, budget: 64, expected: (5, 1)),
+        Case(name: "latest-only first", requested: 1, isLatestOnly: true, budget: 64, expected: (3, 1)),
         Case(
             name: "latest-only after a recorder, 14 still to come",
             requested: 1,
             isLatestOnly: true,
             budget: 64,
-            committed: 19,
+            committed: 18,
             admitted: 1,
             expected: (3, 1)
         ),
@@ -45,14 +45,14 @@ import TestSupport
             name: "a second recorder gets what is left after the fair minimum",
             requested: 16,
             budget: 64,
-            committed: 19,
+            committed: 18,
             admitted: 1,
-            expected: (3, 3)
+            expected: (4, 4)
         ),
         // The old default pool (34 buffers): a fair minimum of 32 / 16 = 2 is all that is left for a recorder.
         Case(name: "recorder on a 34-buffer pool", requested: 16, budget: 32, expected: (2, 2)),
-        Case(name: "no budget: what it asks for", requested: 16, budget: nil, expected: (20, 16)),
-        Case(name: "no budget, latest-only", requested: 1, isLatestOnly: true, budget: nil, expected: (5, 1)),
+        Case(name: "no budget: what it asks for", requested: 16, budget: nil, expected: (18, 16)),
+        Case(name: "no budget, latest-only", requested: 1, isLatestOnly: true, budget: nil, expected: (3, 1)),
         Case(name: "no budget, full", requested: 1, budget: nil, admitted: 16, expected: nil),
         Case(name: "budget taken", requested: 1, budget: 64, committed: 64, admitted: 5, expected: nil),
         Case(name: "capacity reached", requested: 1, budget: 64, committed: 48, admitted: 16, expected: nil),
@@ -77,15 +77,15 @@ import TestSupport
         ),
         // Hostile and absurd inputs: clamped, never a trap.
         Case(name: "depth Int.max", requested: .max, budget: nil, expected: (255, 255)),
-        Case(name: "depth Int.min", requested: .min, budget: nil, expected: (5, 1)),
-        Case(name: "depth 0", requested: 0, budget: 64, expected: (5, 1)),
+        Case(name: "depth Int.min", requested: .min, budget: nil, expected: (3, 1)),
+        Case(name: "depth 0", requested: 0, budget: 64, expected: (3, 1)),
         Case(name: "depth 65535 on a huge budget", requested: 65_535, budget: .max, expected: (255, 255)),
         Case(name: "budget Int.min", requested: 16, budget: .min, expected: (1, 1)),
         Case(name: "committed Int.max", requested: 16, budget: 64, committed: .max, admitted: 1),
-        Case(name: "committed negative", requested: 16, budget: 64, committed: .min, expected: (19, 16)),
+        Case(name: "committed negative", requested: 16, budget: 64, committed: .min, expected: (18, 16)),
         Case(name: "admitted Int.max", requested: 16, budget: 64, admitted: .max),
-        Case(name: "admitted negative", requested: 16, budget: 64, admitted: .min, expected: (19, 16)),
-        Case(name: "maximumSubscribers 0", requested: 16, budget: 64, maximumSubscribers: 0, expected: (20, 16)),
+        Case(name: "admitted negative", requested: 16, budget: 64, admitted: .min, expected: (18, 16)),
+        Case(name: "maximumSubscribers 0", requested: 16, budget: 64, maximumSubscribers: 0, expected: (18, 16)),
         Case(name: "maximumSubscribers Int.max", requested: 16, budget: 64, maximumSubscribers: .max, expected: (1, 1)),
         Case(
             name: "extra Int.max",
@@ -106,7 +106,7 @@ import TestSupport
             policy: HoldingPolicy(minimumHeldFrames: .min),
             requested: 16,
             budget: 64,
-            expected: (20, 16)
+            expected: (18, 16)
         ),
     ]
 
@@ -229,7 +229,7 @@ import TestSupport
 
     // MARK: Through the publisher's state machine
 
-    /// The recorder case: a queue of 16 on a pool of `framebus publish`'s default size gets 16 (19 held), and a
+    /// The recorder case: a queue of 16 on a pool of `framebus publish`'s default size gets 16 (18 held), and a
     /// burst of 16 frames it does not release yet arrives whole.
     @Test func aRecorderOnTheDefaultPoolGetsSixteenAndABurstOfSixteenWithoutDrops() throws {
         var harness = MachineHarness()
@@ -241,7 +241,7 @@ import TestSupport
             return
         }
         #expect(welcome.queueDepth == 16)
-        #expect(welcome.maximumHeldFrames == 19)
+        #expect(welcome.maximumHeldFrames == 18)
         for other in others {
             guard case .welcome(let welcome) = harness.messages(other).first else {
                 Issue.record("no WELCOME for \(other): \(harness.messages(other))")
@@ -274,14 +274,14 @@ import TestSupport
         #expect(limits.count == 9)
         #expect(limits.reduce(0, +) <= 9, "\(limits)")
         // The producer's own format pins no conversion buffer: only the held-frame budget applies to it.
-        #expect(harness.machine.subscribers.first { $0.id == producersOwn }?.heldLimit == 5)
+        #expect(harness.machine.subscribers.first { $0.id == producersOwn }?.heldLimit == 3)
         for frame in 0..<200 {
             let sequence = harness.publish(on: UInt64(frame % 12) + 1)
             if let last = harness.frames(honest).last, last.sequence == sequence {
                 let release = WireRelease(sequence: sequence, surfaceID: last.surfaceID, flags: 0)
                 harness.receive(.release(release), from: honest)
             }
-            #expect(harness.machine.heldFrameCount <= 9 + 5)
+            #expect(harness.machine.heldFrameCount <= 9 + 3)
         }
         #expect(harness.frames(honest).count == 200)
         for hoarder in hoarders { #expect(harness.frames(hoarder).count <= 1) }
