@@ -62,7 +62,10 @@ extern "C" {
 /* Version                                                                                                      */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/** The ABI version this header describes. Incremented when a struct or signature changes incompatibly. */
+/** The ABI version this header describes. Incremented when a struct or signature changes incompatibly. A
+ *  compatible change (a function added, a reserved field given a meaning that reads 0 from older libraries, as
+ *  fb_session.granted_queue_depth in library 0.3.0) keeps it and raises the library's minor version instead
+ *  (libframebus.so.0.MINOR.0, the Version of framebus.pc). */
 #define FB_ABI_VERSION 1
 
 /** The ABI version of the loaded library; compare with FB_ABI_VERSION. Thread-safe. */
@@ -343,7 +346,10 @@ typedef struct fb_session {
     uint64_t subscriber_id;
     /** Frames this subscriber may hold at once before the publisher drops frames for it (outOfBuffers). */
     uint32_t maximum_held_frames;
-    uint32_t reserved;
+    /** The queue depth the publisher granted (WELCOME's queueDepth): 1 for latest-only; in queue mode at most
+     *  the depth asked for and at most maximum_held_frames (docs/PROTOCOL.md section 7.3). This was a reserved
+     *  field (0) before: the struct's size and layout are unchanged, and a library from before it fills 0 here. */
+    uint32_t granted_queue_depth;
 } fb_session;
 
 /** Frames that were not delivered. */
@@ -595,10 +601,11 @@ typedef struct fb_publisher_options {
     size_t offered_format_count;
     /** Buffers made up front (default 4) and the most that may exist at once (default 18, 1 to 1024; at least
      *  minimum_buffer_count). Subscribers together may hold maximum_buffer_count - 2 of them (the producer keeps
-     *  2): each subscriber's share is max(1, (maximum_buffer_count - 2) / maximum_subscribers) frames, and it holds
-     *  at most min(its queue depth + extra_held_frames_per_subscriber, share) (docs/PROTOCOL.md section 7.3).
-     *  The defaults give each of 4 subscribers a share of 4; a GStreamer source whose pipeline keeps several
-     *  buffers needs a share that large. */
+     *  2), under the holding policy of docs/PROTOCOL.md section 7.3: a subscriber gets its queue depth +
+     *  extra_held_frames_per_subscriber (at least 3 for latest-only) while that budget has them after keeping
+     *  min(3, (maximum_buffer_count - 2) / maximum_subscribers) for each subscriber still to come, else what is
+     *  left. The defaults give the first of 4 subscribers 5 frames and every later one at least 3; a GStreamer
+     *  source whose pipeline keeps several buffers needs that many. */
     uint32_t minimum_buffer_count;
     uint32_t maximum_buffer_count;
     /** Most subscribers at once (default 4; 1 to 1024). */

@@ -253,12 +253,9 @@ struct PublisherDriver {
         precondition(machine.pendingCount <= machine.limits.maximumPendingHandshakes)
         precondition(machine.subscriberCount <= machine.limits.maximumSubscribers)
         precondition(machine.monitorCount <= machine.limits.maximumMonitors)
-        if let share = machine.share {
-            for subscriber in machine.subscribers {
-                precondition(subscriber.held <= max(share, 0) || subscriber.held <= subscriber.maximumHeldFrames)
-            }
-        }
         for subscriber in machine.subscribers {
+            precondition(subscriber.held <= subscriber.heldLimit, "holds more than the budget lets it")
+            precondition(subscriber.heldLimit <= subscriber.maximumHeldFrames, "a limit above its grant")
             precondition(subscriber.held <= subscriber.maximumHeldFrames, "holds more than its limit")
             precondition(subscriber.queued <= machine.limits.maximumQueuedMessages + 4, "queue unbounded")
         }

@@ -23,7 +23,7 @@ SUBSCRIBER_SOURCES=()
 SOURCES=(
     Protocol/WireCoding.swift Protocol/WireMessage.swift Protocol/WireMessage+Encoding.swift
     Protocol/WireMessage+Decoding.swift Protocol/WireMonitorReport.swift
-    PublisherStateMachine.swift FrameBusError.swift Rings/RingLayout.swift
+    PublisherStateMachine.swift HoldingPolicy.swift FrameBusError.swift Rings/RingLayout.swift
 )
 for file in "${SOURCES[@]}" "${SUBSCRIBER_SOURCES[@]}"; do
     sed '/^import Logging$/d; /^import PixelBuffers$/d; /^import SampleBuffers$/d; /^import SystemPackage$/d; /^import Histogram$/d' \

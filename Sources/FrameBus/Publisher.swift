@@ -13,8 +13,8 @@ import SystemPackage
 /// descriptors once, then a small fixed-size descriptor per frame (docs/PROTOCOL.md). The publisher keeps a
 /// reference to every buffer a subscriber holds, so a pool buffer returns to its pool only when no subscriber
 /// holds it; when a subscriber goes away (even by `kill -9`), everything it held is released at once. A
-/// subscriber that never releases (a hoarder) holds at most its share of the pool, so everyone else keeps the
-/// full frame rate (docs/PROTOCOL.md §7.3).
+/// subscriber that never releases (a hoarder) holds at most what the ``HoldingPolicy`` granted it, so everyone else
+/// keeps the full frame rate (docs/PROTOCOL.md §7.3).
 ///
 /// ```swift
 /// let pool = try PixelBufferPool(attributes: .init(width: 1920, height: 1080,
@@ -47,13 +47,28 @@ public final class Publisher: Sendable {
         public var maximumMonitors = 4
         /// Most accepted connections waiting for their HELLO (1…65535); more wait in the listen backlog.
         public var maximumPendingHandshakes = 64
-        /// Frames a subscriber may hold beyond its queue depth (0…65535), within its share of the pool.
-        public var extraHeldFramesPerSubscriber = 4
-        /// Frames all subscribers together may hold; nil: the producer's pool's allocation threshold minus
-        /// ``producerReserve``, learnt from ``Publisher/makePixelBuffer(from:)``.
-        public var heldFrameBudget: Int?
-        /// Pool buffers never counted in the held-frame budget (0…65535).
-        public var producerReserve = 2
+        /// How many frames each subscriber may hold: the admission budget over every pool a subscriber can pin
+        /// (docs/PROTOCOL.md §7.3).
+        public var holdingPolicy = HoldingPolicy()
+        /// ``HoldingPolicy/extraHeldFrames`` of ``holdingPolicy``: frames a subscriber may hold beyond its queue
+        /// depth (0…65535), within the budget.
+        public var extraHeldFramesPerSubscriber: Int {
+            get { holdingPolicy.extraHeldFrames }
+            set { holdingPolicy.extraHeldFrames = newValue }
+        }
+        /// ``HoldingPolicy/budget`` of ``holdingPolicy``: frames all subscribers together may hold; nil: the
+        /// producer's pool's allocation threshold minus ``producerReserve``, learnt from
+        /// ``Publisher/makePixelBuffer(from:)``.
+        public var heldFrameBudget: Int? {
+            get { holdingPolicy.budget }
+            set { holdingPolicy.budget = newValue }
+        }
+        /// ``HoldingPolicy/producerReserve`` of ``holdingPolicy``: pool buffers never counted in the held-frame
+        /// budget (0…65535).
+        public var producerReserve: Int {
+            get { holdingPolicy.producerReserve }
+            set { holdingPolicy.producerReserve = newValue }
+        }
         /// Most surfaces announced to one subscriber before the oldest idle one is retired (2…65535).
         public var maximumAnnouncedSurfaces = 64
         /// Most messages waiting for one subscriber that stopped reading before it is disconnected (1…1_000_000).
@@ -66,8 +81,12 @@ public final class Publisher: Sendable {
         public var dropFlushInterval: Duration = .milliseconds(100)
         /// A closing connection whose last ERROR cannot be sent is closed without it after this time.
         public var closeGracePeriod: Duration = .seconds(1)
-        /// Most converted (compressed or decompressed) buffers alive at once (1…65535).
-        public var conversionBufferLimit = 16
+        /// Most converted (compressed or decompressed) buffers of one format alive at once (1…65535); nil (the
+        /// default): every frame subscribers may hold together (the held-frame budget; without one, 255 ×
+        /// ``maximumSubscribers``), plus the one being converted. A limit below that is a budget of its own:
+        /// subscribers of that format are admitted against it as against the producer's pool (``HoldingPolicy``), so
+        /// hoarders of a converted format cannot starve its other subscribers.
+        public var conversionBufferLimit: Int?
         /// Threads that encode (or decode) each frame for subscribers of another format (1…64): 1 converts on the
         /// thread that calls ``Publisher/publish(_:timing:)``; more split each frame across that many threads, which
         /// the publisher keeps for its lifetime. Conversion allocates nothing per frame either way.
@@ -105,16 +124,23 @@ public final class Publisher: Sendable {
                 u16.contains(extraHeldFramesPerSubscriber),
                 "extraHeldFramesPerSubscriber \(extraHeldFramesPerSubscriber)"
             )
-            try check(heldFrameBudget.map { $0 >= 1 } ?? true, "heldFrameBudget \(heldFrameBudget ?? 0)")
+            try check(
+                heldFrameBudget.map { (1...1_000_000).contains($0) } ?? true,
+                "heldFrameBudget \(heldFrameBudget ?? 0)"
+            )
             try check(u16.contains(producerReserve), "producerReserve \(producerReserve)")
+            try check(
+                (1...HoldingPolicy.largestGrant).contains(holdingPolicy.minimumHeldFrames),
+                "minimumHeldFrames \(holdingPolicy.minimumHeldFrames)"
+            )
             try check(
                 (2...Int(UInt16.max)).contains(maximumAnnouncedSurfaces),
                 "maximumAnnouncedSurfaces \(maximumAnnouncedSurfaces)"
             )
             try check((1...1_000_000).contains(maximumQueuedMessages), "maximumQueuedMessages \(maximumQueuedMessages)")
             try check(
-                (1...Int(UInt16.max)).contains(conversionBufferLimit),
-                "conversionBufferLimit \(conversionBufferLimit)"
+                conversionBufferLimit.map { (1...Int(UInt16.max)).contains($0) } ?? true,
+                "conversionBufferLimit \(conversionBufferLimit ?? 0)"
             )
             try check(
                 handshakeTimeout > .zero && handshakeTimeout <= .seconds(3600),
@@ -150,6 +176,8 @@ public final class Publisher: Sendable {
             limits.producerReserve = producerReserve
             limits.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
             limits.heldFrameBudget = heldFrameBudget
+            limits.minimumHeldFrames = holdingPolicy.minimumHeldFrames
+            limits.conversionBufferLimit = conversionBufferLimit
             return limits
         }
     }
@@ -264,8 +292,8 @@ public final class Publisher: Sendable {
 
     /// Waits for a free buffer from `pool` (CoreVideo's free-buffer notification, as a suspension).
     ///
-    /// Subscribers hold at most their share of the pool, so a buffer becomes free as soon as the producer's
-    /// previous frames are released or superseded. Cancelling the task ends the wait.
+    /// Subscribers together hold at most the held-frame budget (``HoldingPolicy``), so a buffer becomes free as soon
+    /// as the producer's previous frames are released or superseded. Cancelling the task ends the wait.
     ///
     /// - Throws: ``FrameBusError/Code-swift.struct/closed`` after ``stop()`` or when the task is cancelled (message
     ///   "cancelled"), ``FrameBusError/Code-swift.struct/resourceFailure`` if the pool cannot make a surface.
@@ -359,7 +387,7 @@ public final class Publisher: Sendable {
 
     /// Publishes a frame to every subscriber.
     ///
-    /// Subscribers that hold their share get a DROP with `outOfBuffers` instead. The buffer stays referenced
+    /// Subscribers that hold all they were granted get a DROP with `outOfBuffers` instead. The buffer stays referenced
     /// until every subscriber that received it has released it; do not write into it after publishing (take a
     /// new one from the pool for the next frame).
     ///
@@ -581,9 +609,13 @@ public final class Publisher: Sendable {
     }
 
     private func conversionPool(for format: PixelFormat, width: Int, height: Int) throws -> PixelBufferPool {
-        let existing = state.withLock { $0.conversionPools[format] }
-        if let existing, existing.attributes.width == width, existing.attributes.height == height { return existing }
-        let limit = configuration.conversionBufferLimit
+        // The pool can hold every frame its subscribers may be granted (HoldingPolicy), plus the one being made.
+        let (existing, limit) = state.withLock { ($0.conversionPools[format], $0.machine.conversionPoolCapacity) }
+        if let existing, existing.attributes.width == width, existing.attributes.height == height,
+            existing.attributes.allocationThreshold == limit
+        {
+            return existing
+        }
         let pool =
             format.isCompressed
             ? try SurfaceCodec.makeCompressedPool(

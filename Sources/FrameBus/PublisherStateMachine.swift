@@ -41,12 +41,27 @@ struct PublisherStateMachine<Resource> {
         var closeGracePeriod: UInt64 = 1_000_000_000
         var monitorInterval: UInt64 = 1_000_000_000
         var dropFlushInterval: UInt64 = 100_000_000
-        var extraHeldFramesPerSubscriber = 4
+        var extraHeldFramesPerSubscriber = 2
         var producerReserve = 2
         var maximumAnnouncedSurfaces = 64
         /// Frames all subscribers together may hold (§7.3); nil until known.
         var heldFrameBudget: Int?
+        /// The fair minimum kept for each subscriber still to come (``HoldingPolicy/minimumHeldFrames``).
+        var minimumHeldFrames = 3
+        /// The configured size of each pool of converted frames (`conversionBufferLimit`); nil: as large as the
+        /// held-frame budget allows (plus the frame being converted), so it never binds.
+        var conversionBufferLimit: Int?
         var logInterval: UInt64 = 10_000_000_000
+
+        /// These limits as the public policy value.
+        var holding: HoldingPolicy {
+            HoldingPolicy(
+                budget: heldFrameBudget,
+                producerReserve: producerReserve,
+                extraHeldFrames: extraHeldFramesPerSubscriber,
+                minimumHeldFrames: minimumHeldFrames
+            )
+        }
     }
 
     /// What the IO layer must do.
@@ -118,6 +133,8 @@ struct PublisherStateMachine<Resource> {
         let deliveryMode: UInt16
         let queueDepth: UInt16
         let maximumHeldFrames: Int
+        /// What it may hold now: its grant, or less if it was welcomed before the budget was known (§7.3).
+        var heldLimit: Int
         let maximumAnnouncedSurfaces: Int
         let acceptsDMABuf: Bool
         let firstSequence: UInt64
@@ -152,6 +169,7 @@ struct PublisherStateMachine<Resource> {
             self.deliveryMode = deliveryMode
             self.queueDepth = queueDepth
             self.maximumHeldFrames = maximumHeldFrames
+            self.heldLimit = maximumHeldFrames
             self.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
             self.acceptsDMABuf = acceptsDMABuf
             self.firstSequence = firstSequence
@@ -196,6 +214,8 @@ struct PublisherStateMachine<Resource> {
     private(set) var droppedAtSource: [WireDropReason: UInt64] = [:]
     private(set) var departed = DepartedTotals()
     private(set) var conversions: UInt64 = 0
+    /// Formats frames were converted to (``isConversionTarget(_:)``).
+    private var convertedFormats: Set<UInt32> = []
     private(set) var isStopped = false
     private var lastGeometry: (format: UInt32, width: UInt32, height: UInt32)?
     private var pendingDiscontinuity = false
@@ -466,14 +486,6 @@ struct PublisherStateMachine<Resource> {
             connections[id] = .monitor(monitor)
             return [.flush(id)]
         case .subscriber:
-            guard subscriberCount < subscriberCapacity else {
-                return fail(
-                    id,
-                    .tooManySubscribers,
-                    "\(subscriberCapacity) subscribers already connected",
-                    now: now
-                )
-            }
             guard let format = hello.formats.first(where: limits.formats.contains) else {
                 let wanted = hello.formats.map(FourCC.name)
                 let offered = limits.formats.map(FourCC.name)
@@ -484,12 +496,18 @@ struct PublisherStateMachine<Resource> {
                     now: now
                 )
             }
-            var maximumHeld = Int(hello.queueDepth) + limits.extraHeldFramesPerSubscriber
-            if let share { maximumHeld = min(maximumHeld, share) }
-            // Subscribers keep at most 256 surfaces (docs/PROTOCOL.md §8.2), and the announced limit must exceed what
-            // a subscriber holds, so both are capped here whatever the configuration says.
-            maximumHeld = max(1, min(maximumHeld, Self.subscriberSurfaceLimit - 1))
-            let depth = hello.deliveryMode == 0 ? 1 : min(Int(hello.queueDepth), maximumHeld)
+            let isLatestOnly = hello.deliveryMode == 0
+            guard let grant = admit(requestedDepth: Int(hello.queueDepth), isLatestOnly: isLatestOnly, format: format)
+            else {
+                return fail(
+                    id,
+                    .tooManySubscribers,
+                    "\(subscriberCount) subscribers already connected (\(holdingDescription))",
+                    now: now
+                )
+            }
+            let maximumHeld = grant.maximumHeldFrames
+            let depth = grant.queueDepth
             let announcedLimit = min(max(limits.maximumAnnouncedSurfaces, maximumHeld + 1), Self.subscriberSurfaceLimit)
             let session = SubscriberSession(
                 credentials: credentials,
@@ -535,26 +553,111 @@ struct PublisherStateMachine<Resource> {
         }
     }
 
-    // MARK: The held-frame budget (docs/PROTOCOL.md §7.3)
+    // MARK: The held-frame budget (docs/PROTOCOL.md §7.3, ``HoldingPolicy``)
 
     /// The most surfaces any subscriber keeps mapped (docs/PROTOCOL.md §8.2).
     static var subscriberSurfaceLimit: Int { 256 }
 
-    /// Frames one subscriber may hold under the budget; nil without a budget.
-    var share: Int? {
-        limits.heldFrameBudget.map { max(1, $0 / max(1, limits.maximumSubscribers)) }
+    /// Frames subscribers of one format may hold together from that format's pool of converted frames when
+    /// `conversionBufferLimit` caps it (the limit less the frame being converted); nil otherwise: the pool is as large
+    /// as everything subscribers may hold, so only the held-frame budget binds.
+    var conversionBudget: Int? { limits.conversionBufferLimit.map { max(1, $0 - 1) } }
+
+    /// How many buffers a pool of converted frames may have: the configured limit, else every frame subscribers may
+    /// hold together (the held-frame budget, and never more than `maximumSubscribers` × 255) plus the one being
+    /// converted. A pool allocates only the buffers in use.
+    var conversionPoolCapacity: Int {
+        if let limit = limits.conversionBufferLimit { return limit }
+        let most = min(max(limits.maximumSubscribers, 1), Int(UInt16.max)) * HoldingPolicy.largestGrant
+        return min(limits.heldFrameBudget ?? most, most) + 1
     }
 
-    /// Subscribers admitted at once: fewer than `maximumSubscribers` when the budget cannot give each a frame.
+    /// Subscribers admitted at once (the held-frame budget's capacity).
     var subscriberCapacity: Int {
-        guard let budget = limits.heldFrameBudget else { return limits.maximumSubscribers }
-        return max(1, min(limits.maximumSubscribers, budget))
+        limits.holding.subscriberCapacity(budget: limits.heldFrameBudget, maximumSubscribers: limits.maximumSubscribers)
+    }
+
+    private var holdingDescription: String {
+        let budget = limits.heldFrameBudget.map { "\($0) frames" } ?? "unbounded"
+        return "budget \(budget), at most \(subscriberCapacity) subscribers"
+    }
+
+    /// Whether subscribers of `format` may get converted frames, and so pin that format's conversion pool: every
+    /// compressed format (a producer publishes raw frames; their FourCCs start with `&`, docs/PROTOCOL.md §6), and
+    /// any format a frame was converted to.
+    private func isConversionTarget(_ format: UInt32) -> Bool {
+        convertedFormats.contains(format) || format >> 24 == 0x26
+    }
+
+    /// What a subscriber of `format` is granted against the held-frame budget and, when its conversion pool is
+    /// capped, that pool's budget, given those admitted before it; nil when one of them cannot admit it.
+    private func grant(
+        requestedDepth: Int,
+        isLatestOnly: Bool,
+        format: UInt32,
+        before admitted: [SubscriberSession]
+    ) -> HoldingPolicy.Grant? {
+        let policy = limits.holding
+        guard
+            var grant = policy.grant(
+                requestedDepth: requestedDepth,
+                isLatestOnly: isLatestOnly,
+                budget: limits.heldFrameBudget,
+                committed: admitted.reduce(0) { $0 + $1.heldLimit },
+                admitted: admitted.count,
+                maximumSubscribers: limits.maximumSubscribers
+            )
+        else { return nil }
+        if let conversionBudget, isConversionTarget(format) {
+            let inFormat = admitted.filter { $0.format == format }
+            guard
+                let converted = policy.grant(
+                    requestedDepth: requestedDepth,
+                    isLatestOnly: isLatestOnly,
+                    budget: conversionBudget,
+                    committed: inFormat.reduce(0) { $0 + $1.heldLimit },
+                    admitted: inFormat.count,
+                    maximumSubscribers: limits.maximumSubscribers
+                )
+            else { return nil }
+            grant.maximumHeldFrames = min(grant.maximumHeldFrames, converted.maximumHeldFrames)
+            grant.queueDepth = min(grant.queueDepth, converted.queueDepth)
+        }
+        return grant
+    }
+
+    /// What a new subscriber of `format` is granted; nil when the budgets cannot admit it.
+    private func admit(requestedDepth: Int, isLatestOnly: Bool, format: UInt32) -> HoldingPolicy.Grant? {
+        var admitted: [SubscriberSession] = []
+        for case .subscriber(let session) in connections.values { admitted.append(session) }
+        return grant(requestedDepth: requestedDepth, isLatestOnly: isLatestOnly, format: format, before: admitted)
     }
 
     /// Learns the budget from the producer's pool (its allocation threshold), unless one is configured or known.
+    ///
+    /// Subscribers welcomed before (the producer had not asked for a buffer yet) are admitted again against it.
     mutating func learnPoolCapacity(_ allocationThreshold: Int) {
         guard limits.heldFrameBudget == nil else { return }
         limits.heldFrameBudget = max(1, allocationThreshold - limits.producerReserve)
+        readmit()
+    }
+
+    /// Admits every subscriber again against the budgets as they are now, in the order they came: each may then hold
+    /// at most its new grant (at least 1), never more than WELCOME said (`maximumHeldFrames` is an upper bound,
+    /// docs/PROTOCOL.md §7.3).
+    private func readmit() {
+        var admitted: [SubscriberSession] = []
+        for id in connections.keys.sorted() {
+            guard case .subscriber(let session) = connections[id] else { continue }
+            let grant = grant(
+                requestedDepth: Int(session.queueDepth),
+                isLatestOnly: session.deliveryMode == 0,
+                format: session.format,
+                before: admitted
+            )
+            session.heldLimit = max(1, min(session.maximumHeldFrames, grant?.maximumHeldFrames ?? 1))
+            admitted.append(session)
+        }
     }
 
     // MARK: Publishing
@@ -596,6 +699,11 @@ struct PublisherStateMachine<Resource> {
         now: UInt64
     ) -> [Action] {
         if representation != nil && isConversion { conversions.saturatingAdd(1) }
+        if isConversion, conversionBudget != nil, !convertedFormats.contains(format) {
+            // A format first converted to (the producer published another): its subscribers now pin its pool.
+            convertedFormats.insert(format)
+            readmit()
+        }
         var actions: [Action] = []
         let sequence = template.sequence
         // Sessions are objects updated in place; the dictionary itself changes only when one fails (tooSlow), and
@@ -613,9 +721,7 @@ struct PublisherStateMachine<Resource> {
                 session.version == 1
                 ? surfaceV1 != nil
                 : (representation.surface.backing == .memfd || session.acceptsDMABuf)
-            var limit = session.maximumHeldFrames
-            if let share { limit = min(limit, share) }
-            guard sendable, session.held.count < limit else {
+            guard sendable, session.held.count < session.heldLimit else {
                 if drop(sequence...sequence, .outOfBuffers, in: session, now: now) { actions.append(.deadlineChanged) }
                 continue
             }
@@ -949,6 +1055,8 @@ struct PublisherStateMachine<Resource> {
         var queueDepth: Int
         var isLatestOnly: Bool
         var maximumHeldFrames: Int
+        /// What it may hold now (``maximumHeldFrames``, or less if welcomed before the budget was known).
+        var heldLimit: Int
         var delivered: UInt64
         var bytesDelivered: UInt64
         var droppedLate: UInt64
@@ -971,6 +1079,7 @@ struct PublisherStateMachine<Resource> {
                 queueDepth: Int(session.queueDepth),
                 isLatestOnly: session.deliveryMode == 0,
                 maximumHeldFrames: session.maximumHeldFrames,
+                heldLimit: session.heldLimit,
                 delivered: session.delivered,
                 bytesDelivered: session.bytesDelivered,
                 droppedLate: session.droppedLate,

@@ -36,7 +36,10 @@ public final class Subscriber: Sendable {
         /// At most one frame waits; a newer one replaces it and the replaced one is dropped with
         /// `frameWasLate` (`alwaysDiscardsLateVideoFrames = true`). The default.
         case latestOnly
-        /// Up to `depth` frames (1…64) wait; none is dropped while there is room.
+        /// Frames wait in arrival order and none is discarded by the subscriber (docs/PROTOCOL.md §7.2): `depth`
+        /// (1…64) is what it asks for, ``Session/grantedQueueDepth`` what the publisher granted, and as many frames
+        /// as it may hold (``Session/maximumHeldFrames``) may wait; beyond, the publisher drops the newest frames
+        /// (`outOfBuffers`), never the waiting ones.
         case queue(depth: Int)
 
         var wireMode: UInt16 { if case .queue = self { 1 } else { 0 } }
@@ -206,6 +209,27 @@ public final class Subscriber: Sendable {
             }
         }
     }
+
+    /// A `TaskExecutor` that runs on this subscriber's connection thread: a loop over ``events`` or ``frames`` under
+    /// `withTaskExecutorPreference(subscriber.executor)` (or in `Task(executorPreference: subscriber.executor)`)
+    /// resumes on the thread that read each frame, as soon as it is read: one thread wake-up per frame, as with
+    /// ``setDelegateOnConnectionThread(_:)``. Without it, each event resumes the loop on Swift's cooperative pool, a
+    /// second thread woken per frame.
+    ///
+    /// ```swift
+    /// await withTaskExecutorPreference(subscriber.executor) {
+    ///     for try await frame in subscriber.frames { preview.show(frame) }   // on the connection thread
+    /// }
+    /// ```
+    ///
+    /// The loop's body then runs on the connection thread, with the rules of a connection-thread delegate: it must not
+    /// block or wait synchronously for anything (a lock held elsewhere, a semaphore, I/O, `Thread.sleep`, heavy work
+    /// for longer than a frame period): while it runs, the subscriber reads nothing, late frames are not replaced, and
+    /// a body that blocks for long gets the subscriber disconnected as too slow. Awaiting is fine (the thread goes
+    /// back to reading meanwhile); hand heavy work to another task. After ``cancel()`` or the stream's end for good,
+    /// jobs run on the global concurrent executor instead. A loop in an actor's code runs on that actor's executor,
+    /// as any isolated code does: the preference applies to nonisolated code.
+    public var executor: any TaskExecutor { core.executor }
 
     /// Whether the caller runs on this subscriber's connection thread (for tests of delegate delivery).
     @_spi(Testing) public var isOnConnectionThread: Bool { core.isOnConnectionThread }

@@ -233,11 +233,14 @@ final class SubscriberCore: Sendable {
         return pthread_equal(thread, pthread_self()) != 0
     }
     let sender: SubscriberSender
+    /// Runs tasks on the connection thread (``Subscriber/executor``).
+    let executor: SubscriberExecutor
 
     init(configuration: Subscriber.Configuration) throws(FrameBusError) {
         self.configuration = configuration
         self.doorbell = try Doorbell()
         self.sender = SubscriberSender(doorbell: doorbell)
+        self.executor = SubscriberExecutor(doorbell: doorbell)
         self.state = Mutex(State(queue: SubscriberEventQueue(depth: configuration.delivery.depth)))
     }
 
@@ -246,6 +249,7 @@ final class SubscriberCore: Sendable {
         state.withLock { $0.owner = owner }
         let thread = Thread { [self] in
             connectionThread.withLock { $0 = pthread_self() }
+            executor.attachCurrentThread()
             SubscriberConnection(core: self).run()
         }
         thread.name = "framebus.subscriber"
@@ -286,6 +290,9 @@ final class SubscriberCore: Sendable {
         enqueue { state in
             state.session = session
             state.isConnected = true
+            // Queue mode discards nothing (docs/PROTOCOL.md §7.2): every frame the publisher lets this subscriber
+            // hold may wait, and the publisher's DROP outOfBuffers is what bounds the queue.
+            if case .queue = configuration.delivery { state.queue.raiseDepth(to: session.maximumHeldFrames) }
             state.queue.append(connected: session, isReconnect: isReconnect)
             return []
         }
@@ -375,7 +382,13 @@ final class SubscriberCore: Sendable {
     private func perform(_ wake: Wake, onConnectionThread: Bool) {
         switch wake {
         case .none: break
-        case .resume(let waiter, let entry): waiter.resume(returning: entry)
+        case .resume(let waiter, let entry):
+            // An iteration under `withTaskExecutorPreference(executor)` resumes here, on this thread, at once.
+            if onConnectionThread {
+                executor.handOver { waiter.resume(returning: entry) }
+            } else {
+                waiter.resume(returning: entry)
+            }
         case .notify(let wake): wake()
         case .deliver(.queue(let queue)): queue.async { self.deliverToDelegate(on: .queue(queue)) }
         case .deliver(.connectionThread):
@@ -393,6 +406,7 @@ final class SubscriberCore: Sendable {
     func connectionThreadFinished() {
         state.withLock { $0.isConnectionThreadFinished = true }
         runConnectionThreadPass()
+        executor.finish()
     }
 
     /// Called by the connection thread whenever it wakes: runs a delivery pass another thread handed over.
@@ -402,6 +416,7 @@ final class SubscriberCore: Sendable {
             return state.isConnectionThreadPassPending
         }
         if pending { deliverToDelegate(on: .connectionThread) }
+        executor.runJobs()
     }
 
     /// Takes the next event for a consumer, recording delivery statistics for a frame.

@@ -87,7 +87,7 @@ struct SubscriberEventQueue<Frame> {
     static var maximumDropReports: Int { 64 }
     static var maximumConnectionEvents: Int { 8 }
 
-    let depth: Int
+    private(set) var depth: Int
     private(set) var entries: [Entry] = []
     private(set) var frameCount = 0
     private(set) var dropReportCount = 0
@@ -98,6 +98,9 @@ struct SubscriberEventQueue<Frame> {
     }
 
     var isEmpty: Bool { entries.isEmpty }
+
+    /// Lets up to `depth` frames wait (never fewer than before).
+    mutating func raiseDepth(to depth: Int) { self.depth = max(self.depth, depth) }
 
     /// Whether enough connection events (connected/ended) wait that the owner should not reconnect until the
     /// consumer catches up; so a publisher that restarts in a loop cannot grow the queue.

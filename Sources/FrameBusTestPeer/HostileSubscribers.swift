@@ -57,12 +57,16 @@ func runBusHoarder(_ arguments: [String]) -> Int32 {
     }
     defer { close(fd) }
     let depth = options.values["queue"].flatMap { UInt16($0) }
+    // --accept 420v,&8v0: the formats asked for (default 420v).
+    let formats = (options.values["accept"] ?? "420v").split(separator: ",").compactMap {
+        try? PixelFormat(String($0)).fourCC
+    }
     let hello = WireMessage.hello(
         WireHello(
             version: UInt16(options.int("version", 2)),
             deliveryMode: depth == nil ? 0 : 1,
             queueDepth: depth ?? 1,
-            formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]
+            formats: formats
         )
     ).encoded()
     _ = hello.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -38,8 +38,9 @@ struct BenchBusCommand: ParsableCommand {
     @Option(
         help: """
             Transports, comma separated: framebus (the delegate on a dispatch queue), framebus-thread (the \
-            delegate on the subscriber's connection thread), seqpacket-floor, stream-copy, fanout, gst-zerocopy, \
-            gst-copy.
+            delegate on the subscriber's connection thread), framebus-events (a for-await loop over events on \
+            the cooperative pool), framebus-events-executor (the same loop on Subscriber.executor), \
+            seqpacket-floor, stream-copy, fanout, gst-zerocopy, gst-copy.
             """
     )
     var transports: String = "seqpacket-floor,framebus,framebus-thread,stream-copy,fanout,gst-zerocopy,gst-copy"
@@ -95,9 +96,13 @@ struct BenchBusCommand: ParsableCommand {
                 say(result.line)
             }
         }
-        // The subscriber's delegate on a dispatch queue, or on its connection thread (one wake-up less).
-        for (transport, delivery) in [("framebus", "queue"), ("framebus-thread", "thread")]
-        where transportList.contains(transport) {
+        // The subscriber's delegate on a dispatch queue, or on its connection thread (one wake-up less); its `events`
+        // sequence on the cooperative pool, or on the connection thread through `Subscriber.executor`.
+        let deliveries = [
+            ("framebus", "queue"), ("framebus-thread", "thread"), ("framebus-events", "events"),
+            ("framebus-events-executor", "events-executor"),
+        ]
+        for (transport, delivery) in deliveries where transportList.contains(transport) {
             for (format, width, height) in caseList {
                 let path = base + "-bus.sock"
                 var configuration = Publisher.Configuration(path: path, formats: [format])
@@ -727,6 +732,14 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 let subscriber = try Subscriber(configuration: configuration)
                 if words.count > 2, words[2] == "thread" {
                     subscriber.setDelegateOnConnectionThread(self)
+                } else if words.count > 2, words[2].hasPrefix("events") {
+                    let executor = words[2] == "events-executor" ? subscriber.executor : nil
+                    Task(executorPreference: executor) { [self] in
+                        for try await case .frame(let sample) in subscriber.events {
+                            let now = BenchmarkSocket.monotonicNanoseconds()
+                            record(now &- (sample.busPublishTime ?? now), at: now)
+                        }
+                    }
                 } else {
                     subscriber.setDelegate(self, queue: DispatchQueue(label: "bench.delegate", qos: .userInteractive))
                 }

@@ -61,11 +61,13 @@ struct PublishCommand: AsyncParsableCommand {
 
     @Option(
         help: """
-            Most buffers in the pool. Two are the producer's; the rest are shared equally by --max-subscribers \
-            subscribers (each holds at most its share; beyond it, it alone gets outOfBuffers drops).
+            Most buffers in the pool (allocated only while in use). Two are the producer's; subscribers hold \
+            the rest under the holding policy (docs/PROTOCOL.md §7.3): each gets the depth it asks for while the \
+            pool has it, after keeping 3 for each subscriber still to come. Default: 2 + 3 × --max-subscribers + \
+            16, so every subscriber gets 3 and one recorder asking for --queue 16 gets 16.
             """
     )
-    var buffers: Int = 34
+    var buffers: Int?
 
     @Flag(
         help: """
@@ -83,7 +85,16 @@ struct PublishCommand: AsyncParsableCommand {
         guard UInt32(socketMode, radix: 8).map({ $0 <= 0o777 }) == true else {
             throw ValidationError("--socket-mode must be octal, e.g. 600 or 660")
         }
-        guard buffers >= 3 else { throw ValidationError("--buffers must be at least 3") }
+        guard (buffers ?? 3) >= 3 else { throw ValidationError("--buffers must be at least 3") }
+        guard (1...Int(UInt16.max)).contains(maxSubscribers) else {
+            throw ValidationError("--max-subscribers must be 1…65535")
+        }
+    }
+
+    /// The producer's 2, the fair minimum (3) for every subscriber, and 16 more for one recorder's queue.
+    static func defaultBuffers(maximumSubscribers: Int) -> Int {
+        let policy = HoldingPolicy()
+        return policy.producerReserve + policy.minimumHeldFrames * maximumSubscribers + 16
     }
 
     func run() async throws {
@@ -96,7 +107,7 @@ struct PublishCommand: AsyncParsableCommand {
             format: pixelFormat,
             size: size,
             imagesFolder: images ?? (source == "images" ? "Corpus/kodak" : nil),
-            buffers: buffers
+            buffers: buffers ?? Self.defaultBuffers(maximumSubscribers: maxSubscribers)
         )
         var configuration = Publisher.Configuration(path: path, formats: formats)
         configuration.socketMode = UInt32(socketMode, radix: 8) ?? 0o600

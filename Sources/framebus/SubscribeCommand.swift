@@ -72,14 +72,13 @@ struct SubscribeCommand: AsyncParsableCommand {
         configuration.reconnects = reconnect
         configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000))
         configuration.allowedPublisherUserIDs.formUnion(allowedPublisherUserIDs)
-        let mode = queue.map { "queue \($0)" } ?? "latest-only"
         let counter = FrameCounter(decode: decode, delayMilliseconds: delayMilliseconds) { [json] session in
-            // The publisher may grant less than the depth asked for (its held-frame budget): say both.
-            let granted = queue.map { $0 == session.grantedQueueDepth ? "" : " (granted \(session.grantedQueueDepth))" } ?? ""
+            // The publisher may grant less than the depth asked for (its holding policy): say both.
+            let mode = queue.map { "queue \($0) requested, \(session.grantedQueueDepth) granted" } ?? "latest-only"
             if !json {
                 say(
                     escapedForTerminal(
-                        "subscribed to \(socketPath): \(session.format), \(mode)\(granted), "
+                        "subscribed to \(socketPath): \(session.format), \(mode), "
                             + "holds ≤ \(session.maximumHeldFrames), protocol v\(session.protocolVersion)"
                     )
                 )

@@ -247,9 +247,9 @@ int main(int argc, char **argv) {
         polls = 0;
         switch (event.type) {
         case FB_EVENT_CONNECTED:
-            printf("connected format=%c%c%c%c max_held=%u\n", (char)(event.session.format >> 24),
+            printf("connected format=%c%c%c%c max_held=%u granted=%u\n", (char)(event.session.format >> 24),
                    (char)(event.session.format >> 16), (char)(event.session.format >> 8), (char)event.session.format,
-                   event.session.maximum_held_frames);
+                   event.session.maximum_held_frames, event.session.granted_queue_depth);
             break;
         case FB_EVENT_FRAME: {
             const uint64_t received = monotonic_ns();

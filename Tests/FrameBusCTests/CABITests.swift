@@ -95,6 +95,11 @@ import TestSupport
         for (subscriber, format) in [(rawSubscriber, raw), (compressedSubscriber, compressed)] {
             let report = SubscriberReport(subscriber)
             #expect(subscriber.output.contains("connected format=\(format) "), "\(subscriber.output)")
+            // fb_session.granted_queue_depth: what the holding policy granted of the queue of 8 asked for.
+            let connected = subscriber.records("connected").first
+            let granted = try #require(connected?["granted"].flatMap { Int($0) }, "\(subscriber.output)")
+            let held = try #require(connected?["max_held"].flatMap { Int($0) }, "\(subscriber.output)")
+            #expect((1...min(8, held)).contains(granted), "\(subscriber.output)")
             #expect(!report.frames.isEmpty)
             for frame in report.frames {
                 let index = try #require(frame["k"].flatMap { UInt64($0) })
@@ -143,7 +148,10 @@ import TestSupport
         let maximumHeld = try #require(subscriber.records("connected").first?["max_held"].flatMap { Int($0) })
         // It holds exactly what the publisher granted in its WELCOME: the limit counts the pool from the start.
         #expect(report.frames.count == maximumHeld, "\(subscriber.output)")
-        #expect(maximumHeld == 4, "the defaults give each of 4 subscribers a share of (18 - 2) / 4 frames")
+        // The defaults (18 buffers, 4 subscribers): a latest-only subscriber wants 1 + 4 and the budget of 16 has
+        // them after keeping 3 for each of the 3 still to come.
+        #expect(maximumHeld == 5, "\(subscriber.output)")
+        #expect(subscriber.records("connected").first?["granted"] == "1", "latest-only: \(subscriber.output)")
         #expect(report.frames.allSatisfy { $0["ok"] == "1" })
         let outOfBuffers = report.drops.filter { $0.reason == 2 }
         #expect(!outOfBuffers.isEmpty, "\(subscriber.output)")

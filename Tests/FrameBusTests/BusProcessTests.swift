@@ -214,7 +214,8 @@ import TestSupport
         let path = temporaryBusPath("limit")
         let publisher = try makePublisher(path)
         defer { publisher.stop() }
-        // Latest-only: the limit is 1 + 4 frames; this peer never releases any.
+        // Latest-only: the holding policy grants 3 frames (one in hand, one waiting, one to replace it, PROTOCOL.md
+        // §7.3); this peer never releases any.
         let peer = try startPeer(["bus-subscriber", path, "--hold", "100", "--frames", "8"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool()
@@ -227,8 +228,8 @@ import TestSupport
         }
         #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
-        #expect(stats["delivered"] == "5")
-        #expect(stats["outOfBuffers"] == "3")
+        #expect(stats["delivered"] == "3")
+        #expect(stats["outOfBuffers"] == "5")
     }
 
     @Test func killNineOfASubscriberReturnsAllItsBuffersToThePool() async throws {

@@ -120,6 +120,7 @@ import Testing
         var harness = Harness {
             $0.heldFrameBudget = 32
             $0.maximumSubscribers = 1
+            $0.extraHeldFramesPerSubscriber = 4
         }
         let id = Self.subscribeV3(&harness)
         // Latest-only holds at most 1 + 4 extra = 5; the sixth frame is dropped until one is released.

@@ -573,12 +573,12 @@ gst_framebus_sink_class_init (GstFramebusSinkClass * klass)
   g_object_class_install_property (object_class, PROP_MAX_BUFFERS,
       g_param_spec_uint ("max-buffers", "Maximum buffers",
           "Most surfaces the FrameBus pool may hold (at least min-buffers). Subscribers together may hold all but "
-          "2, each at most (max-buffers - 2) / max-subscribers; beyond its share a subscriber is sent drops "
-          "(outOfBuffers). When upstream holds the free surfaces, frames are copied or dropped rather than "
+          "2, each what the holding policy granted it (its depth + 4 while the pool has them, keeping a fair "
+          "minimum for subscribers still to come); beyond its grant a subscriber is sent drops (outOfBuffers). When upstream holds the free surfaces, frames are copied or dropped rather than "
           "stalling the pipeline", 1, 1024, DEFAULT_MAX_BUFFERS, flags));
   g_object_class_install_property (object_class, PROP_MAX_SUBSCRIBERS,
       g_param_spec_uint ("max-subscribers", "Maximum subscribers",
-          "Most subscribers connected at once (each gets an equal share of the pool's surfaces to hold)", 1, 1024,
+          "Most subscribers connected at once (the pool keeps a fair minimum of surfaces for each)", 1, 1024,
           DEFAULT_MAX_SUBSCRIBERS, flags));
   g_object_class_install_property (object_class, PROP_SOCKET_MODE,
       g_param_spec_uint ("socket-mode", "Socket mode",

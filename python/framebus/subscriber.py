@@ -381,6 +381,10 @@ class Subscriber:
             raise
         self.format = pixel_format(self.welcome.format).name
         self.maximum_held_frames = self.welcome.maximum_held_frames
+        # What was asked for and what the publisher's holding policy granted (docs/PROTOCOL.md section 7.3): 1 for
+        # latest-only; a queue may get less than it asked for when the publisher's pool cannot serve it.
+        self.requested_queue_depth = 1 if queue is None else queue
+        self.granted_queue_depth = self.welcome.queue_depth
         self._socket.setblocking(False)
 
     # ---- connection ----

@@ -128,7 +128,7 @@ extension fb_session {
             stream_id: session.streamID,
             subscriber_id: session.subscriberID,
             maximum_held_frames: UInt32(clamping: session.maximumHeldFrames),
-            reserved: 0
+            granted_queue_depth: UInt32(clamping: session.grantedQueueDepth)
         )
     }
 }
