@@ -169,6 +169,11 @@ public final class Publisher: Sendable {
         var nextSurfaceSweep: UInt64 = 0
         /// After `accept` failed (EMFILE), the listener is left alone until then.
         var acceptPausedUntil: UInt64 = 0
+        /// When a frame was last published: while frames keep coming, releases are reaped by the next publish and
+        /// the loop thread does not ask to be woken for them (docs/PROTOCOL.md §9.5).
+        var lastPublishTime: UInt64 = 0
+        /// Callers of ``nextPixelBuffer(from:)`` waiting: releases must then wake the loop thread at once.
+        var buffersWanted = 0
         var logLimiter = LogLimiter()
     }
 
@@ -254,7 +259,13 @@ public final class Publisher: Sendable {
     public func makePixelBuffer(from pool: PixelBufferPool) throws(FrameBusError) -> PixelBuffer {
         follow(pool)
         do {
-            return try pool.makePixelBuffer()
+            do {
+                return try pool.makePixelBuffer()
+            } catch where error.code == .wouldExceedAllocationThreshold {
+                // Releases are reaped lazily while frames are published (§9.5): reap them now and try once more.
+                state.withLock { serviceRings(&$0) }
+                return try pool.makePixelBuffer()
+            }
         } catch  where error.code == .wouldExceedAllocationThreshold {
             throw FrameBusError(.outOfBuffers, "Publisher.makePixelBuffer", message: error.description)
         } catch {
@@ -272,6 +283,13 @@ public final class Publisher: Sendable {
     public func nextPixelBuffer(from pool: PixelBufferPool) async throws(FrameBusError) -> PixelBuffer {
         follow(pool)
         guard !isStopped else { throw FrameBusError(.closed, "Publisher.nextPixelBuffer") }
+        // While we wait, every release wakes the loop thread (§9.5), which reaps it and so frees its buffer.
+        state.withLock { state in
+            state.buffersWanted += 1
+            serviceRings(&state)
+        }
+        doorbell.ring()
+        defer { state.withLock { $0.buffersWanted -= 1 } }
         do {
             return try await pool.nextPixelBuffer()
         } catch  where error.code == .cancelled {
@@ -436,7 +454,7 @@ public final class Publisher: Sendable {
                     bytesUsed = 0
                 }
                 state.withLock { state in
-                    serviceRings(&state)
+                    reapBeforePublishing(&state)
                     let described = converted.flatMap { representation(of: $0, bytesUsed: bytesUsed, &state) }
                     let actions = state.machine.deliver(
                         template,
@@ -844,6 +862,10 @@ public final class Publisher: Sendable {
             if listening { interests.append((listener.descriptor, PollEvents.readable)) }
             polled.reserveCapacity(state.sockets.count)
             var ringsWaiting = false
+            // Releases wake this thread only when someone waits for a buffer or nothing was published for a while
+            // (§9.5); otherwise the next publish reaps them, and a subscriber wakes us past its threshold.
+            let wantsReleases =
+                state.buffersWanted > 0 || now &- state.lastPublishTime >= Self.lazyReapingPeriod
             for (id, socket) in state.sockets {
                 polled.append((id, socket))
                 let blockedOnRing = state.rings[id]?.isBlockedOnRing ?? false
@@ -855,6 +877,7 @@ public final class Publisher: Sendable {
             for (id, rings) in state.rings {
                 ringPolled.append(id)
                 interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
+                guard wantsReleases else { continue }
                 // A ring stays armed until its wake-up socket fires: a release written since then saw `sleeping` set.
                 if !rings.isArmed { if case .success(true) = rings.prepareToSleep() { rings.isArmed = true } }
                 if !rings.isArmed { ringsWaiting = true }
@@ -865,6 +888,11 @@ public final class Publisher: Sendable {
             if let deadline, timeout > 0 {
                 let wait = deadline > now ? (deadline - now) / 1_000_000 + 1 : 0
                 timeout = Int32(min(wait, 1000))
+            }
+            if !wantsReleases && !state.rings.isEmpty && timeout > 0 {
+                // Arm the rings once publishing pauses.
+                let due = state.lastPublishTime &+ Self.lazyReapingPeriod
+                timeout = min(timeout, Int32(min(due > now ? (due - now) / 1_000_000 + 1 : 0, 1000)))
             }
             return (machine.isStopped, listening, timeout)
         }
@@ -1018,6 +1046,22 @@ extension Publisher {
         } catch {
             return (.refused("\(error)"), nil)
         }
+    }
+
+    /// How long after the last publish the loop thread goes back to being woken for every release (§9.5).
+    static let lazyReapingPeriod: UInt64 = 100_000_000
+
+    /// Before a frame is published: reaps every release ring, and (unless someone waits for a buffer) stops asking
+    /// subscribers to wake the loop thread for releases. If a ring was armed, the loop thread is told, so it sleeps
+    /// at most until publishing pauses.
+    private func reapBeforePublishing(_ state: inout State) {
+        state.lastPublishTime = ProcessInfoShim.monotonicNanoseconds()
+        if state.buffersWanted == 0 {
+            var disarmed = false
+            for rings in state.rings.values where rings.disarm() { disarmed = true }
+            if disarmed { doorbell.ring() }
+        }
+        serviceRings(&state)
     }
 
     /// Reads every version-3 subscriber's release ring (each slot copied once, fed to the machine as a RELEASE would
