@@ -117,8 +117,10 @@ struct BenchBusCommand: ParsableCommand {
             for (format, width, height) in caseList {
                 let path = base + "-bus.sock"
                 var configuration = Publisher.Configuration(path: path, formats: [format])
-                // One subscriber: the whole pool but the producer's two buffers is its share.
+                // One subscriber, which may hold the whole pool: unpaced, the pool is the back-pressure (the producer
+                // waits for a release) rather than the held-frame share (frames dropped while two buffers are free).
                 configuration.maximumSubscribers = 1
+                configuration.heldFrameBudget = 12
                 let publisher = try Publisher(configuration: configuration)
                 // Steady state: every surface exists up front, and the warm-up run announces each one to the
                 // subscriber, so the measured runs see only per-frame costs.

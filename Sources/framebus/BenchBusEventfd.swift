@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 @_spi(Benchmark) import FrameBus
 
