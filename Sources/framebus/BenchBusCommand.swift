@@ -588,7 +588,10 @@ struct BenchResult {
         return DemoCommand.table([header] + rows)
     }
 
-    /// The targets of docs/ARCHITECTURE.md §3.4, judged on these results (same-run ratios).
+    /// The data plane's targets, judged on these results as same-run ratios: paced p50 ≤ 1.3× the floor for the
+    /// connection-thread delegate and ≤ 2× for the queue delegate, p99 ≤ 3× the floor's; unpaced frames/s ≥
+    /// iceoryx2-py's at no more CPU per frame on either side; fan-out 1 → 16: publisher CPU per frame ≤ 2×, worst
+    /// subscriber p50 ≤ 3× (docs/BENCHMARKS.md).
     static func targets(_ results: [BenchResult]) -> [String] {
         var lines: [String] = []
         func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
