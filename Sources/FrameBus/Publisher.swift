@@ -985,8 +985,13 @@ public final class Publisher: Sendable {
     private func readPending(_ id: ConnectionID, _ socket: Socket, _ state: inout State) {
         for _ in 0..<Self.readsPerTurn {
             guard state.sockets[id] != nil else { return }
+            let result = socket.receive(maximumSize: WireProtocol.maximumMessageSize, maximumDescriptors: 2)
+            if case .success(.wouldBlock) = result { return }
+            // Version 3: the releases it wrote before this (its GOODBYE, its end of file) come first.
+            serviceRing(id, &state)
+            guard state.sockets[id] != nil else { return }
             let now = ProcessInfoShim.monotonicNanoseconds()
-            switch socket.receive(maximumSize: WireProtocol.maximumMessageSize, maximumDescriptors: 2) {
+            switch result {
             case .success(.wouldBlock):
                 return
             case .success(.endOfFile):
@@ -1070,20 +1075,32 @@ extension Publisher {
         guard !state.rings.isEmpty else { return }
         for id in Array(state.rings.keys) {
             guard let rings = state.rings[id], !(onlyUnarmed && rings.isArmed) else { continue }
-            let now = ProcessInfoShim.monotonicNanoseconds()
-            var actions: [Machine.Action] = []
-            let violation = rings.drainReleases(limit: RingLayout.slotCount) { entry in
-                actions += state.machine.receivedFromRing(entry, from: id, now: now)
-                return state.machine.sessionVersion(of: id) != nil
-            }
-            perform(actions, &state)
-            if let violation, state.rings[id] != nil {
-                state.rings[id] = nil
-                perform(state.machine.ringViolation(violation, from: id, now: now), &state)
-                continue
-            }
-            if rings.isBlockedOnRing, state.rings[id] != nil { flush(id, &state) }
+            serviceRing(id, rings, &state)
         }
+    }
+
+    /// Reads one subscriber's release ring (see ``serviceRings(_:onlyUnarmed:)``). Also called before anything read
+    /// from that subscriber's socket is handled, its end of file included: releases are reaped lazily (§9.5), and
+    /// those it wrote before a socket message must reach the machine before that message.
+    private func serviceRing(_ id: ConnectionID, _ state: inout State) {
+        guard let rings = state.rings[id] else { return }
+        serviceRing(id, rings, &state)
+    }
+
+    private func serviceRing(_ id: ConnectionID, _ rings: PublisherRings, _ state: inout State) {
+        let now = ProcessInfoShim.monotonicNanoseconds()
+        var actions: [Machine.Action] = []
+        let violation = rings.drainReleases(limit: RingLayout.slotCount) { entry in
+            actions += state.machine.receivedFromRing(entry, from: id, now: now)
+            return state.machine.sessionVersion(of: id) != nil
+        }
+        perform(actions, &state)
+        if let violation, state.rings[id] != nil {
+            state.rings[id] = nil
+            perform(state.machine.ringViolation(violation, from: id, now: now), &state)
+            return
+        }
+        if rings.isBlockedOnRing, state.rings[id] != nil { flush(id, &state) }
     }
 }
 
