@@ -26,11 +26,15 @@ enum Iceoryx2Bench {
         let interpreter = resolve(python)
         let probe = GStreamerShmBench.run(
             interpreter,
-            ["-c", "import iceoryx2, importlib.metadata as m; print(m.version('iceoryx2'))"],
+            [
+                "-I", "-c",
+                "import iceoryx2, importlib.metadata as m; iceoryx2.NodeBuilder; print(m.version('iceoryx2'))",
+            ],
             timeout: 60
         )
         guard probe.status == 0 else {
-            say("iceoryx2-py: skipped — \(python) has no module iceoryx2 (pip install iceoryx2): \(probe.errors.suffix(200))")
+            let reason = probe.errors.split(separator: "\n").last.map(String.init) ?? "exit status \(probe.status)"
+            say("iceoryx2-py: skipped — \(python) has no usable module iceoryx2 (pip install iceoryx2): \(reason)")
             return []
         }
         say("iceoryx2-py: iceoryx2 \(probe.output) through Python bindings; Python's overhead is on iceoryx2's side")
@@ -49,7 +53,9 @@ enum Iceoryx2Bench {
                 let service = "framebus-bench-\(getpid())-\(width)x\(height)-\(rate)"
                 let run = GStreamerShmBench.run(
                     interpreter,
-                    [script.path, service, "\(count)", "\(rate)", "\(byteCount)"],
+                    // -I: not the script's directory (the temporary directory, where iceoryx2 keeps a directory
+                    // called iceoryx2) on the module path.
+                    ["-I", script.path, service, "\(count)", "\(rate)", "\(byteCount)"],
                     timeout: 180
                 )
                 guard run.status == 0, let line = run.output.split(separator: "\n").last,
@@ -148,7 +154,7 @@ enum Iceoryx2Bench {
                               "cpuNanoseconds": cpu, "lastNanoseconds": last}), flush=True)
 
         def publish(name, frames, rate, size):
-            child = subprocess.Popen([sys.executable, sys.argv[0], "--subscribe", name, str(frames)],
+            child = subprocess.Popen([sys.executable, "-I", sys.argv[0], "--subscribe", name, str(frames)],
                                      stdout=subprocess.PIPE, text=True)
             if child.stdout.readline().strip() != "ready":
                 sys.exit("subscriber did not start")
