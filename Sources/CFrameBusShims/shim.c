@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -114,3 +115,5 @@ int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size)
     };
     return ioctl(udmabufFD, UDMABUF_CREATE, &create);
 }
+
+int cfb_eventfd_blocking(void) { return eventfd(0, EFD_CLOEXEC); }

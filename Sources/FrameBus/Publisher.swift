@@ -197,6 +197,11 @@ public final class Publisher: Sendable {
         var nextSurfaceSweep: UInt64 = 0
         /// After `accept` failed (EMFILE), the listener is left alone until then.
         var acceptPausedUntil: UInt64 = 0
+        /// When a frame was last published: while frames keep coming, releases are reaped by the next publish and
+        /// the loop thread does not ask to be woken for them (docs/PROTOCOL.md §9.5).
+        var lastPublishTime: UInt64 = 0
+        /// Callers of ``nextPixelBuffer(from:)`` waiting: releases must then wake the loop thread at once.
+        var buffersWanted = 0
         var logLimiter = LogLimiter()
     }
 
@@ -282,7 +287,13 @@ public final class Publisher: Sendable {
     public func makePixelBuffer(from pool: PixelBufferPool) throws(FrameBusError) -> PixelBuffer {
         follow(pool)
         do {
-            return try pool.makePixelBuffer()
+            do {
+                return try pool.makePixelBuffer()
+            } catch where error.code == .wouldExceedAllocationThreshold {
+                // Releases are reaped lazily while frames are published (§9.5): reap them now and try once more.
+                state.withLock { serviceRings(&$0) }
+                return try pool.makePixelBuffer()
+            }
         } catch  where error.code == .wouldExceedAllocationThreshold {
             throw FrameBusError(.outOfBuffers, "Publisher.makePixelBuffer", message: error.description)
         } catch {
@@ -300,6 +311,13 @@ public final class Publisher: Sendable {
     public func nextPixelBuffer(from pool: PixelBufferPool) async throws(FrameBusError) -> PixelBuffer {
         follow(pool)
         guard !isStopped else { throw FrameBusError(.closed, "Publisher.nextPixelBuffer") }
+        // While we wait, every release wakes the loop thread (§9.5), which reaps it and so frees its buffer.
+        state.withLock { state in
+            state.buffersWanted += 1
+            serviceRings(&state)
+        }
+        doorbell.ring()
+        defer { state.withLock { $0.buffersWanted -= 1 } }
         do {
             return try await pool.nextPixelBuffer()
         } catch  where error.code == .cancelled {
@@ -464,7 +482,7 @@ public final class Publisher: Sendable {
                     bytesUsed = 0
                 }
                 state.withLock { state in
-                    serviceRings(&state)
+                    reapBeforePublishing(&state)
                     let described = converted.flatMap { representation(of: $0, bytesUsed: bytesUsed, &state) }
                     let actions = state.machine.deliver(
                         template,
@@ -876,6 +894,10 @@ public final class Publisher: Sendable {
             if listening { interests.append((listener.descriptor, PollEvents.readable)) }
             polled.reserveCapacity(state.sockets.count)
             var ringsWaiting = false
+            // Releases wake this thread only when someone waits for a buffer or nothing was published for a while
+            // (§9.5); otherwise the next publish reaps them, and a subscriber wakes us past its threshold.
+            let wantsReleases =
+                state.buffersWanted > 0 || now &- state.lastPublishTime >= Self.lazyReapingPeriod
             for (id, socket) in state.sockets {
                 polled.append((id, socket))
                 let blockedOnRing = state.rings[id]?.isBlockedOnRing ?? false
@@ -887,6 +909,7 @@ public final class Publisher: Sendable {
             for (id, rings) in state.rings {
                 ringPolled.append(id)
                 interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
+                guard wantsReleases else { continue }
                 // A ring stays armed until its wake-up socket fires: a release written since then saw `sleeping` set.
                 if !rings.isArmed { if case .success(true) = rings.prepareToSleep() { rings.isArmed = true } }
                 if !rings.isArmed { ringsWaiting = true }
@@ -897,6 +920,11 @@ public final class Publisher: Sendable {
             if let deadline, timeout > 0 {
                 let wait = deadline > now ? (deadline - now) / 1_000_000 + 1 : 0
                 timeout = Int32(min(wait, 1000))
+            }
+            if !wantsReleases && !state.rings.isEmpty && timeout > 0 {
+                // Arm the rings once publishing pauses.
+                let due = state.lastPublishTime &+ Self.lazyReapingPeriod
+                timeout = min(timeout, Int32(min(due > now ? (due - now) / 1_000_000 + 1 : 0, 1000)))
             }
             return (machine.isStopped, listening, timeout)
         }
@@ -989,8 +1017,13 @@ public final class Publisher: Sendable {
     private func readPending(_ id: ConnectionID, _ socket: Socket, _ state: inout State) {
         for _ in 0..<Self.readsPerTurn {
             guard state.sockets[id] != nil else { return }
+            let result = socket.receive(maximumSize: WireProtocol.maximumMessageSize, maximumDescriptors: 2)
+            if case .success(.wouldBlock) = result { return }
+            // Version 3: the releases it wrote before this (its GOODBYE, its end of file) come first.
+            serviceRing(id, &state)
+            guard state.sockets[id] != nil else { return }
             let now = ProcessInfoShim.monotonicNanoseconds()
-            switch socket.receive(maximumSize: WireProtocol.maximumMessageSize, maximumDescriptors: 2) {
+            switch result {
             case .success(.wouldBlock):
                 return
             case .success(.endOfFile):
@@ -1052,26 +1085,54 @@ extension Publisher {
         }
     }
 
+    /// How long after the last publish the loop thread goes back to being woken for every release (§9.5).
+    static let lazyReapingPeriod: UInt64 = 100_000_000
+
+    /// Before a frame is published: reaps every release ring, and (unless someone waits for a buffer) stops asking
+    /// subscribers to wake the loop thread for releases. If a ring was armed, the loop thread is told, so it sleeps
+    /// at most until publishing pauses.
+    private func reapBeforePublishing(_ state: inout State) {
+        state.lastPublishTime = ProcessInfoShim.monotonicNanoseconds()
+        if state.buffersWanted == 0 {
+            var disarmed = false
+            for rings in state.rings.values where rings.disarm() { disarmed = true }
+            if disarmed { doorbell.ring() }
+        }
+        serviceRings(&state)
+    }
+
     /// Reads every version-3 subscriber's release ring (each slot copied once, fed to the machine as a RELEASE would
     /// be), and flushes those whose announce ring had been full.
     private func serviceRings(_ state: inout State, onlyUnarmed: Bool = false) {
         guard !state.rings.isEmpty else { return }
         for id in Array(state.rings.keys) {
             guard let rings = state.rings[id], !(onlyUnarmed && rings.isArmed) else { continue }
-            let now = ProcessInfoShim.monotonicNanoseconds()
-            var actions: [Machine.Action] = []
-            let violation = rings.drainReleases(limit: RingLayout.slotCount) { entry in
-                actions += state.machine.receivedFromRing(entry, from: id, now: now)
-                return state.machine.sessionVersion(of: id) != nil
-            }
-            perform(actions, &state)
-            if let violation, state.rings[id] != nil {
-                state.rings[id] = nil
-                perform(state.machine.ringViolation(violation, from: id, now: now), &state)
-                continue
-            }
-            if rings.isBlockedOnRing, state.rings[id] != nil { flush(id, &state) }
+            serviceRing(id, rings, &state)
         }
+    }
+
+    /// Reads one subscriber's release ring (see ``serviceRings(_:onlyUnarmed:)``). Also called before anything read
+    /// from that subscriber's socket is handled, its end of file included: releases are reaped lazily (§9.5), and
+    /// those it wrote before a socket message must reach the machine before that message.
+    private func serviceRing(_ id: ConnectionID, _ state: inout State) {
+        guard let rings = state.rings[id] else { return }
+        serviceRing(id, rings, &state)
+    }
+
+    private func serviceRing(_ id: ConnectionID, _ rings: PublisherRings, _ state: inout State) {
+        let now = ProcessInfoShim.monotonicNanoseconds()
+        var actions: [Machine.Action] = []
+        let violation = rings.drainReleases(limit: RingLayout.slotCount) { entry in
+            actions += state.machine.receivedFromRing(entry, from: id, now: now)
+            return state.machine.sessionVersion(of: id) != nil
+        }
+        perform(actions, &state)
+        if let violation, state.rings[id] != nil {
+            state.rings[id] = nil
+            perform(state.machine.ringViolation(violation, from: id, now: now), &state)
+            return
+        }
+        if rings.isBlockedOnRing, state.rings[id] != nil { flush(id, &state) }
     }
 }
 

@@ -198,7 +198,9 @@ final class SubscriberConnection {
         }
         if let rings {
             if ready[2] != 0 {
-                guard rings.reader.wokeUp() else {
+                // One `recv` per wake-up: the publisher signals once per sleep, and a second signal left unread only
+                // makes the next poll return at once.
+                guard rings.reader.wokeUp(drainLimit: 1) else {
                     return perform(machine.ringViolation("our wake-up socket was made unusable"), descriptors: [])
                 }
             } else if sleptOnRing {

@@ -52,7 +52,12 @@ import Testing
             ringSubscriber.cancel()
             socketSubscriber.cancel()
         }
-        #expect(await eventually { publisher.subscriberCount == 2 })
+        // The publisher counts a subscriber when it sends WELCOME; the subscriber has a session once it read it.
+        #expect(
+            await eventually {
+                publisher.subscriberCount == 2 && ringSubscriber.session != nil && socketSubscriber.session != nil
+            }
+        )
         #expect(ringSubscriber.session?.protocolVersion == 3)
         #expect(socketSubscriber.session?.protocolVersion == 2)
         async let ringFrames = Self.collect(ringSubscriber, count: 40)

@@ -334,6 +334,81 @@ import Testing
         #expect(value9 == RingEntry(controlCount: 1, message: [2, 0, 0, 0, 8, 0, 0, 0]))
     }
 
+    /// Counts the wake-up datagrams waiting on `wake`, reading them one at a time (the subscriber's drain).
+    static func pendingWakeUps(_ wake: WakeSocket) -> Int {
+        var count = 0
+        while isReadable(wake), wake.drain(limit: 1) { count += 1 }
+        return count
+    }
+
+    @Test func aLazyReaderIsWokenOnceWhenTheThresholdIsReachedAndAgainOnlyAfterItCaughtUp() throws {
+        // The release ring's rule (PROTOCOL.md §9.5): the publisher does not say it sleeps, yet is woken once when
+        // `threshold` releases wait unread, not for each one.
+        let (publisher, subscriber) = try Self.pair()
+        let threshold = 4
+        var writer = RingWriter(channel: subscriber, wakeThreshold: threshold)
+        var reader = RingReader(channel: publisher)
+        func release(_ count: Int) {
+            for _ in 0..<count {
+                let appended = writer.append([9, 0, 0, 0, 8, 0, 0, 0])
+                #expect(appended == .success(true))
+                let committed = writer.commit()
+                #expect(committed)
+            }
+        }
+        release(threshold - 1)
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 0, "below the threshold nobody is woken")
+        release(1)
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 1, "reaching it wakes the reader once")
+        release(threshold)
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 0, "more unread releases do not wake it again")
+        // The reader catches up; the writer sees it at its next append, and the rule starts over.
+        while case .success(.some) = reader.peek() { reader.advance() }
+        let published = reader.publishHead()
+        #expect(published)
+        release(threshold - 1)
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 0)
+        release(1)
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 1)
+        // A reader that says it sleeps is woken by every commit, as before.
+        while case .success(.some) = reader.peek() { reader.advance() }
+        let publishedAgain = reader.publishHead()
+        #expect(publishedAgain)
+        let sleeps = try reader.prepareToSleep().get()
+        #expect(sleeps == true)
+        release(2)
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 2)
+    }
+
+    @Test func aDisarmedPublisherIsNotWokenForAReleaseButReapsItWhenItNextLooks() throws {
+        let (publisher, subscriber) = try Self.pair()
+        let rings = PublisherRings(channel: publisher)
+        let releases = ReleaseRing(channel: subscriber)
+        let message = WireMessage.release(WireRelease(sequence: 7, surfaceID: 3, flags: 0)).encoded()
+        // Armed (the loop thread sleeps waiting for releases): a release wakes it.
+        #expect(try rings.prepareToSleep().get() == true)
+        rings.isArmed = true
+        #expect(releases.send(message) == .sent)
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 1)
+        var reaped: [RingEntry] = []
+        #expect(rings.drainReleases(limit: RingLayout.slotCount) { reaped.append($0); return true } == nil)
+        #expect(reaped.map(\.message) == [message])
+        // Publishing disarms it: the next releases cost the subscriber no system call and wake nobody, and the
+        // next look at the ring (the next publish) reaps them, each copied once.
+        #expect(try rings.prepareToSleep().get() == true)
+        rings.isArmed = true
+        #expect(rings.disarm())
+        #expect(!rings.disarm(), "disarming twice changes nothing")
+        for _ in 0..<3 { #expect(releases.send(message) == .sent) }
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 0)
+        reaped.removeAll()
+        #expect(rings.drainReleases(limit: RingLayout.slotCount) { reaped.append($0); return true } == nil)
+        #expect(reaped.count == 3)
+        // Past the threshold a disarmed publisher is still woken, once.
+        for _ in 0..<ReleaseRing.wakeThreshold { #expect(releases.send(message) == .sent) }
+        #expect(Self.pendingWakeUps(publisher.ownWake) == 1)
+    }
+
     @Test func aFullRingWaitsForRoomAndTheReaderWakesTheWriter() throws {
         let (publisher, subscriber) = try Self.pair()
         var writer = RingWriter(channel: publisher)

@@ -87,6 +87,10 @@ static const uint32_t CFB_DRM_FORMAT_ARGB8888 = 0x34325241U;  // 'A','R','2','4'
 static const uint64_t CFB_DRM_FORMAT_MOD_LINEAR = 0ULL;
 static const uint64_t CFB_DRM_FORMAT_MOD_INVALID = 0x00ffffffffffffffULL;
 
+/// eventfd(0, EFD_CLOEXEC), blocking (sys/eventfd.h, which Swift's Glibc module lacks): `framebus bench bus`'s
+/// eventfd floor.
+int cfb_eventfd_blocking(void);
+
 #pragma clang assume_nonnull end
 
 #endif

@@ -1,5 +1,7 @@
-// Raw transports for `framebus bench bus`: the SEQPACKET floor and the stream-socket copy the bus is compared with.
+// Raw transports for `framebus bench bus`: the SEQPACKET and eventfd floors and the stream-socket copy the bus is compared with.
 // Not API: exposed to the command line and benchmarks as SPI.
+import CFrameBusShims
+import Glibc
 import Surfaces
 import SystemPackage
 
@@ -68,6 +70,60 @@ import SystemPackage
         let result = unsafe bytes.withUnsafeMutableBytes { unsafe socket.receiveAll($0) }
         if case .failure(let errno) = result { throw .systemCall("recv", errno) }
     }
+
+    /// Sends one datagram carrying `descriptors` (`SCM_RIGHTS`), waiting for room.
+    public func send(_ bytes: [UInt8], descriptors: [Int32]) throws(FrameBusError) {
+        while true {
+            switch socket.send(bytes, descriptors: descriptors) {
+            case .success(.sent): return
+            case .success(.wouldBlock): _ = Syscall.poll([(socket.descriptor, PollEvents.writable)], timeout: 1000)
+            case .failure(let errno): throw .systemCall("sendmsg", errno)
+            }
+        }
+    }
+
+    /// Receives one datagram with up to 4 descriptors (now owned by the caller); nil at end of file or after
+    /// `timeoutMilliseconds`.
+    public func receiveDescriptors(timeoutMilliseconds: Int32 = 10_000) throws(FrameBusError) -> [Int32]? {
+        while true {
+            switch socket.receive(maximumSize: 64, maximumDescriptors: 4) {
+            case .success(.datagram(let datagram)): return datagram.descriptors.compactMap { $0.take()?.rawValue }
+            case .success(.endOfFile): return nil
+            case .success(.wouldBlock):
+                guard case .success(true) = socket.waitReadable(timeoutMilliseconds: timeoutMilliseconds) else {
+                    return nil
+                }
+            case .failure(let errno): throw .systemCall("recvmsg", errno)
+            }
+        }
+    }
+
+    /// A blocking eventfd (`EFD_CLOEXEC`), for the eventfd ping-pong floor.
+    public static func makeEventfd() throws(FrameBusError) -> Int32 {
+        let fd = cfb_eventfd_blocking()
+        guard fd >= 0 else { throw .systemCall("eventfd", Errno(rawValue: errno)) }
+        return fd
+    }
+
+    /// Adds `value` (non-zero) to an eventfd's counter, waking a reader blocked in ``eventfdRead(_:)``.
+    public static func eventfdWrite(_ fd: Int32, _ value: UInt64) {
+        var value = value
+        _ = unsafe write(fd, &value, 8)
+    }
+
+    /// Blocks until an eventfd's counter is non-zero, then reads and resets it; 0 on error.
+    public static func eventfdRead(_ fd: Int32) -> UInt64 {
+        var value: UInt64 = 0
+        while true {
+            let count = unsafe read(fd, &value, 8)
+            if count == 8 { return value }
+            if count < 0 && errno == EINTR { continue }
+            return 0
+        }
+    }
+
+    /// Closes a descriptor made or received here.
+    public static func closeDescriptor(_ fd: Int32) { _ = Glibc.close(fd) }
 
     /// `CLOCK_MONOTONIC` in nanoseconds (the clock the bus stamps frames with).
     public static func monotonicNanoseconds() -> UInt64 { Syscall.monotonicNanoseconds() }

@@ -214,10 +214,11 @@ final class WakeSocket: Sendable {
         return false
     }
 
-    /// Reads the pending wake-ups (at most ``drainLimit``) after a wake-up; false if the socket became unusable.
-    /// Never blocks.
-    func drain() -> Bool {
-        if case .success = Syscall.drainWake(descriptor, limit: Self.drainLimit) { return true }
+    /// Reads the pending wake-ups (at most `limit`) after a wake-up; false if the socket became unusable. Never
+    /// blocks. A limit of 1 costs one `recv` per wake-up; a wake-up left unread only makes the next `poll` return at
+    /// once.
+    func drain(limit: Int = drainLimit) -> Bool {
+        if case .success = Syscall.drainWake(descriptor, limit: limit) { return true }
         return false
     }
 }

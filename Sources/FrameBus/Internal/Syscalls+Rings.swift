@@ -37,6 +37,7 @@ extension Syscall {
                 }
             }
             switch result {
+            case .success where limit == 1: return .success(())
             case .success: continue
             case .failure(.resourceTemporarilyUnavailable): return .success(())
             case .failure(let errno): return .failure(errno)

@@ -81,6 +81,15 @@ final class PublisherRings {
     /// Before the loop sleeps: true if it may (nothing waits in the release ring).
     func prepareToSleep() -> Result<Bool, RingViolation> { reader.prepareToSleep() }
 
+    /// Stops saying we sleep (§9.5: while frames are being published, releases are reaped by the next publish, and
+    /// the subscriber wakes us only past its threshold). True if the ring had been armed.
+    func disarm() -> Bool {
+        guard isArmed else { return false }
+        isArmed = false
+        reader.clearSleeping()
+        return true
+    }
+
     /// After our wake-up socket fired: clears the flag and drains the socket; a reason if it broke.
     func wokeUp() -> String? { reader.wokeUp() ? nil : "our wake-up socket for this subscriber was made unusable" }
 

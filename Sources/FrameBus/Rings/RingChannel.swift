@@ -57,8 +57,16 @@ struct RingWriter: ~Copyable {
     private var published: UInt64 = 0
     /// The peer's head as last checked.
     private var lastPeerHead: UInt64 = 0
+    /// Unread messages at which ``commit()`` wakes the peer even though it did not say it sleeps (the release ring's
+    /// batching rule, docs/PROTOCOL.md §9.5); nil: only a sleeping peer is woken.
+    private let wakeThreshold: Int?
+    /// The threshold wake-up was sent and the peer has not yet read below the threshold again.
+    private var isThresholdWakeSent = false
 
-    init(channel: RingChannel) { self.channel = channel }
+    init(channel: RingChannel, wakeThreshold: Int? = nil) {
+        self.channel = channel
+        self.wakeThreshold = wakeThreshold
+    }
 
     /// Appends one message; `.success(false)` when the ring is full (the peer has not read enough yet).
     mutating func append(_ message: [UInt8], controlCount: UInt64 = 0) -> Result<Bool, RingViolation> {
@@ -81,6 +89,17 @@ struct RingWriter: ~Copyable {
         published = written
         channel.own.store(written, RingLayout.tailOffset)
         if channel.peer.load(RingLayout.sleepingOffset) != 0 { return channel.peerWake.signal() }
+        // A reader that reaps lazily (the publisher, §9.5) is woken once when this many messages wait unread, so the
+        // ring never fills while it is busy elsewhere. `lastPeerHead` was checked by `append` (within `written`).
+        if let wakeThreshold {
+            let unread = written &- lastPeerHead
+            if unread < UInt64(wakeThreshold) {
+                isThresholdWakeSent = false
+            } else if !isThresholdWakeSent {
+                isThresholdWakeSent = true
+                return channel.peerWake.signal()
+            }
+        }
         return true
     }
 
@@ -163,10 +182,11 @@ struct RingReader: ~Copyable {
     /// We are awake and our wake-up socket did not fire: clears the sleeping flag.
     func clearSleeping() { channel.own.store(0, RingLayout.sleepingOffset) }
 
-    /// We are awake: clears the sleeping flag and drains our wake-up socket. False if it broke.
-    func wokeUp() -> Bool {
+    /// We are awake: clears the sleeping flag and drains our wake-up socket (at most `drainLimit` wake-ups). False if
+    /// it broke.
+    func wokeUp(drainLimit: Int = WakeSocket.drainLimit) -> Bool {
         channel.own.store(0, RingLayout.sleepingOffset)
-        return channel.ownWake.drain()
+        return channel.ownWake.drain(limit: drainLimit)
     }
 }
 
@@ -175,9 +195,12 @@ final class ReleaseRing {
     let channel: RingChannel
     private var writer: RingWriter
 
+    /// Unread releases at which the publisher is woken although it reaps lazily (a quarter of the ring, §9.5).
+    static let wakeThreshold = RingLayout.slotCount / 4
+
     init(channel: RingChannel) {
         self.channel = channel
-        self.writer = RingWriter(channel: channel)
+        self.writer = RingWriter(channel: channel, wakeThreshold: Self.wakeThreshold)
     }
 
     enum Outcome: Equatable {
@@ -187,7 +210,7 @@ final class ReleaseRing {
         case violation(String)
     }
 
-    /// Writes one RELEASE, publishes it and wakes the publisher if it sleeps.
+    /// Writes one RELEASE, publishes it and wakes the publisher if it sleeps (or if a quarter of the ring waits).
     func send(_ message: [UInt8]) -> Outcome {
         switch writer.append(message) {
         case .failure(let violation): return .violation(violation.description)

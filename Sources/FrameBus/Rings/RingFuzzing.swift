@@ -121,6 +121,8 @@ import Foundation
         }
         let heldBefore = publisher.heldFrameCount
         let rings = PublisherRings(channel: publisherSide)
+        // As when frames are being published: not armed, the ring reaped by the next publish (§9.5).
+        _ = rings.disarm()
         let violation = rings.drainReleases(limit: RingLayout.slotCount + 1) { entry in
             outcome.publisherEntries += 1
             _ = publisher.receivedFromRing(entry, from: id, now: 1)
@@ -215,7 +217,9 @@ import Foundation
             var announceReader = RingReader(channel: subscriberSide)
             var releaseReader = RingReader(channel: publisherSide)
             var announceWriter = RingWriter(channel: publisherSide)
-            var releaseWriter = RingWriter(channel: subscriberSide)
+            // The subscriber's release writer wakes a lazily reaping publisher past its threshold (§9.5), reading the
+            // hostile head into that arithmetic too.
+            var releaseWriter = RingWriter(channel: subscriberSide, wakeThreshold: ReleaseRing.wakeThreshold)
             for _ in 0..<64 {
                 if case .success(let entry?) = announceReader.peek() {
                     announceReader.advance()
