@@ -818,7 +818,7 @@ enum TileCodec {
             // Surfaces with Up entries: an entry that uses the tile above, or that the entry below uses, goes
             // through a private inner-payload area kept for the tile below.
             var innerPayload: (pointer: UnsafeRawPointer, count: Int)? = nil
-            if inner.enabled && needsInnerPayload(grid, tile: tile, component: c, entries: entries) {
+            if unsafe inner.enabled && needsInnerPayload(grid, tile: tile, component: c, entries: entries) {
                 let count = try unsafe loadInnerPayload(
                     grid,
                     tile: tile,
@@ -868,7 +868,7 @@ enum TileCodec {
                 var packedCount = e.byteCount
                 if let innerPayload = unsafe innerPayload {
                     unsafe packed = innerPayload.pointer
-                    packedCount = innerPayload.count
+                    packedCount = unsafe innerPayload.count
                 } else if e.mode == .packed8LZ4 {
                     // As for lz4: LZ4 reads a private copy. The packed payload it gives is private too (slot 4, free
                     // for 8-bit samples), at most the component's worst packed size, which the slot holds.
@@ -904,7 +904,7 @@ enum TileCodec {
                 var packedCount = e.byteCount
                 if let innerPayload = unsafe innerPayload {
                     unsafe packed = innerPayload.pointer
-                    packedCount = innerPayload.count
+                    packedCount = unsafe innerPayload.count
                 } else if e.mode == .packed10LZ4 || e.mode == .packed16LZ4 {
                     // As for packed8LZ4: LZ4 reads a private copy, and writes the packed payload into private
                     // slots 6 and 7, at most the component's worst packed size (<= 2 slots, TileGrid).
