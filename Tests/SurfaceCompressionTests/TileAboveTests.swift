@@ -83,7 +83,8 @@ import Testing
         let height = 64 * 11
         let bytes = screenBytes(format, width: width, height: height, seed: 21)
         let (_, compressed, _) = try ScreenContentTests.compress(bytes, format, width: width, height: height)
-        #expect(try Self.upEntries(compressed) > 0, "\(try SurfaceCodec.modeCounts(of: compressed))")
+        let counts = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(try Self.upEntries(compressed) > 0, "\(counts)")
         #expect(try ScreenContentTests.statedVersion(compressed) == 5)
         let modes = try Self.modes(compressed)
         let components = modes.count / 11
@@ -220,7 +221,7 @@ import Testing
         // One literal, then a match of 4 at distance 100; then the required last literals (5).
         let block: [UInt8] = [0x10, 0x41, 100, 0, 0x50, 0x42, 0x43, 0x44, 0x45, 0x46]
         let dictionary = (0..<200).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-        var output = [UInt8](repeating: 0, count: 64)
+        let output = [UInt8](repeating: 0, count: 64)
         for (count, fits) in [(200, true), (99, true), (98, false), (0, false)] {
             // The dictionary right before the output, as the decoder lays it out.
             var contiguous = Array(dictionary[(200 - count)...]) + output
@@ -240,9 +241,10 @@ import Testing
             if fits {
                 // Distance 100 from output position 1 is dictionary byte count − 99.
                 let start = count - 99
-                output = Array(contiguous[count..<count + 10])
-                #expect(output[0] == 0x41)
-                #expect(Array(output[1..<5]) == Array(contiguous[start..<start + 4]))
+                let decoded = Array(contiguous[count..<count + 10])
+                #expect(decoded[0] == 0x41)
+                #expect(Array(decoded[1..<5]) == Array(contiguous[start..<start + 4]))
+                #expect(Array(decoded[5...]) == [0x42, 0x43, 0x44, 0x45, 0x46])
             }
         }
     }
