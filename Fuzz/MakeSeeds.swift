@@ -14,11 +14,14 @@ enum MakeSeeds {
         var index = 0
         var version3Seeds = 0
         var version4Seeds = 0
+        var version5Seeds = 0
         for (fourCC, kind) in formats {
             for version in TileGrid.supportedLayoutVersions {
                 for (width, height, tileWidth, tileHeight, style) in [
                     (16, 8, 16, 8, 0), (32, 16, 16, 4, 1), (24, 12, 8, 4, 2), (20, 10, 20, 6, 3), (8, 8, 4, 4, 4),
                     (64, 32, 64, 32, 5), (64, 32, 32, 16, 6),
+                    // Bands of 8 rows: Up entries (version 5) in tile rows 1 to 7, and again after row 8.
+                    (64, 80, 64, 8, 5), (64, 80, 64, 8, 6),
                 ] {
                     let format = CodecFormat(kind: kind)
                     let grid = TileGrid(
@@ -68,6 +71,7 @@ enum MakeSeeds {
                     let stated = output.load(fromByteOffset: 4, as: UInt16.self)
                     if stated == 3 { version3Seeds += 1 }
                     if stated == 4 { version4Seeds += 1 }
+                    if stated == 5 { version5Seeds += 1 }
                     let file = fopen("\(directory)/seed\(index)", "wb")!
                     fwrite(output, 1, used, file)
                     fclose(file)
@@ -79,7 +83,11 @@ enum MakeSeeds {
         }
         // The screen-like seeds must exercise packed8LZ4 (version 3) for the 8-bit formats and packed10LZ4 or
         // packed16LZ4 (version 4) for the 16-bit ones.
-        print("\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4")
-        if version3Seeds == 0 || version4Seeds == 0 { exit(1) }
+        // Version 5 seeds carry Up entries (the banded screen-like images).
+        print(
+            "\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4, "
+                + "\(version5Seeds) of layout version 5"
+        )
+        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 { exit(1) }
     }
 }

@@ -82,7 +82,7 @@ func race(
     screen: Bool,
     seconds: Double,
     seed: UInt64
-) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int) {
+) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int, up: Int) {
     let source = makeImage(grid, seed: seed, screen: screen)
     defer { source.deallocate() }
     let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
@@ -92,9 +92,14 @@ func race(
     let surface = SharedBytes(base: .allocate(byteCount: used, alignment: 64), count: used)
     defer { surface.base.deallocate() }
     surface.base.copyMemory(from: scratch, byteCount: used)
-    let throughLZ4: Set<UInt8> = [TileMode.packed8LZ4, .packed10LZ4, .packed16LZ4].map(\.rawValue).reduce(into: []) {
-        $0.insert($1)
-    }
+    let throughLZ4: Set<UInt8> = [
+        TileMode.packed8LZ4, .packed10LZ4, .packed16LZ4, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up,
+    ].map(\.rawValue).reduce(into: []) { $0.insert($1) }
+    // Up entries (layout version 5): their LZ4 reaches into the tile above's inner payload.
+    let up = (0..<grid.entryCount).filter {
+        let mode = scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self)
+        return TileMode(rawValue: mode)?.usesTileAbove == true
+    }.count
     let packed8LZ4 = (0..<grid.entryCount).filter {
         throughLZ4.contains(scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self))
     }.count
@@ -157,6 +162,17 @@ func race(
                     threads: 1,
                     verifyChecksums: verify
                 )
+                // One tile row on its own (the last): an Up entry's chain of dictionaries is read from the surface
+                // again, under the same rewrites.
+                let lastRow = header.grid.tileCount - header.grid.tilesAcross
+                try TileCodec.decode(
+                    header,
+                    from: UnsafeRawPointer(surface.base),
+                    tiles: lastRow..<header.grid.tileCount,
+                    into: planes(header.grid, output),
+                    threads: 1,
+                    verifyChecksums: verify
+                )
                 storage.entries = header.entries
             } catch {
                 errors += 1
@@ -165,7 +181,7 @@ func race(
     }
     flags.stop.store(true, ordering: .relaxed)
     while !writer.isFinished { usleep(1000) }
-    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4)
+    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4, up)
 }
 
 @main
@@ -180,6 +196,10 @@ enum RaceDecoder {
             (0x3432_3076, .yuv8, 256, 64, 256, 32, true),  // 420v screen content, bands
             (0x4247_5241, .bgra, 128, 64, 128, 32, true),  // BGRA screen content, bands
             (0x7834_3230, .yuv16, 256, 64, 256, 32, true),  // x420 screen content, bands (packed10LZ4)
+            // Eight tile rows of screen content: Up entries (layout version 5) in rows 1 to 7.
+            (0x3432_3076, .yuv8, 256, 128, 256, 16, true),  // 420v
+            (0x4247_5241, .bgra, 128, 128, 128, 16, true),  // BGRA
+            (0x7834_3230, .yuv16, 256, 128, 256, 16, true),  // x420
         ]
         let share = seconds / Double(cases.count)
         for (index, (fourCC, kind, width, height, tileWidth, tileHeight, screen)) in cases.enumerated() {
@@ -194,8 +214,12 @@ enum RaceDecoder {
             print(
                 "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
                     + "\(result.decodes) decodes, \(result.errors) errors, \(result.writes) rewrites, "
-                    + "\(result.packed8LZ4) packed-through-LZ4 entries; no crash"
+                    + "\(result.packed8LZ4) packed-through-LZ4 entries, \(result.up) Up entries; no crash"
             )
+            guard !screen || tileHeight > 16 || result.up > 0 else {
+                print("the eight-row screen-content surface has no Up entry to race")
+                exit(1)
+            }
             guard !screen || result.packed8LZ4 > 0 else {
                 print("the screen-content surface has no packed-through-LZ4 entry to race")
                 exit(1)

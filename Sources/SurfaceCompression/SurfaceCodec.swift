@@ -316,10 +316,14 @@ public enum SurfaceCodec {
     }
 
     /// How many table entries (tile components) use each mode: raw, solid, lz4, packed8, packed10, packed16,
-    /// packed8LZ4, packed10LZ4 and packed16LZ4 (modes with no entry are left out).
+    /// packed8LZ4, packed10LZ4, packed16LZ4, packed8LZ4Up, packed10LZ4Up, packed16LZ4Up and lz4Up (modes with no
+    /// entry are left out).
     public static func modeCounts(of compressed: PixelBuffer) throws(CompressionError) -> [String: Int] {
         let counts = try CodecDriver.modeCounts(of: compressed)
-        let names = ["raw", "solid", "lz4", "packed8", "packed10", "packed16", "packed8LZ4", "packed10LZ4", "packed16LZ4"]
+        let names = [
+            "raw", "solid", "lz4", "packed8", "packed10", "packed16", "packed8LZ4", "packed10LZ4", "packed16LZ4",
+            "packed8LZ4Up", "packed10LZ4Up", "packed16LZ4Up", "lz4Up",
+        ]
         var result: [String: Int] = [:]
         for (name, count) in zip(names, counts) where count > 0 { result[name] = count }
         return result

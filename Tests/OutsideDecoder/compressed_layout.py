@@ -1,5 +1,5 @@
-# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-4, modes
-# 0-8, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
+# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-5, modes
+# 0-12, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
 # code with SurfaceCompression. Slow (Python loops): for small surfaces.
 #
 #   python3 Tests/OutsideDecoder/compressed_layout.py SURFACE OUTPUT
@@ -11,6 +11,14 @@ lz4 = ctypes.CDLL("liblz4.so.1")
 def lz4_decompress(src, capacity):
     out = ctypes.create_string_buffer(max(capacity, 1))
     n = lz4.LZ4_decompress_safe(src, out, len(src), capacity)
+    if n < 0: raise ValueError("lz4")
+    return out.raw[:n]
+
+def lz4_decompress_dict(src, capacity, dictionary):
+    # §6.5: the block decoded as if the dictionary D immediately preceded the output; liblz4's usingDict.
+    out = ctypes.create_string_buffer(max(capacity, 1))
+    d = ctypes.create_string_buffer(dictionary, max(len(dictionary), 1))
+    n = lz4.LZ4_decompress_safe_usingDict(src, out, len(src), capacity, d, len(dictionary))
     if n < 0: raise ValueError("lz4")
     return out.raw[:n]
 
@@ -52,7 +60,7 @@ def packed(payload, w, h, bits16, ten):
 
 def decode(buf):
     magic, version, hb, fourcc, W, H, TW, TH, entries, used = struct.unpack_from('<IHHIIIIIIQ', buf, 0)
-    assert magic == 0x43534246 and version in (2, 3, 4) and hb == 64
+    assert magic == 0x43534246 and version in (2, 3, 4, 5) and hb == 64
     kind = FORMATS[fourcc]
     comps = 4 if kind == 'bgra' else 3
     bps = 2 if kind == 'yuv16' else 1
@@ -62,6 +70,7 @@ def decode(buf):
     off = pstart
     planes = {}
     image = {}
+    inner = {}  # §6.5: (tile, component) -> inner payload
     for t in range(across * down):
         x0 = (t % across) * TW; y0 = (t // across) * TH
         tw = min(TW, W - x0); th = min(TH, H - y0)
@@ -70,24 +79,45 @@ def decode(buf):
             sub = 1 if (kind == 'bgra' or c == 0) else 2
             w, h = tw // sub, th // sub
             payload = bytes(buf[off:off + size]); off += size
-            maxmode = {2: 5, 3: 6, 4: 8}[version]
+            maxmode = {2: 5, 3: 6, 4: 8, 5: 12}[version]
             assert mode <= maxmode
+            blocks = ((w + 7) // 8) * h
+            if mode >= 9:
+                # Table rule 6: never in a tile row that is a multiple of 8.
+                assert (t // across) % 8 != 0
+                I = inner[(t - across, c)]
+                D = I[-65536:]
+                if mode == 12:
+                    payload = lz4_decompress_dict(payload, w * h * bps, D); assert len(payload) == w * h * bps
+                    mode = 0
+                else:
+                    assert (mode == 9) == (bps == 1)
+                    cap = (blocks + 1) // 2 + (blocks + 7) // 8 + (8 if mode == 9 else 16) * blocks
+                    payload = lz4_decompress_dict(payload, cap, D)
+                    mode = {9: 3, 10: 4, 11: 5}[mode]
+                    inner[(t, c)] = payload
             if mode == 0:
+                assert len(payload) == w * h * bps
+                inner[(t, c)] = payload
                 s = [list(struct.unpack_from('<%d%s' % (w, 'H' if bps == 2 else 'B'), payload, r * w * bps)) for r in range(h)]
             elif mode == 1:
                 v = struct.unpack_from('<H' if bps == 2 else '<B', payload)[0]; s = [[v] * w for _ in range(h)]
+                inner[(t, c)] = payload * (w * h)
             elif mode == 2:
                 raw = lz4_decompress(payload, w * h * bps); assert len(raw) == w * h * bps
+                inner[(t, c)] = raw
                 s = [list(struct.unpack_from('<%d%s' % (w, 'H' if bps == 2 else 'B'), raw, r * w * bps)) for r in range(h)]
             elif mode in (3, 6):
                 assert bps == 1
                 blocks = ((w + 7) // 8) * h
                 if mode == 6: payload = lz4_decompress(payload, (blocks + 1) // 2 + (blocks + 7) // 8 + 8 * blocks)
+                inner[(t, c)] = payload
                 s = packed(payload, w, h, False, False)
             elif mode in (4, 5, 7, 8):
                 assert bps == 2
                 blocks = ((w + 7) // 8) * h
                 if mode in (7, 8): payload = lz4_decompress(payload, (blocks + 1) // 2 + (blocks + 7) // 8 + 16 * blocks)
+                inner[(t, c)] = payload
                 s = packed(payload, w, h, True, mode in (4, 7))
             else:
                 raise ValueError("mode %d" % mode)

@@ -32,6 +32,54 @@ import Testing
         (.yuv420BiPlanarFullRange10, true, "packed16LZ4"),
     ]
 
+    /// Version 5 (the Up modes, docs §6.5): full-width bands of 16 rows, ten of them, so that Up entries appear in
+    /// rows 1 to 7 and 9, with the inner payloads of raw, solid, lz4, packed and Up entries above them as dictionaries.
+    static let upCases: [(PixelFormat, Bool, String)] = [
+        (.yuv420BiPlanarVideoRange8, false, "packed8LZ4Up"),
+        (.bgra8, false, "packed8LZ4Up"),
+        (.yuv420BiPlanarVideoRange10, false, "packed10LZ4Up"),
+        (.yuv420BiPlanarFullRange10, true, "packed16LZ4Up"),
+    ]
+
+    @Test(arguments: upCases.indices)
+    func aDecoderWrittenFromTheLayoutDocumentDecodesUpModesExactly(index: Int) async throws {
+        let (format, padded, mode) = Self.upCases[index]
+        let width = 320
+        let height = 160
+        var bytes = screenBytes(format, width: width, height: height, seed: UInt64(40 + index))
+        if padded {
+            for i in stride(from: 0, to: bytes.count, by: 2) { bytes[i] |= 0x3F }
+        }
+        let (_, compressed, statistics) = try ScreenContentTests.compress(
+            bytes,
+            format,
+            width: width,
+            height: height,
+            tiles: .init(width: nil, height: 16)
+        )
+        let modes = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(modes[mode, default: 0] + modes["lz4Up", default: 0] > 0, "\(modes)")
+        #expect(try ScreenContentTests.statedVersion(compressed) == 5)
+        try await Self.expectOutsideDecoderAgrees(compressed, byteCount: statistics.compressedByteCount, bytes)
+    }
+
+    static func expectOutsideDecoderAgrees(_ compressed: PixelBuffer, byteCount: Int, _ bytes: [UInt8]) async throws {
+        try compressed.lock([.readOnly])
+        let surface = compressed.surface.withUnsafeBytes { Array($0.prefix(byteCount)) }
+        try compressed.unlock([.readOnly])
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outside-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("surface")
+        let output = directory.appendingPathComponent("image")
+        try Data(surface).write(to: input)
+        #expect(try await Self.runPython([input.path, output.path]) == 0)
+        let decoded = try [UInt8](Data(contentsOf: output))
+        #expect(decoded.count == bytes.count)
+        let firstDifference = zip(decoded, bytes).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(firstDifference == nil, "first differing byte: \(firstDifference ?? -1)")
+    }
+
     @Test(arguments: cases.indices)
     func aDecoderWrittenFromTheLayoutDocumentDecodesTheEncodersSurfacesExactly(index: Int) async throws {
         let (format, padded, mode) = Self.cases[index]

@@ -27,6 +27,11 @@ import Testing
         return (source, compressed, statistics)
     }
 
+    /// Tiles of 256 rows: the 256-row images of the version 3 and 4 tests are one band, with no tile above.
+    static let oneBand = SurfaceCodec.TileSize(width: nil, height: 256)
+    /// Tiles of 320 × 64: two across a 640-wide image, where the encoder does not try the Up modes (bands only).
+    static let twoAcross = SurfaceCodec.TileSize(width: 320, height: 64)
+
     static func statedVersion(_ compressed: PixelBuffer) throws -> UInt16 {
         try compressed.lock([.readOnly])
         defer { try? compressed.unlock([.readOnly]) }
@@ -36,7 +41,8 @@ import Testing
     @Test(arguments: eightBitFormats)
     func screenContentUsesPackedResidualsThroughLZ4AndDecodesExactly(_ format: PixelFormat) throws {
         let bytes = screenBytes(format, width: 640, height: 256, seed: 1)
-        let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+        // One band: no tile above, so no Up mode of version 5 (TileAboveTests).
+        let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256, tiles: Self.oneBand)
         let modes = try SurfaceCodec.modeCounts(of: compressed)
         #expect(modes["packed8LZ4", default: 0] > 0, "\(modes)")
         #expect(try Self.statedVersion(compressed) == 3)
@@ -97,7 +103,8 @@ import Testing
             screenBytes(format, width: 320, height: 128, seed: 2),
             format,
             width: 320,
-            height: 128
+            height: 128,
+            tiles: Self.oneBand
         )
         #expect(try Self.statedVersion(compressed) == 3)
         try DamagedSurfaceTests.damage(compressed, reseal: true) {
@@ -112,7 +119,7 @@ import Testing
         let format = PixelFormat.yuv420BiPlanarVideoRange8
         let bytes = screenBytes(format, width: 640, height: 256, seed: 3)
         for (from, to) in [(TileMode.packed8LZ4, TileMode.lz4), (.lz4, .packed8LZ4)] {
-            let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+            let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256, tiles: Self.twoAcross)
             var relabelled = 0
             try DamagedSurfaceTests.damage(compressed, reseal: true) { surface in
                 let entries = Int(surface.load(fromByteOffset: 28, as: UInt32.self))
@@ -124,7 +131,7 @@ import Testing
             #expect(relabelled > 0, "no \(from) entry to relabel")
             try DamagedSurfaceTests.expectDecode(compressed, fails: .corruptPayload, verifiesChecksums: false)
         }
-        let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+        let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256, tiles: Self.twoAcross)
         var damaged = false
         try DamagedSurfaceTests.damage(compressed) { surface in
             let entries = Int(surface.load(fromByteOffset: 28, as: UInt32.self))
@@ -150,7 +157,7 @@ import Testing
             if padded {
                 for index in stride(from: 0, to: bytes.count, by: 2) { bytes[index] |= 0x3F }
             }
-            let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256)
+            let (_, compressed, _) = try Self.compress(bytes, format, width: 640, height: 256, tiles: Self.oneBand)
             let modes = try SurfaceCodec.modeCounts(of: compressed)
             #expect(modes[padded ? "packed16LZ4" : "packed10LZ4", default: 0] > 0, "\(modes)")
             #expect(modes[padded ? "packed10LZ4" : "packed16LZ4"] == nil, "\(modes)")
@@ -170,7 +177,8 @@ import Testing
             screenBytes(format, width: 320, height: 128, seed: 6),
             format,
             width: 320,
-            height: 128
+            height: 128,
+            tiles: Self.oneBand
         )
         #expect(try Self.statedVersion(compressed) == 4)
         try DamagedSurfaceTests.damage(compressed, reseal: true) {

@@ -22,22 +22,63 @@ enum TileMode: UInt8, Sendable, CaseIterable {
     case packed10LZ4 = 7
     /// A packed16 payload through LZ4 (layout version 4): the same for 16-bit samples with padding bits set.
     case packed16LZ4 = 8
+    /// A packed8 payload through LZ4 whose matches may reach into the packed8 payload of the same component of the
+    /// tile above (layout version 5): screen content repeats across the 64-row bands, which restart LZ4's window.
+    /// The dictionary is the tile above's inner payload (its packed payload, or its samples for raw, solid, lz4
+    /// and lz4Up), and chains restart every ``TileMode/chainRows`` tile rows (docs/COMPRESSED-LAYOUT.md §6.5).
+    case packed8LZ4Up = 9
+    /// packed10LZ4 with the packed10 payload of the tile above as LZ4 dictionary (layout version 5).
+    case packed10LZ4Up = 10
+    /// packed16LZ4 with the packed16 payload of the tile above as LZ4 dictionary (layout version 5).
+    case packed16LZ4Up = 11
+    /// The raw samples through LZ4 with the inner payload of the tile above as dictionary (layout version 5).
+    case lz4Up = 12
+
+    /// A tile row whose index is a multiple of this cannot use an "Up" mode: so a chain of dictionaries is at most
+    /// this many tiles long, which bounds the work of decoding one tile row on its own.
+    static let chainRows = 8
 
     /// The lowest layout version that has this mode.
     var minimumLayoutVersion: Int {
         switch self {
         case .packed8LZ4: 3
         case .packed10LZ4, .packed16LZ4: 4
+        case .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up, .lz4Up: 5
         default: 1
         }
     }
 
+    /// The packed mode of the payload this mode's bytes are or decompress to (packed8, packed10 or packed16), or
+    /// nil for raw, solid, lz4 and lz4Up (whose inner payload is the samples themselves). A tile's inner payload is
+    /// what an Up entry below it uses as its dictionary.
+    var innerMode: TileMode? {
+        switch self {
+        case .packed8, .packed8LZ4, .packed8LZ4Up: .packed8
+        case .packed10, .packed10LZ4, .packed10LZ4Up: .packed10
+        case .packed16, .packed16LZ4, .packed16LZ4Up: .packed16
+        case .raw, .solid, .lz4, .lz4Up: nil
+        }
+    }
+
+    /// The Up mode of a packed mode (packed8 → packed8LZ4Up, …).
+    var upMode: TileMode {
+        switch self {
+        case .packed10: .packed10LZ4Up
+        case .packed16: .packed16LZ4Up
+        default: .packed8LZ4Up
+        }
+    }
+
+    /// Whether this mode's payload is an LZ4 block that uses the tile above's inner payload as dictionary.
+    var usesTileAbove: Bool { rawValue >= TileMode.packed8LZ4Up.rawValue }
+
     func isValid(bytesPerSample: Int, layoutVersion: Int) -> Bool {
         guard layoutVersion >= minimumLayoutVersion else { return false }
         switch self {
-        case .raw, .solid, .lz4: return true
-        case .packed8, .packed8LZ4: return bytesPerSample == 1
-        case .packed10, .packed16, .packed10LZ4, .packed16LZ4: return bytesPerSample == 2
+        case .raw, .solid, .lz4, .lz4Up: return true
+        case .packed8, .packed8LZ4, .packed8LZ4Up: return bytesPerSample == 1
+        case .packed10, .packed16, .packed10LZ4, .packed16LZ4, .packed10LZ4Up, .packed16LZ4Up:
+            return bytesPerSample == 2
         }
     }
 }
@@ -53,6 +94,21 @@ enum ComponentCodec {
         var mode: TileMode
         var payload: UnsafeRawPointer
         var byteCount: Int
+        /// The packed payload's mode and byte count when the encoder built it (in its `packed` slot): the input of
+        /// packed Up modes, and the dictionary of the tile below when `mode.innerMode` is set.
+        var packedMode: TileMode? = nil
+        var packedByteCount = 0
+        /// Whether LZ4 was tried on the packed payload (screen-like content): only then is an Up mode tried.
+        var triedPackedLZ4 = false
+
+        /// This choice with the packed payload's facts.
+        func withPacked(_ mode: TileMode, byteCount: Int, triedLZ4: Bool) -> Choice {
+            var copy = unsafe self
+            unsafe copy.packedMode = mode
+            unsafe copy.packedByteCount = byteCount
+            unsafe copy.triedPackedLZ4 = triedLZ4
+            return unsafe copy
+        }
     }
 
     // MARK: 8-bit
@@ -199,7 +255,9 @@ enum ComponentCodec {
         if total < rawBytes { unsafe best = Choice(mode: .packed8, payload: UnsafeRawPointer(out), byteCount: total) }
         // LZ4 only where many residual blocks are zero (flat or repetitive screen content): it is slow and poor
         // on photographs. Each must beat the best so far.
-        guard zeroBlocks &* lz4ZeroBlockDivisor >= blockCount || lz4Written > 0 else { return unsafe best }
+        guard zeroBlocks &* lz4ZeroBlockDivisor >= blockCount || lz4Written > 0 else {
+            return unsafe best.withPacked(.packed8, byteCount: total, triedLZ4: false)
+        }
         if lz4Written > 0 {
             if unsafe lz4Written < best.byteCount {
                 unsafe best = Choice(mode: .lz4, payload: UnsafeRawPointer(alt), byteCount: lz4Written)
@@ -228,7 +286,7 @@ enum ComponentCodec {
                 sourceCount: rawBytes,
                 into: UnsafeMutableRawPointer(ru),
                 state: highCompressionState
-            )
+            ).withPacked(.packed8, byteCount: total, triedLZ4: allowsPacked8LZ4)
         }
         if unsafe best.mode == .packed8LZ4 {
             return unsafe searchHarder(
@@ -237,9 +295,9 @@ enum ComponentCodec {
                 sourceCount: total,
                 into: alt,
                 state: highCompressionState
-            )
+            ).withPacked(.packed8, byteCount: total, triedLZ4: allowsPacked8LZ4)
         }
-        return unsafe best
+        return unsafe best.withPacked(.packed8, byteCount: total, triedLZ4: allowsPacked8LZ4)
     }
 
     /// An LZ4 choice compressed again from `source` with liblz4's HC match search into `destination`, if that is
@@ -646,6 +704,7 @@ enum ComponentCodec {
                 )
             }
         }
+        let packedMode: TileMode = tenBit ? .packed10 : .packed16
         switch unsafe best.mode {
         case .lz4:
             return unsafe searchHarder(
@@ -654,7 +713,7 @@ enum ComponentCodec {
                 sourceCount: rawBytes,
                 into: UnsafeMutableRawPointer(ru),
                 state: highCompressionState
-            )
+            ).withPacked(packedMode, byteCount: total, triedLZ4: triesPackedLZ4)
         case .packed10LZ4, .packed16LZ4:
             return unsafe searchHarder(
                 best,
@@ -662,9 +721,9 @@ enum ComponentCodec {
                 sourceCount: total,
                 into: alt,
                 state: highCompressionState
-            )
+            ).withPacked(packedMode, byteCount: total, triedLZ4: triesPackedLZ4)
         default:
-            return unsafe best
+            return unsafe best.withPacked(packedMode, byteCount: total, triedLZ4: triesPackedLZ4)
         }
     }
 

@@ -63,6 +63,66 @@ enum LZ4Block {
         return Int(written)
     }
 
+    /// The match search level of ``compressHC(_:count:dictionary:dictionaryCount:into:capacity:state:)`` (the Up
+    /// modes): level 9, or ``highCompressionLevel`` when that is higher, or off when that is 0. Only tiles whose
+    /// packed payload LZ4 already compresses (screen content) try it.
+    static var dictionaryLevel: Int { highCompressionLevel == 0 ? 0 : max(9, highCompressionLevel) }
+
+    /// Compresses `count` bytes with liblz4's HC match search at ``dictionaryLevel``, letting matches reach into
+    /// the `dictionaryCount` bytes at `dictionary` as if they preceded the source (only their last 64 KiB can be
+    /// reached). `state` as for ``compressHC(_:count:into:capacity:state:)``. Returns the compressed size, or 0
+    /// when the result would not fit.
+    static func compressHC(
+        _ source: UnsafeRawPointer,
+        count: Int,
+        dictionary: UnsafeRawPointer,
+        dictionaryCount: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int,
+        state: UnsafeMutableRawPointer
+    ) -> Int {
+        let level = dictionaryLevel
+        guard level > 0, count > 0, capacity > 0, dictionaryCount >= 0, count <= Int(Int32.max),
+            capacity <= Int(Int32.max), dictionaryCount <= Int(Int32.max)
+        else { return 0 }
+        guard let stream = unsafe LZ4_initStreamHC(state, Int(LZ4_sizeofStateHC())) else { return 0 }
+        unsafe LZ4_resetStreamHC_fast(stream, Int32(level))
+        unsafe LZ4_loadDictHC(stream, dictionary.assumingMemoryBound(to: CChar.self), Int32(dictionaryCount))
+        let written = unsafe LZ4_compress_HC_continue(
+            stream,
+            source.assumingMemoryBound(to: CChar.self),
+            destination.assumingMemoryBound(to: CChar.self),
+            Int32(count),
+            Int32(capacity)
+        )
+        return Int(written)
+    }
+
+    /// Decompresses as ``decompress(_:count:into:capacity:)``, with the `dictionaryCount` bytes at `dictionary`
+    /// standing before the output (LZ4_decompress_safe_usingDict): a match may reach back into them, never
+    /// before them. Safe against hostile input; `dictionary` must not overlap the output.
+    static func decompress(
+        _ source: UnsafeRawPointer,
+        count: Int,
+        dictionary: UnsafeRawPointer,
+        dictionaryCount: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int
+    ) -> Int {
+        guard count > 0, count <= Int(Int32.max), capacity <= Int(Int32.max), dictionaryCount >= 0,
+            dictionaryCount <= Int(Int32.max)
+        else { return -1 }
+        let read = unsafe LZ4_decompress_safe_usingDict(
+            source.assumingMemoryBound(to: CChar.self),
+            destination.assumingMemoryBound(to: CChar.self),
+            Int32(count),
+            Int32(capacity),
+            dictionary.assumingMemoryBound(to: CChar.self),
+            Int32(dictionaryCount)
+        )
+        return Int(read)
+    }
+
     /// Decompresses `count` bytes into at most `capacity` bytes; returns the decompressed size, or a negative
     /// value for malformed input. Safe against hostile input (LZ4_decompress_safe).
     static func decompress(

@@ -24,6 +24,7 @@
         var chunk = worker
         while chunk < chunkCount {
             var cursor = unsafe starts[chunk]
+            var above = TileCodec.AboveDictionaries()
             for t in unsafe firsts[chunk]..<firsts[chunk + 1] {
                 unsafe TileCodec.encodeTile(
                     grid,
@@ -33,7 +34,8 @@
                     stride: stride,
                     table: table,
                     into: staging,
-                    cursor: &cursor
+                    cursor: &cursor,
+                    above: &above
                 )
             }
             unsafe used[chunk] = cursor - starts[chunk]
@@ -56,6 +58,8 @@
     var stride = 0
     var workers = 1
     var verifyChecksums = true
+    /// Whether the table has Up entries: decoded inner payloads are then kept for the tile below.
+    var keepsInnerPayloads = false
     var failures: UnsafeMutableBufferPointer<CompressionError?>? = nil
 
     func work(worker: Int) {
@@ -64,6 +68,7 @@
         else { return }
         let first = tiles.lowerBound + tiles.count * worker / workers
         let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
+        var inner = TileCodec.InnerPayloads(enabled: keepsInnerPayloads)
         for tile in first..<end {
             do throws(CompressionError) {
                 try unsafe TileCodec.decodeTile(
@@ -74,7 +79,8 @@
                     scratch: scratch[worker],
                     stride: stride,
                     into: image,
-                    verifyChecksums: verifyChecksums
+                    verifyChecksums: verifyChecksums,
+                    inner: &inner
                 )
             } catch {
                 unsafe failures[worker] = error

@@ -320,6 +320,14 @@ enum TileCodec {
             guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
                 mode.isValid(bytesPerSample: bytesPerSample, layoutVersion: grid.layoutVersion)
             else { throw CompressionError(.invalidTileMode, where_()) }
+            if mode.usesTileAbove {
+                // The tile above is in the same chain (chains restart every TileMode.chainRows tile rows, so
+                // resolving one is bounded work).
+                let row = index / components / grid.tilesAcross
+                guard row % TileMode.chainRows != 0 else {
+                    throw CompressionError(.invalidTileMode, where_() + ": first tile row of a chain")
+                }
+            }
             switch mode {
             case .raw: guard e.byteCount == raw else { throw CompressionError(.corruptPayload, where_()) }
             case .solid:
@@ -355,15 +363,17 @@ enum TileCodec {
         workspace: CodecWorkspace = CodecWorkspace()
     ) -> Int {
         let tileCount = grid.tileCount
-        let chunkCount = threads <= 1 ? 1 : min(tileCount, threads * 4)
+        // With Up modes, chunks are whole chains (TileMode.chainRows bands), so that the tile above a tile is
+        // encoded just before it by the same worker and the bytes do not depend on the number of threads.
+        let chains = grid.encodesTileAbove
+        let chunkCount =
+            threads <= 1 ? 1 : chains ? (tileCount + TileMode.chainRows - 1) / TileMode.chainRows : min(tileCount, threads * 4)
         let workers = min(chunkCount, max(1, threads))
         let stride = grid.scratchComponentStride
-        let scratch = unsafe workspace.scratch(
-            workers: workers,
-            byteCount: stride * encodeScratchSlots + LZ4Block.highCompressionStateByteCount
-        )
+        let scratch = unsafe workspace.scratch(workers: workers, byteCount: encodeScratchByteCount(grid))
         if chunkCount == 1 {
             var cursor = grid.payloadStart
+            var above = AboveDictionaries()
             for t in 0..<tileCount {
                 unsafe encodeTile(
                     grid,
@@ -373,7 +383,8 @@ enum TileCodec {
                     stride: stride,
                     table: destination,
                     into: destination,
-                    cursor: &cursor
+                    cursor: &cursor,
+                    above: &above
                 )
             }
             unsafe writeHeader(grid, baseFourCC: baseFourCC, bytesUsed: cursor, into: destination)
@@ -386,7 +397,7 @@ enum TileCodec {
         var offset = grid.payloadStart
         var tile = 0
         for chunk in 0...chunkCount {
-            let first = tileCount * chunk / chunkCount
+            let first = chains ? min(chunk * TileMode.chainRows, tileCount) : tileCount * chunk / chunkCount
             while tile < first {
                 offset += grid.rawByteCount(tile: tile)
                 tile += 1
@@ -436,8 +447,22 @@ enum TileCodec {
         return write
     }
 
+    /// Bytes of one encoding worker's scratch: ``encodeScratchSlots`` slots, liblz4's HC state, and for grids that
+    /// use Up modes one area per component for the packed payload of the tile above (`bytesPerSample` slots each:
+    /// a packed10/packed16 payload takes up to about 2.1 × the component's samples' bytes).
+    static func encodeScratchByteCount(_ grid: TileGrid) -> Int {
+        let dictionaries = grid.encodesTileAbove ? grid.componentCount * grid.format.bytesPerSample : 0
+        return grid.scratchComponentStride * (encodeScratchSlots + dictionaries) + LZ4Block.highCompressionStateByteCount
+    }
+
+    /// What the encoder keeps of the tile encoded just before (the tile above, in a band grid): per component the
+    /// packed mode and size of its inner payload, held in the worker's dictionary areas (0: none).
+    struct AboveDictionaries {
+        var counts: InlineArray<4, Int> = .init(repeating: 0)
+    }
+
     /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output; after the 8
-    /// slots, liblz4's HC state.
+    /// slots, liblz4's HC state, then (grids that use Up modes) the dictionary areas of ``AboveDictionaries``.
     static func encodeTile(
         _ grid: TileGrid,
         tile: Int,
@@ -446,17 +471,25 @@ enum TileCodec {
         stride: Int,
         table: UnsafeMutableRawPointer,
         into destination: UnsafeMutableRawPointer,
-        cursor: inout Int
+        cursor: inout Int,
+        above: inout AboveDictionaries
     ) {
         unsafe TileSamples.gather(grid, tile: tile, from: image, into: scratch, stride: stride)
         let residuals = unsafe scratch + 4 * stride
         let packed = unsafe scratch + 5 * stride
         let alternative = unsafe scratch + 6 * stride
         let highCompressionState = unsafe scratch + encodeScratchSlots * stride
+        let dictionaries = unsafe highCompressionState + LZ4Block.highCompressionStateByteCount
+        let dictionaryStride = stride * grid.format.bytesPerSample
+        // Up modes: the tile above was encoded just before (band grids, chunks of whole chains); its packed
+        // payloads are the dictionaries. A chain restarts every TileMode.chainRows rows.
+        let row = tile / grid.tilesAcross
+        let usesAbove = grid.encodesTileAbove && row % TileMode.chainRows != 0
+        let keepsForBelow = grid.encodesTileAbove && (row + 1) % TileMode.chainRows != 0 && row + 1 < grid.tilesDown
         for c in 0..<grid.componentCount {
             let extent = grid.componentExtent(tile: tile, component: c)
             let samples = unsafe scratch + c * stride
-            let choice: ComponentCodec.Choice
+            var choice: ComponentCodec.Choice
             if grid.format.bytesPerSample == 1 {
                 unsafe choice = ComponentCodec.encode8(
                     samples: samples.assumingMemoryBound(to: UInt8.self),
@@ -481,6 +514,57 @@ enum TileCodec {
                     allowsPacked16LZ4: TileMode.packed10LZ4.minimumLayoutVersion <= grid.layoutVersion,
                     highCompressionState: highCompressionState
                 )
+            }
+            let dictionary = unsafe dictionaries + c * dictionaryStride
+            let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
+            let screenLike = unsafe choice.mode == .lz4 || choice.mode.innerMode != nil && choice.triedPackedLZ4
+            if usesAbove, above.counts[c] > 0, screenLike, unsafe choice.byteCount > 1 {
+                // The samples through LZ4 with the tile above's inner payload as dictionary, into slot 7 (free: no
+                // choice lives there).
+                let output = unsafe scratch + 7 * stride
+                let written = unsafe LZ4Block.compressHC(
+                    samples,
+                    count: rawBytes,
+                    dictionary: dictionary,
+                    dictionaryCount: above.counts[c],
+                    into: output,
+                    capacity: choice.byteCount - 1,
+                    state: highCompressionState
+                )
+                if written > 0 {
+                    unsafe choice.mode = .lz4Up
+                    unsafe choice.payload = UnsafeRawPointer(output)
+                    unsafe choice.byteCount = written
+                }
+                // The packed payload the same way, into residual slot 4 or 6, whichever the choice is not in.
+                if let packedMode = unsafe choice.packedMode, unsafe choice.triedPackedLZ4, unsafe choice.byteCount > 1 {
+                    let output = unsafe choice.payload == UnsafeRawPointer(residuals) ? alternative : residuals
+                    let written = unsafe LZ4Block.compressHC(
+                        packed,
+                        count: choice.packedByteCount,
+                        dictionary: dictionary,
+                        dictionaryCount: above.counts[c],
+                        into: output,
+                        capacity: choice.byteCount - 1,
+                        state: highCompressionState
+                    )
+                    if written > 0 {
+                        unsafe choice.mode = packedMode.upMode
+                        unsafe choice.payload = UnsafeRawPointer(output)
+                        unsafe choice.byteCount = written
+                    }
+                }
+            }
+            // Keep this tile's inner payload (its packed payload, or its samples) for the tile below.
+            above.counts[c] = 0
+            if keepsForBelow {
+                if unsafe choice.mode.innerMode != nil {
+                    unsafe dictionary.copyMemory(from: packed, byteCount: choice.packedByteCount)
+                    above.counts[c] = unsafe choice.packedByteCount
+                } else {
+                    unsafe dictionary.copyMemory(from: samples, byteCount: rawBytes)
+                    above.counts[c] = rawBytes
+                }
             }
             let target = unsafe destination + cursor
             unsafe target.copyMemory(from: choice.payload, byteCount: choice.byteCount)
@@ -517,7 +601,10 @@ enum TileCodec {
         let workers = min(tiles.count, max(1, threads))
         guard workers > 0 else { return }
         let stride = grid.scratchComponentStride
-        let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * decodeScratchSlots)
+        // Up entries: each worker keeps two inner-payload areas per component (the tile above's, the tile's own).
+        let keepsInner = header.entries.contains { $0.mode.usesTileAbove }
+        let innerBytes = keepsInner ? grid.componentCount * innerAreaByteCount(grid) : 0
+        let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * decodeScratchSlots + innerBytes)
         CodecWorkspace.reset(&workspace.failures, count: workers, to: nil)
         unsafe workspace.failures.withUnsafeMutableBufferPointer { failures in
             unsafe header.entries.withUnsafeBufferPointer { entries in
@@ -531,12 +618,163 @@ enum TileCodec {
                 job.stride = stride
                 job.workers = workers
                 job.verifyChecksums = verifyChecksums
+                job.keepsInnerPayloads = keepsInner
                 unsafe job.failures = failures
                 workspace.parallel(workers: workers, job)
                 unsafe job.scratch = nil
             }
         }
         for failure in workspace.failures { if let failure { throw failure } }
+    }
+
+    /// A decoding worker's inner payloads (surfaces with Up entries): per component, which tile's inner payload
+    /// (the packed payload its entry is or decompresses to, or its samples) the component's private area holds, and
+    /// its size. The area of component c starts at ``innerArea(_:component:_:_:)``: ``dictionaryReach`` bytes where
+    /// the tail of the tile above's inner payload is put, then the payload itself, so that LZ4 sees the dictionary
+    /// right before its output (liblz4's fast prefix path; a dictionary elsewhere decodes several times slower).
+    struct InnerPayloads {
+        var enabled: Bool
+        var tiles: InlineArray<4, Int> = .init(repeating: -1)
+        var counts: InlineArray<4, Int> = .init(repeating: 0)
+
+        init(enabled: Bool) { self.enabled = enabled }
+    }
+
+    /// How far back an LZ4 match reaches: the most of a dictionary that can matter.
+    static let dictionaryReach = 65536
+
+    /// Bytes of one component's inner-payload area: the dictionary room and the largest inner payload (a packed16
+    /// payload, about 2.1 × the samples' bytes, fits in `bytesPerSample` slots).
+    static func innerAreaByteCount(_ grid: TileGrid) -> Int {
+        grid.scratchComponentStride * grid.format.bytesPerSample + dictionaryReach
+    }
+
+    /// Where the inner payload of component `c` starts (``dictionaryReach`` bytes of dictionary room before it).
+    static func innerArea(
+        _ grid: TileGrid,
+        component c: Int,
+        _ scratch: UnsafeMutableRawPointer,
+        _ stride: Int
+    ) -> UnsafeMutableRawPointer {
+        unsafe scratch + decodeScratchSlots * stride + c * innerAreaByteCount(grid) + dictionaryReach
+    }
+
+    /// Puts the inner payload of tile `tile`, component `c`, into the component's area and returns its size. For an
+    /// Up entry the inner payload of the tile above is loaded first when the area does not hold it (the first tile
+    /// a worker decodes, or a grid of several tiles across): at most ``TileMode/chainRows`` − 1 further entries,
+    /// a bound parse enforces. Its last ``dictionaryReach`` bytes (or all, if fewer) are then copied right before
+    /// the area's payload start, and the entry's LZ4 block is decoded with them as its dictionary.
+    ///
+    /// Everything is private: each payload is copied before LZ4 reads it, and the result stays in the worker's
+    /// scratch. A dictionary entry that is itself bad (its checksum, when checked, or its LZ4) fails this entry.
+    static func loadInnerPayload(
+        _ grid: TileGrid,
+        tile: Int,
+        component c: Int,
+        entries: UnsafeBufferPointer<Entry>,
+        from p: UnsafeRawPointer,
+        scratch: UnsafeMutableRawPointer,
+        stride: Int,
+        verifyChecksums: Bool,
+        checksPayload: Bool,
+        inner: inout InnerPayloads
+    ) throws(CompressionError) -> Int {
+        let components = grid.componentCount
+        let e = unsafe entries[tile * components + c]
+        func where_() -> String { "SurfaceCodec.decode: tile \(tile) component \(c)" }
+        // A tile of the chain above that this worker did not decode: its checksum is checked here, as its own
+        // decode would (the entry being decoded was checked by decodeTile).
+        if checksPayload && verifyChecksums {
+            let mask: UInt64 = grid.layoutVersion == 1 ? 0xFFFF_FFFF : ~0
+            guard (unsafe Checksum.hash(p + e.offset, count: e.byteCount) ^ e.checksum) & mask == 0 else {
+                throw CompressionError(.checksumMismatch, where_() + " (a dictionary)")
+            }
+        }
+        let output = unsafe innerArea(grid, component: c, scratch, stride)
+        var dictionaryCount = 0
+        if e.mode.usesTileAbove {
+            let aboveTile = tile - grid.tilesAcross  // >= 0: parse refuses Up entries in the first row of a chain
+            if inner.tiles[c] != aboveTile {
+                _ = try unsafe loadInnerPayload(
+                    grid,
+                    tile: aboveTile,
+                    component: c,
+                    entries: entries,
+                    from: p,
+                    scratch: scratch,
+                    stride: stride,
+                    verifyChecksums: verifyChecksums,
+                    checksPayload: true,
+                    inner: &inner
+                )
+            }
+            dictionaryCount = min(inner.counts[c], dictionaryReach)
+            // The dictionary's tail, right before the output (disjoint: it comes from the output region).
+            unsafe (output - dictionaryCount).copyMemory(
+                from: output + (inner.counts[c] - dictionaryCount),
+                byteCount: dictionaryCount
+            )
+        }
+        inner.tiles[c] = -1
+        let extent = grid.componentExtent(tile: tile, component: c)
+        let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
+        let packedCapacity =
+            grid.format.bytesPerSample == 1
+            ? ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height)
+            : ComponentCodec.maximumPacked16ByteCount(width: extent.width, height: extent.height)
+        let payload = unsafe p + e.offset
+        let privateCopy = unsafe scratch + 5 * stride
+        var count: Int
+        switch e.mode {
+        case .raw, .packed8, .packed10, .packed16:
+            // The payload itself (at most the raw size, which the area holds), copied.
+            unsafe output.copyMemory(from: payload, byteCount: e.byteCount)
+            count = e.byteCount
+        case .solid:
+            if grid.format.bytesPerSample == 1 {
+                unsafe output.initializeMemory(as: UInt8.self, repeating: payload.load(as: UInt8.self), count: rawBytes)
+            } else {
+                let v = unsafe payload.loadUnaligned(as: UInt16.self)
+                unsafe output.initializeMemory(as: UInt16.self, repeating: v, count: rawBytes / 2)
+            }
+            count = rawBytes
+        case .lz4, .packed8LZ4, .packed10LZ4, .packed16LZ4:
+            // LZ4 reads a private copy (its bounds checks read lengths from the input).
+            unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+            let capacity = e.mode == .lz4 ? rawBytes : packedCapacity
+            count = unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: output, capacity: capacity)
+            if e.mode == .lz4 && count != rawBytes { count = -1 }
+        case .lz4Up, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up:
+            unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+            let capacity = e.mode == .lz4Up ? rawBytes : packedCapacity
+            count = unsafe LZ4Block.decompress(
+                privateCopy,
+                count: e.byteCount,
+                dictionary: UnsafeRawPointer(output - dictionaryCount),
+                dictionaryCount: dictionaryCount,
+                into: output,
+                capacity: capacity
+            )
+            if e.mode == .lz4Up && count != rawBytes { count = -1 }
+        }
+        guard count > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
+        inner.tiles[c] = tile
+        inner.counts[c] = count
+        return count
+    }
+
+    /// Whether tile `tile`'s component `c` goes through an inner-payload area: its entry uses the tile above, or the
+    /// entry below uses it.
+    static func needsInnerPayload(
+        _ grid: TileGrid,
+        tile: Int,
+        component c: Int,
+        entries: UnsafeBufferPointer<Entry>
+    ) -> Bool {
+        let components = grid.componentCount
+        if unsafe entries[tile * components + c].mode.usesTileAbove { return true }
+        let below = tile + grid.tilesAcross
+        return unsafe below < grid.tileCount && entries[below * components + c].mode.usesTileAbove
     }
 
     static func decodeTile(
@@ -547,7 +785,8 @@ enum TileCodec {
         scratch: UnsafeMutableRawPointer,
         stride: Int,
         into image: ImagePlanes,
-        verifyChecksums: Bool
+        verifyChecksums: Bool,
+        inner: inout InnerPayloads
     ) throws(CompressionError) {
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
@@ -576,6 +815,28 @@ enum TileCodec {
                 }
             }
             var source = UnsafeRawPointer(slot)
+            // Surfaces with Up entries: an entry that uses the tile above, or that the entry below uses, goes
+            // through a private inner-payload area kept for the tile below.
+            var innerPayload: (pointer: UnsafeRawPointer, count: Int)? = nil
+            if unsafe inner.enabled && needsInnerPayload(grid, tile: tile, component: c, entries: entries) {
+                let count = try unsafe loadInnerPayload(
+                    grid,
+                    tile: tile,
+                    component: c,
+                    entries: entries,
+                    from: p,
+                    scratch: scratch,
+                    stride: stride,
+                    verifyChecksums: verifyChecksums,
+                    checksPayload: false,
+                    inner: &inner
+                )
+                unsafe innerPayload = (UnsafeRawPointer(innerArea(grid, component: c, scratch, stride)), count)
+            }
+            if let innerPayload = unsafe innerPayload, e.mode.innerMode == nil {
+                // raw, solid, lz4, lz4Up: the area holds the samples.
+                unsafe source = innerPayload.pointer
+            } else {
             switch e.mode {
             case .raw:
                 // Read where it is: the size is private and equals the component's (parse checked it).
@@ -602,10 +863,13 @@ enum TileCodec {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
                 if inPlane { yWrittenInPlace = true }
-            case .packed8, .packed8LZ4:
+            case .packed8, .packed8LZ4, .packed8LZ4Up:
                 var packed = unsafe payload
                 var packedCount = e.byteCount
-                if e.mode == .packed8LZ4 {
+                if let innerPayload = unsafe innerPayload {
+                    unsafe packed = innerPayload.pointer
+                    packedCount = unsafe innerPayload.count
+                } else if e.mode == .packed8LZ4 {
                     // As for lz4: LZ4 reads a private copy. The packed payload it gives is private too (slot 4, free
                     // for 8-bit samples), at most the component's worst packed size, which the slot holds.
                     unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
@@ -633,10 +897,15 @@ enum TileCodec {
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
                 if inPlane { yWrittenInPlace = true }
-            case .packed10, .packed16, .packed10LZ4, .packed16LZ4:
+            case .lz4Up:
+                throw CompressionError(.corruptPayload, where_())  // has an inner payload: handled above
+            case .packed10, .packed16, .packed10LZ4, .packed16LZ4, .packed10LZ4Up, .packed16LZ4Up:
                 var packed = unsafe payload
                 var packedCount = e.byteCount
-                if e.mode == .packed10LZ4 || e.mode == .packed16LZ4 {
+                if let innerPayload = unsafe innerPayload {
+                    unsafe packed = innerPayload.pointer
+                    packedCount = unsafe innerPayload.count
+                } else if e.mode == .packed10LZ4 || e.mode == .packed16LZ4 {
                     // As for packed8LZ4: LZ4 reads a private copy, and writes the packed payload into private
                     // slots 6 and 7, at most the component's worst packed size (<= 2 slots, TileGrid).
                     unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
@@ -657,7 +926,7 @@ enum TileCodec {
                     unsafe ComponentCodec.decodePacked16(
                         packed,
                         count: packedCount,
-                        tenBit: e.mode == .packed10 || e.mode == .packed10LZ4,
+                        tenBit: e.mode.innerMode == .packed10,
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),
@@ -665,6 +934,7 @@ enum TileCodec {
                         into: slot.assumingMemoryBound(to: UInt16.self)
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
+            }
             }
             switch c {
             case 0: unsafe pointers.c0 = source

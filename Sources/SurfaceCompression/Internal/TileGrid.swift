@@ -45,13 +45,14 @@ struct TileGrid: Hashable, Sendable {
     let tilesDown: Int
     /// The layout version the surface is written in: 1 (entries with offsets and 32-bit payload checksums), 2
     /// (entries without offsets, which are implied, and with 64-bit payload checksums; both 16 bytes an entry) or
-    /// 3 (version 2 plus the packed8LZ4 mode) or 4 (version 3 plus packed10LZ4 and packed16LZ4). The encoder encodes with ``currentLayoutVersion`` and states 2 in
+    /// 3 (version 2 plus the packed8LZ4 mode) or 4 (version 3 plus packed10LZ4 and packed16LZ4) or 5 (version 4 plus
+    /// the Up modes, whose LZ4 reaches into the tile above). The encoder encodes with ``currentLayoutVersion`` and states 2 in
     /// the header when no entry needs a later one, else the lowest that has every mode used (`TileCodec.writtenLayoutVersion`).
     let layoutVersion: Int
 
     static let headerByteCount = 64
-    static let currentLayoutVersion = 4
-    static let supportedLayoutVersions = 1...4
+    static let currentLayoutVersion = 5
+    static let supportedLayoutVersions = 1...5
     /// Bytes of one table entry.
     var entryByteCount: Int { 16 }
     /// The largest tile, in pixels; it bounds every scratch buffer.
@@ -85,6 +86,10 @@ struct TileGrid: Hashable, Sendable {
     }
 
     var tileCount: Int { tilesAcross * tilesDown }
+
+    /// Whether the encoder tries the Up modes (a tile's LZ4 with the tile above's packed payload as dictionary):
+    /// from layout version 5, on full-width bands, where the tile above is the one encoded just before.
+    var encodesTileAbove: Bool { layoutVersion >= 5 && tilesAcross == 1 && tilesDown > 1 }
     var componentCount: Int { format.componentCount }
     var entryCount: Int { tileCount * componentCount }
     var payloadStart: Int { Self.headerByteCount + entryByteCount * entryCount }
