@@ -1,18 +1,59 @@
 import Foundation
-import FrameBus
+import Glibc
 import TestSupport
 import Testing
 
+@testable @_spi(Testing) import FrameBus
+
 /// `fb_subscriber_options.accepts_dma_buf` (the C face of `Subscriber.Configuration.acceptsDMABuf`): C subscribers
-/// in other processes (Tests/CABI/nodmabuf.c) against a real publisher whose frames live in DMA-BUFs. What the
+/// in other processes (Tests/CABI/nodmabuf.c): on any host their HELLO; in the guest kernel of `scripts/device-tests`
+/// (it needs /dev/dma_heap/system) against a real publisher whose frames live in DMA-BUFs. What the
 /// publisher does for a subscriber that did not set `acceptsDMABuf` in its HELLO (docs/PROTOCOL.md §4.3): a raw frame
 /// in a DMA-BUF is not sent to it (DROP `outOfBuffers`), while the compressed variant, which the publisher encodes
-/// into a sealed memfd, is. Needs /dev/dma_heap/system: runs in the guest kernel of `scripts/device-tests`.
+/// into a sealed memfd, is.
 @Suite(.serialized, .timeLimit(.minutes(8))) struct DeclinedDMABufTests {
     static let requireAll = ProcessInfo.processInfo.environment["FRAMEBUS_REQUIRE_ALL"] == "1"
     static let hasSystemHeap = FileManager.default.fileExists(atPath: "/dev/dma_heap/system")
     /// A process that is slow to start (a TCG guest starts one ~25× slower than the host) gets minutes.
     static let patience: Double = 240
+
+    /// On any host: the option reaches the wire. A C subscriber's HELLO, read by a listener standing in for the
+    /// publisher, offers DMA-BUF (`acceptsDMABuf`, bit 0 of its flags) by default and not with `accepts_dma_buf = 0`.
+    @Test(arguments: [("1", true), ("0", false)])
+    func theOptionSetsTheHelloFlag(option: String, offered: Bool) async throws {
+        let scratch = try ScratchDirectory()
+        let path = scratch.path("bus.sock")
+        let program = try await CProgram.build("nodmabuf")
+        let listener = try Socket.listen(path: path, mode: 0o600).get()
+        let consumer = try program.start([path, "420v", option], in: scratch)
+        let flags = try await onDedicatedThread { () throws -> UInt16? in
+            // Minutes, not seconds: the C program starts slowly under load; its lifeline ends it with the test.
+            let deadline = Date().addingTimeInterval(Self.patience)
+            var connection: Socket?
+            while connection == nil, Date() < deadline {
+                _ = listener.waitReadable(timeoutMilliseconds: 100)
+                if case .success(.some(let accepted)) = listener.accept() { connection = accepted }
+            }
+            guard let connection else { return nil }
+            while Date() < deadline {
+                _ = connection.waitReadable(timeoutMilliseconds: 100)
+                switch connection.receive(maximumSize: 1024) {
+                case .success(.datagram(let datagram)):
+                    let message = try WireMessage.decode(datagram.bytes, descriptorCount: datagram.descriptors.count)
+                    guard case .hello(let hello) = message else { return nil }
+                    return hello.flags
+                case .success(.wouldBlock): continue
+                default: return nil
+                }
+            }
+            return nil
+        }
+        withExtendedLifetime(listener) {}
+        let received = try #require(flags, "no HELLO: \(consumer.output)")
+        #expect((received & WireHello.acceptsDMABufFlag != 0) == offered, "flags 0x\(String(received, radix: 16))")
+        #expect(received & ~WireHello.acceptsDMABufFlag == 0)
+        unlink(path)
+    }
 
     @Test(.enabled(if: hasSystemHeap || requireAll, "needs /dev/dma_heap/system (absent here)"))
     func aSubscriberDecliningDMABufGetsDropsForDMABufFramesAndTheirCompressedVariant() async throws {

@@ -1,6 +1,7 @@
 import CFrameBusABI
 import FrameBus
 import Glibc
+import SurfaceCompression
 import Synchronization
 
 /// The Swift side of `fb_codec`: a ``SurfaceCodecContext`` plus private buffers it works in.
