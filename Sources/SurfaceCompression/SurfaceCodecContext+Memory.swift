@@ -8,7 +8,7 @@ import PixelBuffers
 
     package init(base: UnsafeMutableRawPointer, bytesPerRow: Int) {
         unsafe self.base = base
-        self.bytesPerRow = bytesPerRow
+        unsafe self.bytesPerRow = bytesPerRow
     }
 }
 
@@ -65,7 +65,7 @@ extension SurfaceCodecContext {
         guard width > 0, height > 0, !codecFormat.needsEvenSize || (width % 2 == 0 && height % 2 == 0) else {
             throw CompressionError(.invalidArgument, op + ": size \(width)x\(height)")
         }
-        guard let source = unsafe compressed.baseAddress else {
+        guard let source = compressed.baseAddress else {
             throw CompressionError(.truncated, op + ": no bytes")
         }
         // Plane 0: BGRA rows of width × 4 bytes, or Y rows of width samples; plane 1: height / 2 rows of width / 2

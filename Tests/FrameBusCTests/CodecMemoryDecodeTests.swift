@@ -35,7 +35,7 @@ import Testing
         let used = try codec.compress(raw, into: compressed).compressedByteCount
         try compressed.lock(.readOnly)
         defer { try? compressed.unlock(.readOnly) }
-        let bytes = try compressed.surface.withUnsafeBytes { Array($0.prefix(used)) }
+        let bytes = compressed.surface.withUnsafeBytes { Array($0.prefix(used)) }
         return (raw, bytes)
     }
 
@@ -47,12 +47,12 @@ import Testing
         shift: Int = 0,
         width: Int = width,
         rows: Int = height
-    ) throws(CompressionError) -> (y: [UInt8], cbcr: [UInt8]) {
+    ) throws -> (y: [UInt8], cbcr: [UInt8]) {
         var y = [UInt8](repeating: 0xA5, count: shift + stride * rows)
         var cbcr = [UInt8](repeating: 0xA5, count: shift + stride * rows / 2)
-        try y.withUnsafeMutableBytes { (yBytes) throws(CompressionError) in
-            try cbcr.withUnsafeMutableBytes { (cBytes) throws(CompressionError) in
-                try bytes.withUnsafeBytes { (source) throws(CompressionError) in
+        try y.withUnsafeMutableBytes { yBytes in
+            try cbcr.withUnsafeMutableBytes { cBytes in
+                try bytes.withUnsafeBytes { source in
                     try codec.decompress(
                         source,
                         width: width,
@@ -92,11 +92,14 @@ import Testing
     @Test func refusesPlanesThatDoNotFitBeforeWriting() throws {
         let codec = SurfaceCodecContext(threadCount: 1)
         let (_, bytes) = try Self.compressedFrame(codec)
-        func code(_ body: () throws(CompressionError) -> Void) -> CompressionError.Code? {
-            do throws(CompressionError) {
+        /// The code of the CompressionError `body` throws; nil when it succeeds.
+        func code(_ body: () throws -> Void) -> CompressionError.Code? {
+            do {
                 try body()
                 return nil
-            } catch { return error.code }
+            } catch {
+                return (error as? CompressionError)?.code
+            }
         }
         // Rows shorter than a row of samples.
         #expect(code { _ = try Self.decode(codec, bytes, stride: Self.width - 2) } == .invalidArgument)
@@ -106,9 +109,9 @@ import Testing
         // A stride whose span overflows.
         #expect(
             code {
-                try bytes.withUnsafeBytes { (source) throws(CompressionError) in
+                try bytes.withUnsafeBytes { source in
                     var one: UInt8 = 0
-                    try withUnsafeMutableBytes(of: &one) { (plane) throws(CompressionError) in
+                    try withUnsafeMutableBytes(of: &one) { plane in
                         let huge = CodecDestinationPlane(base: plane.baseAddress!, bytesPerRow: Int.max / 2)
                         try codec.decompress(
                             source,

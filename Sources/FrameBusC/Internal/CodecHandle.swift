@@ -348,7 +348,8 @@ final class CodecHandle: Sendable {
     /// (``SurfaceCodec/destinationAlignment(of:plane:)``). The strides and spans were checked by `init`.
     var codecPlanes: (CodecDestinationPlane, CodecDestinationPlane?)? {
         let base = unsafe format.base
-        for (index, plane) in unsafe planes.enumerated() {
+        for index in unsafe 0..<planes.count {
+            let plane = unsafe planes[index]
             guard let alignment = SurfaceCodec.destinationAlignment(of: base, plane: index),
                 unsafe plane.bytesPerRow % alignment == 0, unsafe Int(bitPattern: plane.data) % alignment == 0
             else { return nil }
