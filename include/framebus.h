@@ -866,9 +866,9 @@ fb_status fb_codec_compress(
  * unspecified. FB_ERROR_FORMAT_MISMATCH if the data is of another format or size.
  * The destination's planes are checked before anything is written (bytes_per_row at least a row, the bytes spanned
  * addressable; else FB_ERROR_INVALID_ARGUMENT); only the image's samples are written, never the padding after a
- * row. When every plane's data and bytes_per_row are multiples of its sample size (Y: 1 byte, 2 for x420/xf20;
- * CbCr: 2, 4 for x420/xf20; BGRA: 4) the codec decodes straight into them; otherwise through a private buffer,
- * which costs one more copy of the image.
+ * row. When every plane's data and bytes_per_row are multiples of the format's element size (2 bytes for
+ * 420v/420f, 4 for x420/xf20 and BGRA: a CbCr pair, a pixel) the codec decodes straight into them; otherwise
+ * through a private buffer, which costs one more copy of the image.
  * Thread safety: thread-safe (serialised per codec).
  */
 fb_status fb_codec_decompress(

@@ -13,15 +13,13 @@ import PixelBuffers
 }
 
 extension SurfaceCodec {
-    /// The alignment, in bytes, that plane `index` of a `format` image needs (its base address and bytes per row)
-    /// to be decoded into in place by ``SurfaceCodecContext/decompress(_:width:height:format:plane0:plane1:verifiesChecksums:)``:
-    /// the size of the samples the decoder stores there. Nil when `format` is not a base format the codec knows.
+    /// The alignment, in bytes, that every plane of a `format` image needs (its base address and bytes per row) to be
+    /// decoded into in place by ``SurfaceCodecContext/decompress(_:width:height:format:plane0:plane1:verifiesChecksums:)``:
+    /// the size of one element of the widest plane (a CbCr pair, a BGRA pixel), the rule pixel buffers the decoder
+    /// writes are held to. Nil when `format` is not a base format the codec knows.
     package static func destinationAlignment(of format: PixelFormat, plane index: Int) -> Int? {
         guard !format.isCompressed, let codecFormat = CodecFormat(baseFourCC: format.fourCC) else { return nil }
-        switch codecFormat.kind {
-        case .bgra: return 4
-        case .yuv8, .yuv16: return index == 0 ? codecFormat.bytesPerSample : 2 * codecFormat.bytesPerSample
-        }
+        return codecFormat.kind == .bgra ? 4 : 2 * codecFormat.bytesPerSample
     }
 }
 
@@ -33,7 +31,7 @@ extension SurfaceCodecContext {
     /// `compressed` may be rewritten by another process meanwhile: the header and table are copied once into
     /// private memory and validated there, and payload bytes are read only within those private bounds, so a
     /// rewrite gives wrong pixels or an error, never a read or write out of bounds. Every plane is checked before
-    /// anything is written: its bytes per row hold a row, it is aligned to its samples
+    /// anything is written: its bytes per row hold a row, it is aligned to the format's elements
     /// (``SurfaceCodec/destinationAlignment(of:plane:)``), and the bytes it spans are computed without overflow;
     /// the decoder then writes only the image's samples (`height` rows of each plane's row bytes, none of the
     /// padding after them). The caller promises that each plane's span is writable.
@@ -117,8 +115,8 @@ extension SurfaceCodecContext {
         }
     }
 
-    /// Checks that `plane` holds `rows` rows of `rowBytes` bytes, aligned to its samples, spanning an addressable
-    /// range.
+    /// Checks that `plane` holds `rows` rows of `rowBytes` bytes, aligned to the format's elements, spanning an
+    /// addressable range.
     private static func check(
         _ plane: CodecDestinationPlane,
         index: Int,
@@ -138,7 +136,7 @@ extension SurfaceCodecContext {
         guard bytesPerRow % alignment == 0, unsafe Int(bitPattern: plane.base) % alignment == 0 else {
             throw CompressionError(
                 .invalidArgument,
-                op + ": plane \(index) is not aligned to its \(alignment)-byte samples"
+                op + ": plane \(index) is not aligned to \(alignment) bytes (the format's elements)"
             )
         }
         let (span, overflow) = bytesPerRow.multipliedReportingOverflow(by: max(rows - 1, 0))

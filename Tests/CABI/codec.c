@@ -112,8 +112,8 @@ static int32_t on_band(void *context, uint32_t first_row, uint32_t row_count) {
 }
 
 /* Decompresses into planes whose rows are `padding` bytes longer than their payload and that start `shift` bytes
- * into their allocation, every byte preset to 0xA5: odd strides or addresses make some planes unaligned to their
- * samples (the codec's copying path), even ones let it decode in place. The image must equal `source` bit for bit,
+ * into their allocation, every byte preset to 0xA5: strides or addresses that are not multiples of the format's
+ * element size take the codec's copying path, the others let it decode in place. The image must equal `source` bit for bit,
  * and no byte outside the samples (row padding, the bytes before the plane) may change. */
 static void decompress_into_odd_planes(fb_codec *codec, const uint8_t *compressed, uint64_t used, const image *source,
                                        const char *name, uint32_t padding, uint32_t shift) {
@@ -162,7 +162,7 @@ static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint3
     CHECK_OK(fb_codec_decompress(codec, compressed, used, &output.image, &last_error));
     EXPECT(differences(&source, 0, &output, 0, height) == 0, "%s: decompressed bytes differ", name);
 
-    /* Strides and addresses of every parity: in place where aligned to the samples, through a copy elsewhere. */
+    /* Strides and addresses of every residue mod 4: in place where aligned to the elements, through a copy elsewhere. */
     const uint32_t layouts[][2] = {{0, 0}, {1, 0}, {2, 0}, {4, 0}, {0, 1}, {3, 1}, {0, 2}, {64, 0}};
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         decompress_into_odd_planes(codec, compressed, used, &source, name, layouts[i][0], layouts[i][1]);

@@ -7,7 +7,7 @@ import Synchronization
 /// The Swift side of `fb_codec`: a ``SurfaceCodecContext`` plus private buffers it works in.
 ///
 /// Decompressing goes straight from the caller's compressed bytes into the caller's planes when those are aligned
-/// to their samples (the decoder is safe on memory another process rewrites meanwhile: it validates a private copy
+/// to the format's elements (the decoder is safe on memory another process rewrites meanwhile: it validates a private copy
 /// of the header and table). Otherwise, and for compressing and band decoding, images in a C caller's memory are
 /// copied in and out of private buffers: a raw image into a private memfd buffer before compressing, compressed
 /// bytes into a private compressed buffer before decoding. The buffers are kept from call to call for one
@@ -72,7 +72,7 @@ final class CodecHandle: Sendable {
     }
 
     /// Decompresses `source` into the caller's `destination`: straight from the caller's bytes into the caller's
-    /// planes when they are aligned to their samples (the decoder copies the header and table it validates and
+    /// planes when they are aligned to the format's elements (the decoder copies the header and table it validates and
     /// reads payloads within those private bounds, so a source rewritten meanwhile gives wrong pixels or an error),
     /// else through private buffers.
     func decompress(_ source: UnsafeRawBufferPointer, into destination: CallerImage) throws(ABIError) {
@@ -344,7 +344,7 @@ final class CodecHandle: Sendable {
         unsafe self.planes = planes
     }
 
-    /// The planes as the codec writes them in place, or nil when one is not aligned to its samples
+    /// The planes as the codec writes them in place, or nil when one is not aligned to the format's elements
     /// (``SurfaceCodec/destinationAlignment(of:plane:)``). The strides and spans were checked by `init`.
     var codecPlanes: (CodecDestinationPlane, CodecDestinationPlane?)? {
         let base = unsafe format.base
