@@ -101,7 +101,9 @@ let package = Package(
         .systemLibrary(name: "CFrameBusABI", path: "include"),
         .target(
             name: "FrameBusC",
-            dependencies: ["FrameBus", "CFrameBusABI", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "FrameBus", "SurfaceCompression", "CFrameBusABI", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: librarySettings
         ),
 

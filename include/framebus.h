@@ -62,11 +62,14 @@ extern "C" {
 /* Version                                                                                                      */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/** The ABI version this header describes. Incremented when a struct or signature changes incompatibly. A
- *  compatible change (a function added, a reserved field given a meaning that reads 0 from older libraries, as
+/** The ABI version this header describes. Incremented when a struct or signature changes incompatibly. Structs
+ *  change only by appending fields (never by reordering or resizing one), but a struct the caller allocates and
+ *  the library reads or fills grows with them, so appending to one is incompatible too: a program built against
+ *  an older header must be rebuilt. Version 2 appended fb_subscriber_options.accepts_dma_buf. A compatible change
+ *  (a function added, a reserved field given a meaning that reads 0 from older libraries, as
  *  fb_session.granted_queue_depth in library 0.3.0) keeps it and raises the library's minor version instead
  *  (libframebus.so.0.MINOR.0, the Version of framebus.pc). */
-#define FB_ABI_VERSION 1
+#define FB_ABI_VERSION 2
 
 /** The ABI version of the loaded library; compare with FB_ABI_VERSION. Thread-safe. */
 uint32_t fb_abi_version(void);
@@ -286,10 +289,19 @@ typedef struct fb_subscriber_options {
     int64_t connect_timeout_ns;
     /** Pause between connection attempts. Default 100 ms. Must be > 0. */
     int64_t reconnect_interval_ns;
+    /** 1 (default): DMA-BUF surfaces are accepted (the HELLO's acceptsDMABuf, docs/PROTOCOL.md section 5.1).
+     *  0: only sealed memfds, for a consumer that must not receive memory another process can write through its
+     *  own descriptor (a sandboxed one, say): the publisher then sends no DMA-BUF frame to this subscriber
+     *  (FB_EVENT_DROP with FB_DROP_OUT_OF_BUFFERS instead), and a DMA-BUF surface announced anyway ends the stream
+     *  (FB_ERROR_PROTOCOL_VIOLATION). Added in ABI version 2. */
+    uint32_t accepts_dma_buf;
+    /** Set to 0 (fb_subscriber_options_init does). */
+    uint32_t reserved;
 } fb_subscriber_options;
 
-/** Sets defaults: no path, no formats, latest-only, no reconnects, 5 s connect timeout, 100 ms interval.
- *  Thread-safe. Does nothing for NULL. */
+/** Sets defaults: no path, no formats, latest-only, no reconnects, 5 s connect timeout, 100 ms interval,
+ *  DMA-BUF surfaces accepted. Call it before setting fields: fields appended in later ABI versions get their
+ *  defaults from it. Thread-safe. Does nothing for NULL. */
 void fb_subscriber_options_init(fb_subscriber_options *FB_NULLABLE options);
 
 /**
@@ -498,9 +510,15 @@ typedef struct fb_frame_info {
 
 /**
  * Describes a frame. The plane pointers (and compressed_data) point into the publisher's memory, mapped
- * read-only into this process; they, and the memory they point to, stay valid and unchanged until
- * fb_frame_release (the publisher does not write a surface while a subscriber holds a frame of it).
- * Thread-safe (a frame is immutable).
+ * read-only into this process (a write through them faults); they stay valid (mapped) until fb_frame_release.
+ * What they point to is not guaranteed unchanged: the reference publisher does not write a surface while a
+ * subscriber holds a frame of it, but that is its promise, not the kernel's. A hostile or buggy publisher can
+ * rewrite the bytes at any time through its own mapping (a memfd's write seal stops new writers, not the one
+ * made before it), and so can, for a DMA-BUF surface, any process holding a writable descriptor of it and any
+ * device attached to it. Treat the bytes as another process's: copy what you validate before you use it to bound
+ * anything. fb_codec_decompress and fb_codec_decode_rows are safe on such memory (wrong pixels or an error,
+ * never an out-of-bounds access).
+ * Thread-safe (the frame's description is immutable).
  */
 fb_status fb_frame_get_info(
     const fb_frame *FB_NULLABLE frame,
@@ -509,11 +527,17 @@ fb_status fb_frame_get_info(
 );
 
 /**
- * A new file descriptor of the frame's surface (a memfd sealed against writes, shrinking and growing, reopened
- * read-only; or a DMA-BUF, whose access mode is its exporter's; the planes sit at fb_plane.offset in it), for
- * handing the frame to another API
- * (GStreamer's fd memory, mmap, another process). The caller owns it and closes it; it stays valid after
- * fb_frame_release, but after release the publisher may write new frames into that memory. Returns -1 on
+ * A new file descriptor (close-on-exec) of the frame's surface, for handing the frame to another API (GStreamer's
+ * fd memory, mmap, another process); the planes sit at fb_plane.offset in it. What it allows depends on the
+ * surface (fb_frame_dup_fds reports which in is_dma_buf):
+ * - a memfd: a read-only reopen (O_RDONLY) of a memfd sealed against shrinking, growing and new writes
+ *   (F_SEAL_FUTURE_WRITE or F_SEAL_WRITE), so neither this descriptor nor a reopen of it can map it writable;
+ *   the publisher's own mapping, made before the seal, can still write it;
+ * - a DMA-BUF: a duplicate of the publisher's descriptor, which keeps the access mode its exporter chose (usually
+ *   read-write: you, and whoever else holds one, can then map it writable) and carries no seals; bracket CPU reads
+ *   of your mapping with DMA_BUF_IOCTL_SYNC.
+ * The caller owns it and closes it; it stays valid after fb_frame_release, but after release the publisher may
+ * write new frames into that memory (and a hostile one may write it at any time, see fb_frame_get_info). Returns -1 on
  * failure: FB_ERROR_SYSTEM_CALL, or FB_ERROR_FORMAT_MISMATCH when the surface is held by several descriptors
  * (a memfd or DMA-BUF per plane, which publishers may send): use fb_frame_dup_fds, which handles every surface.
  * Thread-safe.
@@ -847,6 +871,11 @@ fb_status fb_codec_compress(
  * The source is treated as hostile memory (another process may write it meanwhile): damaged data gives
  * FB_ERROR_CORRUPT_DATA or FB_ERROR_UNSUPPORTED_VERSION, never a crash; the destination's contents are then
  * unspecified. FB_ERROR_FORMAT_MISMATCH if the data is of another format or size.
+ * The destination's planes are checked before anything is written (bytes_per_row at least a row, the bytes spanned
+ * addressable; else FB_ERROR_INVALID_ARGUMENT); only the image's samples are written, never the padding after a
+ * row. When every plane's data and bytes_per_row are multiples of the format's element size (2 bytes for
+ * 420v/420f, 4 for x420/xf20 and BGRA: a CbCr pair, a pixel) the codec decodes straight into them; otherwise
+ * through a private buffer, which costs one more copy of the image.
  * Thread safety: thread-safe (serialised per codec).
  */
 fb_status fb_codec_decompress(

@@ -20,7 +20,7 @@ public final class SurfaceCodecContext: Sendable {
     public let threadCount: Int
     /// The tile size the encoder uses.
     public let tileSize: SurfaceCodec.TileSize
-    private let workspace: Mutex<CodecWorkspace>
+    let workspace: Mutex<CodecWorkspace>
 
     /// Makes a context.
     ///

@@ -54,6 +54,12 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Flag(help: "Decode compressed frames (measures the consumer's decode cost).")
     var decode = false
 
+    @Flag(
+        name: .customLong("no-dmabuf"),
+        help: "Accept only sealed memfd surfaces: the publisher drops DMA-BUF frames for us (out of buffers)."
+    )
+    var refusesDMABuf = false
+
     @Option(help: ArgumentHelp("Sleep this long in each callback (simulates a slow consumer).", visibility: .hidden))
     var delayMilliseconds: Int = 0
 
@@ -72,6 +78,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         configuration.reconnects = reconnect
         configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000))
         configuration.allowedPublisherUserIDs.formUnion(allowedPublisherUserIDs)
+        configuration.acceptsDMABuf = !refusesDMABuf
         let counter = FrameCounter(decode: decode, delayMilliseconds: delayMilliseconds) { [json] session in
             // The publisher may grant less than the depth asked for (its holding policy): say both.
             let mode = queue.map { "queue \($0) requested, \(session.grantedQueueDepth) granted" } ?? "latest-only"

@@ -111,6 +111,42 @@ static int32_t on_band(void *context, uint32_t first_row, uint32_t row_count) {
     return state->stop_after != 0 && state->calls >= state->stop_after;
 }
 
+/* Decompresses into planes whose rows are `padding` bytes longer than their payload and that start `shift` bytes
+ * into their allocation, every byte preset to 0xA5: strides or addresses that are not multiples of the format's
+ * element size take the codec's copying path, the others let it decode in place. The image must equal `source` bit for bit,
+ * and no byte outside the samples (row padding, the bytes before the plane) may change. */
+static void decompress_into_odd_planes(fb_codec *codec, const uint8_t *compressed, uint64_t used, const image *source,
+                                       const char *name, uint32_t padding, uint32_t shift) {
+    image output = *source;
+    uint8_t *allocations[FB_MAX_PLANES] = {NULL};
+    uint64_t sizes[FB_MAX_PLANES] = {0};
+    for (uint32_t p = 0; p < output.plane_count; p++) {
+        const uint64_t stride = output.row_bytes[p] + padding;
+        sizes[p] = shift + stride * output.rows[p];
+        allocations[p] = malloc(sizes[p]);
+        memset(allocations[p], 0xA5, sizes[p]);
+        output.image.planes[p].data = allocations[p] + shift;
+        output.image.planes[p].bytes_per_row = stride;
+    }
+    fb_status status = fb_codec_decompress(codec, compressed, used, &output.image, &last_error);
+    EXPECT(status == FB_OK, "%s: padding %u shift %u gave %s: %s", name, padding, shift, fb_status_name(status),
+           last_error.message);
+    EXPECT(differences(source, 0, &output, 0, source->image.height) == 0, "%s: padding %u shift %u: bytes differ",
+           name, padding, shift);
+    uint64_t touched = 0;
+    for (uint32_t p = 0; p < output.plane_count; p++) {
+        const uint64_t stride = output.row_bytes[p] + padding;
+        for (uint64_t i = 0; i < shift; i++) touched += allocations[p][i] != 0xA5;
+        for (uint32_t y = 0; y < output.rows[p]; y++) {
+            const uint8_t *row = allocations[p] + shift + (uint64_t)y * stride;
+            for (uint64_t x = output.row_bytes[p]; x < stride; x++) touched += row[x] != 0xA5;
+        }
+        free(allocations[p]);
+    }
+    EXPECT(touched == 0, "%s: padding %u shift %u: %llu bytes outside the samples written", name, padding, shift,
+           (unsigned long long)touched);
+}
+
 static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint32_t width, uint32_t height) {
     image source = image_make(format, width, height, 40);
     image_fill(&source, 7);
@@ -125,6 +161,12 @@ static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint3
     image output = image_make(format, width, height, 8);
     CHECK_OK(fb_codec_decompress(codec, compressed, used, &output.image, &last_error));
     EXPECT(differences(&source, 0, &output, 0, height) == 0, "%s: decompressed bytes differ", name);
+
+    /* Strides and addresses of every residue mod 4: in place where aligned to the elements, through a copy elsewhere. */
+    const uint32_t layouts[][2] = {{0, 0}, {1, 0}, {2, 0}, {4, 0}, {0, 1}, {3, 1}, {0, 2}, {64, 0}};
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        decompress_into_odd_planes(codec, compressed, used, &source, name, layouts[i][0], layouts[i][1]);
+    }
 
     /* The compressed format as the destination's format means its base. */
     fb_format_info info;

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .errors import FrameBusError
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 MAX_PLANES = 4
 
 _STATUS_NAMES = {

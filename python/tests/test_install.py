@@ -64,7 +64,7 @@ def test_pkg_config_finds_it_and_a_c_program_builds_and_runs_against_it(prefix, 
     program = tmp_path / "version"
     subprocess.run(["cc", "-std=c11", str(source), "-o", str(program), *flags, f"-Wl,-rpath,{prefix}/lib"], check=True)
     result = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and result.stdout == "abi 1\n", result.stdout + result.stderr
+    assert result.returncode == 0 and result.stdout == "abi 2\n", result.stdout + result.stderr
 
 
 INSTALLED_PYTHON = """

@@ -1,15 +1,17 @@
 import CFrameBusABI
 import FrameBus
 import Glibc
+import SurfaceCompression
 import Synchronization
 
 /// The Swift side of `fb_codec`: a ``SurfaceCodecContext`` plus private buffers it works in.
 ///
-/// The codec reads and writes pixel buffers, so images in a C caller's memory are copied in and out: a raw image
-/// into a private memfd buffer before compressing, compressed bytes into a private compressed buffer before decoding
-/// (which is also what makes decoding safe against a caller's memory that another process rewrites meanwhile: the
-/// decoder reads our copy). The buffers are kept from call to call for one geometry, so a stream of frames of one
-/// size allocates once. Calls are serialised by the mutex.
+/// Decompressing goes straight from the caller's compressed bytes into the caller's planes when those are aligned
+/// to the format's elements (the decoder is safe on memory another process rewrites meanwhile: it validates a private copy
+/// of the header and table). Otherwise, and for compressing and band decoding, images in a C caller's memory are
+/// copied in and out of private buffers: a raw image into a private memfd buffer before compressing, compressed
+/// bytes into a private compressed buffer before decoding. The buffers are kept from call to call for one
+/// geometry, so a stream of frames of one size allocates once. Calls are serialised by the mutex.
 final class CodecHandle: Sendable {
     private struct Buffers {
         var raw: PixelBuffer?
@@ -69,9 +71,29 @@ final class CodecHandle: Sendable {
         }
     }
 
-    /// Decompresses `source` into the caller's `destination`.
+    /// Decompresses `source` into the caller's `destination`: straight from the caller's bytes into the caller's
+    /// planes when they are aligned to the format's elements (the decoder copies the header and table it validates and
+    /// reads payloads within those private bounds, so a source rewritten meanwhile gives wrong pixels or an error),
+    /// else through private buffers.
     func decompress(_ source: UnsafeRawBufferPointer, into destination: CallerImage) throws(ABIError) {
-        try refuseReentry("fb_codec_decompress")
+        let function = "fb_codec_decompress"
+        try refuseReentry(function)
+        guard source.count > 0, source.count <= SurfaceLayout.maximumAllocationSize else {
+            throw ABIError(.invalidArgument, "\(function): source_size \(source.count) is not in 1...2^32")
+        }
+        if let planes = unsafe destination.codecPlanes {
+            try codecCall { () throws(CompressionError) in
+                try unsafe context.decompress(
+                    source,
+                    width: destination.width,
+                    height: destination.height,
+                    format: destination.format.base,
+                    plane0: planes.0,
+                    plane1: planes.1
+                )
+            }
+            return
+        }
         try buffers.withLock { (buffers) throws(ABIError) in
             let compressed = try unsafe load(
                 source,
@@ -320,6 +342,24 @@ final class CodecHandle: Sendable {
         unsafe self.width = width
         unsafe self.height = height
         unsafe self.planes = planes
+    }
+
+    /// The planes as the codec writes them in place, or nil when one is not aligned to the format's elements
+    /// (``SurfaceCodec/destinationAlignment(of:plane:)``). The strides and spans were checked by `init`.
+    var codecPlanes: (CodecDestinationPlane, CodecDestinationPlane?)? {
+        let base = unsafe format.base
+        for index in unsafe 0..<planes.count {
+            let plane = unsafe planes[index]
+            guard let alignment = SurfaceCodec.destinationAlignment(of: base, plane: index),
+                unsafe plane.bytesPerRow % alignment == 0, unsafe Int(bitPattern: plane.data) % alignment == 0
+            else { return nil }
+        }
+        guard let first = unsafe planes.first else { return nil }
+        let second = unsafe planes.count > 1 ? planes[1] : nil
+        return unsafe (
+            CodecDestinationPlane(base: first.data, bytesPerRow: first.bytesPerRow),
+            second.map { unsafe CodecDestinationPlane(base: $0.data, bytesPerRow: $0.bytesPerRow) }
+        )
     }
 
     /// Copies every row of every plane into `buffer` (same geometry, base format).

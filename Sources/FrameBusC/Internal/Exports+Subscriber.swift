@@ -16,6 +16,7 @@ public func fbSubscriberOptionsInit(_ options: UnsafeMutablePointer<fb_subscribe
     unsafe defaults.reconnects = 0
     unsafe defaults.connect_timeout_ns = 5_000_000_000
     unsafe defaults.reconnect_interval_ns = 100_000_000
+    unsafe defaults.accepts_dma_buf = 1
     unsafe options.pointee = defaults
 }
 
@@ -52,6 +53,7 @@ public func fbSubscriberCreate(
         configuration.connectTimeout = connectTimeout
         configuration.reconnectInterval = reconnectInterval
         configuration.reconnects = unsafe options.reconnects != 0
+        configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
         let handle: SubscriberHandle
         do { handle = try SubscriberHandle(configuration: configuration) } catch { throw ABIError(any: error) }
         unsafe outSubscriber.pointee = Handle.make(handle)
