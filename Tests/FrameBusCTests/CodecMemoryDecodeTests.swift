@@ -7,7 +7,7 @@ import Testing
 /// `SurfaceCodecContext.decompress(_:width:height:format:plane0:plane1:)`, the entry point `fb_codec_decompress` decodes
 /// through straight into a caller's planes: bit-exact into planes of any stride, and its own checks of the planes
 /// (the C ABI checks them first; this one must not rely on that).
-@Suite(.timeLimit(.minutes(2))) struct CodecMemoryDecodeTests {
+@Suite(.timeLimit(.minutes(5))) struct CodecMemoryDecodeTests {
     static let width = 96
     static let height = 64
 

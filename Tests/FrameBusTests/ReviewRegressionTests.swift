@@ -336,7 +336,7 @@ private final class PoolBox: @unchecked Sendable {
 
 // MARK: Item 6: bytesDelivered leaves out frames released notDelivered
 
-@Suite(.timeLimit(.minutes(2))) struct DeliveredBytesTests {
+@Suite(.timeLimit(.minutes(5))) struct DeliveredBytesTests {
     @Test func framesReleasedNotDeliveredAreNotCountedInBytesDelivered() async throws {
         let path = reviewBusPath("bytes")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
@@ -627,7 +627,7 @@ private final class PoolBox: @unchecked Sendable {
 
 // MARK: Item 8 (m8, m4): small fixes of the review's minor findings
 
-@Suite(.timeLimit(.minutes(1))) struct MinorFindingTests {
+@Suite(.timeLimit(.minutes(5))) struct MinorFindingTests {
     /// m8: a subscriber may decline DMA-BUF surfaces; its HELLO then does not offer them, and one announced anyway
     /// is refused.
     @Test func aSubscriberCanDeclineDMABufSurfaces() throws {

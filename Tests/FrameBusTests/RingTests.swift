@@ -8,7 +8,7 @@ import Testing
 
 /// Protocol version 3's rings (docs/PROTOCOL.md §9): the pure index and slot checks, both state machines fed ring
 /// events, and real ring files and wake-up sockets in one process.
-@Suite(.timeLimit(.minutes(2))) struct RingLayoutTests {
+@Suite(.timeLimit(.minutes(5))) struct RingLayoutTests {
     @Test func theReadableCountIsBoundedByTheRingWhateverTheTailSays() {
         #expect(RingLayout.readable(head: 5, tail: 5) == .success(0))
         #expect(RingLayout.readable(head: 5, tail: 5 + 256) == .success(256))
@@ -55,7 +55,7 @@ import Testing
     }
 }
 
-@Suite(.timeLimit(.minutes(2))) struct PublisherRingStateMachineTests {
+@Suite(.timeLimit(.minutes(5))) struct PublisherRingStateMachineTests {
     typealias Harness = MachineHarness
 
     static func ringHello() -> [UInt8] {
@@ -186,7 +186,7 @@ import Testing
     }
 }
 
-@Suite(.timeLimit(.minutes(2))) struct SubscriberRingStateMachineTests {
+@Suite(.timeLimit(.minutes(5))) struct SubscriberRingStateMachineTests {
     typealias Cases = SubscriberStateMachineTests
 
     static func activeV3Machine() -> SubscriberStateMachine {
@@ -278,7 +278,7 @@ import Testing
 
 /// Real ring files and wake-up sockets in one process: the seals, the import checks, the sleep/wake ordering, and
 /// wake-ups that no peer can make block.
-@Suite(.timeLimit(.minutes(2))) struct RingChannelTests {
+@Suite(.timeLimit(.minutes(5))) struct RingChannelTests {
     static func duplicate(_ descriptor: Int32) throws -> FileDescriptor {
         try Syscall.duplicate(FileDescriptor(rawValue: descriptor)).get()
     }

@@ -6,7 +6,7 @@ import Testing
 /// `SocketPath`'s fallback when `XDG_RUNTIME_DIR` is unset: a private directory `${TMPDIR:-/tmp}/framebus-UID`,
 /// created with mode 0700 and refused when it is not a directory of the user's alone. Each test works in a scratch
 /// directory given as `TMPDIR`; the real `/tmp` is used only by the test of the `/tmp` default.
-@Suite(.timeLimit(.minutes(2))) struct SocketPathFallbackTests {
+@Suite(.timeLimit(.minutes(5))) struct SocketPathFallbackTests {
     /// A scratch directory standing for `/tmp`, removed at the end.
     final class ScratchParent {
         let path: String

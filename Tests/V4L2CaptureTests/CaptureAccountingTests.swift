@@ -5,7 +5,7 @@ import Testing
 
 /// The capture's bookkeeping as a state machine: buffer places, sequence gaps and their reasons, and which waiting
 /// frames are given up when the device has no buffer.
-@Suite(.timeLimit(.minutes(1))) struct CaptureAccountingTests {
+@Suite(.timeLimit(.minutes(5))) struct CaptureAccountingTests {
     @Test func consecutiveSequencesLoseNothing() {
         var accounting = CaptureAccounting(bufferCount: 4)
         for (index, sequence) in [(0, 0), (1, 1), (2, 2)] {

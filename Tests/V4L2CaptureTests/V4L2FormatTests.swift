@@ -5,7 +5,7 @@ import Testing
 
 /// The pure mappings: V4L2 fourcc and quantization to a FrameBus format, colorimetry to attachments, and the
 /// surface layout of a single-planar buffer.
-@Suite(.timeLimit(.minutes(1))) struct V4L2FormatTests {
+@Suite(.timeLimit(.minutes(5))) struct V4L2FormatTests {
     @Test func fourCCsAreV4L2sLittleEndianCodes() {
         // videodev2.h: v4l2_fourcc('N','V','1','2') = 'N' | 'V' << 8 | '1' << 16 | '2' << 24.
         #expect(V4L2PixelFormat.nv12.rawValue == 0x3231_564E)
