@@ -58,7 +58,9 @@ public final class Publisher: Sendable {
         }
         /// ``HoldingPolicy/budget`` of ``holdingPolicy``: frames all subscribers together may hold; nil: the
         /// producer's pool's allocation threshold minus ``producerReserve``, learnt from
-        /// ``Publisher/makePixelBuffer(from:)``.
+        /// ``Publisher/makePixelBuffer(from:)``. Set it when subscribers may connect before the first buffer is
+        /// made: until the budget is known a WELCOME grants what was asked for, and the publisher later holds such a
+        /// subscriber to its share of the budget, which may be less than its WELCOME said.
         public var heldFrameBudget: Int? {
             get { holdingPolicy.budget }
             set { holdingPolicy.budget = newValue }

@@ -103,13 +103,17 @@ struct PublishCommand: AsyncParsableCommand {
         guard !pixelFormat.isCompressed else { throw ValidationError("publish a base format; use --compressed") }
         var formats = [pixelFormat]
         if compressed, let variant = pixelFormat.compressedVariant { formats.append(variant) }
+        let poolSize = buffers ?? Self.defaultBuffers(maximumSubscribers: maxSubscribers)
         let producer = try FrameProducer(
             format: pixelFormat,
             size: size,
             imagesFolder: images ?? (source == "images" ? "Corpus/kodak" : nil),
-            buffers: buffers ?? Self.defaultBuffers(maximumSubscribers: maxSubscribers)
+            buffers: poolSize
         )
         var configuration = Publisher.Configuration(path: path, formats: formats)
+        // The budget from the pool we made, known before anyone connects: a subscriber welcomed before the first
+        // frame (--wait-for-subscriber) is told the limit that will hold, not one the publisher lowers later.
+        configuration.heldFrameBudget = max(1, poolSize - configuration.producerReserve)
         configuration.socketMode = UInt32(socketMode, radix: 8) ?? 0o600
         configuration.allowedUserIDs.formUnion(allowUID)
         configuration.maximumSubscribers = maxSubscribers

@@ -37,3 +37,25 @@ def test_latest_only_asks_for_1_and_may_hold_3(publish):
         assert bus.requested_queue_depth == 1
         assert bus.granted_queue_depth == 1
         assert bus.maximum_held_frames >= 3
+
+
+def test_a_subscriber_welcomed_before_the_first_frame_can_hold_what_its_welcome_says(publish):
+    """`--wait-for-subscriber` publishes nothing before the first subscriber, so the pool has lent no buffer when the
+    WELCOME goes out. The limit it states must be the one the publisher keeps: a subscriber holding every frame
+    receives exactly that many (before the fix the WELCOME said 18 and the publisher stopped at 6)."""
+    publisher = publish("--format", "420v", "--size", "64x48", "--fps", "120", "--buffers", "8",
+                        "--wait-for-subscriber")
+    with framebus.Subscriber(str(publisher.path), accept=["420v"], queue=16, timeout=60, wait=True) as bus:
+        limit = bus.maximum_held_frames
+        assert 1 <= limit <= 8
+        kept = []
+        deadline = time.monotonic() + 60
+        while len(kept) < limit and time.monotonic() < deadline:
+            event = bus.next_event(timeout=1.0)
+            if isinstance(event, framebus.Frame):
+                kept.append(event)
+            elif isinstance(event, framebus.EndOfStream):
+                break
+        assert len(kept) == limit, f"WELCOME allowed {limit} held frames, {len(kept)} came"
+        for frame in kept:
+            frame.release()
