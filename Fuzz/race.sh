@@ -11,6 +11,11 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${RACE_WORK:-$(mktemp -d /tmp/framebus-race.XXXXXX)}"
 . "$ROOT/Fuzz/stage-decoder.sh"
 
+# RACE_REUSE=1 with a RACE_WORK that already holds a build runs it again (another FRAMEBUS_CODEC_KERNELS tier is
+# picked at run time).
+if [ "${RACE_REUSE:-0}" = 1 ] && [ -x "$WORK/race-decoder" ]; then
+    echo "reusing the race harness in $WORK"
+else
 echo "building the race harness in $WORK"
 KERNELS="$ROOT/Sources/CSurfaceCodecKernels"
 # Every kernel tier's file; the decoder runs the best tier this processor has, or the one FRAMEBUS_CODEC_KERNELS
@@ -22,5 +27,6 @@ done
 swiftc -O -g -sanitize=address -parse-as-library -package-name framebus -module-name RaceDecoder -I "$ROOT/Sources/CLZ4" \
     -I "$KERNELS/include" "$WORK"/src/*.swift "$WORK"/kernels/*.o "$ROOT/Fuzz/RaceDecoder.swift" \
     -o "$WORK/race-decoder" 2> "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
+fi
 echo "racing for $SECONDS_TO_RUN s"
 "$WORK/race-decoder" "$SECONDS_TO_RUN"

@@ -16,6 +16,11 @@ mkdir -p "$WORK/corpus"
 
 CLZ4="-I $ROOT/Sources/CLZ4"
 KERNELS="-I $ROOT/Sources/CSurfaceCodecKernels/include"
+# FUZZ_REUSE=1 with a FUZZ_WORK that already holds a build runs it again (a second run with another
+# FRAMEBUS_CODEC_KERNELS tier needs no new build: the tier is picked at run time).
+if [ "${FUZZ_REUSE:-0}" = 1 ] && [ -x "$WORK/fuzz-decoder" ]; then
+    echo "reusing the fuzzer in $WORK"
+else
 echo "building seeds and fuzzer in $WORK"
 # Every kernel tier's file (kernels.c: AVX2; kernels_sse41.c; kernels_neon.c, empty on x86-64). The decoder runs
 # the best tier this processor has; FRAMEBUS_CODEC_KERNELS=sse41|portable|... picks another (docs/BENCHMARKS.md).
@@ -30,6 +35,7 @@ swiftc -O -module-name FuzzSeeds -package-name framebus -parse-as-library $CLZ4 
 "$WORK/make-seeds" "$WORK/corpus"
 swiftc -O -g -sanitize=fuzzer,address -parse-as-library -package-name framebus -module-name FuzzDecoder $CLZ4 $KERNELS \
     "$WORK"/src/*.swift "$WORK"/asan/*.o "$ROOT/Fuzz/FuzzDecoder.swift" -o "$WORK/fuzz-decoder"
+fi
 
 echo "fuzzing for $SECONDS_TO_RUN s"
 cd "$WORK"
