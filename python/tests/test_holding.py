@@ -172,23 +172,21 @@ def encode_surface(byte_count: int) -> bytes:
     return struct.pack("<HHI", _wire.SURFACE, 0, 8 + len(body)) + body
 
 
-def test_a_refused_surfaces_descriptor_is_closed_exactly_once(tmp_path, monkeypatch):
-    path = str(tmp_path / "fake.sock")
+def start_fake_publisher(path: str, send_surface_and_frames) -> tuple[socket.socket, threading.Thread, list]:
+    """A publisher on a thread that answers HELLO with WELCOME, calls `send_surface_and_frames(connection)`, then
+    collects what the subscriber sends until it closes. Returns the listener, the thread and that list."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(1)
     answers = []
 
-    def fake_publisher():
+    def serve():
         connection, _ = listener.accept()
         with connection:
             connection.settimeout(20)
             connection.recv(4096)  # HELLO
             connection.send(encode_welcome())
-            memfd = os.memfd_create("fake-unsealed", os.MFD_CLOEXEC)  # no seals: the subscriber must refuse it
-            os.ftruncate(memfd, 12)
-            connection.sendmsg([encode_surface(12)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", memfd))])
-            os.close(memfd)
+            send_surface_and_frames(connection)
             try:
                 while True:
                     data = connection.recv(4096)
@@ -198,8 +196,24 @@ def test_a_refused_surfaces_descriptor_is_closed_exactly_once(tmp_path, monkeypa
             except OSError:
                 pass
 
-    server = threading.Thread(target=fake_publisher, daemon=True)
+    server = threading.Thread(target=serve, daemon=True)
     server.start()
+    return listener, server, answers
+
+
+def send_memfd(connection: socket.socket, message: bytes, memfd: int) -> None:
+    connection.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", memfd))])
+    os.close(memfd)
+
+
+def test_a_refused_surfaces_descriptor_is_closed_exactly_once(tmp_path, monkeypatch):
+    def unsealed_surface(connection):
+        memfd = os.memfd_create("fake-unsealed", os.MFD_CLOEXEC)  # no seals: the subscriber must refuse it
+        os.ftruncate(memfd, 12)
+        send_memfd(connection, encode_surface(12), memfd)
+
+    path = str(tmp_path / "fake.sock")
+    listener, server, answers = start_fake_publisher(path, unsealed_surface)
     closes = []
     real_close = os.close
 
@@ -252,38 +266,17 @@ def test_a_frame_over_memory_the_publisher_never_committed_is_refused(tmp_path, 
     """PROTOCOL.md §5.7: a memfd is sparse until written, and reading a hole would commit memory on the subscriber's
     account. A surface of 64 KiB of which nothing was written is refused at its first frame (ERROR invalidSurface);
     the same surface with the frame's 12 bytes written is delivered."""
+    def sparse_surface_and_a_frame(connection):
+        memfd = os.memfd_create("fake-sparse", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(memfd, 65536)
+        if written:
+            os.pwrite(memfd, bytes(range(1, written + 1)), 0)
+        fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, F_SEALS_ALL)
+        send_memfd(connection, encode_surface(65536), memfd)
+        connection.send(encode_frame(1, 12))
+
     path = str(tmp_path / f"sparse-{written}.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
-    listener.listen(1)
-    answers = []
-
-    def fake_publisher():
-        connection, _ = listener.accept()
-        with connection:
-            connection.settimeout(20)
-            connection.recv(4096)  # HELLO
-            connection.send(encode_welcome())
-            memfd = os.memfd_create("fake-sparse", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-            os.ftruncate(memfd, 65536)
-            if written:
-                os.pwrite(memfd, bytes(range(1, written + 1)), 0)
-            fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, F_SEALS_ALL)
-            connection.sendmsg([encode_surface(65536)],
-                               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", memfd))])
-            os.close(memfd)
-            connection.send(encode_frame(1, 12))
-            try:
-                while True:
-                    data = connection.recv(4096)
-                    if not data:
-                        break
-                    answers.append(data)
-            except OSError:
-                pass
-
-    server = threading.Thread(target=fake_publisher, daemon=True)
-    server.start()
+    listener, server, answers = start_fake_publisher(path, sparse_surface_and_a_frame)
     try:
         bus = framebus.Subscriber(path, accept=["420v"], queue=2)
         if written:
