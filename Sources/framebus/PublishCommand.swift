@@ -62,9 +62,11 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(
         help: """
             Most buffers in the pool (allocated only while in use). Two are the producer's; subscribers hold \
-            the rest under the holding policy (docs/PROTOCOL.md §7.3): each gets the depth it asks for while the \
-            pool has it, after keeping 3 for each subscriber still to come. Default: 2 + 3 × --max-subscribers + \
-            16, so every subscriber gets 3 and one recorder asking for --queue 16 gets 16.
+            the rest under the holding policy (docs/PROTOCOL.md §7.3): each gets the depth it asks for plus 4 \
+            (a latest-only one 5: GStreamer's framebussrc stays zero-copy behind a sink that keeps its last \
+            buffer) while the pool has it, after keeping 3 for each subscriber still to come. Default: 2 + 5 × \
+            --max-subscribers + 16, so every subscriber gets what it asks for and one recorder asking for \
+            --queue 16 gets 16.
             """
     )
     var buffers: Int?
@@ -92,9 +94,15 @@ struct PublishCommand: AsyncParsableCommand {
     }
 
     /// The producer's 2, the fair minimum (3) for every subscriber, and 16 more for one recorder's queue.
+    /// The holding policy of `framebus publish`: the library's, with 4 extra frames per subscriber (as the C
+    /// interface's default publisher): a latest-only subscriber may hold 5, so a GStreamer pipeline behind
+    /// framebussrc (a sink keeping its last buffer, one in flight, one waiting) stays zero-copy. With 2 it copied
+    /// a third of its frames.
+    static let holdingPolicy = HoldingPolicy(extraHeldFrames: 4)
+
     static func defaultBuffers(maximumSubscribers: Int) -> Int {
-        let policy = HoldingPolicy()
-        return policy.producerReserve + policy.minimumHeldFrames * maximumSubscribers + 16
+        let policy = holdingPolicy
+        return policy.producerReserve + (1 + policy.extraHeldFrames) * maximumSubscribers + 16
     }
 
     func run() async throws {
@@ -111,6 +119,7 @@ struct PublishCommand: AsyncParsableCommand {
             buffers: poolSize
         )
         var configuration = Publisher.Configuration(path: path, formats: formats)
+        configuration.holdingPolicy = Self.holdingPolicy
         // The budget from the pool we made, known before anyone connects: a subscriber welcomed before the first
         // frame (--wait-for-subscriber) is told the limit that will hold, not one the publisher lowers later.
         configuration.heldFrameBudget = max(1, poolSize - configuration.producerReserve)
