@@ -267,9 +267,10 @@ final class CaptureRun: Sendable {
         let path = temporarySocketPath("hoard")
         var configuration = capture.publisherConfiguration(path: path)
         configuration.maximumSubscribers = 2
-        // 8 buffers, 3 of them the producer's: subscribers share 5, at most 2 each.
-        let share = (configuration.heldFrameBudget ?? 0) / 2
-        #expect(share == 2)
+        // 8 buffers, 3 of them the producer's: a budget of 5 for two subscribers. The holding policy grants the first
+        // to arrive 3 and the second what is left, 2 (docs/PROTOCOL.md §7.3); which the hoarder is depends on
+        // scheduling, so its own grant is what it must fill and keep.
+        #expect(configuration.heldFrameBudget == 5)
         let publisher = try Publisher(configuration: configuration)
         let run = CaptureRun(capture, publisher)
         let hoarder = try ChildProcess(
@@ -283,7 +284,16 @@ final class CaptureRun: Sendable {
         func held(by pid: Int32) -> Int? {
             publisher.statistics.subscribers.first { $0.processID == pid }?.statistics.heldNow
         }
-        // The hoarder fills its share and keeps it.
+        func grant(of pid: Int32) -> Int? {
+            publisher.statistics.subscribers.first { $0.processID == pid }?.maximumHeldFrames
+        }
+        // Both are admitted (the grants are settled), then the hoarder fills its grant and keeps it.
+        let admitted = await eventually(timeout: .seconds(120)) {
+            grant(of: hoarder.processID) != nil && grant(of: steady.processID) != nil
+        }
+        try #require(admitted, "hoarder: \(hoarder.output) steady: \(steady.output)")
+        let share = grant(of: hoarder.processID) ?? -1
+        #expect((2...3).contains(share), "the hoarder was granted \(share) of a budget of 5")
         let filled = await eventually(timeout: .seconds(120)) { held(by: hoarder.processID) == share }
         try #require(filled, "hoarder holds \(held(by: hoarder.processID) ?? -1): \(hoarder.output)")
         // The device keeps running: frames keep coming, it always has a buffer, the hoarder gets outOfBuffers.
@@ -301,7 +311,7 @@ final class CaptureRun: Sendable {
             .statistics.dropped[.outOfBuffers] ?? 0
         #expect(hoarderDrops > 0)
 
-        // `framebus top` shows both subscribers, the hoarder holding 3.
+        // `framebus top` shows both subscribers, the hoarder holding its grant.
         let top = try ChildProcess("framebus", ["top", path, "--iterations", "1"])
         #expect(await top.exit(within: .seconds(60)))
         let rows = top.output.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
