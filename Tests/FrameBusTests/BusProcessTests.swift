@@ -132,7 +132,7 @@ import TestSupport
         let publisher = try makePublisher(path)
         defer { publisher.stop() }
         let count = 30
-        let peer = try startPeer(["bus-subscriber", path, "--delay-ms", "40", "--frames", "\(count)"])
+        let peer = try startPeer(["bus-subscriber", path, "--delay-ms", "200", "--frames", "\(count)"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         try publishFrames(publisher, pool: try makePool(), count: count, gap: 2000)
         #expect(await peer.waitForExit(timeout: 120))
@@ -140,7 +140,12 @@ import TestSupport
         let delivered = Int(stats["delivered"] ?? "") ?? -1
         let late = Int(stats["late"] ?? "") ?? -1
         let outOfBuffers = Int(stats["outOfBuffers"] ?? "") ?? -1
-        #expect(late >= 5)
+        // How the 29 frames published while frame 0 is in the consumer's hands (200 ms) split between late (a newer
+        // frame replaced the waiting one) and outOfBuffers (the publisher saw the subscriber at its limit before
+        // reading its releases) depends on scheduling: a loaded runner saw late 2 of 30. Frames 1 and 2 are sent
+        // before anything is released, so at least one replacement always happens; the exact replacement order is
+        // SubscriberDelegateTests' (in one process, with a blocked delegate).
+        #expect(late >= 1)
         #expect(delivered >= 1)
         #expect(delivered + late + outOfBuffers == count)
         #expect(peer.records("drop").allSatisfy { $0["reason"] == "FrameWasLate" || $0["reason"] == "OutOfBuffers" })
