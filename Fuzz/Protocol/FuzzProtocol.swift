@@ -64,10 +64,12 @@ struct PublisherDriver {
     mutating func run(_ script: ArraySlice<UInt8>) {
         reader = ByteReader(script)
         var steps = 0
+        var heldBefore: [Machine.ConnectionID: Int] = [:]
         while !reader.isAtEnd, steps < 2_000 {
             steps += 1
             step(reader.byte())
-            checkInvariants()
+            checkInvariants(heldBefore: heldBefore)
+            heldBefore = Dictionary(uniqueKeysWithValues: machine.subscribers.map { ($0.id, $0.held) })
         }
     }
 
@@ -249,12 +251,17 @@ struct PublisherDriver {
         perform(machine.sent(items.count, on: id, now: now))
     }
 
-    func checkInvariants() {
+    /// `heldBefore`: what each subscriber held before this step. A limit lowered by readmission (the budget learnt
+    /// after the subscriber was welcomed) cannot take back frames already held, so a subscriber may stay above its
+    /// `heldLimit`; what must never happen is a frame sent to it while it is at or above that limit.
+    func checkInvariants(heldBefore: [Machine.ConnectionID: Int]) {
         precondition(machine.pendingCount <= machine.limits.maximumPendingHandshakes)
         precondition(machine.subscriberCount <= machine.limits.maximumSubscribers)
         precondition(machine.monitorCount <= machine.limits.maximumMonitors)
         for subscriber in machine.subscribers {
-            precondition(subscriber.held <= subscriber.heldLimit, "holds more than the budget lets it")
+            if subscriber.held > (heldBefore[subscriber.id] ?? 0) {
+                precondition(subscriber.held <= subscriber.heldLimit, "sent a frame beyond the budget's limit")
+            }
             precondition(subscriber.heldLimit <= subscriber.maximumHeldFrames, "a limit above its grant")
             precondition(subscriber.held <= subscriber.maximumHeldFrames, "holds more than its limit")
             precondition(subscriber.queued <= machine.limits.maximumQueuedMessages + 4, "queue unbounded")
