@@ -460,7 +460,9 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(.surface(surface.announcement), fds: [surface.descriptor])
         var sequence: UInt64 = 0
         var value: UInt8 = 0x11
-        let deadline = Date().addingTimeInterval(30)
+        // Long enough for a test starved by a busy machine to take its 50 frames (a CI run under two CPU hogs
+        // took 6 in 30 s); the test's cancel closes the connection and ends this loop long before.
+        let deadline = Date().addingTimeInterval(240)
         while Date() < deadline {
             // The producer's own mapping stays writable (F_SEAL_FUTURE_WRITE spares it): scribble while read.
             let memory = surface.buffer.surface
