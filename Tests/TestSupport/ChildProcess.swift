@@ -6,6 +6,10 @@ import Synchronization
 /// pipe; every wait on it is async and has a time limit; a child still running when its owner goes is killed (and
 /// reaped by Foundation's process monitor), so a failed or timed-out test leaves no process behind.
 ///
+/// Every child is started through `setpriv --pdeathsig KILL` from one thread that lives as long as the test process
+/// (``Spawner``): the kernel kills the child when that thread ends, so a test runner killed mid-run (a CI timeout,
+/// SIGKILL) leaves no `framebus publish` or Python subscriber behind, whatever the child is.
+///
 /// With `lifeline`, the child's standard input is one end of a socket pair whose other end only this object holds,
 /// and `FRAMEBUS_TEST_LIFELINE=stdin` is in its environment: FrameBusTestPeer exits when its standard input reaches end
 /// of file, that is when this object goes or the test process dies, however it dies.
@@ -16,6 +20,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// Where the child's output goes.
     public let outputURL: URL
     private let lifelineWriteEnd: Int32
+    private let name: String
     private let events = Events()
 
     private final class Events: Sendable {
@@ -46,11 +51,18 @@ public final class ChildProcess: @unchecked Sendable {
         outputURL = outputDirectory.appendingPathComponent(
             "fbchild-\(executable.lastPathComponent)-\(UUID().uuidString.prefix(8)).out"
         )
+        name = executable.lastPathComponent
         _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
         let handle = try FileHandle(forWritingTo: outputURL)
         defer { try? handle.close() }
-        process.executableURL = executable
-        process.arguments = arguments
+        if let setpriv = Spawner.setpriv {
+            // setpriv sets the parent-death signal and execs the executable in place: same pid, same argv.
+            process.executableURL = setpriv
+            process.arguments = ["--pdeathsig", "KILL", "--", executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         var childEnvironment = environment ?? ProcessInfo.processInfo.environment
         var readEnd: FileHandle?
         if lifeline {
@@ -79,16 +91,9 @@ public final class ChildProcess: @unchecked Sendable {
             }
             for waiter in waiters { waiter.resume() }
         }
-        // posix_spawn gives the child the calling thread's signal mask, and a thread of the cooperative pool (a
-        // libdispatch worker) blocks most signals, SIGINT and SIGTERM among them: a child would start deaf to the
-        // stop signals a test sends. Spawn with an empty mask, as a shell would.
-        var empty = sigset_t()
-        var previous = sigset_t()
-        sigemptyset(&empty)
-        pthread_sigmask(SIG_SETMASK, &empty, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        let process = self.process
         do {
-            try process.run()
+            try Spawner.shared.run { try process.run() }
         } catch {
             if lifelineWriteEnd >= 0 { close(lifelineWriteEnd) }
             throw error
@@ -153,7 +158,7 @@ public final class ChildProcess: @unchecked Sendable {
     public func exitStatus(within timeout: Double) async throws -> Int32 {
         guard await waitForExit(timeout: timeout) else {
             throw TestSupportError(
-                "\(process.executableURL?.lastPathComponent ?? "child") did not exit within \(timeout) s (killed); "
+                "\(name) did not exit within \(timeout) s (killed); "
                     + "output:\n\(output)"
             )
         }
@@ -208,6 +213,59 @@ public final class ChildProcess: @unchecked Sendable {
             }
             waiter?.resume()
         }
+    }
+}
+
+/// The thread every child is spawned from.
+///
+/// A parent-death signal fires when the *thread* that spawned the child ends (posix_spawn clones from the calling
+/// thread), not the process: children spawned from a cooperative-pool thread or a short-lived thread could be killed
+/// while their test still runs. This thread never ends before the process does. It also spawns with an empty signal
+/// mask: posix_spawn gives the child the spawning thread's mask, and a pool thread (a libdispatch worker) blocks
+/// SIGINT and SIGTERM, so a child would otherwise start deaf to the stop signals a test sends.
+final class Spawner: @unchecked Sendable {
+    // @unchecked: `jobs` is guarded by `lock`; `ready` is a semaphore.
+    static let shared = Spawner()
+
+    /// util-linux's setpriv (Essential on Debian), if present; without it children are started directly.
+    static let setpriv: URL? = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+        ? URL(fileURLWithPath: "/usr/bin/setpriv") : nil
+
+    private let lock = NSLock()
+    private var jobs: [() -> Void] = []
+    private let ready = DispatchSemaphore(value: 0)
+
+    private init() {
+        let thread = Thread { [self] in
+            var empty = sigset_t()
+            sigemptyset(&empty)
+            pthread_sigmask(SIG_SETMASK, &empty, nil)
+            while true {
+                ready.wait()
+                lock.lock()
+                let job = jobs.removeFirst()
+                lock.unlock()
+                job()
+            }
+        }
+        thread.name = "test-spawner"
+        thread.start()
+    }
+
+    /// Runs `body` on the spawner thread and returns its result; blocks the caller only for the spawn itself.
+    func run(_ body: @escaping () throws -> Void) throws {
+        let done = DispatchSemaphore(value: 0)
+        // Written by the spawner thread before `done` is signalled, read by this one after the wait.
+        nonisolated(unsafe) var failure: (any Error)?
+        lock.lock()
+        jobs.append {
+            do { try body() } catch { failure = error }
+            done.signal()
+        }
+        lock.unlock()
+        ready.signal()
+        done.wait()
+        if let failure { throw failure }
     }
 }
 
