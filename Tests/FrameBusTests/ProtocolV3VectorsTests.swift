@@ -10,16 +10,7 @@ import TestSupport
 /// so the document cannot drift from the code.
 @Suite(.timeLimit(.minutes(5))) struct ProtocolV3VectorsTests {
     /// Appendix B's text, from its heading to the next appendix.
-    static func appendix() throws -> String {
-        let url = TestLocations.packageRoot.appendingPathComponent("docs/PROTOCOL.md")
-        let text = try String(contentsOf: url, encoding: .utf8)
-        guard let start = text.range(of: "\n## Appendix B. Version-3 examples\n") else {
-            throw TestSupportError("docs/PROTOCOL.md has no Appendix B. Version-3 examples")
-        }
-        let rest = text[start.upperBound...]
-        let end = rest.range(of: "\n## ")?.lowerBound ?? rest.endIndex
-        return String(rest[..<end])
-    }
+    static func appendix() throws -> String { try section("## Appendix B. Version-3 examples\n") }
 
     /// The bytes of every fenced block of Appendix B, in order.
     static func blocks() throws -> [[UInt8]] {
@@ -38,6 +29,18 @@ import TestSupport
             else { return nil }
             return Array(cells)
         }
+    }
+
+    /// The text of the appendix whose heading starts with `heading`, up to the next `## ` heading.
+    static func section(_ heading: String) throws -> String {
+        let url = TestLocations.packageRoot.appendingPathComponent("docs/PROTOCOL.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        guard let start = text.range(of: "\n" + heading) else {
+            throw TestSupportError("docs/PROTOCOL.md has no \(heading)")
+        }
+        let rest = text[start.upperBound...]
+        let end = rest.range(of: "\n## ")?.lowerBound ?? rest.endIndex
+        return String(rest[..<end])
     }
 
     static let nv12: UInt32 = 0x3432_3076
@@ -76,6 +79,21 @@ import TestSupport
     @Test func theAppendixHasItsFiveBlocksAndItsEightSteps() throws {
         #expect(try Self.blocks().map(\.count) == [28, 56, 16, RingLayout.slotSize, RingLayout.slotSize])
         #expect(try Self.steps().map { $0[0] } == (0...7).map(String.init))
+    }
+
+    /// Appendix A's blocks are the bytes `WireMessageTests` checks the encoder and decoder against, so that appendix
+    /// cannot drift either (RETIRE_SURFACE and GOODBYE share one block).
+    @Test func appendixAHoldsTheBytesTheWireTestsCheck() throws {
+        let parts = try Self.section("## Appendix A. Example datagrams").components(separatedBy: "```")
+        let blocks = stride(from: 1, to: parts.count, by: 2).map { hexBytes(parts[$0]) }
+        let vectors = GoldenVectors.self
+        #expect(
+            blocks == [
+                vectors.helloV2, vectors.helloV1, vectors.helloMonitor, vectors.welcomeV2, vectors.error,
+                vectors.surface, vectors.frame, vectors.drop, vectors.endOfStream, vectors.release,
+                vectors.retire + vectors.goodbye, vectors.monitorReport,
+            ]
+        )
     }
 
     @Test func theVersionThreeHelloAndWelcomeAreTheEncodersBytesAndDecodeToTheirMessages() throws {
