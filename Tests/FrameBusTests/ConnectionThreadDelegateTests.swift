@@ -163,7 +163,7 @@ import TestSupport
         bus.publisher.stop()
         #expect(await eventually { !bus.subscriber.isConnected })
         // The end waits in the queue; the connection thread has returned.
-        try #require(await eventually { bus.subscriber.core.state.withLock { $0.isConnectionThreadFinished } })
+        try #require(await eventually { bus.subscriber.core.state.withLock { $0.consumers.isConnectionThreadFinished } })
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
         let setter = Thread {
