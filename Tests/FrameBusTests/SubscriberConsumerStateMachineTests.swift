@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+import TestSupport
 
 @testable @_spi(Testing) import FrameBus
 
@@ -580,5 +581,31 @@ import Testing
             return
         }
         #expect(Self.describe(o) == "A@Q1 idle open [f1]")
+    }
+}
+
+/// The consumer machine under a real `Subscriber` (its connection thread trying to connect to no one).
+@Suite(.timeLimit(.minutes(2))) struct SubscriberConsumerTests {
+    /// Removing a delegate while an iteration waits leaves the iteration waiting: it is not ended, and `cancel()`
+    /// then ends it exactly once. (`SubscriberCore` used to resume the waiting continuation with `nil` here while
+    /// keeping it, so the end of the iteration or `cancel()` resumed it a second time.)
+    @Test func removingADelegateWhileAnIterationWaitsLeavesTheIterationWaiting() async throws {
+        var configuration = Subscriber.Configuration(
+            path: temporaryBusPath("consumer-nil-delegate"),
+            acceptedFormats: [.yuv420BiPlanarVideoRange8]
+        )
+        configuration.reconnects = true
+        let subscriber = try Subscriber(configuration: configuration)
+        defer { subscriber.cancel() }
+        let task = Task { () async throws -> Bool in
+            var events = subscriber.events.makeAsyncIterator()
+            return try await events.next() == nil
+        }
+        try #require(await eventually { subscriber.hasWaitingConsumer })
+        subscriber.setDelegate(nil, queue: .global())
+        #expect(subscriber.hasWaitingConsumer, "removing no delegate ended the iteration")
+        subscriber.cancel()
+        #expect(try await task.value)
+        #expect(!subscriber.hasWaitingConsumer)
     }
 }
