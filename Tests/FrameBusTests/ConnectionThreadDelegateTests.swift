@@ -166,7 +166,9 @@ import TestSupport
         bus.publisher.stop()
         #expect(await eventually { !bus.subscriber.isConnected })
         // The end waits in the queue; the connection thread has returned.
-        try #require(await eventually { bus.subscriber.core.state.withLock { $0.consumers.isConnectionThreadFinished } })
+        try #require(
+            await eventually { bus.subscriber.core.state.withLock { $0.consumers.isConnectionThreadFinished } }
+        )
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
         let setter = Thread {

@@ -1,6 +1,6 @@
 import Dispatch
-import Testing
 import TestSupport
+import Testing
 
 @testable @_spi(Testing) import FrameBus
 
@@ -188,7 +188,9 @@ import TestSupport
                     }
                 return (action.endIteration.map { "end(\($0))+" } ?? "") + t.describe(action.wake)
             case .connected:
-                return t.describe(m.connected(t.session, isReconnect: false, raisingDepthTo: nil, onConnectionThread: true))
+                return t.describe(
+                    m.connected(t.session, isReconnect: false, raisingDepthTo: nil, onConnectionThread: true)
+                )
             case .frame:
                 let (released, late, wake) = m.frame(20, sequence: 20, onConnectionThread: true)
                 let release = released.isEmpty ? "" : "release\(released)+"
@@ -199,7 +201,8 @@ import TestSupport
             case .ended: return t.describe(m.ended(t.end, isFinal: true, onConnectionThread: true))
             case .deliveryStep:
                 switch m.deliveryStep(on: .queue(t.q1), ownerIsAlive: true) {
-                case .call(let entry, let delegate): return "call(\(t.name(entry)),\((delegate as? Delegate)?.name ?? "?"))"
+                case .call(let entry, let delegate):
+                    return "call(\(t.name(entry)),\((delegate as? Delegate)?.name ?? "?"))"
                 case .move(let queue): return "move(\(queue.label))"
                 case .handOver: return "handOver"
                 case .stop: return "stop"
