@@ -125,8 +125,11 @@ import TestSupport
         for index in 1...3 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 3 })
         bus.subscriber.setDelegateOnConnectionThread(middle)
-        // Room for a callback to start (wrongly) while the first is still blocked; nothing is asserted on time.
-        try await Task.sleep(for: .milliseconds(300))
+        // Setting the delegate started no second pass: the only one is the first delegate's, blocked in its
+        // callback (not handed to the connection thread), and it has taken nothing since (no wait stands in for it).
+        let (pass, waiting) = bus.subscriber.core.state.withLock { ($0.consumers.pass, $0.consumers.queue.frameCount) }
+        #expect(pass == .running, "a second delivery pass was started or handed over")
+        #expect(waiting == 3)
         #expect(log.sequences(of: "thread").isEmpty, "a callback ran while another was still running")
         first.proceed.signal()
         #expect(await eventually { log.sequences(of: "thread").count == 3 }, "\(log.snapshot)")
@@ -163,7 +166,9 @@ import TestSupport
         bus.publisher.stop()
         #expect(await eventually { !bus.subscriber.isConnected })
         // The end waits in the queue; the connection thread has returned.
-        try #require(await eventually { bus.subscriber.core.state.withLock { $0.isConnectionThreadFinished } })
+        try #require(
+            await eventually { bus.subscriber.core.state.withLock { $0.consumers.isConnectionThreadFinished } }
+        )
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
         let setter = Thread {

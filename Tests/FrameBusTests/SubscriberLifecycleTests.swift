@@ -355,9 +355,6 @@ import TestSupport
 extension Subscriber {
     /// Whether an iteration is suspended waiting for the next event (for tests that must act while it waits).
     var hasWaitingConsumer: Bool {
-        core.state.withLock { state in
-            if case .iterator(_, .some) = state.consumer { return true }
-            return false
-        }
+        core.state.withLock { $0.consumers.hasWaitingIterator }
     }
 }
