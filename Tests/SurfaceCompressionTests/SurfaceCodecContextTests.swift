@@ -25,7 +25,7 @@ import TestSupport
         #expect(images.count >= 2)
         // Minutes of debug-build codec work: on a thread of its own, so the cooperative pool stays free for the
         // tests that wait on other processes; the mismatches come back to be checked here.
-        let (roundTrips, failures) = try await onDedicatedThread("codec-round-trips") { () throws -> (Int, [String]) in
+        let (roundTrips, failures) = try await heavyWork("codec-round-trips") { () throws -> (Int, [String]) in
             var roundTrips = 0
             var failures: [String] = []
             for geometry in Self.geometries {

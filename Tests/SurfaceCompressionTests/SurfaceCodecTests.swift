@@ -11,8 +11,8 @@ import TestSupport
 
     @Test(arguments: corpusImages())
     func everyCorpusImageRoundTripsBitExactInEveryFormat(_ name: String) async throws {
-        // Seconds of debug-build codec work per image: off the cooperative pool (see onDedicatedThread).
-        let results = try await onDedicatedThread("corpus-round-trip") { () throws -> [(String, Bool, Bool, Double)] in
+        // Seconds of debug-build codec work per image: off the cooperative pool (see heavyWork).
+        let results = try await heavyWork("corpus-round-trip") { () throws -> [(String, Bool, Bool, Double)] in
             let image = try RGBImage(contentsOfPNGFile: corpusURL.appendingPathComponent(name).path).croppedToEven()
             return try PixelFormat.baseFormats.map { format in
                 let bytes = image.convertedBytes(to: format)

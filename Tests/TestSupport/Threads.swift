@@ -3,18 +3,15 @@ import Synchronization
 
 /// Runs `body` on a thread of its own and waits for it without holding a thread of Swift's cooperative pool.
 ///
-/// The pool has as many threads as the machine has cores (two on a small CI runner): CPU-heavy or blocking work run
-/// inline in a test would stall every other test of the process, and the peers they talk to would time out. At most
-/// two such bodies run at once in the test process (the others wait their turn, suspended), so heavy tests do not
-/// crowd out the rest of a small machine either.
+/// For blocking waits (a semaphore, a poller, a blocking read): the pool has as many threads as the machine has cores
+/// (two on a small CI runner), and a blocked pool thread stalls every other test of the process. Starts at once: a
+/// wait must never queue behind ``heavyWork(_:_:)`` (a poller test once waited 500 s there for the corpus tests).
 /// Do not call `#expect` inside `body` (the test's context does not reach a plain thread): return what to check.
 public func onDedicatedThread<Result: Sendable>(
     _ name: String = "test-worker",
     _ body: @escaping @Sendable () throws -> Result
 ) async throws -> Result {
-    await HeavyWorkGate.shared.enter()
-    defer { HeavyWorkGate.shared.leave() }
-    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
         let thread = Thread {
             do {
                 continuation.resume(returning: try body())
@@ -25,6 +22,19 @@ public func onDedicatedThread<Result: Sendable>(
         thread.name = name
         thread.start()
     }
+}
+
+/// Runs CPU-heavy `body` (seconds of debug-build codec or conversion work) on a thread of its own, at most two such
+/// bodies at once in the test process (the others wait their turn, suspended): off the cooperative pool, so the tests
+/// that wait on other processes keep their threads, and few enough that they do not crowd out the rest of a small
+/// machine either. Return what to check; do not call `#expect` inside `body`.
+public func heavyWork<Result: Sendable>(
+    _ name: String = "test-heavy-work",
+    _ body: @escaping @Sendable () throws -> Result
+) async throws -> Result {
+    await HeavyWorkGate.shared.enter()
+    defer { HeavyWorkGate.shared.leave() }
+    return try await onDedicatedThread(name, body)
 }
 
 /// Polls `condition` every 5 ms until it holds or `timeout` seconds of polling pass; suspends between polls, so it
@@ -55,7 +65,7 @@ public struct TestSupportError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// A counting gate for ``onDedicatedThread(_:_:)``: waiters suspend (they hold no thread) until a slot is free.
+/// A counting gate for ``heavyWork(_:_:)``: waiters suspend (they hold no thread) until a slot is free.
 final class HeavyWorkGate: Sendable {
     static let shared = HeavyWorkGate(slots: 2)
 
