@@ -290,4 +290,21 @@ extension Syscall {
             guard case .success(let count) = result, count > 0 else { return }
         }
     }
+
+    /// A non-blocking `eventfd` (`EFD_CLOEXEC | EFD_NONBLOCK`, through the shim built with _GNU_SOURCE): a doorbell.
+    static func makeEventFD() -> Result<Int32, Errno> {
+        valueOrErrno { cfb_eventfd_nonblocking() }
+    }
+
+    /// Adds one to an eventfd's counter; `EAGAIN` (the counter is full) already means "rung".
+    static func signal(eventFD descriptor: Int32) {
+        var one: UInt64 = 1
+        _ = valueOrErrno { unsafe Glibc.write(descriptor, &one, 8) }
+    }
+
+    /// Resets an eventfd's counter to zero (one `read`; `EAGAIN` when it was zero already).
+    static func drain(eventFD descriptor: Int32) {
+        var count: UInt64 = 0
+        _ = valueOrErrno { unsafe Glibc.read(descriptor, &count, 8) }
+    }
 }
