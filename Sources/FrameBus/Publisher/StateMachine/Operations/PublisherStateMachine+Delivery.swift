@@ -49,8 +49,9 @@ extension PublisherStateMachine {
         }
         var actions: [Action] = []
         let sequence = template.sequence
-        // Sessions are objects updated in place; the dictionary itself changes only when one fails (tooSlow), and
-        // the loop iterates the value it started with.
+        // Sessions are objects updated in place, so the loop never writes to `connections`; subscribers found too
+        // slow are failed after it (failing one rewrites its entry, which inside the loop would copy the dictionary).
+        var tooSlowSubscribers: [(id: ConnectionID, queued: Int)] = []
         for (id, connection) in connections {
             guard case .subscriber(let session) = connection, session.format == format,
                 session.firstSequence <= sequence
@@ -96,10 +97,13 @@ extension PublisherStateMachine {
             session.delivered.saturatingAdd(1)
             session.bytesDelivered.saturatingAdd(representation.bytesUsed)
             if session.outbound.count > limits.maximumQueuedMessages {
-                actions += tooSlow(id, queued: session.outbound.count, now: now)
+                tooSlowSubscribers.append((id, session.outbound.count))
                 continue
             }
             actions.append(.flush(id))
+        }
+        for subscriber in tooSlowSubscribers {
+            actions += tooSlow(subscriber.id, queued: subscriber.queued, now: now)
         }
         return actions
     }
