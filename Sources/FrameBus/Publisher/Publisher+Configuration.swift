@@ -1,11 +1,5 @@
-import Foundation
 import Logging
 import PixelBuffers
-import SampleBuffers
-import SurfaceCompression
-import Surfaces
-import Synchronization
-import SystemPackage
 
 extension Publisher {
     /// How a publisher listens and what it allows. The limits are those of docs/PROTOCOL.md §8.1.

@@ -1,11 +1,6 @@
 import Foundation
-import Logging
 import PixelBuffers
 import SampleBuffers
-import SurfaceCompression
-import Surfaces
-import Synchronization
-import SystemPackage
 
 /// Publishes frames to subscribers in other processes, zero-copy: AVCaptureVideoDataOutput's producer side.
 ///
