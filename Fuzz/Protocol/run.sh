@@ -23,11 +23,16 @@ SUBSCRIBER_SOURCES=()
 SOURCES=(
     Protocol/WireCoding.swift Protocol/WireMessage.swift Protocol/WireMessage+Encoding.swift
     Protocol/WireMessage+Decoding.swift Protocol/WireMonitorReport.swift
-    PublisherStateMachine.swift HoldingPolicy.swift FrameBusError.swift Rings/RingLayout.swift
+    Publisher/StateMachine/PublisherStateMachine.swift 'Publisher/StateMachine/States/*.swift'
+    'Publisher/StateMachine/Operations/*.swift' Publisher/HoldingPolicy.swift FrameBusError.swift Rings/RingLayout.swift
+    Internal/LogLimiter.swift Internal/FourCC.swift Internal/Saturating.swift Internal/PeerText.swift
 )
-for file in "${SOURCES[@]}" "${SUBSCRIBER_SOURCES[@]}"; do
-    sed '/^import Logging$/d; /^import PixelBuffers$/d; /^import SampleBuffers$/d; /^import SystemPackage$/d; /^import Histogram$/d' \
-        "$BUS/$file" > "$WORK/src/$(basename "$file")"
+# Entries may be globs (quoted above, expanded here inside Sources/FrameBus).
+for pattern in "${SOURCES[@]}" "${SUBSCRIBER_SOURCES[@]}"; do
+    for file in "$BUS"/$pattern; do
+        sed '/^import Logging$/d; /^import PixelBuffers$/d; /^import SampleBuffers$/d; /^import SystemPackage$/d; /^import Histogram$/d' \
+            "$file" > "$WORK/src/$(basename "$file")"
+    done
 done
 cp "$ROOT/Fuzz/Protocol/StandIns.swift" "$WORK/src/"
 

@@ -117,3 +117,5 @@ int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size)
 }
 
 int cfb_eventfd_blocking(void) { return eventfd(0, EFD_CLOEXEC); }
+
+int cfb_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }

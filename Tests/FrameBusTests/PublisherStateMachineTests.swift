@@ -381,7 +381,7 @@ struct MachineHarness {
         harness.receive(.error(WireErrorMessage(.invalidSurface, "bad \u{1B}[31m surface")), from: id)
         #expect(harness.errors(id).isEmpty)
         #expect(harness.closed.contains(id))
-        #expect(harness.logs.contains { $0.contains("\\u{1b}[31m") })
+        #expect(harness.logs.contains { $0.contains("\\u{1B}[31m") })
     }
 
     @Test func dropsAreCoalescedIntoRangesInSequenceOrder() throws {

@@ -64,7 +64,7 @@ import TestSupport
         )
         let status = try await top.exitStatus(within: 300)
         #expect(status != 0)
-        #expect(top.output.contains("go away \\u{1b}[2J\\u{1b}]0;pwned\\u{7} now"), "\(top.output)")
+        #expect(top.output.contains("go away \\u{1B}[2J\\u{1B}]0;pwned\\u{07} now"), "\(top.output)")
         #expect(!top.output.contains("\u{1B}"))
     }
 }

@@ -91,6 +91,9 @@ static const uint64_t CFB_DRM_FORMAT_MOD_INVALID = 0x00ffffffffffffffULL;
 /// eventfd floor.
 int cfb_eventfd_blocking(void);
 
+/// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK): the doorbell that wakes a poll loop from another thread.
+int cfb_eventfd_nonblocking(void);
+
 #pragma clang assume_nonnull end
 
 #endif

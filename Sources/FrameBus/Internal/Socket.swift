@@ -300,27 +300,26 @@ struct ReceivedDatagram {
     }
 }
 
-/// Wakes a poll loop from another thread: a non-blocking datagram socket pair (one byte per ring).
+/// Wakes a poll loop from another thread: a non-blocking `eventfd`, readable while rung; one descriptor, and rings
+/// that pile up before the loop wakes cost it one `read`.
 final class Doorbell: @unchecked Sendable {
-    // `@unchecked Sendable`: the descriptors are immutable; the kernel serialises sends and receives.
+    // `@unchecked Sendable`: the descriptor is immutable; the kernel serialises writes and reads of the counter.
     /// Poll this one for `POLLIN`.
     let descriptor: Int32
-    private let ringer: Int32
 
     init() throws(FrameBusError) {
-        switch Syscall.makeDoorbellPair() {
-        case .success(let pair): (descriptor, ringer) = pair
-        case .failure(let errno): throw .systemCall("socketpair", errno)
+        switch Syscall.makeEventFD() {
+        case .success(let descriptor): self.descriptor = descriptor
+        case .failure(let errno): throw .systemCall("eventfd", errno)
         }
     }
 
     deinit {
         Syscall.close(descriptor)
-        Syscall.close(ringer)
     }
 
-    func ring() { Syscall.ring(ringer) }
-    func drain() { Syscall.drain(descriptor) }
+    func ring() { Syscall.signal(eventFD: descriptor) }
+    func drain() { Syscall.drain(eventFD: descriptor) }
 }
 
 /// Poll flags, spelled once.

@@ -259,8 +259,8 @@ extension Syscall {
         return valueOrErrno { unsafe Glibc.poll(&entries, count, timeout) }.map { _ in entries.map(\.revents) }
     }
 
-    /// A non-blocking datagram socket pair (`AF_UNIX`, `SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK`): the connection
-    /// thread's doorbell, and protocol version 3's wake-up sockets (`WakeSocket`).
+    /// A non-blocking datagram socket pair (`AF_UNIX`, `SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK`): protocol version
+    /// 3's wake-up sockets (`WakeSocket`; one end travels to the peer). Doorbells within a process are eventfds.
     static func makeDoorbellPair() -> Result<(Int32, Int32), Errno> {
         let type = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         var pair: (Int32, Int32) = (-1, -1)
@@ -272,22 +272,20 @@ extension Syscall {
         return result.map { _ in pair }
     }
 
-    /// Writes one byte to a doorbell; a full buffer already means "rung".
-    static func ring(_ descriptor: Int32) {
-        var one: UInt8 = 1
-        _ = valueOrErrno { unsafe Glibc.send(descriptor, &one, 1, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
+    /// A non-blocking `eventfd` (`EFD_CLOEXEC | EFD_NONBLOCK`, through the shim built with _GNU_SOURCE): a doorbell.
+    static func makeEventFD() -> Result<Int32, Errno> {
+        valueOrErrno { cfb_eventfd_nonblocking() }
     }
 
-    /// Reads every pending byte of a doorbell.
-    static func drain(_ descriptor: Int32) {
-        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        while true {
-            let result = valueOrErrno {
-                unsafe withUnsafeMutableBytes(of: &bytes) {
-                    unsafe Glibc.recv(descriptor, $0.baseAddress, 32, Int32(MSG_DONTWAIT))
-                }
-            }
-            guard case .success(let count) = result, count > 0 else { return }
-        }
+    /// Adds one to an eventfd's counter; `EAGAIN` (the counter is full) already means "rung".
+    static func signal(eventFD descriptor: Int32) {
+        var one: UInt64 = 1
+        _ = valueOrErrno { unsafe Glibc.write(descriptor, &one, 8) }
+    }
+
+    /// Resets an eventfd's counter to zero (one `read`; `EAGAIN` when it was zero already).
+    static func drain(eventFD descriptor: Int32) {
+        var count: UInt64 = 0
+        _ = valueOrErrno { unsafe Glibc.read(descriptor, &count, 8) }
     }
 }

@@ -230,18 +230,5 @@ struct SubscriberEventQueue<Frame> {
     }
 }
 
-/// Saturating arithmetic for counters a peer drives.
-enum Saturating {
-    static func add(_ a: UInt64, _ b: UInt64) -> UInt64 {
-        let (sum, overflow) = a.addingReportingOverflow(b)
-        return overflow ? .max : sum
-    }
-
-    static func add(_ a: Int, _ b: UInt64) -> Int {
-        let (sum, overflow) = a.addingReportingOverflow(Int(clamping: b))
-        return overflow ? .max : sum
-    }
-}
-
 extension SubscriberEventQueue.Entry: Sendable where Frame: Sendable {}
 extension SubscriberEventQueue: Sendable where Frame: Sendable {}

@@ -445,19 +445,3 @@ struct SubscriberOutbox {
         head = 0
     }
 }
-
-/// Text a peer sent (an ERROR's reason), made safe to log and print: control characters are escaped.
-enum PeerText {
-    static func escaped(_ text: String) -> String {
-        var result = ""
-        for scalar in text.unicodeScalars {
-            switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned:
-                result += scalar.escaped(asASCII: true)
-            default:
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
-}

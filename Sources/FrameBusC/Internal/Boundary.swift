@@ -122,11 +122,7 @@ func checkCallerSize(_ width: Int, _ height: Int, fit format: PixelFormat, _ wha
 }
 
 /// A FourCC as text when printable, else as hex, for messages.
-func fourCCName(_ code: UInt32) -> String {
-    let bytes = [UInt8(code >> 24 & 0xFF), UInt8(code >> 16 & 0xFF), UInt8(code >> 8 & 0xFF), UInt8(code & 0xFF)]
-    if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return "'" + String(decoding: bytes, as: UTF8.self) + "'" }
-    return "0x" + String(code, radix: 16)
-}
+func fourCCName(_ code: UInt32) -> String { FourCC.quotedName(code) }
 
 /// Nanoseconds as a `Duration`; `nil` unless positive.
 func positiveDuration(nanoseconds: Int64) -> Duration? {

@@ -1,0 +1,305 @@
+import Foundation
+import Logging
+import PixelBuffers
+import SampleBuffers
+import SurfaceCompression
+import Surfaces
+import Synchronization
+import SystemPackage
+
+// Publishing: frames fanned out to subscribers (each representation made once), surfaces described once.
+
+extension PublisherCore {
+    // MARK: Publishing
+
+    /// The work of ``Publisher``'s `reportDroppedFrames` (documented there).
+    @discardableResult
+    func reportDroppedFrames(reason: DroppedFrameReason, count: Int = 1) -> ClosedRange<UInt64>? {
+        let reason = WireDropReason(rawValue: UInt32(reason.rawValue)) ?? .discontinuity
+        let count = UInt64(max(1, count))
+        return publishing.withLock { _ in
+            withState { state in
+                let now = ProcessInfoShim.monotonicNanoseconds()
+                guard let (range, actions) = state.machine.reportDropped(reason: reason, count: count, now: now)
+                else { return nil }
+                perform(actions, &state)
+                return range
+            }
+        }
+    }
+
+    /// The work of ``Publisher``'s `publish` (documented there).
+    @discardableResult
+    func publish(
+        _ buffer: PixelBuffer,
+        timing: SampleTimingInfo = .invalid,
+        discontinuity: Bool = false
+    ) throws(FrameBusError) -> UInt64 {
+        let source = buffer.pixelFormat
+        let servable = configuration.formats.contains { format in
+            format == source || format == source.compressedVariant || (source.isCompressed && format == source.base)
+        }
+        guard servable else {
+            throw FrameBusError(
+                .invalidArgument,
+                "Publisher.publish",
+                message: "\(source) cannot serve \(configuration.formats)"
+            )
+        }
+        return try publishing.withLock { _ throws(FrameBusError) -> UInt64 in
+            try publishSerially(buffer, source: source, timing: timing, discontinuity: discontinuity)
+        }
+    }
+
+    func publishSerially(
+        _ buffer: PixelBuffer,
+        source: PixelFormat,
+        timing: SampleTimingInfo,
+        discontinuity: Bool
+    ) throws(FrameBusError) -> UInt64 {
+        do {
+            let plan: Machine.FramePlan? = withState { state in
+                state.machine.beginFrame(
+                    format: buffer.surface.layout.pixelFormat,
+                    width: UInt32(clamping: buffer.width),
+                    height: UInt32(clamping: buffer.height),
+                    discontinuity: discontinuity
+                )
+            }
+            guard let plan else { throw FrameBusError(.closed, "Publisher.publish") }
+            let template = WireFrame(
+                sequence: plan.sequence,
+                surfaceID: 0,
+                presentationTime: Self.wireTime(timing.presentationTimeStamp),
+                duration: Self.wireTime(timing.duration),
+                publishTime: ProcessInfoShim.monotonicNanoseconds(),
+                bytesUsed: 0,
+                flags: plan.isDiscontinuity ? WireFrame.discontinuityFlag : 0,
+                attachments: WireAttachments.encode(buffer.attachments).tuple
+            )
+            // Each representation is made once (outside the state lock: encoding takes milliseconds) and fanned
+            // out as soon as it exists, the published format first.
+            for fourCC in plan.formats {
+                guard let format = try? PixelFormat(fourCC: fourCC) else { continue }
+                let converted: PixelBuffer?
+                let bytesUsed: Int
+                if format == source {
+                    converted = buffer
+                    bytesUsed = Self.bytesUsed(of: buffer)
+                } else if let (destination, used) = convert(buffer, to: format) {
+                    converted = destination
+                    bytesUsed = used
+                } else {
+                    converted = nil
+                    bytesUsed = 0
+                }
+                // A surface published for the first time is exported (its read-only handle opened) before locking.
+                let fresh = converted.flatMap { describeIfNew($0.surface) }
+                withState { state in
+                    reapBeforePublishing(&state)
+                    let described = converted.flatMap {
+                        representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
+                    }
+                    let actions = state.machine.deliver(
+                        template,
+                        format: fourCC,
+                        representation: described,
+                        isConversion: format != source,
+                        now: ProcessInfoShim.monotonicNanoseconds()
+                    )
+                    perform(actions, &state)
+                }
+            }
+            return plan.sequence
+        }
+    }
+
+    /// The description of a surface not described yet, made outside the state lock: exporting it opens
+    /// `/proc/self/fd/N` once per memfd (a read-only reopen), which must not happen under the lock. Nil when the
+    /// surface is described already or cannot be exported (said in the log).
+    func describeIfNew(_ surface: Surface) -> SurfaceDescription? {
+        let key = surface.id.rawValue
+        guard withState({ $0.surfaceDescriptions[key] == nil }) else { return nil }
+        do {
+            let handle = try surface.makeHandle()
+            var description = Self.describe(handle)
+            description.owner = surface
+            description.export = ExportedSurface(handle: handle)
+            return description
+        } catch {
+            configuration.logger.error("cannot export surface \(surface.id): \(error)")
+            return nil
+        }
+    }
+
+    /// What a surface looks like on the wire: its cached description, or `fresh` (``describeIfNew(_:)``), cached.
+    func representation(
+        of buffer: PixelBuffer,
+        bytesUsed: Int,
+        fresh: SurfaceDescription?,
+        _ state: inout State
+    ) -> Machine.Representation? {
+        let key = buffer.surface.id.rawValue
+        var description = state.surfaceDescriptions[key]
+        if description == nil, let fresh {
+            // Surfaces from pools are forgotten when their pool frees them; the cap bounds the rest.
+            if state.surfaceDescriptions.count >= Self.maximumSurfaceDescriptions {
+                state.surfaceDescriptions.removeAll(keepingCapacity: true)
+            }
+            state.surfaceDescriptions[key] = fresh
+            description = fresh
+        }
+        guard let description else { return nil }
+        return Machine.Representation(
+            surfaceID: key,
+            surface: description.surface,
+            surfaceV1: description.surfaceV1,
+            bytesUsed: UInt64(clamping: bytesUsed),
+            resource: buffer
+        )
+    }
+
+    static let maximumSurfaceDescriptions = 1024
+
+    struct SurfaceDescription: Sendable {
+        var surface: WireSurface
+        var surfaceV1: WireSurfaceV1?
+        /// The surface itself, held weakly: once it is gone, nobody (publisher, producer or pool) can use it again.
+        weak var owner: Surface?
+        /// Its read-only descriptors, sent with every SURFACE (one open descriptor per described surface; dropped with
+        /// the description when the surface is freed).
+        var export: ExportedSurface?
+    }
+
+    /// A surface's exported handle, shared by the descriptions that refer to it.
+    final class ExportedSurface: @unchecked Sendable {
+        // `@unchecked Sendable`: the handle is immutable; its descriptors are only borrowed to be sent.
+        let handle: SurfaceHandle
+        init(handle: consuming SurfaceHandle) { self.handle = handle }
+    }
+
+    /// The SURFACE (and, for one memfd, the SURFACE_V1) describing a handle: backing, modifier, descriptors, and
+    /// which descriptor holds each plane.
+    static func describe(_ handle: borrowing SurfaceHandle) -> SurfaceDescription {
+        let layout = handle.layout
+        let backing: WireBacking
+        let modifier: UInt64
+        switch handle.backing {
+        case .memfd:
+            backing = .memfd
+            modifier = WireSurface.linearModifier
+        case .dmaBuf(let value):
+            backing = .dmaBuf
+            modifier = value
+        }
+        var planes: [WireSurfacePlane] = []
+        for (index, plane) in layout.planes.enumerated() {
+            planes.append(
+                WireSurfacePlane(
+                    descriptorIndex: UInt32(clamping: handle.planeDescriptorIndices[index]),
+                    offset: UInt64(clamping: plane.offset),
+                    bytesPerRow: UInt32(clamping: plane.bytesPerRow),
+                    width: UInt32(clamping: plane.width),
+                    height: UInt32(clamping: plane.height),
+                    bytesPerElement: UInt32(clamping: plane.bytesPerElement)
+                )
+            )
+        }
+        let surface = WireSurface(
+            surfaceID: handle.id.rawValue,
+            pixelFormat: layout.pixelFormat,
+            width: UInt32(clamping: layout.width),
+            height: UInt32(clamping: layout.height),
+            backing: backing,
+            modifier: modifier,
+            descriptorByteCounts: handle.descriptorByteCounts.map { UInt64(clamping: $0) },
+            planes: planes
+        )
+        var surfaceV1: WireSurfaceV1?
+        if backing == .memfd && handle.descriptorCount == 1 {
+            surfaceV1 = WireSurfaceV1(
+                surfaceID: handle.id.rawValue,
+                allocationSize: UInt64(clamping: layout.allocationSize),
+                pixelFormat: layout.pixelFormat,
+                width: UInt32(clamping: layout.width),
+                height: UInt32(clamping: layout.height),
+                planes: planes.map {
+                    WirePlane(
+                        offset: $0.offset,
+                        bytesPerRow: $0.bytesPerRow,
+                        width: $0.width,
+                        height: $0.height,
+                        bytesPerElement: $0.bytesPerElement
+                    )
+                }
+            )
+        }
+        return SurfaceDescription(surface: surface, surfaceV1: surfaceV1)
+    }
+
+    /// Encodes or decodes `buffer` into `format` with a buffer from a per-format pool; nil when that fails.
+    func convert(_ buffer: PixelBuffer, to format: PixelFormat) -> (PixelBuffer, Int)? {
+        let pool: PixelBufferPool
+        do {
+            pool = try conversionPool(for: format, width: buffer.width, height: buffer.height)
+        } catch {
+            configuration.logger.error("no pool for \(format): \(error)")
+            return nil
+        }
+        guard let destination = try? pool.makePixelBuffer() else { return nil }
+        buffer.propagateAttachments(to: destination)
+        do {
+            if format.isCompressed {
+                let statistics = try codec.compress(buffer, into: destination)
+                return (destination, statistics.compressedByteCount)
+            } else {
+                try codec.decompress(buffer, into: destination)
+                return (destination, Self.bytesUsed(of: destination))
+            }
+        } catch {
+            configuration.logger.error("converting \(buffer.pixelFormat) to \(format) failed: \(error)")
+            return nil
+        }
+    }
+
+    func conversionPool(for format: PixelFormat, width: Int, height: Int) throws -> PixelBufferPool {
+        // The pool can hold every frame its subscribers may be granted (HoldingPolicy), plus the one being made.
+        let (existing, limit) = withState { ($0.conversionPools[format], $0.machine.conversionPoolCapacity) }
+        if let existing, existing.attributes.width == width, existing.attributes.height == height,
+            existing.attributes.allocationThreshold == limit
+        {
+            return existing
+        }
+        let pool =
+            format.isCompressed
+            ? try SurfaceCodec.makeCompressedPool(
+                width: width,
+                height: height,
+                format: format,
+                allocationThreshold: limit
+            )
+            : try PixelBufferPool(
+                attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: limit)
+            )
+        withState { $0.conversionPools[format] = pool }
+        follow(pool, isProducers: false)
+        return pool
+    }
+
+    static func bytesUsed(of buffer: PixelBuffer) -> Int {
+        if buffer.pixelFormat.isCompressed {
+            return (try? SurfaceCodec.bytesUsed(of: buffer)) ?? buffer.allocationSize
+        }
+        return buffer.surface.layout.planes.reduce(0) { $0 + $1.byteCount }
+    }
+
+    static func wireTime(_ time: MediaTime) -> WireTime {
+        WireTime(value: time.value, timescale: time.timescale, flags: time.flags.rawValue)
+    }
+
+    /// The version-1 SURFACE_V1 of a single-memfd surface (tests build hostile variants of it).
+    static func wireSurfaceV1(_ surface: Surface) -> WireSurfaceV1 {
+        let handle = try! surface.makeHandle()
+        return describe(handle).surfaceV1!
+    }
+}

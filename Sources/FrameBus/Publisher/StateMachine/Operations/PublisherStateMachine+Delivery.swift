@@ -1,0 +1,196 @@
+import Logging
+
+// Publishing: frame plans, fan-out, announcing and retiring surfaces, drops.
+
+extension PublisherStateMachine {
+    // MARK: Publishing
+
+    /// Every sequence number is used (2⁶⁴−1 of them; only reachable by reporting absurd drop counts): the
+    /// publisher can publish nothing more and must be restarted.
+    var isSequenceSpaceExhausted: Bool { nextSequence == .max }
+
+    /// Starts a frame: its sequence number, its discontinuity flag, and the formats someone needs.
+    ///
+    /// Returns nil after ``stop(now:)``.
+    mutating func beginFrame(format: UInt32, width: UInt32, height: UInt32, discontinuity: Bool) -> FramePlan? {
+        guard !isStopped, !isSequenceSpaceExhausted else { return nil }
+        let sequence = nextSequence
+        nextSequence &+= 1
+        published.saturatingAdd(1)
+        var flag = discontinuity || pendingDiscontinuity
+        if let last = lastGeometry, last != (format, width, height) { flag = true }
+        lastGeometry = (format, width, height)
+        pendingDiscontinuity = false
+        var formats: [UInt32] = []
+        for case .subscriber(let session) in connections.values where !formats.contains(session.format) {
+            if session.format == format {
+                formats.insert(session.format, at: 0)
+            } else {
+                formats.append(session.format)
+            }
+        }
+        return FramePlan(sequence: sequence, isDiscontinuity: flag, formats: formats)
+    }
+
+    /// Sends frame `template.sequence` in `format` to every subscriber of that format that was welcomed before
+    /// the frame began; `representation` nil means the format could not be made (DROP `outOfBuffers`).
+    mutating func deliver(
+        _ template: WireFrame,
+        format: UInt32,
+        representation: Representation?,
+        isConversion: Bool,
+        now: UInt64
+    ) -> [Action] {
+        if representation != nil && isConversion { conversions.saturatingAdd(1) }
+        if isConversion, conversionBudget != nil, !convertedFormats.contains(format) {
+            // A format first converted to (the producer published another): its subscribers now pin its pool.
+            convertedFormats.insert(format)
+            readmit()
+        }
+        var actions: [Action] = []
+        let sequence = template.sequence
+        // Sessions are objects updated in place, so the loop never writes to `connections`; subscribers found too
+        // slow are failed after it (failing one rewrites its entry, which inside the loop would copy the dictionary).
+        var tooSlowSubscribers: [(id: ConnectionID, queued: Int)] = []
+        for (id, connection) in connections {
+            guard case .subscriber(let session) = connection, session.format == format,
+                session.firstSequence <= sequence
+            else { continue }
+            guard let representation else {
+                if drop(sequence...sequence, .outOfBuffers, in: session, now: now) { actions.append(.deadlineChanged) }
+                continue
+            }
+            let surfaceV1 = representation.surfaceV1
+            let sendable =
+                session.version == 1
+                ? surfaceV1 != nil
+                : (representation.surface.backing == .memfd || session.acceptsDMABuf)
+            guard sendable, session.held.count < session.heldLimit else {
+                if drop(sequence...sequence, .outOfBuffers, in: session, now: now) { actions.append(.deadlineChanged) }
+                continue
+            }
+            let surfaceID = representation.surfaceID
+            if session.announced[surfaceID] == nil {
+                if session.announced.count >= session.maximumAnnouncedSurfaces {
+                    retireOldestIdleSurface(of: session)
+                }
+                let message: WireMessage =
+                    session.version == 1 ? .surfaceV1(surfaceV1!) : .surface(representation.surface)
+                enqueue(.surface(message, representation.resource), in: session)
+                session.announceCounter &+= 1
+                session.announced[surfaceID] = session.announceCounter
+            }
+            var frame = template
+            frame.surfaceID = surfaceID
+            frame.bytesUsed = representation.bytesUsed
+            if session.lastAttachments != frame.attachments {
+                frame.flags |= WireFrame.attachmentsChangedFlag
+                session.lastAttachments = frame.attachments
+            }
+            enqueue(.message(.frame(frame)), in: session)
+            session.held[sequence] = HeldFrame(
+                surfaceID: surfaceID,
+                resource: representation.resource,
+                sentAt: now,
+                bytesUsed: representation.bytesUsed
+            )
+            session.delivered.saturatingAdd(1)
+            session.bytesDelivered.saturatingAdd(representation.bytesUsed)
+            if session.outbound.count > limits.maximumQueuedMessages {
+                tooSlowSubscribers.append((id, session.outbound.count))
+                continue
+            }
+            actions.append(.flush(id))
+        }
+        for subscriber in tooSlowSubscribers {
+            actions += tooSlow(subscriber.id, queued: subscriber.queued, now: now)
+        }
+        return actions
+    }
+
+    /// The producer lost `count` frames upstream (or drops them itself for `reason`): they use sequence numbers
+    /// and every subscriber gets a DROP for them (coalesced with adjacent drops).
+    mutating func reportDropped(reason: WireDropReason, count: UInt64, now: UInt64) -> (ClosedRange<UInt64>, [Action])?
+    {
+        guard !isStopped, !isSequenceSpaceExhausted, count > 0 else { return nil }
+        // Sequence numbers 0…2⁶⁴−2 are usable; a count past the end is cut there (and the stream is then over).
+        let first = nextSequence
+        let last = first.addingSaturating(count - 1) == .max ? UInt64.max - 1 : first + (count - 1)
+        let range = first...last
+        nextSequence = last + 1
+        let used = last - first + 1
+        published.saturatingAdd(used)
+        droppedAtSource[reason, default: 0].saturatingAdd(used)
+        if reason == .discontinuity { pendingDiscontinuity = true }
+        var actions: [Action] = []
+        for id in connections.keys.sorted() {
+            guard case .subscriber(let session) = connections[id] else { continue }
+            if drop(range, reason, in: session, now: now) { actions.append(.deadlineChanged) }
+            actions.append(.flush(id))
+        }
+        return (range, actions)
+    }
+
+    /// The producer's pool freed a surface for good: retire it everywhere it is announced and not held.
+    mutating func surfaceFreed(_ surfaceID: UInt64) -> [Action] {
+        var actions: [Action] = []
+        for id in connections.keys.sorted() {
+            guard case .subscriber(let session) = connections[id], session.announced[surfaceID] != nil,
+                !session.held.values.contains(where: { $0.surfaceID == surfaceID })
+            else { continue }
+            session.announced[surfaceID] = nil
+            enqueue(.message(.retireSurface(surfaceID: surfaceID)), in: session)
+            actions.append(.flush(id))
+        }
+        return actions
+    }
+
+    mutating func retireOldestIdleSurface(of session: SubscriberSession) {
+        var heldSurfaces = Set<UInt64>()
+        for frame in session.held.values { heldSurfaces.insert(frame.surfaceID) }
+        // maximumAnnouncedSurfaces > maximumHeldFrames, so an idle one exists whenever the limit is reached.
+        guard
+            let oldest = session.announced.filter({ !heldSurfaces.contains($0.key) }).min(by: { $0.value < $1.value })
+        else { return }
+        session.announced[oldest.key] = nil
+        enqueue(.message(.retireSurface(surfaceID: oldest.key)), in: session)
+    }
+
+    /// Records dropped frames for one subscriber: extends the pending range or sends it and starts another.
+    @discardableResult
+    mutating func drop(
+        _ range: ClosedRange<UInt64>,
+        _ reason: WireDropReason,
+        in session: SubscriberSession,
+        now: UInt64
+    ) -> Bool {
+        let count = WireDrop(range, reason: reason).frameCount
+        switch reason {
+        case .frameWasLate: session.droppedLate.saturatingAdd(count)
+        case .outOfBuffers: session.droppedOutOfBuffers.saturatingAdd(count)
+        case .discontinuity: session.droppedDiscontinuity.saturatingAdd(count)
+        }
+        if var pending = session.pendingDrop, pending.reason == reason, pending.range.upperBound < .max,
+            pending.range.upperBound + 1 == range.lowerBound
+        {
+            pending.range = pending.range.lowerBound...range.upperBound
+            session.pendingDrop = pending
+            return false
+        }
+        flushPendingDrop(session)
+        session.pendingDrop = PendingDrop(range: range, reason: reason, startedAt: now)
+        return true
+    }
+
+    func flushPendingDrop(_ session: SubscriberSession) {
+        guard let pending = session.pendingDrop else { return }
+        session.pendingDrop = nil
+        session.outbound.append(.message(.drop(WireDrop(pending.range, reason: pending.reason))))
+    }
+
+    /// Queues a message after any pending DROP, so drops stay in sequence order (docs/PROTOCOL.md §4.2).
+    func enqueue(_ item: Outbound, in session: SubscriberSession) {
+        flushPendingDrop(session)
+        session.outbound.append(item)
+    }
+}

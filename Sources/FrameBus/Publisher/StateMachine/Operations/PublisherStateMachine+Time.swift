@@ -1,0 +1,63 @@
+import Logging
+
+// Deadlines: handshake timeouts, drop flushes, monitor reports, closing grace.
+
+extension PublisherStateMachine {
+    // MARK: Time
+
+    /// Time passed: handshake timeouts, pending DROP ranges, monitor reports, closing connections.
+    mutating func tick(now: UInt64) -> [Action] {
+        var actions: [Action] = []
+        for id in connections.keys.sorted() {
+            switch connections[id] {
+            case .pending(let credentials, let deadline) where now >= deadline:
+                actions += fail(
+                    id,
+                    .handshakeTimeout,
+                    "no HELLO within \(limits.handshakeTimeout / 1_000_000) ms (pid \(credentials.processID))",
+                    now: now
+                )
+            case .subscriber(let session):
+                if let pending = session.pendingDrop, now &- pending.startedAt >= limits.dropFlushInterval {
+                    flushPendingDrop(session)
+                    if session.outbound.count > limits.maximumQueuedMessages {
+                        actions += tooSlow(id, queued: session.outbound.count, now: now)
+                    } else {
+                        actions.append(.flush(id))
+                    }
+                }
+            case .monitor(var monitor) where now >= monitor.nextReport:
+                monitor.nextReport = now &+ limits.monitorInterval
+                monitor.outbound.append(.message(.monitorReport(monitorReport(now: now))))
+                connections[id] = .monitor(monitor)
+                if monitor.outbound.count > limits.maximumQueuedMonitorReports {
+                    actions += tooSlow(id, queued: monitor.outbound.count, now: now)
+                } else {
+                    actions.append(.flush(id))
+                }
+            case .closing(let deadline, _) where now >= deadline:
+                forget(id)
+                actions.append(.close(id))
+            default:
+                break
+            }
+        }
+        return actions
+    }
+
+    /// The earliest time ``tick(now:)`` has something to do, or nil.
+    func nextDeadline() -> UInt64? {
+        var earliest: UInt64?
+        func consider(_ time: UInt64) { earliest = min(earliest ?? time, time) }
+        for connection in connections.values {
+            switch connection {
+            case .pending(_, let deadline): consider(deadline)
+            case .subscriber(let session):
+                if let pending = session.pendingDrop { consider(pending.startedAt &+ limits.dropFlushInterval) }
+            case .monitor(let monitor): consider(monitor.nextReport)
+            case .closing(let deadline, _): consider(deadline)
+            }
+        }
+        return earliest
+    }
+}
