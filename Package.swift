@@ -32,7 +32,8 @@ let package = Package(
         // Native libraries, found through pkg-config.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
-        // zstd is a reference codec for `framebus bench codec` only: the executable links it, no library does.
+        // zstd is a reference codec for `framebus bench codec` only: the bench harness (FrameBusBench) links it, no
+        // product library does.
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
         // The codec's vector kernels: on x86-64 per-function target attributes (AVX2, SSE4.1) and a runtime CPU
@@ -91,7 +92,18 @@ let package = Package(
         .executableTarget(
             name: "framebus",
             dependencies: [
-                "FrameBus", "ImageSources", "V4L2Capture", "CLZ4", "CZstd",
+                "FrameBus", "ImageSources", "V4L2Capture", "FrameBusBench",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // `framebus bench bus|codec|plot`: the measurement harness the command line runs, in its own module so that
+        // Sources/framebus is the command line only. Reaches FrameBus's socket and clocks through `package` access.
+        .target(
+            name: "FrameBusBench",
+            dependencies: [
+                "FrameBus", "ImageSources", "Surfaces", "CFrameBusShims", "CLZ4", "CZstd",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
