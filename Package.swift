@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "FrameBusC", type: .dynamic, targets: ["FrameBusC"]),
         // A V4L2 camera as a producer (Linux); beside FrameBus, which does not depend on it.
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
+        // The fuzzers' entry points, for Fuzz/Bus (a package of its own): not installed, not API (see the target).
+        .library(name: "FrameBusTesting", targets: ["FrameBusTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -107,7 +109,19 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "ImageSources"]),
+        .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "FrameBusTesting", "ImageSources"]),
+        // Test, fuzz and hostile-peer entry points (the libFuzzer bodies, a hand-driven version-3 peer): beside FrameBus,
+        // not in it, so the shipping library has no test hooks; reaches FrameBus's internals through `package` access.
+        // A product only so that Fuzz/Bus (its own package) can link it; not installed, not API.
+        .target(
+            name: "FrameBusTesting",
+            dependencies: [
+                "FrameBus", "Surfaces", "PixelBuffers", "SampleBuffers",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Atomics", package: "swift-atomics"),
+            ],
+            swiftSettings: librarySettings
+        ),
 
         // The C ABI: include/framebus.h (imported through include/module.modulemap) and its Swift implementation.
         .systemLibrary(name: "CFrameBusABI", path: "include"),
@@ -134,7 +148,7 @@ let package = Package(
             dependencies: ["SurfaceCompression", "PixelBuffers", "ImageSources", "TestSupport"]
         ),
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers", "TestSupport"]),
-        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources", "TestSupport"]),
+        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "FrameBusTesting", "ImageSources", "TestSupport"]),
         // Host: the format, colorimetry and accounting logic; in a guest kernel with vivid: the capture for real.
         .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "FrameBus", "TestSupport"]),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.

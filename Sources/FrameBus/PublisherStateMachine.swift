@@ -12,24 +12,24 @@ import Logging
 /// `Resource` is what keeps a frame's buffer out of its pool while a subscriber holds it (a ``PixelBuffer`` in
 /// the publisher; any value in tests). The machine stores one per held frame and per queued SURFACE, and drops it
 /// when the frame is released or the connection closes.
-struct PublisherStateMachine<Resource> {
+package struct PublisherStateMachine<Resource> {
     // MARK: Types
 
     /// Identifies one accepted connection.
-    struct ConnectionID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package struct ConnectionID: Hashable, Comparable, Sendable, CustomStringConvertible {
         var rawValue: UInt64
-        static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
-        var description: String { "\(rawValue)" }
+        package static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+        package var description: String { "\(rawValue)" }
     }
 
     /// Who is on the other end (`SO_PEERCRED`).
-    struct Credentials: Hashable, Sendable {
+    package struct Credentials: Hashable, Sendable {
         var processID: Int32
         var userID: UInt32
     }
 
     /// The limits and timings of docs/PROTOCOL.md §8.1, validated by ``Publisher/Configuration``.
-    struct Limits: Sendable {
+    package struct Limits: Sendable {
         var formats: [UInt32]
         var allowedUserIDs: Set<UInt32>
         var maximumSubscribers = 16
@@ -65,7 +65,7 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// What the IO layer must do.
-    enum Action {
+    package enum Action {
         /// Send what ``outbound(of:)`` holds for this connection, then report it with ``sent(_:on:now:)``.
         case flush(ConnectionID)
         /// Shut the connection down and forget its socket; the machine has forgotten it already.
@@ -90,7 +90,7 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// One frame in one format, shared by every subscriber of that format.
-    struct Representation {
+    package struct Representation {
         var surfaceID: UInt64
         /// The version-2 description.
         var surface: WireSurface
@@ -101,8 +101,8 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// What ``beginFrame(format:width:height:discontinuity:)`` decided.
-    struct FramePlan {
-        var sequence: UInt64
+    package struct FramePlan {
+        package var sequence: UInt64
         var isDiscontinuity: Bool
         /// Formats some subscriber receives, the published one first.
         var formats: [UInt32]
@@ -222,7 +222,7 @@ struct PublisherStateMachine<Resource> {
     private var holdTimes = LatencyRecorder()
     private var logLimiter = LogLimiter()
 
-    init(limits: Limits, streamID: UInt64) {
+    package init(limits: Limits, streamID: UInt64) {
         self.limits = limits
         self.streamID = streamID
         connections.reserveCapacity(
@@ -239,7 +239,7 @@ struct PublisherStateMachine<Resource> {
     /// A connection was accepted. Nothing is sent until its HELLO is read.
     ///
     /// - Precondition: ``canAcceptConnection``.
-    mutating func connectionAccepted(_ credentials: Credentials, now: UInt64) -> ConnectionID {
+    package mutating func connectionAccepted(_ credentials: Credentials, now: UInt64) -> ConnectionID {
         precondition(canAcceptConnection, "accepted a connection beyond the pending-handshake cap")
         let id = ConnectionID(rawValue: nextConnectionID)
         nextConnectionID &+= 1
@@ -305,7 +305,7 @@ struct PublisherStateMachine<Resource> {
 
     /// A datagram arrived on a connection (already copied into private memory; its fds are the IO layer's to
     /// close).
-    mutating func received(
+    package mutating func received(
         _ bytes: [UInt8],
         descriptorCount: Int,
         isTruncated: Bool,
@@ -397,7 +397,7 @@ struct PublisherStateMachine<Resource> {
     // MARK: Protocol version 3 (docs/PROTOCOL.md §9)
 
     /// What the IO layer made of a version-3 HELLO's ring descriptors before it fed the HELLO to the machine.
-    enum RingOffer: Equatable {
+    package enum RingOffer: Equatable {
         /// Not a version-3 HELLO, or the IO layer could not make its own half (then the session is version 2).
         case none
         /// Both halves are ready: the session is version 3.
@@ -407,7 +407,7 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// The session version of a welcomed subscriber (3: frames travel through its rings), nil otherwise.
-    func sessionVersion(of id: ConnectionID) -> UInt16? {
+    package func sessionVersion(of id: ConnectionID) -> UInt16? {
         if case .subscriber(let session) = connections[id] { return session.version }
         return nil
     }
@@ -415,7 +415,7 @@ struct PublisherStateMachine<Resource> {
     /// One message read from a version-3 subscriber's release ring (copied once into private memory): it must be a
     /// RELEASE of a frame the subscriber holds, exactly as on the socket; anything else ends that subscriber's
     /// session (ERROR `malformedMessage` or `invalidRequest`) and no one else's.
-    mutating func receivedFromRing(_ entry: RingEntry, from id: ConnectionID, now: UInt64) -> [Action] {
+    package mutating func receivedFromRing(_ entry: RingEntry, from id: ConnectionID, now: UInt64) -> [Action] {
         guard case .subscriber(let session) = connections[id] else { return [] }
         guard session.version >= WireProtocol.ringVersion else {
             return fail(id, .malformedMessage, "ring message in a version-\(session.version) session", now: now)
@@ -437,7 +437,7 @@ struct PublisherStateMachine<Resource> {
 
     /// A version-3 subscriber's ring broke docs/PROTOCOL.md §9 (an index out of range, a bad slot, a broken
     /// wake-up socket): that session ends with ERROR `malformedMessage`.
-    mutating func ringViolation(_ reason: String, from id: ConnectionID, now: UInt64) -> [Action] {
+    package mutating func ringViolation(_ reason: String, from id: ConnectionID, now: UInt64) -> [Action] {
         fail(id, .malformedMessage, reason, now: now)
     }
 
@@ -636,7 +636,7 @@ struct PublisherStateMachine<Resource> {
     /// Learns the budget from the producer's pool (its allocation threshold), unless one is configured or known.
     ///
     /// Subscribers welcomed before (the producer had not asked for a buffer yet) are admitted again against it.
-    mutating func learnPoolCapacity(_ allocationThreshold: Int) {
+    package mutating func learnPoolCapacity(_ allocationThreshold: Int) {
         guard limits.heldFrameBudget == nil else { return }
         limits.heldFrameBudget = max(1, allocationThreshold - limits.producerReserve)
         readmit()
@@ -669,7 +669,7 @@ struct PublisherStateMachine<Resource> {
     /// Starts a frame: its sequence number, its discontinuity flag, and the formats someone needs.
     ///
     /// Returns nil after ``stop(now:)``.
-    mutating func beginFrame(format: UInt32, width: UInt32, height: UInt32, discontinuity: Bool) -> FramePlan? {
+    package mutating func beginFrame(format: UInt32, width: UInt32, height: UInt32, discontinuity: Bool) -> FramePlan? {
         guard !isStopped, !isSequenceSpaceExhausted else { return nil }
         let sequence = nextSequence
         nextSequence &+= 1
@@ -691,7 +691,7 @@ struct PublisherStateMachine<Resource> {
 
     /// Sends frame `template.sequence` in `format` to every subscriber of that format that was welcomed before
     /// the frame began; `representation` nil means the format could not be made (DROP `outOfBuffers`).
-    mutating func deliver(
+    package mutating func deliver(
         _ template: WireFrame,
         format: UInt32,
         representation: Representation?,
@@ -1097,7 +1097,7 @@ struct PublisherStateMachine<Resource> {
     var holdTimeSummary: LatencySummary { holdTimes.summary }
 
     /// Frames held by subscribers now.
-    var heldFrameCount: Int {
+    package var heldFrameCount: Int {
         connections.values.reduce(0) { total, connection in
             if case .subscriber(let session) = connection { return total + session.held.count }
             return total
