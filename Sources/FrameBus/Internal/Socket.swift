@@ -20,7 +20,7 @@ package final class OwnedDescriptor: @unchecked Sendable {
         return FileDescriptor(rawValue: raw)
     }
 
-    package var rawValue: Int32 { raw }
+    var rawValue: Int32 { raw }
 
     deinit { if raw >= 0 { Syscall.close(raw) } }
 }
@@ -32,7 +32,7 @@ package struct ReceivedDatagram {
     /// Descriptors that arrived with it; dropping the array closes them.
     package var descriptors: [OwnedDescriptor]
     /// The datagram was larger than the receive buffer, or its descriptors did not fit.
-    package var isTruncated: Bool
+    var isTruncated: Bool
 }
 
 /// Owns one socket descriptor.
@@ -324,9 +324,9 @@ final class Doorbell: @unchecked Sendable {
 }
 
 /// Poll flags, spelled once.
-package enum PollEvents {
-    package static let readable = Int16(POLLIN)
-    package static let writable = Int16(POLLOUT)
+enum PollEvents {
+    static let readable = Int16(POLLIN)
+    static let writable = Int16(POLLOUT)
     // 0x2000 is POLLRDHUP, which Swift's Glibc module lacks (it needs _GNU_SOURCE).
     static let hangUp = Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL) | Int16(0x2000)
 }
