@@ -18,7 +18,7 @@ let package = Package(
         .library(name: "FrameBusC", type: .dynamic, targets: ["FrameBusC"]),
         // A V4L2 camera as a producer (Linux); beside FrameBus, which does not depend on it.
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
-        // The fuzzers' entry points, for Fuzz/Bus (a package of its own): not installed, not API (see the target).
+        // Fuzz and benchmark entry points, for Fuzz/Bus and Benchmarks/: not installed, not API (see the target).
         .library(name: "FrameBusTesting", targets: ["FrameBusTesting"]),
     ],
     dependencies: [
@@ -110,9 +110,10 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "FrameBusTesting", "ImageSources"]),
-        // Test, fuzz and hostile-peer entry points (the libFuzzer bodies, a hand-driven version-3 peer): beside FrameBus,
-        // not in it, so the shipping library has no test hooks; reaches FrameBus's internals through `package` access.
-        // A product only so that Fuzz/Bus (its own package) can link it; not installed, not API.
+        // Test, fuzz and hostile-peer entry points (the libFuzzer bodies, a hand-driven version-3 peer): beside
+        // FrameBus, not in it, so the shipping library has no test hooks; reaches FrameBus's internals through
+        // `package` access. A product only so that Fuzz/Bus and Benchmarks/ (packages of their own) can link it;
+        // not installed, not API.
         .target(
             name: "FrameBusTesting",
             dependencies: [
@@ -148,7 +149,10 @@ let package = Package(
             dependencies: ["SurfaceCompression", "PixelBuffers", "ImageSources", "TestSupport"]
         ),
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers", "TestSupport"]),
-        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "FrameBusTesting", "ImageSources", "TestSupport"]),
+        .testTarget(
+            name: "FrameBusTests",
+            dependencies: ["FrameBus", "FrameBusTesting", "ImageSources", "TestSupport"]
+        ),
         // Host: the format, colorimetry and accounting logic; in a guest kernel with vivid: the capture for real.
         .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "FrameBus", "TestSupport"]),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
