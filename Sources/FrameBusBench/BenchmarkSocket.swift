@@ -1,8 +1,8 @@
 // Raw transports for `framebus bench bus`: the SEQPACKET and eventfd floors and the stream-socket copy the bus is compared with.
 // Part of the bench harness (FrameBusBench), built on FrameBus's own socket through `package` access.
 import CFrameBusShims
-import Glibc
 import FrameBus
+import Glibc
 import Surfaces
 import SystemPackage
 

@@ -170,8 +170,11 @@ package struct ReceivedDatagram {
     }
 
     /// Connects to a listener at `path`, retrying a full backlog until `timeoutNanoseconds` pass.
-    package static func connect(path: String, timeoutNanoseconds: UInt64, stream: Bool = false) -> Result<Socket, FrameBusError>
-    {
+    package static func connect(
+        path: String,
+        timeoutNanoseconds: UInt64,
+        stream: Bool = false
+    ) -> Result<Socket, FrameBusError> {
         let deadline = Syscall.monotonicNanoseconds() &+ timeoutNanoseconds
         while true {
             let socket: Socket

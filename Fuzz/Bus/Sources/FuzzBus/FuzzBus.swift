@@ -1,5 +1,5 @@
-// One libFuzzer binary for the bus (FrameBusTesting's `RingFuzzing` and `SubscriberProtocolFuzzing` entry points, which trap
-// on a broken invariant). The environment picks what a run does, read once before the first input:
+// One libFuzzer binary for the bus (FrameBusTesting's `RingFuzzing` and `SubscriberProtocolFuzzing` entry points,
+// which trap on a broken invariant). The environment picks what a run does, read once before the first input:
 //   FUZZ_TARGET=rings|subscriber   the fuzz target (required): what a hostile peer wrote into its ring files, or the
 //                                  datagram sequences a hostile publisher sends a subscriber;
 //   FUZZ_MAKE_SEEDS=DIRECTORY      writes that target's seed corpus into DIRECTORY and exits;
