@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "FrameBusC", type: .dynamic, targets: ["FrameBusC"]),
         // A V4L2 camera as a producer (Linux); beside FrameBus, which does not depend on it.
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
+        // Fuzz and benchmark entry points, for Fuzz/Bus and Benchmarks/: not installed, not API (see the target).
+        .library(name: "FrameBusTesting", targets: ["FrameBusTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -32,7 +34,8 @@ let package = Package(
         // Native libraries, found through pkg-config.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
-        // zstd is a reference codec for `framebus bench codec` only: the executable links it, no library does.
+        // zstd is a reference codec for `framebus bench codec` only: the bench harness (FrameBusBench) links it, no
+        // product library does.
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
         // The codec's vector kernels: on x86-64 per-function target attributes (AVX2, SSE4.1) and a runtime CPU
@@ -91,11 +94,35 @@ let package = Package(
         .executableTarget(
             name: "framebus",
             dependencies: [
-                "FrameBus", "ImageSources", "V4L2Capture", "CLZ4", "CZstd",
+                "FrameBus", "ImageSources", "V4L2Capture", "FrameBusBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "ImageSources"]),
+        // `framebus bench bus|codec|plot`: the measurement harness the command line runs, in its own module so that
+        // Sources/framebus is the command line only. Reaches FrameBus's socket and clocks through `package` access.
+        .target(
+            name: "FrameBusBench",
+            dependencies: [
+                "FrameBus", "ImageSources", "Surfaces", "CFrameBusShims", "CLZ4", "CZstd",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "FrameBusTesting", "ImageSources"]),
+        // Test, fuzz and hostile-peer entry points (the libFuzzer bodies, a hand-driven version-3 peer): beside
+        // FrameBus, not in it, so the shipping library has no test hooks; reaches FrameBus's internals through
+        // `package` access. A product only so that Fuzz/Bus and Benchmarks/ (packages of their own) can link it;
+        // not installed, not API.
+        .target(
+            name: "FrameBusTesting",
+            dependencies: [
+                "FrameBus", "Surfaces", "PixelBuffers", "SampleBuffers",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Atomics", package: "swift-atomics"),
+            ],
+            swiftSettings: librarySettings
+        ),
 
         // The C ABI: include/framebus.h (imported through include/module.modulemap) and its Swift implementation.
         .systemLibrary(name: "CFrameBusABI", path: "include"),
@@ -122,7 +149,10 @@ let package = Package(
             dependencies: ["SurfaceCompression", "PixelBuffers", "ImageSources", "TestSupport"]
         ),
         .testTarget(name: "SampleBuffersTests", dependencies: ["SampleBuffers", "TestSupport"]),
-        .testTarget(name: "FrameBusTests", dependencies: ["FrameBus", "ImageSources", "TestSupport"]),
+        .testTarget(
+            name: "FrameBusTests",
+            dependencies: ["FrameBus", "FrameBusTesting", "ImageSources", "TestSupport"]
+        ),
         // Host: the format, colorimetry and accounting logic; in a guest kernel with vivid: the capture for real.
         .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "FrameBus", "TestSupport"]),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.

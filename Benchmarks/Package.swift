@@ -25,6 +25,7 @@ let package = Package(
             name: "Bus",
             dependencies: [
                 .product(name: "FrameBus", package: "framebus"),
+                .product(name: "FrameBusTesting", package: "framebus"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Bus",

@@ -8,7 +8,8 @@
 // Malloc counts per frame are deterministic enough to gate on; time is noisy on a shared machine.
 import Benchmark
 import Foundation
-@_spi(Testing) import FrameBus
+import FrameBus
+import FrameBusTesting
 
 private final class Waiter: SubscriberDelegate, @unchecked Sendable {
     // @unchecked: only the semaphore is shared, and it is thread-safe.
@@ -99,19 +100,9 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("FRAME message encode + decode") { benchmark in
-        let frame = WireMessage.frame(
-            WireFrame(
-                sequence: 1,
-                surfaceID: 2,
-                presentationTime: WireTime(value: 1, timescale: 90_000, flags: 1),
-                duration: .invalid,
-                publishTime: 3,
-                bytesUsed: 3_110_400,
-                flags: 0
-            )
-        )
+        let frame = FrameMessageRoundTrip(sequence: 1, surfaceID: 2, bytesUsed: 3_110_400)
         for _ in benchmark.scaledIterations {
-            blackHole(try? WireMessage.decode(frame.encoded(), descriptorCount: 0))
+            blackHole(frame.run())
         }
     }
 }

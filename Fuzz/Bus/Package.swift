@@ -12,7 +12,7 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "FuzzBus",
-            dependencies: [.product(name: "FrameBus", package: "framebus")],
+            dependencies: [.product(name: "FrameBusTesting", package: "framebus")],
             // libFuzzer provides main().
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         )

@@ -1,10 +1,10 @@
 // Stand-ins for what the protocol sources import but the fuzzer does not need (the fuzzer builds the wire layer and
 // the state machines alone, without SwiftPM): swift-log's level, swift-system's Errno, the latency histogram.
 
-enum Logger {
-    enum Level: Int, Comparable, Sendable {
+package enum Logger {
+    package enum Level: Int, Comparable, Sendable {
         case trace, debug, info, notice, warning, error, critical
-        static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue < rhs.rawValue }
+        package static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue < rhs.rawValue }
     }
 }
 

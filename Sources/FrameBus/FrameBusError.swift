@@ -22,11 +22,11 @@ public struct FrameBusError: Error, Hashable, Sendable, CustomStringConvertible 
         self.message = message
     }
 
-    init(_ code: Code, _ operation: String, errno: Errno? = nil, message: String? = nil) {
+    package init(_ code: Code, _ operation: String, errno: Errno? = nil, message: String? = nil) {
         self.init(code: code, operation: operation, errno: errno, message: message)
     }
 
-    static func systemCall(_ operation: String, _ errno: Errno) -> FrameBusError {
+    package static func systemCall(_ operation: String, _ errno: Errno) -> FrameBusError {
         FrameBusError(.systemCall, operation, errno: errno)
     }
 

@@ -34,7 +34,7 @@
 //                     them, until the subscriber hangs up
 import CFrameBusShims
 import Foundation
-@_spi(Testing) import FrameBus
+import FrameBus
 import Glibc
 import SystemPackage
 

@@ -19,7 +19,8 @@
 import CFrameBusShims
 import Foundation
 import Glibc
-@_spi(Testing) import FrameBus
+import FrameBus
+import FrameBusTesting
 
 private func randomSlot() -> [UInt8] {
     var generator = SystemRandomNumberGenerator()

@@ -12,7 +12,7 @@
 // with "cannot find 'SOCK_SEQPACKET' in scope" depending on how files are batched. Importing both is robust.
 import CFrameBusShims
 import Foundation
-@_spi(Testing) import FrameBus
+import FrameBus
 import Glibc
 
 struct PeerErrno: Error {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import FrameBus
+import FrameBusBench
 
 #if canImport(Glibc)
 import Glibc
@@ -48,7 +49,7 @@ struct DemoCommand: AsyncParsableCommand {
         say("FrameBus demo: \(producer.summary), \(Int(fps)) fps for \(Int(duration)) s")
         say("  publisher  pid \(getpid())  \(path)  offers \(pixelFormat), \(compressedFormat)")
 
-        let executable = try Self.ownExecutable()
+        let executable = try Child.ownExecutable()
         let limit = String(duration + 10)
         let compressed = try Child(
             executable,
@@ -127,7 +128,7 @@ struct DemoCommand: AsyncParsableCommand {
                 (summary["decodeMs"] as? NSNumber).map { "\($0) ms/frame" } ?? "-",
             ])
         }
-        say(Self.table([header] + rows))
+        say(TextTable.numeric([header] + rows))
         let dropped = final.droppedAtSource.values.reduce(0, +)
         say(
             "\npublisher: \(final.published) frames published, \(dropped) dropped before fan-out; "
@@ -153,78 +154,5 @@ struct DemoCommand: AsyncParsableCommand {
             statistics.total.heldNow,
             statistics.total.droppedTotal + statistics.droppedAtSource.values.reduce(0, +)
         )
-    }
-
-    static func table(_ rows: [[String]]) -> String {
-        let widths = (0..<rows[0].count).map { column in
-            rows.map { $0.count > column ? $0[column].count : 0 }.max() ?? 0
-        }
-        return rows.map { row in
-            row.enumerated().map { column, cell in
-                column < 2
-                    ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                    : String(repeating: " ", count: widths[column] - cell.count) + cell
-            }.joined(separator: "  ")
-        }.joined(separator: "\n")
-    }
-
-    static func ownExecutable() throws -> URL {
-        let path = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        return URL(fileURLWithPath: path)
-    }
-}
-
-/// A child `framebus` process whose output is collected in files.
-final class Child {
-    let process = Process()
-    private let output: URL
-    private let errorOutput: URL
-
-    init(_ executable: URL, _ arguments: [String]) throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("framebus-\(UUID().uuidString)")
-        output = base.appendingPathExtension("out")
-        errorOutput = base.appendingPathExtension("err")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorOutput.path, contents: nil)
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = try FileHandle(forWritingTo: errorOutput)
-        try process.run()
-    }
-
-    deinit {
-        terminate()
-        try? FileManager.default.removeItem(at: output)
-        try? FileManager.default.removeItem(at: errorOutput)
-    }
-
-    func terminate() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
-
-    func waitForExit(timeout: Double) {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        terminate()
-    }
-
-    var lines: [String] {
-        ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-    }
-
-    var errors: String { (try? String(contentsOf: errorOutput, encoding: .utf8)) ?? "" }
-
-    /// The JSON summary line of a `subscribe --json` child.
-    var summary: [String: Any]? {
-        for line in lines.reversed() {
-            if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                object["summary"] as? Bool == true
-            {
-                return object
-            }
-        }
-        return nil
     }
 }

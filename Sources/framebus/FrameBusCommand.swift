@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import FrameBusBench
 import Synchronization
 
 #if canImport(Glibc)

@@ -3,7 +3,7 @@ import Glibc
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// `fb_subscriber_options.accepts_dma_buf` (the C face of `Subscriber.Configuration.acceptsDMABuf`): C subscribers
 /// in other processes (Tests/CABI/nodmabuf.c): on any host their HELLO; in the guest kernel of `scripts/device-tests`

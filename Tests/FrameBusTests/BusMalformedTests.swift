@@ -5,7 +5,7 @@ import SystemPackage
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// A hand-driven connection speaking raw datagrams, to send what a correct peer never would.
 struct RawPeer {

@@ -5,7 +5,7 @@ import SystemPackage
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Publisher ↔ subscriber across real processes (FrameBusTestPeer), each test with its own socket path.
 @Suite(.timeLimit(.minutes(10))) struct BusProcessTests {

@@ -2,7 +2,7 @@ import Foundation
 import ImageSources
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// A socket path for a test bus (TestSupport's `temporarySocketPath`).
 func temporaryBusPath(_ tag: String) -> String { temporarySocketPath(tag) }

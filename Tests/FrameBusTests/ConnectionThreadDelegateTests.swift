@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// A delegate called on the subscriber's connection thread (`setDelegateOnConnectionThread`): every event, in
 /// order, on that thread, one callback at a time; handed over from and to a queue delegate without overlap; and

@@ -4,7 +4,7 @@ import SystemPackage
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// The device nodes the DMA-BUF bus tests need. Without them a test is skipped, naming them; with
 /// `FRAMEBUS_REQUIRE_ALL=1` (CI's guest run, `scripts/device-tests`) it runs anyway, and fails.

@@ -3,7 +3,7 @@ import Glibc
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// The holding policy across processes (docs/PROTOCOL.md §7.3): what `framebus publish` grants by default, and
 /// hoarders of a converted format against an honest subscriber of it.

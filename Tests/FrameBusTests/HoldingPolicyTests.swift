@@ -1,7 +1,7 @@
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// The holding policy's arithmetic (docs/PROTOCOL.md §7.3): what a subscriber is granted, table-tested, and what
 /// any sequence of admissions adds up to. Requested depths come from peers, so no input may trap.

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// A real ``Subscriber`` in this process against a publisher process that breaks the protocol on purpose
 /// (FrameBusTestPeer's `hostile-publisher` mode). The subscriber must report what happened and live on.

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Item 3: keeping only a frame's image buffer (the usual CVPixelBuffer pattern, e.g. to batch frames for a model)
 /// keeps the frame held, so the publisher cannot recycle its surface under it.

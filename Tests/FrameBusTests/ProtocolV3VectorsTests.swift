@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// docs/PROTOCOL.md Appendix B, read from the document itself: the version-3 HELLO and WELCOME, a new ring file's
 /// header, one slot of each ring, and the counters of both ring files through a short exchange. Each vector is

@@ -3,7 +3,7 @@ import Glibc
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 @Suite(.timeLimit(.minutes(5))) struct PublishCommandTests {
     @Test(arguments: [SIGINT, SIGTERM])

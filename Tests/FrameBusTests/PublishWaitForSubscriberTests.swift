@@ -3,7 +3,7 @@ import Glibc
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// `framebus publish --wait-for-subscriber`: the first frame waits for a subscriber, so a recorder started first gets
 /// frame 0; the stop signals still stop the waiting publisher.

@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// A log handler that blocks the thread writing the first line it is armed for, until the test lets it go (or a
 /// minute passes): a full stderr pipe, a stuck journald.

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Counts log lines (thread-safe), for checking that a flood writes few.
 final class LogCounter: Sendable {

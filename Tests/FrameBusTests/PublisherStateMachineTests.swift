@@ -2,7 +2,7 @@ import Logging
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Drives a ``PublisherStateMachine`` without sockets: what would be sent is collected per connection, as the IO
 /// layer would send it, and checked like a strict subscriber would (docs/PROTOCOL.md §4.2).

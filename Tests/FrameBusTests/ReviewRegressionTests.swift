@@ -9,7 +9,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 // MARK: Helpers (private to this file: blocking work runs on its own thread, never on the cooperative pool)
 

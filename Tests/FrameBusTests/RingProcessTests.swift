@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Protocol version 3 across processes (docs/PROTOCOL.md §9): real rings between a publisher and subscribers, and
 /// peers that write garbage into the ring file only they can write. A hostile peer ends its own session with a

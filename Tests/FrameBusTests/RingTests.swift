@@ -4,7 +4,7 @@ import Surfaces
 import SystemPackage
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Protocol version 3's rings (docs/PROTOCOL.md §9): the pure index and slot checks, both state machines fed ring
 /// events, and real ring files and wake-up sockets in one process.

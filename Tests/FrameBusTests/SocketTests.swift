@@ -3,7 +3,7 @@ import SystemPackage
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 func temporarySocketPath(_ tag: String = "t") -> String {
     "/tmp/fbt-\(tag)-\(UUID().uuidString.prefix(12)).sock"

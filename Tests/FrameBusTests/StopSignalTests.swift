@@ -3,7 +3,7 @@ import Glibc
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// SIGTERM (what a service manager sends to stop a service) at every point of a long-running command's start-up: the
 /// command ends within the time limit every time, and leaves nothing behind.

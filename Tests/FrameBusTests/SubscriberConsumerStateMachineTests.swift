@@ -2,7 +2,7 @@ import Dispatch
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// The subscriber's consumer machine (`SubscriberConsumerStateMachine`), driven directly: no locks, no threads, no
 /// continuations. Frames are `Int`s (`f10` is frame 10), a suspended iteration is a `String` (its name).

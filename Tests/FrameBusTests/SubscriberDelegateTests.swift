@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// A delegate's callbacks: on its own queue, one at a time, in order, across replacing and removing the delegate; and
 /// a delegate that is slow (or blocked) never stops the subscriber from reading its socket.

@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// `Subscriber.executor`: a `for await` loop over `events` under `withTaskExecutorPreference` runs on the subscriber's
 /// connection thread (one wake-up per frame), gets every frame in order and releases each.

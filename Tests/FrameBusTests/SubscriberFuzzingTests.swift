@@ -1,7 +1,8 @@
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
+import FrameBusTesting
 
 /// The subscriber fuzz target's body, run on its seeds and on deterministic mutations of them, so every `swift test`
 /// exercises it (the libFuzzer run of Fuzz/Subscriber/run.sh goes further).

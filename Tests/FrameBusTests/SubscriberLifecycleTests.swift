@@ -4,7 +4,7 @@ import Logging
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Creating, iterating, delegating and cancelling a subscriber (items 4 and 8, and what an async consumer needs).
 @Suite(.timeLimit(.minutes(5))) struct SubscriberLifecycleTests {

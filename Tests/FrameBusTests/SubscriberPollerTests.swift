@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// `Subscriber.makePoller`, the consumer the C interface's `fb_subscriber_next_event` uses: events wait in the
 /// subscriber's queue until taken, `wake` is called when one may be there, and it is one consumer among the others.

@@ -1,7 +1,7 @@
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// The subscriber's protocol state machine and event queue, driven directly: no sockets, no threads.
 @Suite(.timeLimit(.minutes(5))) struct SubscriberStateMachineTests {

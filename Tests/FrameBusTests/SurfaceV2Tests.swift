@@ -4,7 +4,7 @@ import SystemPackage
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// A version-2 subscriber written against docs/PROTOCOL.md alone: it receives SURFACE with all its fds.
 struct RawV2Peer {

@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 @Suite(.timeLimit(.minutes(5))) struct TopCommandTests {
     @Test func topShowsALiveSubscriberFromAnotherProcess() async throws {

@@ -4,7 +4,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// `framebus top` names each subscriber's process (from the peer pid, `/proc/PID/comm`) and explains its columns.
 @Suite(.timeLimit(.minutes(3))) struct TopProcessNameTests {

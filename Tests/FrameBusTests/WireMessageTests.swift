@@ -1,7 +1,7 @@
 import Testing
 import TestSupport
 
-@testable @_spi(Testing) import FrameBus
+@testable import FrameBus
 
 /// Parses a hex dump ("01 00 1c ..."; spaces, newlines and `|` ignored) into bytes.
 func hexBytes(_ text: String) -> [UInt8] {

@@ -13,7 +13,7 @@ import SystemPackage
 /// by ``RingLayout`` before it is used.
 ///
 /// Counters are `UnsafeAtomic<UInt64>` views of the mapped memory, never destroyed (the memory is the mapping's).
-@safe final class RingMapping: @unchecked Sendable {
+@safe package final class RingMapping: @unchecked Sendable {
     // `@unchecked Sendable`: the address and descriptor are immutable; shared memory is only touched through atomics
     // and whole-slot copies.
     private let address: UnsafeMutableRawPointer
@@ -104,12 +104,12 @@ import SystemPackage
     }
 
     /// Loads a header counter (sequentially consistent: the flag-then-recheck protocol of §9.5 needs it).
-    func load(_ offset: Int) -> UInt64 {
+    package func load(_ offset: Int) -> UInt64 {
         counter(offset).load(ordering: .sequentiallyConsistent)
     }
 
     /// Stores a header counter of our own file.
-    func store(_ value: UInt64, _ offset: Int) {
+    package func store(_ value: UInt64, _ offset: Int) {
         precondition(isWritable, "store into a peer's ring")
         counter(offset).store(value, ordering: .sequentiallyConsistent)
     }
@@ -128,20 +128,20 @@ import SystemPackage
     }
 
     /// Copies slot `index % slotCount` into private memory.
-    func copySlot(_ index: UInt64) -> [UInt8] {
+    package func copySlot(_ index: UInt64) -> [UInt8] {
         copy(offset: RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize,
             count: RingLayout.slotSize)
     }
 
     /// Writes slot `index % slotCount` of our own file.
-    func writeSlot(_ index: UInt64, _ bytes: [UInt8]) {
+    package func writeSlot(_ index: UInt64, _ bytes: [UInt8]) {
         precondition(isWritable && bytes.count == RingLayout.slotSize)
         let offset = RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
         unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
     }
 
     /// Writes arbitrary bytes into our own file (hostile test peers only).
-    func scribble(offset: Int, _ bytes: [UInt8]) {
+    package func scribble(offset: Int, _ bytes: [UInt8]) {
         precondition(isWritable && offset >= 0 && offset + bytes.count <= RingLayout.byteCount)
         unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
     }
@@ -160,7 +160,7 @@ import SystemPackage
 /// Why datagram sockets and not eventfds: an open file's `O_NONBLOCK` is shared by every process holding it, so a
 /// peer can clear it between any check and our call. `send`/`recv` take `MSG_DONTWAIT` per call, which never
 /// blocks whatever the shared flags say, so no peer can block the thread that signals or drains.
-final class WakeSocket: Sendable {
+package final class WakeSocket: Sendable {
     /// The end we use: our end A (polled and drained), or the peer's end B (sent on).
     let descriptor: Int32
     /// Our end B, which travels to the peer; `nil` for the peer's.
@@ -209,7 +209,7 @@ final class WakeSocket: Sendable {
     }
 
     /// Wakes whoever polls the other end; false if the socket became unusable (closed, disconnected). Never blocks.
-    func signal() -> Bool {
+    package func signal() -> Bool {
         if case .success = Syscall.sendWake(descriptor) { return true }
         return false
     }

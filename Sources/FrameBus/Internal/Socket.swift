@@ -8,13 +8,13 @@ import SystemPackage
 ///
 /// `@unchecked Sendable`: the descriptor is only read or taken under the owner's lock (the subscriber's state
 /// mutex), and `take` is called at most once.
-final class OwnedDescriptor: @unchecked Sendable {
+package final class OwnedDescriptor: @unchecked Sendable {
     private var raw: Int32
 
     init(_ raw: Int32) { self.raw = raw }
 
     /// Hands the descriptor to the caller, who must close it; afterwards this object owns nothing.
-    func take() -> FileDescriptor? {
+    package func take() -> FileDescriptor? {
         guard raw >= 0 else { return nil }
         defer { raw = -1 }
         return FileDescriptor(rawValue: raw)
@@ -26,11 +26,11 @@ final class OwnedDescriptor: @unchecked Sendable {
 }
 
 /// One datagram read from a socket.
-struct ReceivedDatagram {
+package struct ReceivedDatagram {
     /// The datagram's bytes (at most the receive buffer's size).
-    var bytes: [UInt8]
+    package var bytes: [UInt8]
     /// Descriptors that arrived with it; dropping the array closes them.
-    var descriptors: [OwnedDescriptor]
+    package var descriptors: [OwnedDescriptor]
     /// The datagram was larger than the receive buffer, or its descriptors did not fit.
     var isTruncated: Bool
 }
@@ -40,8 +40,8 @@ struct ReceivedDatagram {
 /// The descriptor is closed only in `deinit`; ``shutdown()`` ends the connection without freeing the number, so
 /// another thread holding a reference can never act on a reused descriptor. `@unchecked Sendable`: the
 /// descriptor is immutable, and the kernel serialises calls on it.
-@safe final class Socket: @unchecked Sendable {
-    let descriptor: Int32
+@safe package final class Socket: @unchecked Sendable {
+    package let descriptor: Int32
 
     /// Receive scratch: one datagram of the largest size we accept plus one byte, then control data for a few
     /// descriptors. Reused by every receive; a socket has one reader at a time (its owner's loop, or a handshake
@@ -64,7 +64,7 @@ struct ReceivedDatagram {
     }
 
     /// Ends both directions; the peer sees end of file and local pollers wake with `POLLHUP`.
-    func shutdown() { Syscall.shutdown(descriptor) }
+    package func shutdown() { Syscall.shutdown(descriptor) }
 
     /// Listens at `path` (created with `mode`), replacing a stale socket file left by a dead publisher.
     ///
@@ -74,7 +74,7 @@ struct ReceivedDatagram {
     /// for a stale one. A socket file at `path` that refuses a connection (`ECONNREFUSED`) is stale and is
     /// replaced; one that accepts is a live publisher and gives ``FrameBusError/Code-swift.struct/addressInUse``.
     /// Anything at the path that is not a socket is never removed.
-    static func listen(
+    package static func listen(
         path: String,
         mode: mode_t,
         backlog: Int32 = 64,
@@ -170,8 +170,11 @@ struct ReceivedDatagram {
     }
 
     /// Connects to a listener at `path`, retrying a full backlog until `timeoutNanoseconds` pass.
-    static func connect(path: String, timeoutNanoseconds: UInt64, stream: Bool = false) -> Result<Socket, FrameBusError>
-    {
+    package static func connect(
+        path: String,
+        timeoutNanoseconds: UInt64,
+        stream: Bool = false
+    ) -> Result<Socket, FrameBusError> {
         let deadline = Syscall.monotonicNanoseconds() &+ timeoutNanoseconds
         while true {
             let socket: Socket
@@ -193,7 +196,7 @@ struct ReceivedDatagram {
     }
 
     /// Accepts one pending connection; `nil` when none is pending.
-    func accept() -> Result<Socket?, Errno> {
+    package func accept() -> Result<Socket?, Errno> {
         switch Syscall.accept(descriptor) {
         case .success(let raw): return .success(Socket(adopting: raw))
         case .failure(.resourceTemporarilyUnavailable), .failure(.connectionAbort): return .success(nil)
@@ -207,10 +210,10 @@ struct ReceivedDatagram {
     }
 
     /// Whether a datagram went out or the socket buffer is full.
-    enum SendOutcome { case sent, wouldBlock }
+    package enum SendOutcome { case sent, wouldBlock }
 
     /// Sends one datagram, optionally with descriptors (`SCM_RIGHTS`); never blocks, never raises `SIGPIPE`.
-    func send(_ bytes: [UInt8], descriptors: [Int32] = []) -> Result<SendOutcome, Errno> {
+    package func send(_ bytes: [UInt8], descriptors: [Int32] = []) -> Result<SendOutcome, Errno> {
         let result = unsafe bytes.withUnsafeBytes {
             unsafe Syscall.sendMessage(descriptor, $0, descriptors: descriptors)
         }
@@ -222,7 +225,7 @@ struct ReceivedDatagram {
     }
 
     /// Outcome of a receive.
-    enum ReceiveOutcome {
+    package enum ReceiveOutcome {
         case datagram(ReceivedDatagram)
         case wouldBlock
         case endOfFile
@@ -232,7 +235,7 @@ struct ReceivedDatagram {
     ///
     /// A longer datagram is reported with `isTruncated` (`MSG_TRUNC`), as is one whose descriptors did not fit
     /// (`MSG_CTRUNC`); received descriptors are owned by the result and closed when it is dropped.
-    func receive(maximumSize: Int, maximumDescriptors: Int = 1) -> Result<ReceiveOutcome, Errno> {
+    package func receive(maximumSize: Int, maximumDescriptors: Int = 1) -> Result<ReceiveOutcome, Errno> {
         precondition(maximumSize < Self.scratchDataSize && maximumDescriptors <= 4, "receive limits")
         let data = unsafe UnsafeMutableRawBufferPointer(rebasing: scratch[0..<(maximumSize + 1)])
         let control = unsafe UnsafeMutableRawBufferPointer(
@@ -263,7 +266,7 @@ struct ReceivedDatagram {
     }
 
     /// Stream sockets: sends every byte, waiting for room (poll) as needed.
-    func sendAll(_ bytes: UnsafeRawBufferPointer) -> Result<Void, Errno> {
+    package func sendAll(_ bytes: UnsafeRawBufferPointer) -> Result<Void, Errno> {
         var offset = 0
         while offset < bytes.count {
             let rest = unsafe UnsafeRawBufferPointer(rebasing: bytes[offset...])
@@ -279,7 +282,7 @@ struct ReceivedDatagram {
 
     /// Stream sockets: fills `bytes` completely, waiting for data (poll) as needed; fails with `ECONNRESET` at
     /// end of file.
-    func receiveAll(_ bytes: UnsafeMutableRawBufferPointer) -> Result<Void, Errno> {
+    package func receiveAll(_ bytes: UnsafeMutableRawBufferPointer) -> Result<Void, Errno> {
         var offset = 0
         while offset < bytes.count {
             let rest = unsafe UnsafeMutableRawBufferPointer(rebasing: bytes[offset...])
@@ -295,7 +298,7 @@ struct ReceivedDatagram {
     }
 
     /// Waits until the socket is readable, hung up, or `timeoutMilliseconds` pass (-1: forever).
-    func waitReadable(timeoutMilliseconds: Int32) -> Result<Bool, Errno> {
+    package func waitReadable(timeoutMilliseconds: Int32) -> Result<Bool, Errno> {
         Syscall.poll([(descriptor, Int16(POLLIN))], timeout: timeoutMilliseconds).map { $0[0] != 0 }
     }
 }
@@ -331,8 +334,8 @@ enum PollEvents {
 }
 
 /// Process-wide helpers that need the C library.
-enum ProcessInfoShim {
+package enum ProcessInfoShim {
     static var userID: UInt32 { Syscall.userID() }
     static var processID: Int32 { Syscall.processID() }
-    static func monotonicNanoseconds() -> UInt64 { Syscall.monotonicNanoseconds() }
+    package static func monotonicNanoseconds() -> UInt64 { Syscall.monotonicNanoseconds() }
 }

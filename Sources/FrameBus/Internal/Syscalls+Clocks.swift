@@ -4,7 +4,7 @@ import Surfaces
 
 extension Syscall {
     /// `CLOCK_MONOTONIC` in nanoseconds.
-    static func monotonicNanoseconds() -> UInt64 {
+    package static func monotonicNanoseconds() -> UInt64 {
         var time = timespec()
         _ = unsafe clock_gettime(CLOCK_MONOTONIC, &time)
         return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
@@ -18,7 +18,7 @@ extension Syscall {
     }
 
     /// CPU time (user + system) of the whole process, in nanoseconds.
-    static func processCPUNanoseconds() -> UInt64 {
+    package static func processCPUNanoseconds() -> UInt64 {
         var time = timespec()
         _ = unsafe clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
         return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)

@@ -70,7 +70,7 @@ struct WireReader {
 
 /// Why a datagram could not be decoded. Peers see it as a ``FrameBusError`` with code
 /// ``FrameBusError/Code-swift.struct/protocolViolation`` and this as the message.
-@_spi(Testing) public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The kinds of decoding failure.
     public enum Kind: String, Hashable, Sendable {
         case truncated = "truncated message"

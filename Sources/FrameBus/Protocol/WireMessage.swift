@@ -8,7 +8,7 @@
 // receiver's state (a known surface id, a held frame) belong to the state machines.
 
 /// Message type codes (header offset 0, `u16`).
-@_spi(Testing) public enum WireMessageType: UInt16, Sendable, CaseIterable {
+package enum WireMessageType: UInt16, Sendable, CaseIterable {
     /// Subscriber or monitor → publisher, first message: version, kind, delivery mode, accepted formats.
     case hello = 0x0001
     /// Publisher → subscriber: the subscription is accepted.
@@ -54,7 +54,7 @@
 }
 
 /// Constants of the protocol (docs/PROTOCOL.md §1, §3, §9).
-@_spi(Testing) public enum WireProtocol {
+package enum WireProtocol {
     /// The newest version this implementation speaks.
     public static let version: UInt16 = 2
     /// Every version this implementation speaks, oldest first.
@@ -106,7 +106,7 @@
 }
 
 /// What a connection is for (HELLO and WELCOME `kind`, version 2).
-@_spi(Testing) public enum WireConnectionKind: UInt16, Sendable, CaseIterable {
+package enum WireConnectionKind: UInt16, Sendable, CaseIterable {
     /// Receives frames.
     case subscriber = 0
     /// Receives a MONITOR_REPORT each second and no frames (`framebus top`).
@@ -114,7 +114,7 @@
 }
 
 /// HELLO: what the subscriber (or monitor) wants.
-@_spi(Testing) public struct WireHello: Hashable, Sendable {
+package struct WireHello: Hashable, Sendable {
     /// Bit of ``flags``: the subscriber can import DMA-BUF surfaces (version 2).
     public static let acceptsDMABufFlag: UInt16 = 1 << 0
 
@@ -152,7 +152,7 @@
 }
 
 /// WELCOME: what the publisher granted.
-@_spi(Testing) public struct WireWelcome: Hashable, Sendable {
+package struct WireWelcome: Hashable, Sendable {
     /// The version of this session (the HELLO's).
     public var version: UInt16
     public var deliveryMode: UInt16
@@ -200,7 +200,7 @@
 }
 
 /// ERROR codes. Receivers accept unknown codes.
-@_spi(Testing) public enum WireErrorCode: UInt16, Sendable, CaseIterable {
+package enum WireErrorCode: UInt16, Sendable, CaseIterable {
     case unsupportedVersion = 1
     case noCommonFormat = 2
     case tooManySubscribers = 3
@@ -216,7 +216,7 @@
 }
 
 /// ERROR: a refusal or fatal error with a UTF-8 reason. Its layout is the same in every version.
-@_spi(Testing) public struct WireErrorMessage: Hashable, Sendable {
+package struct WireErrorMessage: Hashable, Sendable {
     public var code: UInt16
     /// Text for people; untrusted (print it escaped).
     public var reason: String
@@ -232,7 +232,7 @@
 }
 
 /// One plane record of a version-1 SURFACE (`SURFACE_V1`).
-@_spi(Testing) public struct WirePlane: Hashable, Sendable {
+package struct WirePlane: Hashable, Sendable {
     public var offset: UInt64
     public var bytesPerRow: UInt32
     public var width: UInt32
@@ -251,7 +251,7 @@
 }
 
 /// SURFACE_V1 (`0x0010`): a memfd surface's id and layout; its read-only memfd travels with it.
-@_spi(Testing) public struct WireSurfaceV1: Hashable, Sendable {
+package struct WireSurfaceV1: Hashable, Sendable {
     public var surfaceID: UInt64
     public var allocationSize: UInt64
     public var pixelFormat: UInt32
@@ -277,7 +277,7 @@
 }
 
 /// What backs a version-2 surface.
-@_spi(Testing) public enum WireBacking: UInt16, Sendable, CaseIterable {
+package enum WireBacking: UInt16, Sendable, CaseIterable {
     /// Sealed memfds (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL`), sent read-only.
     case memfd = 1
     /// DMA-BUFs (CPU access bracketed with `DMA_BUF_IOCTL_SYNC`).
@@ -285,7 +285,7 @@
 }
 
 /// One plane record of a version-2 SURFACE: which descriptor holds it and where.
-@_spi(Testing) public struct WireSurfacePlane: Hashable, Sendable {
+package struct WireSurfacePlane: Hashable, Sendable {
     /// Index into the SURFACE's descriptors (and fds), 0…descriptorCount−1.
     public var descriptorIndex: UInt32
     /// Byte offset of the plane's first row in that descriptor.
@@ -320,7 +320,7 @@
 
 /// SURFACE (`0x0012`, version 2): a surface's id, backing, modifier, descriptors and planes; its fds travel with it
 /// (one per entry of ``descriptorByteCounts``, in order).
-@_spi(Testing) public struct WireSurface: Hashable, Sendable {
+package struct WireSurface: Hashable, Sendable {
     /// `DRM_FORMAT_MOD_LINEAR`.
     public static let linearModifier: UInt64 = 0
     /// `DRM_FORMAT_MOD_INVALID`: never valid on the wire.
@@ -360,7 +360,7 @@
 }
 
 /// A rational time as CMTime spells it.
-@_spi(Testing) public struct WireTime: Hashable, Sendable {
+package struct WireTime: Hashable, Sendable {
     /// Bits of ``flags``: valid, hasBeenRounded, +∞, −∞, indefinite.
     public static let knownFlags: UInt32 = 0x1F
     public static let validFlag: UInt32 = 1
@@ -379,7 +379,7 @@
 }
 
 /// FRAME: one frame, 80 bytes.
-@_spi(Testing) public struct WireFrame: Hashable, Sendable {
+package struct WireFrame: Hashable, Sendable {
     /// Bits of ``flags``.
     public static let discontinuityFlag: UInt32 = 1 << 0
     public static let attachmentsChangedFlag: UInt32 = 1 << 1
@@ -418,7 +418,7 @@
 }
 
 /// The four attachment code bytes of a FRAME, as a hashable value.
-@_spi(Testing) public struct WireAttachmentCodes: Hashable, Sendable {
+package struct WireAttachmentCodes: Hashable, Sendable {
     public var colorPrimaries: UInt8
     public var transferFunction: UInt8
     public var yCbCrMatrix: UInt8
@@ -433,14 +433,14 @@
 }
 
 /// DROP reason codes.
-@_spi(Testing) public enum WireDropReason: UInt32, Sendable, CaseIterable {
+package enum WireDropReason: UInt32, Sendable, CaseIterable {
     case frameWasLate = 1
     case outOfBuffers = 2
     case discontinuity = 3
 }
 
 /// DROP: frames `firstSequence...lastSequence` were not delivered to this subscriber.
-@_spi(Testing) public struct WireDrop: Hashable, Sendable {
+package struct WireDrop: Hashable, Sendable {
     public var firstSequence: UInt64
     /// ≥ ``firstSequence`` (inclusive).
     public var lastSequence: UInt64
@@ -465,7 +465,7 @@
 }
 
 /// END_OF_STREAM.
-@_spi(Testing) public struct WireEndOfStream: Hashable, Sendable {
+package struct WireEndOfStream: Hashable, Sendable {
     /// Last sequence published; `UInt64.max` if none.
     public var lastSequence: UInt64
     /// 0 = stopped by its owner; other values are treated as 0.
@@ -478,7 +478,7 @@
 }
 
 /// RELEASE: the subscriber returns a frame.
-@_spi(Testing) public struct WireRelease: Hashable, Sendable {
+package struct WireRelease: Hashable, Sendable {
     /// Bit of ``flags``: the frame was replaced in the subscriber's queue before its consumer saw it.
     public static let notDeliveredFlag: UInt32 = 1 << 0
 
@@ -494,7 +494,7 @@
 }
 
 /// Every message of protocol versions 1 and 2.
-@_spi(Testing) public enum WireMessage: Hashable, Sendable {
+package enum WireMessage: Hashable, Sendable {
     case hello(WireHello)
     case welcome(WireWelcome)
     case error(WireErrorMessage)

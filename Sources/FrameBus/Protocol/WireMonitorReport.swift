@@ -2,7 +2,7 @@
 ///
 /// Counters are cumulative since the subscriber connected; a monitor derives rates from two reports and their
 /// ``time``.
-@_spi(Testing) public struct WireMonitorReport: Hashable, Sendable {
+package struct WireMonitorReport: Hashable, Sendable {
     /// One subscriber's counters (96 bytes on the wire).
     public struct Record: Hashable, Sendable {
         public var subscriberID: UInt64

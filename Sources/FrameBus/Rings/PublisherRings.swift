@@ -1,7 +1,7 @@
 /// The publisher's end of one version-3 subscriber's rings (docs/PROTOCOL.md §9), used under the publisher's state
 /// lock: FRAME and DROP messages go into the announce ring instead of the socket; RELEASE messages come back through
 /// the subscriber's release ring and are fed to the state machine exactly as if they had come on the socket.
-final class PublisherRings {
+package final class PublisherRings {
     let channel: RingChannel
     private var writer: RingWriter
     private var reader: RingReader
@@ -15,7 +15,7 @@ final class PublisherRings {
     /// since: nothing can be waiting in the release ring unseen.
     var isArmed = false
 
-    init(channel: RingChannel) {
+    package init(channel: RingChannel) {
         self.channel = channel
         self.writer = RingWriter(channel: channel)
         self.reader = RingReader(channel: channel)
@@ -38,7 +38,7 @@ final class PublisherRings {
         if case .welcome = message { isWelcomed = true } else if isWelcomed { controlSent &+= 1 }
     }
 
-    enum AppendOutcome {
+    package enum AppendOutcome {
         case appended
         /// Full: the subscriber has not read enough; it wakes us when it does.
         case full
@@ -46,7 +46,7 @@ final class PublisherRings {
     }
 
     /// Writes one FRAME or DROP into the announce ring (published by ``commit()``).
-    func append(_ message: WireMessage) -> AppendOutcome {
+    package func append(_ message: WireMessage) -> AppendOutcome {
         let bytes = message.encoded()
         for attempt in 0..<2 {
             switch writer.append(bytes, controlCount: controlSent) {
@@ -83,7 +83,7 @@ final class PublisherRings {
 
     /// Stops saying we sleep (§9.5: while frames are being published, releases are reaped by the next publish, and
     /// the subscriber wakes us only past its threshold). True if the ring had been armed.
-    func disarm() -> Bool {
+    package func disarm() -> Bool {
         guard isArmed else { return false }
         isArmed = false
         reader.clearSleeping()
@@ -95,7 +95,7 @@ final class PublisherRings {
 
     /// Reads up to `limit` release slots (each copied once), calling `body` with each; then publishes our head.
     /// Stops at the first violation and returns it.
-    func drainReleases(limit: Int, _ body: (RingEntry) -> Bool) -> String? {
+    package func drainReleases(limit: Int, _ body: (RingEntry) -> Bool) -> String? {
         for _ in 0..<limit {
             switch reader.peek() {
             case .failure(let violation): return violation.description

@@ -3,13 +3,13 @@ import SystemPackage
 /// Both rings of one version-3 session, as one side sees them (docs/PROTOCOL.md §9): our own ring file, which we
 /// write and the peer reads, and the peer's, which we read. Made at the handshake; the socket stays for everything
 /// else.
-final class RingChannel: Sendable {
-    let own: RingMapping
-    let peer: RingMapping
+package final class RingChannel: Sendable {
+    package let own: RingMapping
+    package let peer: RingMapping
     /// Ours: we poll and drain its end A; the peer sends on its end B to wake us.
     let ownWake: WakeSocket
     /// The peer's end B: we send on it to wake the peer.
-    let peerWake: WakeSocket
+    package let peerWake: WakeSocket
 
     init(own: RingMapping, peer: RingMapping, ownWake: WakeSocket, peerWake: WakeSocket) {
         self.own = own
@@ -20,20 +20,20 @@ final class RingChannel: Sendable {
 
     /// Our half, made before the handshake: our ring file and our wake-up socket pair (the ring file and the pair's
     /// end B travel to the peer).
-    struct Half: Sendable {
+    package struct Half: Sendable {
         let ring: RingMapping
         let wake: WakeSocket
 
-        init(role: RingLayout.Role) throws(FrameBusError) {
+        package init(role: RingLayout.Role) throws(FrameBusError) {
             ring = try RingMapping.create(role: role)
             wake = try WakeSocket.create()
         }
 
         /// The descriptors to send with HELLO or WELCOME: the ring file, then our wake-up pair's end B.
-        var descriptors: [Int32] { [ring.descriptor.rawValue, wake.handedOutEnd] }
+        package var descriptors: [Int32] { [ring.descriptor.rawValue, wake.handedOutEnd] }
 
         /// Completes the channel with the peer's two descriptors (ownership moves here; closed on failure).
-        func joining(
+        package func joining(
             peerRing: FileDescriptor,
             peerWake: FileDescriptor,
             peerRole: RingLayout.Role
@@ -50,7 +50,7 @@ final class RingChannel: Sendable {
 }
 
 /// Writes our ring: one writer at a time (the caller's lock).
-struct RingWriter: ~Copyable {
+package struct RingWriter: ~Copyable {
     let channel: RingChannel
     /// Messages written (published as the tail by ``commit()``).
     private(set) var written: UInt64 = 0
@@ -63,13 +63,13 @@ struct RingWriter: ~Copyable {
     /// The threshold wake-up was sent and the peer has not yet read below the threshold again.
     private var isThresholdWakeSent = false
 
-    init(channel: RingChannel, wakeThreshold: Int? = nil) {
+    package init(channel: RingChannel, wakeThreshold: Int? = nil) {
         self.channel = channel
         self.wakeThreshold = wakeThreshold
     }
 
     /// Appends one message; `.success(false)` when the ring is full (the peer has not read enough yet).
-    mutating func append(_ message: [UInt8], controlCount: UInt64 = 0) -> Result<Bool, RingViolation> {
+    package mutating func append(_ message: [UInt8], controlCount: UInt64 = 0) -> Result<Bool, RingViolation> {
         let peerHead = channel.peer.load(RingLayout.peerHeadOffset)
         switch RingLayout.room(written: written, peerHead: peerHead, lastPeerHead: lastPeerHead) {
         case .failure(let violation): return .failure(violation)
@@ -84,7 +84,7 @@ struct RingWriter: ~Copyable {
 
     /// Publishes what was appended and wakes the peer if it said it is going to sleep. False if the wake-up
     /// descriptor became unusable (the peer broke it).
-    mutating func commit() -> Bool {
+    package mutating func commit() -> Bool {
         guard written != published else { return true }
         published = written
         channel.own.store(written, RingLayout.tailOffset)
@@ -122,7 +122,7 @@ struct RingWriter: ~Copyable {
 }
 
 /// Reads the peer's ring: one reader at a time (the caller's thread or lock).
-struct RingReader: ~Copyable {
+package struct RingReader: ~Copyable {
     let channel: RingChannel
     /// Messages of the peer's ring read (private; published to the peer by ``publishHead()``).
     private(set) var head: UInt64 = 0
@@ -130,10 +130,10 @@ struct RingReader: ~Copyable {
     /// The entry at `head`, copied once and checked, not consumed yet.
     private var pending: RingEntry?
 
-    init(channel: RingChannel) { self.channel = channel }
+    package init(channel: RingChannel) { self.channel = channel }
 
     /// The next entry, copied once into private memory and checked; nil when the ring is empty.
-    mutating func peek() -> Result<RingEntry?, RingViolation> {
+    package mutating func peek() -> Result<RingEntry?, RingViolation> {
         if let pending { return .success(pending) }
         switch RingLayout.readable(head: head, tail: channel.peer.load(RingLayout.tailOffset)) {
         case .failure(let violation): return .failure(violation)
@@ -149,14 +149,14 @@ struct RingReader: ~Copyable {
     }
 
     /// Consumes the entry ``peek()`` returned.
-    mutating func advance() {
+    package mutating func advance() {
         precondition(pending != nil, "advance without peek")
         pending = nil
         head &+= 1
     }
 
     /// Tells the peer how far we read, and wakes it if it waits for room. False if its wake-up descriptor broke.
-    mutating func publishHead() -> Bool {
+    package mutating func publishHead() -> Bool {
         guard head != publishedHead else { return true }
         publishedHead = head
         channel.own.store(head, RingLayout.peerHeadOffset)
@@ -166,7 +166,7 @@ struct RingReader: ~Copyable {
 
     /// Says we are going to sleep, then checks the ring again: true if it is still empty (poll our wake-up socket now),
     /// false if an entry arrived meanwhile (the flag is cleared again; read it).
-    mutating func prepareToSleep() -> Result<Bool, RingViolation> {
+    package mutating func prepareToSleep() -> Result<Bool, RingViolation> {
         guard pending == nil else { return .success(false) }
         channel.own.store(1, RingLayout.sleepingOffset)
         switch RingLayout.readable(head: head, tail: channel.peer.load(RingLayout.tailOffset)) {
@@ -191,12 +191,12 @@ struct RingReader: ~Copyable {
 }
 
 /// The subscriber's release ring, written under its sender's lock from whichever thread releases a frame.
-final class ReleaseRing {
+package final class ReleaseRing {
     let channel: RingChannel
     private var writer: RingWriter
 
     /// Unread releases at which the publisher is woken although it reaps lazily (a quarter of the ring, §9.5).
-    static let wakeThreshold = RingLayout.slotCount / 4
+    package static let wakeThreshold = RingLayout.slotCount / 4
 
     init(channel: RingChannel) {
         self.channel = channel

@@ -5,7 +5,7 @@
 /// it read-only. The publisher's file carries the *announce* ring (FRAME and DROP messages for this subscriber); the
 /// subscriber's carries the *release* ring (RELEASE messages). Each file's header also holds how far its owner has
 /// read the other side's ring and whether its owner is going to sleep.
-@_spi(Testing) public enum RingLayout {
+package enum RingLayout {
     /// `'FBRG'` as a FourCC, at offset 0 of every ring file.
     public static let magic: UInt32 = 0x4642_5247
     /// The protocol version the layout belongs to.
@@ -153,7 +153,7 @@
 }
 
 /// One message read from a ring.
-@_spi(Testing) public struct RingEntry: Hashable, Sendable {
+package struct RingEntry: Hashable, Sendable {
     /// Socket messages the writer had sent after WELCOME before this one (docs/PROTOCOL.md §9.4).
     public var controlCount: UInt64
     /// The message, as it would travel on the socket.
@@ -161,7 +161,7 @@
 }
 
 /// A ring value the peer wrote that breaks docs/PROTOCOL.md §9: the session ends with ERROR `malformedMessage`.
-@_spi(Testing) public struct RingViolation: Error, Hashable, Sendable, CustomStringConvertible {
+package struct RingViolation: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }

@@ -231,9 +231,6 @@ public final class Subscriber: Sendable {
     /// as any isolated code does: the preference applies to nonisolated code.
     public var executor: any TaskExecutor { core.executor }
 
-    /// Whether the caller runs on this subscriber's connection thread (for tests of delegate delivery).
-    @_spi(Testing) public var isOnConnectionThread: Bool { core.isOnConnectionThread }
-
     /// Everything that happens to the subscription, in order (one consumer at a time). Finishes after ``cancel()``
     /// or after the stream ended for good (without ``Configuration/reconnects``).
     public var events: Events { Events(core: core) }

@@ -76,24 +76,24 @@ public enum SubscriberEvent: Sendable, CustomStringConvertible {
 ///   ``maximumDropReports`` waiting reports, a new one merges into the newest waiting report of its reason (or the
 ///   newest report), whose range then spans both and whose count adds up. Counts saturate.
 /// - connection events: the owner stops reconnecting while ``isHoldingConnectionEvents`` (see there).
-struct SubscriberEventQueue<Frame> {
-    enum Entry {
+package struct SubscriberEventQueue<Frame> {
+    package enum Entry {
         case connected(Subscriber.Session, isReconnect: Bool)
         case frame(Frame, sequence: UInt64)
         case dropped(SubscriberDrop)
         case ended(FrameBusError)
     }
 
-    static var maximumDropReports: Int { 64 }
-    static var maximumConnectionEvents: Int { 8 }
+    package static var maximumDropReports: Int { 64 }
+    package static var maximumConnectionEvents: Int { 8 }
 
     private(set) var depth: Int
-    private(set) var entries: [Entry] = []
-    private(set) var frameCount = 0
-    private(set) var dropReportCount = 0
-    private(set) var connectionEventCount = 0
+    package private(set) var entries: [Entry] = []
+    package private(set) var frameCount = 0
+    package private(set) var dropReportCount = 0
+    package private(set) var connectionEventCount = 0
 
-    init(depth: Int) {
+    package init(depth: Int) {
         self.depth = max(1, depth)
     }
 
@@ -104,10 +104,10 @@ struct SubscriberEventQueue<Frame> {
 
     /// Whether enough connection events (connected/ended) wait that the owner should not reconnect until the
     /// consumer catches up; so a publisher that restarts in a loop cannot grow the queue.
-    var isHoldingConnectionEvents: Bool { connectionEventCount >= Self.maximumConnectionEvents }
+    package var isHoldingConnectionEvents: Bool { connectionEventCount >= Self.maximumConnectionEvents }
 
     /// Appends a frame. Returns the frames it pushed out (the queue was full), to be released unseen.
-    mutating func append(frame: Frame, sequence: UInt64) -> [Frame] {
+    package mutating func append(frame: Frame, sequence: UInt64) -> [Frame] {
         var replaced: [Frame] = []
         while frameCount >= depth,
             let oldest = entries.firstIndex(where: { if case .frame = $0 { true } else { false } })
@@ -125,24 +125,24 @@ struct SubscriberEventQueue<Frame> {
     }
 
     /// Appends a drop report, merging it into its neighbour when it continues its range.
-    mutating func append(drop: SubscriberDrop) {
+    package mutating func append(drop: SubscriberDrop) {
         entries.append(.dropped(drop))
         dropReportCount += 1
         coalesce(around: entries.count - 1)
     }
 
-    mutating func append(connected session: Subscriber.Session, isReconnect: Bool) {
+    package mutating func append(connected session: Subscriber.Session, isReconnect: Bool) {
         entries.append(.connected(session, isReconnect: isReconnect))
         connectionEventCount += 1
     }
 
-    mutating func append(ended error: FrameBusError) {
+    package mutating func append(ended error: FrameBusError) {
         entries.append(.ended(error))
         connectionEventCount += 1
     }
 
     /// Takes the oldest event.
-    mutating func popFirst() -> Entry? {
+    package mutating func popFirst() -> Entry? {
         guard !entries.isEmpty else { return nil }
         let entry = entries.removeFirst()
         account(removing: entry)

@@ -10,19 +10,19 @@ import Surfaces
 /// DROP counts saturate, sizes are compared in `UInt64`, and conversions are range-checked first. One instance
 /// lives for the whole life of a ``Subscriber``; ``connected()`` starts each connection afresh, while what must
 /// survive a reconnect (the previous stream's id, for the discontinuity flag) stays.
-struct SubscriberStateMachine {
+package struct SubscriberStateMachine {
     /// Bounds on what one publisher can make a subscriber keep.
-    struct Limits: Hashable, Sendable {
+    package struct Limits: Hashable, Sendable {
         /// Surfaces mapped at once for one connection (docs/PROTOCOL.md §8).
         var maximumSurfaces = 256
 
-        init(maximumSurfaces: Int = 256) {
+        package init(maximumSurfaces: Int = 256) {
             self.maximumSurfaces = maximumSurfaces
         }
     }
 
     /// What the machine remembers of an announced surface.
-    struct SurfaceRecord: Hashable, Sendable {
+    package struct SurfaceRecord: Hashable, Sendable {
         /// Bytes of all its descriptors together (saturating), the most a FRAME's `bytesUsed` may say.
         var byteCount: UInt64
         var pixelFormat: UInt32
@@ -31,7 +31,7 @@ struct SubscriberStateMachine {
     }
 
     /// What the IO layer must do after an event.
-    enum Action: Equatable {
+    package enum Action: Equatable {
         /// Nothing (the message only changed the state).
         case none
         /// The handshake succeeded: the subscription is live.
@@ -49,7 +49,7 @@ struct SubscriberStateMachine {
         case close(FrameBusError, reply: WireErrorMessage?)
     }
 
-    enum State {
+    package enum State {
         /// Not connected.
         case idle
         /// HELLO sent, waiting for WELCOME or ERROR.
@@ -60,7 +60,7 @@ struct SubscriberStateMachine {
         case closed
     }
 
-    struct Active {
+    package struct Active {
         var session: Subscriber.Session
         /// Most surfaces announced at once: WELCOME's `maximumAnnouncedSurfaces`, never more than our own limit.
         var maximumSurfaces: Int
@@ -70,7 +70,7 @@ struct SubscriberStateMachine {
         var pendingDiscontinuity: DiscontinuityFlags
     }
 
-    private(set) var state: State = .idle
+    package private(set) var state: State = .idle
     let acceptedFormats: [PixelFormat]
     /// Whether the HELLO offers to import DMA-BUF surfaces; without it, a DMA-BUF SURFACE is refused.
     var acceptsDMABuf = true
@@ -85,14 +85,14 @@ struct SubscriberStateMachine {
     /// once (the IO layer reconnects without waiting, whatever its reconnect policy).
     private(set) var retriesWithoutRings = false
 
-    init(acceptedFormats: [PixelFormat], delivery: Subscriber.Delivery, limits: Limits = Limits()) {
+    package init(acceptedFormats: [PixelFormat], delivery: Subscriber.Delivery, limits: Limits = Limits()) {
         self.acceptedFormats = acceptedFormats
         self.delivery = delivery
         self.limits = limits
     }
 
     /// The session of the current connection, once WELCOME arrived.
-    var session: Subscriber.Session? {
+    package var session: Subscriber.Session? {
         if case .active(let active) = state { return active.session }
         return nil
     }
@@ -100,7 +100,7 @@ struct SubscriberStateMachine {
     // MARK: Events in
 
     /// A connection is up: returns the HELLO to send.
-    mutating func connected(offeringRings: Bool = false) -> WireMessage {
+    package mutating func connected(offeringRings: Bool = false) -> WireMessage {
         state = .awaitingWelcome
         offeredVersion = offeringRings && !retriesWithoutRings ? WireProtocol.ringVersion : WireProtocol.version
         retriesWithoutRings = false
@@ -117,17 +117,17 @@ struct SubscriberStateMachine {
     }
 
     /// The connection closed (end of file, an error, or we closed it).
-    mutating func closed() {
+    package mutating func closed() {
         state = .closed
     }
 
     /// A datagram that did not decode (or was truncated): the connection ends with a `malformedMessage` reply.
-    mutating func receivedMalformed(_ reason: String) -> Action {
+    package mutating func receivedMalformed(_ reason: String) -> Action {
         fail(.malformedMessage, reason)
     }
 
     /// The IO layer could not import an announced surface (unsealed, too small, unmappable).
-    mutating func surfaceImportFailed(surfaceID: UInt64, reason: String) -> Action {
+    package mutating func surfaceImportFailed(surfaceID: UInt64, reason: String) -> Action {
         fail(.invalidSurface, "surface \(surfaceID) refused: \(reason)")
     }
 
@@ -138,7 +138,7 @@ struct SubscriberStateMachine {
 
     /// One decoded message from the publisher; `heldFrames` is how many frames of this connection we hold now (not
     /// yet released), which a FRAME must not push past WELCOME's `maximumHeldFrames`.
-    mutating func received(_ message: WireMessage, heldFrames: Int = 0) -> Action {
+    package mutating func received(_ message: WireMessage, heldFrames: Int = 0) -> Action {
         received(message, heldFrames: heldFrames, viaRing: false)
     }
 
@@ -358,7 +358,7 @@ struct SubscriberStateMachine {
     /// One message read from the publisher's announce ring (copied once into private memory; the IO layer already
     /// merged it in order with the socket's messages by its control count): it must be a FRAME or a DROP, and is
     /// then handled exactly as if it had come on the socket.
-    mutating func receivedFromRing(_ message: [UInt8], heldFrames: Int = 0) -> Action {
+    package mutating func receivedFromRing(_ message: [UInt8], heldFrames: Int = 0) -> Action {
         guard case .active(let active) = state else { return .none }
         guard active.session.protocolVersion >= Int(WireProtocol.ringVersion) else {
             return fail(.malformedMessage, "ring message in a version-\(active.session.protocolVersion) session")
@@ -404,24 +404,24 @@ struct SubscriberStateMachine {
 ///
 /// Bounded: a publisher that sends frames and never reads our releases would otherwise make this grow without
 /// limit. When it is full the connection must close (``enqueue(_:)`` returns `false`).
-struct SubscriberOutbox {
+package struct SubscriberOutbox {
     /// Most messages that may wait. An honest publisher holds at most `maximumHeldFrames` (≤ 65535, usually tens)
     /// of our frames, so it has read our earlier releases long before this many pile up.
-    static let defaultCapacity = 1024
+    package static let defaultCapacity = 1024
 
-    let capacity: Int
+    package let capacity: Int
     private(set) var messages: [[UInt8]] = []
     private var head = 0
 
-    init(capacity: Int = SubscriberOutbox.defaultCapacity) {
+    package init(capacity: Int = SubscriberOutbox.defaultCapacity) {
         self.capacity = capacity
     }
 
-    var count: Int { messages.count - head }
-    var isEmpty: Bool { count == 0 }
+    package var count: Int { messages.count - head }
+    package var isEmpty: Bool { count == 0 }
 
     /// Queues a message; `false` if the outbox is full (the publisher stopped reading).
-    mutating func enqueue(_ message: [UInt8]) -> Bool {
+    package mutating func enqueue(_ message: [UInt8]) -> Bool {
         guard count < capacity else { return false }
         messages.append(message)
         return true
@@ -440,7 +440,7 @@ struct SubscriberOutbox {
         }
     }
 
-    mutating func removeAll() {
+    package mutating func removeAll() {
         messages.removeAll()
         head = 0
     }

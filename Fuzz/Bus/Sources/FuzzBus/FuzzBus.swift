@@ -1,12 +1,12 @@
-// One libFuzzer binary for the bus (FrameBus's `RingFuzzing` and `SubscriberProtocolFuzzing` entry points, which trap
-// on a broken invariant). The environment picks what a run does, read once before the first input:
+// One libFuzzer binary for the bus (FrameBusTesting's `RingFuzzing` and `SubscriberProtocolFuzzing` entry points,
+// which trap on a broken invariant). The environment picks what a run does, read once before the first input:
 //   FUZZ_TARGET=rings|subscriber   the fuzz target (required): what a hostile peer wrote into its ring files, or the
 //                                  datagram sequences a hostile publisher sends a subscriber;
 //   FUZZ_MAKE_SEEDS=DIRECTORY      writes that target's seed corpus into DIRECTORY and exits;
 //   FUZZ_RACE_SECONDS=SECONDS      runs the rings' concurrent-writer harness (a hostile thread rewrites the ring
 //                                  files while the real readers and writers run, both directions) and exits.
 import Foundation
-@_spi(Testing) import FrameBus
+import FrameBusTesting
 
 enum Target: String {
     case rings, subscriber

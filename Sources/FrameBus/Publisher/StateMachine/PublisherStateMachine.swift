@@ -12,24 +12,24 @@ import Logging
 /// `Resource` is what keeps a frame's buffer out of its pool while a subscriber holds it (a ``PixelBuffer`` in
 /// the publisher; any value in tests). The machine stores one per held frame and per queued SURFACE, and drops it
 /// when the frame is released or the connection closes.
-struct PublisherStateMachine<Resource> {
+package struct PublisherStateMachine<Resource> {
     // MARK: Types
 
     /// Identifies one accepted connection.
-    struct ConnectionID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package struct ConnectionID: Hashable, Comparable, Sendable, CustomStringConvertible {
         var rawValue: UInt64
-        static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
-        var description: String { "\(rawValue)" }
+        package static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+        package var description: String { "\(rawValue)" }
     }
 
     /// Who is on the other end (`SO_PEERCRED`).
-    struct Credentials: Hashable, Sendable {
+    package struct Credentials: Hashable, Sendable {
         var processID: Int32
         var userID: UInt32
     }
 
     /// The limits and timings of docs/PROTOCOL.md §8.1, validated by ``Publisher/Configuration``.
-    struct Limits: Sendable {
+    package struct Limits: Sendable {
         var formats: [UInt32]
         var allowedUserIDs: Set<UInt32>
         var maximumSubscribers = 16
@@ -65,7 +65,7 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// What the IO layer must do.
-    enum Action {
+    package enum Action {
         /// Send what ``outbound(of:)`` holds for this connection, then report it with ``sent(_:on:now:)``.
         case flush(ConnectionID)
         /// Shut the connection down and forget its socket; the machine has forgotten it already.
@@ -90,7 +90,7 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// One frame in one format, shared by every subscriber of that format.
-    struct Representation {
+    package struct Representation {
         var surfaceID: UInt64
         /// The version-2 description.
         var surface: WireSurface
@@ -101,8 +101,8 @@ struct PublisherStateMachine<Resource> {
     }
 
     /// What ``beginFrame(format:width:height:discontinuity:)`` decided.
-    struct FramePlan {
-        var sequence: UInt64
+    package struct FramePlan {
+        package var sequence: UInt64
         var isDiscontinuity: Bool
         /// Formats some subscriber receives, the published one first.
         var formats: [UInt32]
@@ -139,7 +139,7 @@ struct PublisherStateMachine<Resource> {
     var holdTimes = LatencyRecorder()
     var logLimiter = LogLimiter()
 
-    init(limits: Limits, streamID: UInt64) {
+    package init(limits: Limits, streamID: UInt64) {
         self.limits = limits
         self.streamID = streamID
         connections.reserveCapacity(

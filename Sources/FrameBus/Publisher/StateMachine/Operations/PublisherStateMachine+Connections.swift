@@ -12,7 +12,7 @@ extension PublisherStateMachine {
     /// A connection was accepted. Nothing is sent until its HELLO is read.
     ///
     /// - Precondition: ``canAcceptConnection``.
-    mutating func connectionAccepted(_ credentials: Credentials, now: UInt64) -> ConnectionID {
+    package mutating func connectionAccepted(_ credentials: Credentials, now: UInt64) -> ConnectionID {
         precondition(canAcceptConnection, "accepted a connection beyond the pending-handshake cap")
         let id = ConnectionID(rawValue: nextConnectionID)
         nextConnectionID &+= 1

@@ -12,7 +12,7 @@ extension PublisherStateMachine {
     /// Starts a frame: its sequence number, its discontinuity flag, and the formats someone needs.
     ///
     /// Returns nil after ``stop(now:)``.
-    mutating func beginFrame(format: UInt32, width: UInt32, height: UInt32, discontinuity: Bool) -> FramePlan? {
+    package mutating func beginFrame(format: UInt32, width: UInt32, height: UInt32, discontinuity: Bool) -> FramePlan? {
         guard !isStopped, !isSequenceSpaceExhausted else { return nil }
         let sequence = nextSequence
         nextSequence &+= 1
@@ -34,7 +34,7 @@ extension PublisherStateMachine {
 
     /// Sends frame `template.sequence` in `format` to every subscriber of that format that was welcomed before
     /// the frame began; `representation` nil means the format could not be made (DROP `outOfBuffers`).
-    mutating func deliver(
+    package mutating func deliver(
         _ template: WireFrame,
         format: UInt32,
         representation: Representation?,

@@ -7,7 +7,7 @@ extension PublisherStateMachine {
 
     /// A datagram arrived on a connection (already copied into private memory; its fds are the IO layer's to
     /// close).
-    mutating func received(
+    package mutating func received(
         _ bytes: [UInt8],
         descriptorCount: Int,
         isTruncated: Bool,
@@ -99,7 +99,7 @@ extension PublisherStateMachine {
     // MARK: Protocol version 3 (docs/PROTOCOL.md §9)
 
     /// What the IO layer made of a version-3 HELLO's ring descriptors before it fed the HELLO to the machine.
-    enum RingOffer: Equatable {
+    package enum RingOffer: Equatable {
         /// Not a version-3 HELLO, or the IO layer could not make its own half (then the session is version 2).
         case none
         /// Both halves are ready: the session is version 3.
@@ -109,7 +109,7 @@ extension PublisherStateMachine {
     }
 
     /// The session version of a welcomed subscriber (3: frames travel through its rings), nil otherwise.
-    func sessionVersion(of id: ConnectionID) -> UInt16? {
+    package func sessionVersion(of id: ConnectionID) -> UInt16? {
         if case .subscriber(let session) = connections[id] { return session.version }
         return nil
     }
@@ -117,7 +117,7 @@ extension PublisherStateMachine {
     /// One message read from a version-3 subscriber's release ring (copied once into private memory): it must be a
     /// RELEASE of a frame the subscriber holds, exactly as on the socket; anything else ends that subscriber's
     /// session (ERROR `malformedMessage` or `invalidRequest`) and no one else's.
-    mutating func receivedFromRing(_ entry: RingEntry, from id: ConnectionID, now: UInt64) -> [Action] {
+    package mutating func receivedFromRing(_ entry: RingEntry, from id: ConnectionID, now: UInt64) -> [Action] {
         guard case .subscriber(let session) = connections[id] else { return [] }
         guard session.version >= WireProtocol.ringVersion else {
             return fail(id, .malformedMessage, "ring message in a version-\(session.version) session", now: now)
@@ -139,7 +139,7 @@ extension PublisherStateMachine {
 
     /// A version-3 subscriber's ring broke docs/PROTOCOL.md §9 (an index out of range, a bad slot, a broken
     /// wake-up socket): that session ends with ERROR `malformedMessage`.
-    mutating func ringViolation(_ reason: String, from id: ConnectionID, now: UInt64) -> [Action] {
+    package mutating func ringViolation(_ reason: String, from id: ConnectionID, now: UInt64) -> [Action] {
         fail(id, .malformedMessage, reason, now: now)
     }
 

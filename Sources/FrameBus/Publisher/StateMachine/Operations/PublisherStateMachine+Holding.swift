@@ -86,7 +86,7 @@ extension PublisherStateMachine {
     /// Learns the budget from the producer's pool (its allocation threshold), unless one is configured or known.
     ///
     /// Subscribers welcomed before (the producer had not asked for a buffer yet) are admitted again against it.
-    mutating func learnPoolCapacity(_ allocationThreshold: Int) {
+    package mutating func learnPoolCapacity(_ allocationThreshold: Int) {
         guard limits.heldFrameBudget == nil else { return }
         limits.heldFrameBudget = max(1, allocationThreshold - limits.producerReserve)
         readmit()

@@ -92,7 +92,7 @@ extension PublisherStateMachine {
     var holdTimeSummary: LatencySummary { holdTimes.summary }
 
     /// Frames held by subscribers now.
-    var heldFrameCount: Int {
+    package var heldFrameCount: Int {
         connections.values.reduce(0) { total, connection in
             if case .subscriber(let session) = connection { return total + session.held.count }
             return total

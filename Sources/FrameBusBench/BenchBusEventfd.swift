@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-@_spi(Benchmark) import FrameBus
+import FrameBus
 
 /// The eventfd floor of `framebus bench bus`: a ping-pong over two eventfds shared by the two processes (passed once
 /// with `SCM_RIGHTS`), beside the SEQPACKET one. Each ping writes the sender's CLOCK_MONOTONIC stamp as the eventfd's

@@ -2,8 +2,8 @@ import ArgumentParser
 import Foundation
 
 /// `framebus bench plot`: the JSON of `bench bus --json` as an SVG picture.
-struct BenchPlotCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchPlotCommand: ParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "plot",
         abstract: "Draw the results of `bench bus --json` as an SVG: latency distributions and frames/s per case.",
         discussion: """
@@ -24,7 +24,9 @@ struct BenchPlotCommand: ParsableCommand {
     @Option(help: "A title above the plot.")
     var title: String = "framebus bench bus"
 
-    func run() throws {
+    package init() {}
+
+    package func run() throws {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: results))

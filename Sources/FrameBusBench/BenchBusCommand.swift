@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import FrameBus
-@_spi(Benchmark) import FrameBus
 import Histogram
 
 #if canImport(Glibc)
@@ -10,8 +9,8 @@ import Glibc
 
 /// `framebus bench bus`: cross-process handoff latency and throughput of the bus, against the raw SEQPACKET floor
 /// and a copy through a stream socket, between the same two processes.
-struct BenchBusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchBusCommand: ParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "bus",
         abstract: "Measure the bus: publish→didOutput latency, frames per second, CPU per frame; against the floor.",
         discussion: """
@@ -65,7 +64,9 @@ struct BenchBusCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Run as the peer process, on this control socket.", visibility: .hidden))
     var peerControl: String?
 
-    func run() throws {
+    package init() {}
+
+    package func run() throws {
         if let peerControl {
             try BenchPeer(controlPath: peerControl).run()
             return
@@ -83,7 +84,7 @@ struct BenchBusCommand: ParsableCommand {
         let control = try BenchmarkSocket.listen(path: base + "-control.sock", stream: false)
         defer { unlink(base + "-control.sock") }
         let peer = try Child(
-            try DemoCommand.ownExecutable(),
+            try Child.ownExecutable(),
             ["bench", "bus", "--peer-control", base + "-control.sock"]
         )
         let channel = try control.accept(timeoutMilliseconds: 20_000)
@@ -371,7 +372,7 @@ struct BenchBusCommand: ParsableCommand {
         }
         for _ in 0..<most {
             peers.append(
-                try Child(try DemoCommand.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
+                try Child(try Child.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
             )
             channels.append(try control.accept(timeoutMilliseconds: 20_000))
         }
@@ -591,7 +592,7 @@ struct BenchResult {
                 String(format: "%.1f", result.publisherCPU), String(format: "%.1f", result.subscriberCPU),
             ]
         }
-        return DemoCommand.table([header] + rows)
+        return TextTable.numeric([header] + rows)
     }
 
     /// The data plane's targets, judged on these results as same-run ratios: paced p50 ≤ 1.3× the floor for the

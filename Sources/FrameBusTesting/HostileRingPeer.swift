@@ -1,17 +1,18 @@
+import FrameBus
 import Surfaces
 import SystemPackage
 
 /// A hand-driven version-3 peer for hostile tests and fuzzers: it speaks the handshake, then writes whatever it is
 /// told into its own ring file (including garbage), so the other side's checks can be exercised across processes.
 /// Not for applications.
-@_spi(Testing) public final class HostileRingPeer: @unchecked Sendable {
+package final class HostileRingPeer: @unchecked Sendable {
     // @unchecked: used from one thread by the test peer.
     private let socket: Socket
     private let channel: RingChannel
     private var written: UInt64 = 0
     private var listener: Socket?
     /// What the other side granted or asked for (WELCOME for a subscriber peer, HELLO for a publisher peer).
-    public let handshake: WireMessage
+    package let handshake: WireMessage
 
     private init(socket: Socket, channel: RingChannel, handshake: WireMessage, listener: Socket? = nil) {
         self.socket = socket
@@ -36,7 +37,7 @@ import SystemPackage
     }
 
     /// Connects to a publisher as a version-3 subscriber (latest-only, `format`) and completes the handshake.
-    public static func subscribe(path: String, format: UInt32) throws(FrameBusError) -> HostileRingPeer {
+    package static func subscribe(path: String, format: UInt32) throws(FrameBusError) -> HostileRingPeer {
         let socket = try Socket.connect(path: path, timeoutNanoseconds: 2_000_000_000).get()
         let half = try RingChannel.Half(role: .release)
         let hello = WireMessage.hello(
@@ -56,7 +57,7 @@ import SystemPackage
     }
 
     /// Listens at `path`, accepts one version-3 subscriber and welcomes it (granting `format`, holding up to 4).
-    public static func publish(path: String, format: UInt32) throws(FrameBusError) -> HostileRingPeer {
+    package static func publish(path: String, format: UInt32) throws(FrameBusError) -> HostileRingPeer {
         let listener = try Socket.listen(path: path, mode: 0o600, backlog: 4).get()
         // Ten minutes: on a loaded machine a subscriber may take long to come; a test peer ends sooner through its
         // lifeline when its test is done.
@@ -99,7 +100,7 @@ import SystemPackage
     }
 
     /// Appends one slot of raw bytes (any content) and publishes the tail.
-    public func appendRawSlot(_ bytes: [UInt8]) {
+    package func appendRawSlot(_ bytes: [UInt8]) {
         var slot = [UInt8](repeating: 0, count: RingLayout.slotSize)
         for (index, byte) in bytes.prefix(RingLayout.slotSize).enumerated() { slot[index] = byte }
         channel.own.writeSlot(written, slot)
@@ -108,39 +109,39 @@ import SystemPackage
     }
 
     /// Appends one well-formed slot carrying `message`.
-    public func append(_ message: WireMessage, controlCount: UInt64 = 0) {
+    package func append(_ message: WireMessage, controlCount: UInt64 = 0) {
         appendRawSlot(RingLayout.slot(controlCount: controlCount, message: message.encoded()))
     }
 
     /// Stores any value as our tail and wakes the other side.
-    public func setTail(_ tail: UInt64) {
+    package func setTail(_ tail: UInt64) {
         channel.own.store(tail, RingLayout.tailOffset)
         _ = channel.peerWake.signal()
     }
 
     /// Stores any value as our head of the other side's ring and wakes it.
-    public func setPeerHead(_ head: UInt64) {
+    package func setPeerHead(_ head: UInt64) {
         channel.own.store(head, RingLayout.peerHeadOffset)
         _ = channel.peerWake.signal()
     }
 
     /// Sends a datagram on the socket (with no descriptors).
-    public func send(_ message: WireMessage) { _ = socket.send(message.encoded()) }
+    package func send(_ message: WireMessage) { _ = socket.send(message.encoded()) }
 
     /// The next datagram from the other side, decoded (nil on end of file or timeout).
-    public func nextMessage(timeoutMilliseconds: Int32 = 5000) -> WireMessage? {
+    package func nextMessage(timeoutMilliseconds: Int32 = 5000) -> WireMessage? {
         guard let datagram = try? Self.receive(on: socket, timeoutMilliseconds: timeoutMilliseconds) else { return nil }
         return try? WireMessage.decode(datagram.bytes, descriptorCount: datagram.descriptors.count)
     }
 
     /// The other side's ring tail as it stands (for a hostile subscriber to see frames arrive).
-    public var peerTail: UInt64 { channel.peer.load(RingLayout.tailOffset) }
+    package var peerTail: UInt64 { channel.peer.load(RingLayout.tailOffset) }
 
     /// Copies slot `index` of the other side's ring and decodes its message, if it is one.
-    public func peerMessage(at index: UInt64) -> WireMessage? {
+    package func peerMessage(at index: UInt64) -> WireMessage? {
         guard case .success(let entry) = RingLayout.entry(channel.peer.copySlot(index)) else { return nil }
         return try? WireMessage.decode(entry.message, descriptorCount: 0)
     }
 
-    public func close() { socket.shutdown() }
+    package func close() { socket.shutdown() }
 }

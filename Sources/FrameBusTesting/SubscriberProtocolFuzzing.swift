@@ -1,3 +1,4 @@
+import FrameBus
 import PixelBuffers
 import SampleBuffers
 
@@ -13,13 +14,20 @@ import SampleBuffers
 ///
 /// Every invariant the subscriber promises about memory a publisher can drive is checked with `precondition`, so a
 /// violation is a crash the fuzzer reports.
-@_spi(Testing) public enum SubscriberProtocolFuzzing {
+public enum SubscriberProtocolFuzzing {
     /// What one input made the subscriber do (so tests can check that the seeds reach deep states).
     public struct Outcome: Hashable, Sendable {
         public var sessions = 0
         public var frames = 0
         public var drops = 0
         public var ends = 0
+
+        public init(sessions: Int = 0, frames: Int = 0, drops: Int = 0, ends: Int = 0) {
+            self.sessions = sessions
+            self.frames = frames
+            self.drops = drops
+            self.ends = ends
+        }
     }
 
     /// Runs one input; traps if an invariant breaks.
@@ -29,12 +37,14 @@ import SampleBuffers
         guard input.count >= 2 else { return outcome }
         let delivery: Subscriber.Delivery =
             input[0] & 0x80 != 0 ? .queue(depth: Int(input[0] & 0x3F) + 1) : .latestOnly
+        // What the delivery lets wait: its depth, 1 for latest-only.
+        let depth = input[0] & 0x80 != 0 ? Int(input[0] & 0x3F) + 1 : 1
         let formats: [PixelFormat] =
             input[1] & 1 != 0
             ? [.compressedYUV420BiPlanarVideoRange8, .yuv420BiPlanarVideoRange8] : [.yuv420BiPlanarVideoRange8, .bgra8]
         let limits = SubscriberStateMachine.Limits()
         var machine = SubscriberStateMachine(acceptedFormats: formats, delivery: delivery, limits: limits)
-        var queue = SubscriberEventQueue<UInt64>(depth: delivery.depth)
+        var queue = SubscriberEventQueue<UInt64>(depth: depth)
         var outbox = SubscriberOutbox()
         var held: [UInt64] = []
         var publisherReads = true
@@ -121,12 +131,12 @@ import SampleBuffers
                 held.removeAll()
             }
             // What a publisher can make us keep is bounded, whatever it sends.
-            precondition(queue.frameCount <= delivery.depth, "more frames wait than the depth")
+            precondition(queue.frameCount <= depth, "more frames wait than the depth")
             precondition(queue.dropReportCount <= SubscriberEventQueue<UInt64>.maximumDropReports, "drop reports")
             precondition(outbox.count <= outbox.capacity, "outbox")
             precondition(
                 queue.entries.count
-                    <= delivery.depth + SubscriberEventQueue<UInt64>.maximumDropReports
+                    <= depth + SubscriberEventQueue<UInt64>.maximumDropReports
                     + SubscriberEventQueue<UInt64>.maximumConnectionEvents + 2,
                 "event queue: \(queue.entries.count) entries, \(queue.frameCount) frames, \(queue.dropReportCount) "
                     + "drops, \(queue.connectionEventCount) connection events"

@@ -262,7 +262,7 @@ struct GStreamerShmBench {
 
     static func packageRoot() -> URL? {
         var starts: [URL] = [URL(fileURLWithPath: FileManager.default.currentDirectoryPath)]
-        if let executable = try? DemoCommand.ownExecutable() {
+        if let executable = try? Child.ownExecutable() {
             starts.insert(executable.deletingLastPathComponent(), at: 0)
         }
         for start in starts {

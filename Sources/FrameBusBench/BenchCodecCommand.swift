@@ -10,8 +10,8 @@ import Glibc
 #endif
 
 /// `framebus bench codec`: ratio and speed of the lossless compressed formats against plain LZ4, same run.
-struct BenchCodecCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct BenchCodecCommand: ParsableCommand {
+    package static let configuration = CommandConfiguration(
         commandName: "codec",
         abstract: "Measure the lossless surface codec (ratio, encode/decode GB/s, CPU time) against plain LZ4.",
         discussion: """
@@ -49,7 +49,9 @@ struct BenchCodecCommand: ParsableCommand {
     @Option(help: "Frames in the memory comparison (compressed pool vs raw pool of 1080p photographs); 0 skips it.")
     var memoryFrames: Int = 32
 
-    func run() throws {
+    package init() {}
+
+    package func run() throws {
         let sets = try Self.collectSets(paths)
         guard !sets.isEmpty else { throw ValidationError("no PNG images found") }
         let formatList = try formats.split(separator: ",").map { try PixelFormat(String($0)) }

@@ -1,11 +1,12 @@
 import Atomics
+import FrameBus
 import Surfaces
 import SystemPackage
 import Foundation
 
 /// Entry points for the ring fuzzer and the concurrent-writer harness (Fuzz/Rings): real ring files, mapped as a
 /// publisher and a subscriber map them, with hostile contents. Not for applications.
-@_spi(Testing) public enum RingFuzzing {
+public enum RingFuzzing {
     /// What one input did (for the fuzzer's invariants).
     public struct Outcome: Hashable, Sendable {
         /// Slots the subscriber side handed to its state machine.
@@ -85,11 +86,11 @@ import Foundation
 
         // The publisher's side: subscriber 1 (version 3) holds frames 0…3 on surface 5.
         var publisher = PublisherStateMachine<Int>(
-            limits: .init(formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC], allowedUserIDs: [0]),
+            limits: .accepting(formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC], allowedUserIDs: [0]),
             streamID: 1
         )
         publisher.learnPoolCapacity(64)
-        let id = publisher.connectionAccepted(.init(processID: 1, userID: 0), now: 0)
+        let id = publisher.connectionAccepted(.peer(processID: 1, userID: 0), now: 0)
         _ = publisher.received(
             WireMessage.hello(
                 WireHello(version: 3, deliveryMode: 1, queueDepth: 4, formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC])
@@ -114,7 +115,7 @@ import Foundation
                     publishTime: 0, bytesUsed: 0, flags: 0
                 ),
                 format: surface.pixelFormat,
-                representation: .init(surfaceID: 5, surface: surface, surfaceV1: nil, bytesUsed: 12, resource: 5),
+                representation: .frame(surfaceID: 5, surface: surface, surfaceV1: nil, bytesUsed: 12, resource: 5),
                 isConversion: false,
                 now: 0
             )

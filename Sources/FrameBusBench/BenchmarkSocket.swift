@@ -1,12 +1,13 @@
 // Raw transports for `framebus bench bus`: the SEQPACKET and eventfd floors and the stream-socket copy the bus is compared with.
-// Not API: exposed to the command line and benchmarks as SPI.
+// Part of the bench harness (FrameBusBench), built on FrameBus's own socket through `package` access.
 import CFrameBusShims
+import FrameBus
 import Glibc
 import Surfaces
 import SystemPackage
 
 /// A blocking-style Unix socket for measuring the transports the bus is compared against.
-@_spi(Benchmark) public final class BenchmarkSocket: Sendable {
+final class BenchmarkSocket: Sendable {
     let socket: Socket
 
     init(_ socket: Socket) { self.socket = socket }
@@ -31,12 +32,18 @@ import SystemPackage
         }
     }
 
+    /// Waits up to a second for room to send (`poll` for `POLLOUT`).
+    private func waitWritable() {
+        var descriptor = pollfd(fd: socket.descriptor, events: Int16(POLLOUT), revents: 0)
+        _ = unsafe Glibc.poll(&descriptor, 1, 1000)
+    }
+
     /// Sends one datagram, waiting for room.
     public func send(_ bytes: [UInt8]) throws(FrameBusError) {
         while true {
             switch socket.send(bytes) {
             case .success(.sent): return
-            case .success(.wouldBlock): _ = Syscall.poll([(socket.descriptor, PollEvents.writable)], timeout: 1000)
+            case .success(.wouldBlock): waitWritable()
             case .failure(let errno): throw .systemCall("sendmsg", errno)
             }
         }
@@ -76,7 +83,7 @@ import SystemPackage
         while true {
             switch socket.send(bytes, descriptors: descriptors) {
             case .success(.sent): return
-            case .success(.wouldBlock): _ = Syscall.poll([(socket.descriptor, PollEvents.writable)], timeout: 1000)
+            case .success(.wouldBlock): waitWritable()
             case .failure(let errno): throw .systemCall("sendmsg", errno)
             }
         }
