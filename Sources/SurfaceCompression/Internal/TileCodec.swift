@@ -628,55 +628,42 @@ enum TileCodec {
     }
 
     /// A decoding worker's inner payloads (surfaces with Up entries): per component, which tile's inner payload
-    /// (the packed payload its entry is or decompresses to, or its samples) the component's private area holds,
-    /// where in the area it starts, and its size. The area of component c (``innerArea(_:component:_:_:)``) is a
-    /// run: ``dictionaryReach`` bytes of room, then ``innerRingSlots`` payloads' worth. An Up entry's inner payload
-    /// is decoded right after the tile above's, which is then its dictionary in place (liblz4's fast prefix path, no
-    /// copy; a dictionary elsewhere decodes several times slower); only when the run has no room left is the
-    /// dictionary's tail copied into the room at the start and the payload decoded after it.
+    /// (the packed payload its entry is or decompresses to, or its samples) the component's private area holds, and
+    /// its size. The area of component c starts at ``innerArea(_:component:_:_:)``: ``dictionaryReach`` bytes where
+    /// the tail of the tile above's inner payload is put, then the payload itself, so that LZ4 sees the dictionary
+    /// right before its output (liblz4's fast prefix path; a dictionary elsewhere decodes several times slower).
     struct InnerPayloads {
         var enabled: Bool
         var tiles: InlineArray<4, Int> = .init(repeating: -1)
-        var starts: InlineArray<4, Int> = .init(repeating: TileCodec.dictionaryReach)
         var counts: InlineArray<4, Int> = .init(repeating: 0)
 
         init(enabled: Bool) { self.enabled = enabled }
     }
 
-    /// Inner payloads an area holds after its dictionary room (each at most ``innerPayloadByteCount(_:)``).
-    static let innerRingSlots = 3
-
-    /// The largest inner payload: a packed16 payload, about 2.1 × the samples' bytes, fits in `bytesPerSample`
-    /// scratch slots.
-    static func innerPayloadByteCount(_ grid: TileGrid) -> Int {
-        grid.scratchComponentStride * grid.format.bytesPerSample
-    }
-
     /// How far back an LZ4 match reaches: the most of a dictionary that can matter.
     static let dictionaryReach = 65536
 
-    /// Bytes of one component's inner-payload area: the dictionary room and ``innerRingSlots`` of the largest
-    /// inner payload.
+    /// Bytes of one component's inner-payload area: the dictionary room and the largest inner payload (a packed16
+    /// payload, about 2.1 × the samples' bytes, fits in `bytesPerSample` slots).
     static func innerAreaByteCount(_ grid: TileGrid) -> Int {
-        dictionaryReach + innerRingSlots * innerPayloadByteCount(grid)
+        grid.scratchComponentStride * grid.format.bytesPerSample + dictionaryReach
     }
 
-    /// Where the inner-payload area of component `c` starts (its dictionary room first).
+    /// Where the inner payload of component `c` starts (``dictionaryReach`` bytes of dictionary room before it).
     static func innerArea(
         _ grid: TileGrid,
         component c: Int,
         _ scratch: UnsafeMutableRawPointer,
         _ stride: Int
     ) -> UnsafeMutableRawPointer {
-        unsafe scratch + decodeScratchSlots * stride + c * innerAreaByteCount(grid)
+        unsafe scratch + decodeScratchSlots * stride + c * innerAreaByteCount(grid) + dictionaryReach
     }
 
     /// Puts the inner payload of tile `tile`, component `c`, into the component's area and returns its size. For an
     /// Up entry the inner payload of the tile above is loaded first when the area does not hold it (the first tile
     /// a worker decodes, or a grid of several tiles across): at most ``TileMode/chainRows`` − 1 further entries,
-    /// a bound parse enforces. The entry's LZ4 block is decoded right after it, with its last ``dictionaryReach``
-    /// bytes (or all, if fewer) as dictionary; when the area has no room after it for the largest inner payload,
-    /// those bytes are first copied to the end of the area's dictionary room and the block is decoded after them.
+    /// a bound parse enforces. Its last ``dictionaryReach`` bytes (or all, if fewer) are then copied right before
+    /// the area's payload start, and the entry's LZ4 block is decoded with them as its dictionary.
     ///
     /// Everything is private: each payload is copied before LZ4 reads it, and the result stays in the worker's
     /// scratch. A dictionary entry that is itself bad (its checksum, when checked, or its LZ4) fails this entry.
@@ -703,8 +690,7 @@ enum TileCodec {
                 throw CompressionError(.checksumMismatch, where_() + " (a dictionary)")
             }
         }
-        let area = unsafe innerArea(grid, component: c, scratch, stride)
-        var output = unsafe area + dictionaryReach
+        let output = unsafe innerArea(grid, component: c, scratch, stride)
         var dictionaryCount = 0
         if e.mode.usesTileAbove {
             let aboveTile = tile - grid.tilesAcross  // >= 0: parse refuses Up entries in the first row of a chain
@@ -723,15 +709,11 @@ enum TileCodec {
                 )
             }
             dictionaryCount = min(inner.counts[c], dictionaryReach)
-            let end = inner.starts[c] + inner.counts[c]
-            if end + innerPayloadByteCount(grid) <= innerAreaByteCount(grid) {
-                // Room after the payload above: decode right after it (its tail is the dictionary, in place).
-                unsafe output = area + end
-            } else {
-                // No room: the dictionary's tail to the end of the room, the output after it (disjoint: the payload
-                // above starts at or after the room's end, and is at least as long as the tail copied).
-                unsafe (output - dictionaryCount).copyMemory(from: area + (end - dictionaryCount), byteCount: dictionaryCount)
-            }
+            // The dictionary's tail, right before the output (disjoint: it comes from the output region).
+            unsafe (output - dictionaryCount).copyMemory(
+                from: output + (inner.counts[c] - dictionaryCount),
+                byteCount: dictionaryCount
+            )
         }
         inner.tiles[c] = -1
         let extent = grid.componentExtent(tile: tile, component: c)
@@ -777,7 +759,6 @@ enum TileCodec {
         }
         guard count > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
         inner.tiles[c] = tile
-        inner.starts[c] = unsafe output - area
         inner.counts[c] = count
         return count
     }
@@ -850,8 +831,7 @@ enum TileCodec {
                     checksPayload: false,
                     inner: &inner
                 )
-                let area = unsafe innerArea(grid, component: c, scratch, stride)
-                unsafe innerPayload = (UnsafeRawPointer(area + inner.starts[c]), count)
+                unsafe innerPayload = (UnsafeRawPointer(innerArea(grid, component: c, scratch, stride)), count)
             }
             if let innerPayload = unsafe innerPayload, e.mode.innerMode == nil {
                 // raw, solid, lz4, lz4Up: the area holds the samples.
