@@ -432,18 +432,25 @@ __attribute__((target("avx2"))) static void decode_packed8_shuffles(const uint8_
     decode_packed8(payload, count, position, nibbles, bits, width, height, x, stride, 0);
 }
 
-void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
-                                        const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
-                                        uint8_t *x, size_t stride, int deposit) {
+int csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
+                                       const uint8_t *nibbles, size_t nibbleCapacity, const uint8_t *bits,
+                                       size_t bitCapacity, size_t width, size_t height, uint8_t *x, size_t xCapacity,
+                                       size_t stride, int deposit) {
+    if (!csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, stride, width,
+                                     xCapacity))
+        return -1;
     if (deposit && csck_cpu_has_fast_pdep())
         decode_packed8_deposit(payload, count, position, nibbles, bits, width, height, x, stride);
     else
         decode_packed8_shuffles(payload, count, position, nibbles, bits, width, height, x, stride);
+    return 0;
 }
 
-void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                              const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride) {
-    csck_decode_packed8_avx2_unpacking(payload, count, position, nibbles, bits, width, height, x, stride, 1);
+int csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                             size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                             size_t height, uint8_t *x, size_t xCapacity, size_t stride) {
+    return csck_decode_packed8_avx2_unpacking(payload, count, position, nibbles, nibbleCapacity, bits, bitCapacity,
+                                              width, height, x, xCapacity, stride, 1);
 }
 
 /// Per 2-bit predictor pattern (bit k: block k is left-predicted), a mask over the 128-bit lanes of those blocks.
@@ -618,7 +625,7 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i predict2(__
 /// pdep's cost on AMD before Zen 3), four blocks a step, then two (one per 128-bit lane), then one at a time with
 /// bounded loads. Values are kept modulo 2^16 and only their low 10 bits are used: every sum is the same modulo
 /// 2^10, and the stored samples (value << 6) drop the rest.
-__attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *payload, size_t count,
+__attribute__((target("avx2"))) static void decode_packed10_avx2_unchecked(const uint8_t *payload, size_t count,
                                                                  size_t position, const uint8_t *nibbles,
                                                                  const uint8_t *bits, size_t width, size_t height,
                                                                  uint16_t *x) {
@@ -691,7 +698,7 @@ __attribute__((target("avx2"))) void csck_decode_packed10_avx2(const uint8_t *pa
     }
 }
 
-__attribute__((target("avx2"))) size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount,
+__attribute__((target("avx2"))) static size_t pack8_avx2_unchecked(const uint8_t *up, const uint8_t *left, size_t blockCount,
                                                         uint8_t *out, size_t *zeroBlocks) {
     const size_t nibbleBytes = (blockCount + 1) >> 1, bitBytes = (blockCount + 7) >> 3;
     uint8_t *nibbles = out, *bits = out + nibbleBytes;
@@ -753,6 +760,27 @@ __attribute__((target("avx2"))) size_t csck_pack8_avx2(const uint8_t *up, const 
     position = csck_pack8_tail(up, left, block, blockCount, out, nibbles, bits, position, &zeros);
     *zeroBlocks = zeros;
     return position;
+}
+
+// MARK: The checked entry points (capacities: CSurfaceCodecKernels.h)
+
+int csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                              size_t height, uint16_t *x, size_t xCapacity) {
+    // Whole blocks: the last row's stores reach ⌈width / 8⌉ × 8 samples (overflow refuses).
+    const size_t blocksPerRow = (width >> 3) + ((width & 7) != 0);
+    if (blocksPerRow > SIZE_MAX / 8 ||
+        !csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, width,
+                                     blocksPerRow * 8, xCapacity))
+        return -1;
+    decode_packed10_avx2_unchecked(payload, count, position, nibbles, bits, width, height, x);
+    return 0;
+}
+
+size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t outCapacity,
+                       size_t *zeroBlocks) {
+    if (!csck_pack_capacity_holds(blockCount, outCapacity)) return CSCK_PACK_REFUSED;
+    return pack8_avx2_unchecked(up, left, blockCount, out, zeroBlocks);
 }
 
 #else

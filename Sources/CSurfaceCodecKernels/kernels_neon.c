@@ -83,7 +83,7 @@ static inline uint8x16_t unpack_pair8(const uint8_t *first, unsigned w0, const u
     return vuzp1q_u8(vreinterpretq_u8_u16(f0), vreinterpretq_u8_u16(f1));
 }
 
-void csck_decode_packed8_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+static void decode_packed8_neon_unchecked(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                               const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride) {
     const size_t blocksPerRow = (width + 7) >> 3;
     // Blocks wholly inside a row: the vector loops write only those, so nothing is written past a row's end.
@@ -140,7 +140,7 @@ void csck_decode_packed8_neon(const uint8_t *payload, size_t count, size_t posit
     }
 }
 
-void csck_decode_packed10_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+static void decode_packed10_neon_unchecked(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                                const uint8_t *bits, size_t width, size_t height, uint16_t *x) {
     const size_t blocksPerRow = (width + 7) >> 3;
     const uint16x8_t mask10 = vdupq_n_u16(0x3FF);
@@ -192,7 +192,7 @@ static inline uint64x2_t lane_widths(uint8x16_t v) {
     return vandq_u64(vreinterpretq_u64_u8(lengths), vdupq_n_u64(0xFF));
 }
 
-size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t *zeroBlocks) {
+static size_t pack8_neon_unchecked(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t *zeroBlocks) {
     const size_t nibbleBytes = (blockCount + 1) >> 1, bitBytes = (blockCount + 7) >> 3;
     uint8_t *nibbles = out, *bits = out + nibbleBytes;
     memset(out, 0, nibbleBytes + bitBytes);
@@ -230,6 +230,38 @@ size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount
     position = csck_pack8_tail(up, left, block, blockCount, out, nibbles, bits, position, &zeros);
     *zeroBlocks = zeros;
     return position;
+}
+
+
+// MARK: The checked entry points (capacities: CSurfaceCodecKernels.h)
+
+int csck_decode_packed8_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                             size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                             size_t height, uint8_t *x, size_t xCapacity, size_t stride) {
+    if (!csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, stride, width,
+                                     xCapacity))
+        return -1;
+    decode_packed8_neon_unchecked(payload, count, position, nibbles, bits, width, height, x, stride);
+    return 0;
+}
+
+int csck_decode_packed10_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                              size_t height, uint16_t *x, size_t xCapacity) {
+    // Whole blocks: the last row's stores reach ⌈width / 8⌉ × 8 samples (overflow refuses).
+    const size_t blocksPerRow = (width >> 3) + ((width & 7) != 0);
+    if (blocksPerRow > SIZE_MAX / 8 ||
+        !csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, width,
+                                     blocksPerRow * 8, xCapacity))
+        return -1;
+    decode_packed10_neon_unchecked(payload, count, position, nibbles, bits, width, height, x);
+    return 0;
+}
+
+size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t outCapacity,
+                       size_t *zeroBlocks) {
+    if (!csck_pack_capacity_holds(blockCount, outCapacity)) return CSCK_PACK_REFUSED;
+    return pack8_neon_unchecked(up, left, blockCount, out, zeroBlocks);
 }
 
 #endif

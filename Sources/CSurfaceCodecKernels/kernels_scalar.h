@@ -7,6 +7,33 @@
 #include <stdint.h>
 #include <string.h>
 
+/// Whether a packed decoder's capacities hold (CSurfaceCodecKernels.h): position ≤ count; the controls cover
+/// ⌈blocks / 2⌉ and ⌈blocks / 8⌉ bytes plus CSCK_CONTROL_SLACK each; rows `stride` apart (≥ width), the last
+/// `lastRow` units long, fit in `xCapacity` units. No arithmetic here can wrap: an overflow refuses.
+static inline int csck_decode_capacities_hold(size_t count, size_t position, size_t nibbleCapacity,
+                                              size_t bitCapacity, size_t width, size_t height, size_t stride,
+                                              size_t lastRow, size_t xCapacity) {
+    if (position > count || stride < width) return 0;
+    const size_t blocksPerRow = (width >> 3) + ((width & 7) != 0);
+    size_t blocks, need;
+    if (__builtin_mul_overflow(blocksPerRow, height, &blocks)) return 0;
+    const size_t nibbleBytes = (blocks >> 1) + (blocks & 1), bitBytes = (blocks >> 3) + ((blocks & 7) != 0);
+    if (nibbleCapacity < CSCK_CONTROL_SLACK || nibbleCapacity - CSCK_CONTROL_SLACK < nibbleBytes) return 0;
+    if (bitCapacity < CSCK_CONTROL_SLACK || bitCapacity - CSCK_CONTROL_SLACK < bitBytes) return 0;
+    if (height == 0) return 1;
+    if (__builtin_mul_overflow(height - 1, stride, &need) || __builtin_add_overflow(need, lastRow, &need)) return 0;
+    return xCapacity >= need;
+}
+
+/// Whether a pack8 kernel's output capacity covers the worst case plus CSCK_PACK_SLACK (CSurfaceCodecKernels.h).
+static inline int csck_pack_capacity_holds(size_t blockCount, size_t outCapacity) {
+    size_t need;
+    if (__builtin_mul_overflow(blockCount, (size_t)8, &need)) return 0;
+    const size_t controls = (blockCount >> 1) + (blockCount & 1) + (blockCount >> 3) + ((blockCount & 7) != 0);
+    if (__builtin_add_overflow(need, controls + CSCK_PACK_SLACK, &need)) return 0;
+    return outCapacity >= need;
+}
+
 /// 8 bytes at `offset`, zero-filled past `count`.
 static inline uint64_t csck_load64(const uint8_t *p, size_t offset, size_t count) {
     uint64_t v = 0;

@@ -87,7 +87,7 @@ __attribute__((target("sse4.1"))) static inline __m128i decode_pair8(__m128i z, 
     return _mm_shuffle_epi8(result, lastByte);
 }
 
-__attribute__((target("sse4.1"))) void csck_decode_packed8_sse41(const uint8_t *payload, size_t count,
+__attribute__((target("sse4.1"))) static void decode_packed8_sse41_unchecked(const uint8_t *payload, size_t count,
                                                                   size_t position, const uint8_t *nibbles,
                                                                   const uint8_t *bits, size_t width, size_t height,
                                                                   uint8_t *x, size_t stride) {
@@ -150,7 +150,7 @@ __attribute__((target("sse4.1"))) void csck_decode_packed8_sse41(const uint8_t *
     }
 }
 
-__attribute__((target("sse4.1"))) void csck_decode_packed10_sse41(const uint8_t *payload, size_t count,
+__attribute__((target("sse4.1"))) static void decode_packed10_sse41_unchecked(const uint8_t *payload, size_t count,
                                                                    size_t position, const uint8_t *nibbles,
                                                                    const uint8_t *bits, size_t width, size_t height,
                                                                    uint16_t *x) {
@@ -211,7 +211,7 @@ static const uint64_t quadMultipliers[9] = {
 static const uint64_t halfMultipliers[9] = {0, 1ULL << 3, 1ULL << 7, 1ULL << 11, 1ULL << 15, 1ULL << 19, 1ULL << 23,
                                             1ULL << 27, 1ULL << 31};
 
-__attribute__((target("sse4.1"))) size_t csck_pack8_sse41(const uint8_t *up, const uint8_t *left, size_t blockCount,
+__attribute__((target("sse4.1"))) static size_t pack8_sse41_unchecked(const uint8_t *up, const uint8_t *left, size_t blockCount,
                                                           uint8_t *out, size_t *zeroBlocks) {
     const size_t nibbleBytes = (blockCount + 1) >> 1, bitBytes = (blockCount + 7) >> 3;
     uint8_t *nibbles = out, *bits = out + nibbleBytes;
@@ -276,8 +276,41 @@ __attribute__((target("sse4.1"))) size_t csck_pack8_sse41(const uint8_t *up, con
     return position;
 }
 
+// MARK: The checked entry points (capacities: CSurfaceCodecKernels.h)
+
+int csck_decode_packed8_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                             size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                             size_t height, uint8_t *x, size_t xCapacity, size_t stride) {
+    if (!csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, stride, width,
+                                     xCapacity))
+        return -1;
+    decode_packed8_sse41_unchecked(payload, count, position, nibbles, bits, width, height, x, stride);
+    return 0;
+}
+
+int csck_decode_packed10_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                              size_t height, uint16_t *x, size_t xCapacity) {
+    // Whole blocks: the last row's stores reach ⌈width / 8⌉ × 8 samples (overflow refuses).
+    const size_t blocksPerRow = (width >> 3) + ((width & 7) != 0);
+    if (blocksPerRow > SIZE_MAX / 8 ||
+        !csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, width,
+                                     blocksPerRow * 8, xCapacity))
+        return -1;
+    decode_packed10_sse41_unchecked(payload, count, position, nibbles, bits, width, height, x);
+    return 0;
+}
+
+size_t csck_pack8_sse41(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t outCapacity,
+                       size_t *zeroBlocks) {
+    if (!csck_pack_capacity_holds(blockCount, outCapacity)) return CSCK_PACK_REFUSED;
+    return pack8_sse41_unchecked(up, left, blockCount, out, zeroBlocks);
+}
+
+
 #else
 
 int csck_cpu_has_sse41(void) { return 0; }
+
 
 #endif

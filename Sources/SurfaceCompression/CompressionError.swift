@@ -34,7 +34,7 @@ public struct CompressionError: Error, Hashable, Sendable, CustomStringConvertib
         private enum Value: Hashable, Sendable {
             case truncated, badMagic, unsupportedVersion, invalidHeader, checksumMismatch, tableOutOfRange
             case overlappingTiles, invalidTileMode, corruptPayload, formatMismatch, destinationTooSmall
-            case invalidArgument, pixelBuffer
+            case invalidArgument, pixelBuffer, reentrantCall
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -65,6 +65,10 @@ public struct CompressionError: Error, Hashable, Sendable, CustomStringConvertib
         public static let invalidArgument = Code(.invalidArgument)
         /// The pixel buffer underneath failed; see ``CompressionError/underlying``.
         public static let pixelBuffer = Code(.pixelBuffer)
+        /// A ``SurfaceCodecContext`` was called from the body of its own
+        /// ``SurfaceCodecContext/decodeTileRows(of:into:verifiesChecksums:_:)`` (which holds the context): use
+        /// another context there.
+        public static let reentrantCall = Code(.reentrantCall)
 
         public var description: String {
             switch value {
@@ -81,6 +85,7 @@ public struct CompressionError: Error, Hashable, Sendable, CustomStringConvertib
             case .destinationTooSmall: "destination too small"
             case .invalidArgument: "invalid argument"
             case .pixelBuffer: "pixel buffer error"
+            case .reentrantCall: "codec context called from its own decodeTileRows body"
             }
         }
     }

@@ -88,6 +88,7 @@ extension SurfaceCodecContext {
             bytesPerRow1: second.bytesPerRow,
             originY: 0
         )
+        try refuseReentry(op)
         let threads = threadCount
         try workspace.withLock { (workspace) throws(CompressionError) in
             var header = try unsafe TileCodec.parse(

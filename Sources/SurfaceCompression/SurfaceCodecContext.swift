@@ -7,7 +7,10 @@ import Synchronization
 ///
 /// Make one per stream and keep it: a publisher encodes every frame through its context; a subscriber decodes
 /// through its own. Calls on one context are serialised (a lock); use one context per thread that encodes or
-/// decodes concurrently. A context with several threads keeps `threadCount - 1` threads of its own (the caller
+/// decodes concurrently. ``decodeTileRows(of:into:verifiesChecksums:_:)`` holds the context while its `body`
+/// runs: a call on the same context from that body throws ``CompressionError/Code-swift.struct/reentrantCall``
+/// instead of deadlocking (use another context there; a body that waits for another thread using this context
+/// would still wait for itself). A context with several threads keeps `threadCount - 1` threads of its own (the caller
 /// is the last worker), started when it is made and ended when it is released.
 ///
 /// ```swift
@@ -21,6 +24,8 @@ public final class SurfaceCodecContext: Sendable {
     /// The tile size the encoder uses.
     public let tileSize: SurfaceCodec.TileSize
     let workspace: Mutex<CodecWorkspace>
+    /// The thread running a ``decodeTileRows(of:into:verifiesChecksums:_:)`` body of this context, or 0.
+    let bodyThread = Atomic<UInt>(0)
 
     /// Makes a context.
     ///
@@ -54,6 +59,7 @@ public final class SurfaceCodecContext: Sendable {
             tileSize: tileSize,
             op
         )
+        try refuseReentry(op)
         let threads = threadCount
         let used = try workspace.withLock { (workspace) throws(CompressionError) -> Int in
             try CodecDriver.compress(source, into: destination, grid: grid, threads: threads, workspace: workspace)
@@ -68,6 +74,7 @@ public final class SurfaceCodecContext: Sendable {
         into destination: PixelBuffer,
         verifiesChecksums: Bool = true
     ) throws(CompressionError) {
+        try refuseReentry("SurfaceCodecContext.decompress")
         let threads = threadCount
         try workspace.withLock { (workspace) throws(CompressionError) in
             try CodecDriver.decompress(
@@ -82,21 +89,43 @@ public final class SurfaceCodecContext: Sendable {
 
     /// Decodes a few tile rows at a time into `scratch`; as
     /// ``SurfaceCodec/decodeTileRows(of:into:options:_:)``.
+    ///
+    /// The context is held while `body` runs (its workspace keeps the parsed table between batches): a call on
+    /// this context from `body` throws ``CompressionError/Code-swift.struct/reentrantCall``, having done nothing.
     public func decodeTileRows(
         of compressed: PixelBuffer,
         into scratch: PixelBuffer,
         verifiesChecksums: Bool = true,
         _ body: (_ rows: Range<Int>) throws -> Void
     ) throws {
+        try refuseReentry("SurfaceCodecContext.decodeTileRows")
         let threads = threadCount
+        let thread = System.currentThread
         try workspace.withLock { workspace in
             try CodecDriver.decodeTileRows(
                 of: compressed,
                 into: scratch,
                 threads: threads,
                 verifyChecksums: verifiesChecksums,
-                workspace: workspace,
-                body
+                workspace: workspace
+            ) { rows in
+                // Marked only while the body runs, on the caller's thread (which holds the lock): a call from the
+                // body finds it and throws; any other thread sees another identity and waits for the lock.
+                bodyThread.store(thread, ordering: .releasing)
+                defer { bodyThread.store(0, ordering: .releasing) }
+                try body(rows)
+            }
+        }
+    }
+
+    /// Throws ``CompressionError/Code-swift.struct/reentrantCall`` when the calling thread is running a
+    /// ``decodeTileRows(of:into:verifiesChecksums:_:)`` body of this context (its lock is held: waiting for it
+    /// would never end).
+    func refuseReentry(_ op: String) throws(CompressionError) {
+        if bodyThread.load(ordering: .acquiring) == System.currentThread {
+            throw CompressionError(
+                .reentrantCall,
+                op + ": called from the body of this context's decodeTileRows (use another context there)"
             )
         }
     }

@@ -52,7 +52,7 @@ static void compare(const uint8_t *a, const uint8_t *b, size_t count, unsigned l
 static uint8_t *controls(const uint8_t *payload, size_t blocks, size_t *nibbleBytes, size_t *bitBytes) {
     *nibbleBytes = (blocks + 1) / 2;
     *bitBytes = (blocks + 7) / 8;
-    uint8_t *c = calloc(1, *nibbleBytes + *bitBytes + 8);
+    uint8_t *c = calloc(1, *nibbleBytes + *bitBytes + CSCK_CONTROL_SLACK);
     if (!c) fail("allocation");
     memcpy(c, payload, *nibbleBytes + *bitBytes);
     return c;
@@ -84,8 +84,11 @@ int main(int argc, char **argv) {
             uint8_t *plane = malloc(stride * height + 64);
             if (!plane) fail("allocation");
             memset(plane, 0xA5, stride * height + 64);
-            csck_decode_packed8_neon(payload, count, nibbleBytes + bitBytes, c, c + nibbleBytes, width, height, plane,
-                                     stride);
+            // The stated capacities: the controls' slack, the plane's bytes (a refusal counts as a difference).
+            different[1] += csck_decode_packed8_neon(payload, count, nibbleBytes + bitBytes, c,
+                                                     nibbleBytes + bitBytes + CSCK_CONTROL_SLACK, c + nibbleBytes,
+                                                     bitBytes + CSCK_CONTROL_SLACK, width, height, plane,
+                                                     stride * height + 64, stride) != 0;
             compare(plane, expected, stride * height, &bytes[1], &different[1]);
             for (size_t i = 0; i < 64; i++) {
                 different[1] += plane[stride * height + i] != 0xA5;
@@ -107,7 +110,10 @@ int main(int argc, char **argv) {
             if (nibbleBytes + bitBytes > count) fail("packed10 payload");
             uint16_t *x = calloc(1, width * height * 2 + 64);
             if (!x) fail("allocation");
-            csck_decode_packed10_neon(payload, count, nibbleBytes + bitBytes, c, c + nibbleBytes, width, height, x);
+            different[2] += csck_decode_packed10_neon(payload, count, nibbleBytes + bitBytes, c,
+                                                      nibbleBytes + bitBytes + CSCK_CONTROL_SLACK, c + nibbleBytes,
+                                                      bitBytes + CSCK_CONTROL_SLACK, width, height, x,
+                                                      width * height + 32) != 0;
             uint8_t *got = malloc(width * height * 2);
             if (!got) fail("allocation");
             for (size_t i = 0; i < width * height; i++) {
@@ -128,13 +134,14 @@ int main(int argc, char **argv) {
             const size_t size = read32();
             uint8_t *expected = readBytes(size, 0);
             const size_t zeroBlocks = read32();
-            // Room for the worst case (nibbles, bits, 8 bytes a block) plus 8.
-            const size_t room = (blockCount + 1) / 2 + (blockCount + 7) / 8 + blockCount * 8 + 8;
+            // Room for the worst case (nibbles, bits, 8 bytes a block) plus CSCK_PACK_SLACK.
+            const size_t room = (blockCount + 1) / 2 + (blockCount + 7) / 8 + blockCount * 8 + CSCK_PACK_SLACK;
             uint8_t *out = malloc(room);
             if (!out) fail("allocation");
             memset(out, 0xEE, room);
             size_t zeros = 0;
-            const size_t written = csck_pack8_neon(up, left, blockCount, out, &zeros);
+            const size_t written = csck_pack8_neon(up, left, blockCount, out, room, &zeros);
+            if (written == CSCK_PACK_REFUSED) fail("pack8 refused its stated capacity");
             if (written != size) {
                 different[3] += 1 + (written > size ? written - size : size - written);
             }

@@ -28,7 +28,9 @@ import Testing
                         width: width,
                         height: height,
                         controls: c.baseAddress!,
+                        controlsCapacity: c.count,
                         into: x.baseAddress!,
+                        capacity: x.count,
                         usesVectorKernels: false
                     )
                 }
@@ -43,7 +45,7 @@ import Testing
     static func kernel(_ payload: [UInt8], width: Int, height: Int, stride: Int, deposit: Bool) -> [UInt8] {
         let blocks = (width + 7) / 8 * height
         let controlBytes = (blocks + 1) / 2 + (blocks + 7) / 8
-        // Private controls, readable 4 bytes past their end.
+        // Private controls, readable CSCK_CONTROL_SLACK (8) bytes past their end.
         var controls = [UInt8](repeating: 0, count: controlBytes + 8)
         for i in 0..<controlBytes { controls[i] = payload[i] }
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -54,22 +56,26 @@ import Testing
         let shared = (mapping + pages * page - payload.count).assumingMemoryBound(to: UInt8.self)
         payload.withUnsafeBufferPointer { shared.update(from: $0.baseAddress!, count: payload.count) }
         var plane = [UInt8](repeating: 0xA5, count: stride * height + 64)
-        controls.withUnsafeBufferPointer { c in
+        let status = controls.withUnsafeBufferPointer { c in
             plane.withUnsafeMutableBufferPointer { x in
                 csck_decode_packed8_avx2_unpacking(
                     shared,
                     payload.count,
                     controlBytes,
                     c.baseAddress!,
+                    c.count,
                     c.baseAddress! + (blocks + 1) / 2,
+                    c.count - (blocks + 1) / 2,
                     width,
                     height,
                     x.baseAddress!,
+                    x.count,
                     stride,
                     deposit ? 1 : 0
                 )
             }
         }
+        #expect(status == 0)
         return plane
     }
 
@@ -234,8 +240,10 @@ import Testing
                             width: width,
                             height: height,
                             controls: c.baseAddress!,
+                            controlsCapacity: c.count,
                             residuals: r.baseAddress!,
                             into: x.baseAddress!,
+                            capacity: x.count,
                             usesVectorKernels: false
                         )
                     }
@@ -260,20 +268,24 @@ import Testing
         payload.withUnsafeBufferPointer { shared.update(from: $0.baseAddress!, count: payload.count) }
         // The kernel may write up to 16 samples of slack past the component.
         var output = [UInt16](repeating: 0xA5A5, count: width * height + 16)
-        controls.withUnsafeBufferPointer { c in
+        let status = controls.withUnsafeBufferPointer { c in
             output.withUnsafeMutableBufferPointer { x in
                 csck_decode_packed10_avx2(
                     shared,
                     payload.count,
                     controlBytes,
                     c.baseAddress!,
+                    c.count,
                     c.baseAddress! + (blocks + 1) / 2,
+                    c.count - (blocks + 1) / 2,
                     width,
                     height,
-                    x.baseAddress!
+                    x.baseAddress!,
+                    x.count
                 )
             }
         }
+        #expect(status == 0)
         return Array(output.prefix(width * height))
     }
 

@@ -274,7 +274,9 @@ import Testing
                     width: width,
                     height: height,
                     controls: controls.assumingMemoryBound(to: UInt8.self),
-                    into: samples.assumingMemoryBound(to: UInt8.self)
+                    controlsCapacity: stride,
+                    into: samples.assumingMemoryBound(to: UInt8.self),
+                    capacity: stride
                 )
             }
             #expect(valid)

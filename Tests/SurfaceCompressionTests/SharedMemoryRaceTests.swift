@@ -110,7 +110,9 @@ import TestSupport
                     width: width,
                     height: height,
                     controls: (base + 5 * 4096).assumingMemoryBound(to: UInt8.self),
-                    into: base.assumingMemoryBound(to: UInt8.self)
+                    controlsCapacity: 4096,
+                    into: base.assumingMemoryBound(to: UInt8.self),
+                    capacity: 4096
                 )
             }
         }

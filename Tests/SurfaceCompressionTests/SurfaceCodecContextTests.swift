@@ -134,4 +134,44 @@ import TestSupport
         // The scratch is unlocked again afterwards.
         #expect(!scratch.surface.isLocked)
     }
+
+    /// A body that calls its own context (decompress, compress, decodeTileRows) gets reentrantCall at once
+    /// instead of a deadlock; another context works there; and the context works again after the body.
+    @Test(.timeLimit(.minutes(5))) func aBodyCallingItsOwnContextGetsReentrantCallNotADeadlock() throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange8
+        let bytes = syntheticBytes(format, width: 64, height: 64, seed: 5)
+        let source = try makeBuffer(bytes, width: 64, height: 64, format: format)
+        let tiles = SurfaceCodec.TileSize(width: nil, height: 16)
+        let compressed = try SurfaceCodec.makeCompressedBuffer(width: 64, height: 64, format: format, tileSize: tiles)
+        let other = try SurfaceCodec.makeCompressedBuffer(width: 64, height: 64, format: format, tileSize: tiles)
+        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles)
+        let second = SurfaceCodecContext(threadCount: 1, tileSize: tiles)
+        try codec.compress(source, into: compressed)
+        let scratch = try PixelBuffer(width: 64, height: 16, pixelFormat: format)
+        let output = try PixelBuffer(width: 64, height: 64, pixelFormat: format)
+        let inner = try PixelBuffer(width: 64, height: 16, pixelFormat: format)
+        var codes: [CompressionError.Code] = []
+        var batches = 0
+        try codec.decodeTileRows(of: compressed, into: scratch) { _ in
+            batches += 1
+            do {
+                try codec.decompress(compressed, into: output)
+            } catch let error as CompressionError { codes.append(error.code) }
+            do {
+                try codec.compress(source, into: other)
+            } catch let error as CompressionError { codes.append(error.code) }
+            do {
+                try codec.decodeTileRows(of: compressed, into: inner) { _ in Issue.record("nested body ran") }
+            } catch let error as CompressionError { codes.append(error.code) }
+            // Another context is free to work here.
+            try second.decompress(compressed, into: output)
+        }
+        #expect(batches == 4)
+        #expect(codes == Array(repeating: [.reentrantCall, .reentrantCall, .reentrantCall], count: 4).flatMap { $0 })
+        #expect(try packed(output) == bytes)
+        // After the body, the same context decodes again (the mark is cleared).
+        let again = try PixelBuffer(width: 64, height: 64, pixelFormat: format)
+        try codec.decompress(compressed, into: again)
+        #expect(try packed(again) == bytes)
+    }
 }

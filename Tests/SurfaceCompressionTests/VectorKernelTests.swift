@@ -95,7 +95,9 @@ import Testing
                             width: width,
                             height: height,
                             controls: c.baseAddress!,
-                            into: x.baseAddress!
+                            controlsCapacity: c.count,
+                            into: x.baseAddress!,
+                            capacity: x.count
                         )
                     }
                 }
@@ -119,7 +121,9 @@ import Testing
                             width: width,
                             height: height,
                             controls: c.baseAddress!,
+                            controlsCapacity: c.count,
                             into: x.baseAddress!,
+                            capacity: x.count,
                             rowStride: stride
                         )
                     }
@@ -246,8 +250,10 @@ import Testing
                                 width: width,
                                 height: height,
                                 controls: c.baseAddress!,
+                                controlsCapacity: c.count,
                                 residuals: r.baseAddress!,
-                                into: x.baseAddress!
+                                into: x.baseAddress!,
+                                capacity: x.count
                             )
                         }
                     }
@@ -392,6 +398,7 @@ import Testing
                                     left: l.baseAddress!,
                                     blockCount: blockCount,
                                     into: o.baseAddress!,
+                                    capacity: o.count,
                                     size: &size,
                                     zeroBlocks: &zeros
                                 )

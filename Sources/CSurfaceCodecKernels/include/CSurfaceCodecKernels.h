@@ -23,16 +23,36 @@
 /// Whether the processor runs AVX2 (cpuid, once).
 int csck_cpu_has_avx2(void);
 
+/// Bytes the decoders may read past the last width nibble and past the last predictor bit byte (whole-word loads
+/// of the controls): a decoder refuses controls whose capacity does not cover them plus this slack.
+#define CSCK_CONTROL_SLACK 8
+
+/// What a pack8 kernel may store past the payload it returns (8-byte stores of the last block).
+#define CSCK_PACK_SLACK 8
+
+/// Returned by a pack8 kernel that refused its arguments (its output capacity is too small): nothing was written.
+#define CSCK_PACK_REFUSED ((size_t)-1)
+
 /// Decodes the residual blocks of a packed8 component (docs/COMPRESSED-LAYOUT.md §6.1) into `x`: height rows
 /// of width bytes, `stride` bytes apart (stride ≥ width). Exactly the samples are written, nothing past a
 /// row's end, so `x` may be a plane that other threads write beside this component.
 ///
-/// `nibbles` and `bits` are private copies of the payload's width nibbles and predictor bits, already
-/// validated, each readable 4 bytes past its end; `payload` (count bytes) may be shared memory that changes meanwhile: every width is clamped to 8
-/// and every load is bounded by `count`, so a change gives wrong samples, never an out-of-bounds access.
+/// Capacities (checked first; the call returns -1, having read and written nothing, when one does not hold,
+/// else 0):
+/// - `nibbles`: `nibbleCapacity` readable bytes, at least ⌈blocks / 2⌉ + CSCK_CONTROL_SLACK, where blocks =
+///   ⌈width / 8⌉ × height; `bits`: `bitCapacity` readable bytes, at least ⌈blocks / 8⌉ + CSCK_CONTROL_SLACK. Both
+///   are private copies of the payload's width nibbles and predictor bits, already validated.
+/// - `x`: `xCapacity` writable bytes, at least (height − 1) × stride + width. Reads of `x` stay inside the
+///   samples of the rows written so far and the row being written; row 0 reads its own bytes as "above" before
+///   writing them (never selected: row 0 is left-predicted).
+/// - `payload` (count bytes, position ≤ count) may be shared memory that changes meanwhile: every width is
+///   clamped to 8 and every load is bounded by `count`, so a change gives wrong samples, never an out-of-bounds
+///   access.
+///
 /// `position` is where the residual blocks start. Call only when csck_cpu_has_avx2() returned 1.
-void csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                              const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
+int csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                             size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                             size_t height, uint8_t *x, size_t xCapacity, size_t stride);
 
 /// Whether BMI2's pdep is fast here (cpuid, once): csck_pdep_is_fast for this processor.
 int csck_cpu_has_fast_pdep(void);
@@ -46,22 +66,28 @@ int csck_pdep_is_fast(int hasBMI2AndAVX2, uint32_t vendorEBX, uint32_t vendorECX
 /// csck_decode_packed8_avx2 with a chosen way to unpack the blocks: with pdep (`deposit` = 1, used only where
 /// csck_cpu_has_fast_pdep() returned 1, otherwise as 0) or with byte shuffles and multiplies (`deposit` = 0).
 /// The same samples either way; csck_decode_packed8_avx2 uses pdep where it is fast. For tests and benchmarks.
-void csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
-                                        const uint8_t *nibbles, const uint8_t *bits, size_t width, size_t height,
-                                        uint8_t *x, size_t stride, int deposit);
+int csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
+                                       const uint8_t *nibbles, size_t nibbleCapacity, const uint8_t *bits,
+                                       size_t bitCapacity, size_t width, size_t height, uint8_t *x, size_t xCapacity,
+                                       size_t stride, int deposit);
 
-/// Decodes the residual blocks of a packed10 component (docs/COMPRESSED-LAYOUT.md §6.2) into `x` (width ×
-/// height 16-bit samples plus at least 32 bytes of slack), under the same rules as csck_decode_packed8_avx2
-/// (widths clamped to 10).
-void csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                               const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+/// Decodes the residual blocks of a packed10 component (docs/COMPRESSED-LAYOUT.md §6.2) into `x`: height rows of
+/// width 16-bit samples, contiguous, under the same rules as csck_decode_packed8_avx2 (widths clamped to 10;
+/// returns -1, having done nothing, when a capacity does not hold, else 0). Whole blocks of 8 samples are stored,
+/// so a row's last block may write up to 7 samples past the row's end (into the next row, written after, or past
+/// the last row): `xCapacity` (in samples) must be at least (height − 1) × width + ⌈width / 8⌉ × 8.
+int csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                              size_t height, uint16_t *x, size_t xCapacity);
 
 /// Chooses and packs the blocks of a packed8 payload (docs/COMPRESSED-LAYOUT.md §6.1): `up` and `left` hold
-/// the zig-zagged residuals of each block under each predictor (8 bytes a block); writes the width nibbles,
-/// the predictor bits and the packed blocks to `out` (room for the worst case plus 8 bytes) and returns the
-/// payload's size; `zeroBlocks` receives the number of blocks of width 0. The same bytes as the portable
-/// encoder. Call only when csck_cpu_has_avx2() returned 1.
-size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out,
+/// the zig-zagged residuals of each block under each predictor (8 bytes a block, blockCount × 8 readable bytes
+/// each: no read goes past them); writes the width nibbles, the predictor bits and the packed blocks to `out` and
+/// returns the payload's size; `zeroBlocks` receives the number of blocks of width 0. The same bytes as the
+/// portable encoder. `outCapacity` must cover the worst case plus CSCK_PACK_SLACK: ⌈blockCount / 2⌉ +
+/// ⌈blockCount / 8⌉ + 8 × blockCount + CSCK_PACK_SLACK bytes; otherwise nothing is written and the call returns
+/// CSCK_PACK_REFUSED. Call only when csck_cpu_has_avx2() returned 1.
+size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t outCapacity,
                        size_t *zeroBlocks);
 
 // MARK: SSE4.1 and NEON tiers (same contracts as the AVX2 functions above)
@@ -78,30 +104,35 @@ int csck_cpu_has_sse41(void);
 #if defined(__x86_64__)
 /// csck_decode_packed8_avx2's contract with SSE4.1. Call only when csck_cpu_has_sse41()
 /// returned 1.
-void csck_decode_packed8_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                               const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
+int csck_decode_packed8_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                             size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                             size_t height, uint8_t *x, size_t xCapacity, size_t stride);
 
 /// csck_decode_packed10_avx2's contract with SSE4.1. Call only when csck_cpu_has_sse41() returned 1.
-void csck_decode_packed10_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                                const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+int csck_decode_packed10_sse41(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                              size_t height, uint16_t *x, size_t xCapacity);
 
 /// csck_pack8_avx2's contract with SSE4.1: the same bytes as the portable encoder. Call only when
 /// csck_cpu_has_sse41() returned 1.
-size_t csck_pack8_sse41(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out,
+size_t csck_pack8_sse41(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t outCapacity,
                         size_t *zeroBlocks);
 #endif
 
 #if defined(__aarch64__)
 /// csck_decode_packed8_avx2's contract with NEON (arm64 only).
-void csck_decode_packed8_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                              const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride);
+int csck_decode_packed8_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                             size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                             size_t height, uint8_t *x, size_t xCapacity, size_t stride);
 
 /// csck_decode_packed10_avx2's contract with NEON (arm64 only).
-void csck_decode_packed10_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
-                               const uint8_t *bits, size_t width, size_t height, uint16_t *x);
+int csck_decode_packed10_neon(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                              size_t height, uint16_t *x, size_t xCapacity);
 
 /// csck_pack8_avx2's contract with NEON (arm64 only): the same bytes as the portable encoder.
-size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t *zeroBlocks);
+size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount, uint8_t *out, size_t outCapacity,
+                        size_t *zeroBlocks);
 #endif
 
 /// Interleaves `count` BGRA pixels from a tile's components (docs/COMPRESSED-LAYOUT.md §5): B = bg + g, G = g,

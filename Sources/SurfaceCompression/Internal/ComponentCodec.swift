@@ -121,7 +121,9 @@ enum ComponentCodec {
         (z &>> 1) ^ (0 &- (z & 1))
     }
 
-    /// Encodes 8-bit samples. `residuals`, `residuals2`, `packed` and `alternative` are scratch slots.
+    /// Encodes 8-bit samples. `residuals`, `residuals2`, `packed` and `alternative` are scratch slots; `packed`
+    /// holds at least ``maximumPacked8ByteCount(width:height:)`` + ``Kernels/packSlack`` bytes (the pack kernels
+    /// check that figure).
     ///
     /// packed8 payload: `blocks` = height × ⌈width / 8⌉ blocks of 8 samples, each within one row (the last block
     /// of a row padded with zero residuals). First a width nibble per block (low nibble first), then one
@@ -207,6 +209,7 @@ enum ComponentCodec {
                 left: UnsafePointer(rl),
                 blockCount: blockCount,
                 into: out,
+                capacity: maximumPacked8ByteCount(width: width, height: height) &+ Kernels.packSlack,
                 size: &position,
                 zeroBlocks: &zeroBlocks
             )
@@ -377,20 +380,25 @@ enum ComponentCodec {
         return written <= smallestPacked ? -written : written
     }
 
-    /// Decodes an 8-bit packed payload into `x` (width × height samples, plus 8 bytes of slack). Returns false if
-    /// the payload is not exactly the packed form.
+    /// Decodes an 8-bit packed payload into `x`: `capacity` writable bytes, at least (height − 1) × stride + width
+    /// with rows `rowStride` apart (a vector kernel: exactly the samples are written), or (height − 1) × width +
+    /// ⌈width / 8⌉ × 8 with contiguous rows (the portable decoder writes whole blocks of 8). Returns false if the payload is not exactly the
+    /// packed form.
     ///
     /// The payload may be shared memory that another process rewrites meanwhile: the width nibbles and predictor
-    /// bits are copied once into `controls` (private, at least as large as the component) and read only from
-    /// there, so every position and width is validated once and cannot change; residual bytes are read from the
-    /// payload within the bounds those give.
+    /// bits are copied once into `controls` (private, `controlsCapacity` bytes: at least their size plus
+    /// ``Kernels/controlSlack``) and read only from there, so every position and width is validated once and
+    /// cannot change; residual bytes are read from the payload within the bounds those give. A capacity below
+    /// these is a bug of the caller: a precondition failure (the kernels check them again).
     static func decodePacked8(
         _ payload: UnsafeRawPointer,
         count: Int,
         width: Int,
         height: Int,
         controls: UnsafeMutablePointer<UInt8>,
+        controlsCapacity: Int,
         into x: UnsafeMutablePointer<UInt8>,
+        capacity: Int,
         rowStride: Int? = nil,
         usesVectorKernels: Bool = true
     ) -> Bool {
@@ -399,6 +407,13 @@ enum ComponentCodec {
         precondition(rowStride == nil || (usesVectorKernels && Kernels.decodesStrided), "a row stride needs a kernel")
         let blocksPerRow = (width &+ 7) &>> 3
         let blockCount = blocksPerRow &* height
+        let byKernel = usesVectorKernels && Kernels.decodesStrided
+        let needed = (height &- 1) &* (rowStride ?? width) &+ (byKernel ? width : blocksPerRow &<< 3)
+        precondition(height == 0 || capacity >= needed, "decodePacked8: \(capacity) bytes for \(width)×\(height)")
+        precondition(
+            controlsCapacity >= ((blockCount &+ 1) &>> 1) &+ ((blockCount &+ 7) &>> 3) &+ Kernels.controlSlack,
+            "decodePacked8: controls of \(controlsCapacity) bytes"
+        )
         guard let (nibbles, bits, nibbleBytes, bitBytes) = unsafe copyControls(payload, count, blockCount, controls)
         else { return false }
         // The widths' sum and whether any exceeds 8, 16 nibbles at a time (SWAR): a nibble is above 8 when its
@@ -428,10 +443,13 @@ enum ComponentCodec {
                 count: count,
                 position: nibbleBytes &+ bitBytes,
                 nibbles: nibbles,
+                nibbleCapacity: controlsCapacity,
                 bits: bits,
+                bitCapacity: controlsCapacity &- nibbleBytes,
                 width: width,
                 height: height,
                 into: x,
+                capacity: capacity,
                 rowStride: rowStride ?? width
             )
         {
@@ -824,7 +842,9 @@ enum ComponentCodec {
         }
     }
 
-    /// Decodes a packed10 or packed16 payload into `x`; `r` is residual scratch (rows rounded up to 8).
+    /// Decodes a packed10 or packed16 payload into `x` (`capacity` samples, at least (height − 1) × width +
+    /// ⌈width / 8⌉ × 8: whole blocks are stored); `r` is residual scratch (rows rounded up to 8); `controls` as for
+    /// ``decodePacked8(_:count:width:height:controls:controlsCapacity:into:capacity:rowStride:usesVectorKernels:)``.
     static func decodePacked16(
         _ payload: UnsafeRawPointer,
         count: Int,
@@ -832,13 +852,24 @@ enum ComponentCodec {
         width: Int,
         height: Int,
         controls: UnsafeMutablePointer<UInt8>,
+        controlsCapacity: Int,
         residuals r: UnsafeMutablePointer<UInt16>,
         into x: UnsafeMutablePointer<UInt16>,
+        capacity: Int,
         usesVectorKernels: Bool = true
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
         let blockCount = blocksPerRow &* height
+        // Whole blocks of 8 samples are stored: the last row reaches ⌈width / 8⌉ × 8 samples.
+        precondition(
+            height == 0 || capacity >= (height &- 1) &* width &+ stride,
+            "decodePacked16: \(capacity) samples for \(width)×\(height)"
+        )
+        precondition(
+            controlsCapacity >= ((blockCount &+ 1) &>> 1) &+ ((blockCount &+ 7) &>> 3) &+ Kernels.controlSlack,
+            "decodePacked16: controls of \(controlsCapacity) bytes"
+        )
         guard let (nibbles, bits, nibbleBytes, bitBytes) = unsafe copyControls(payload, count, blockCount, controls)
         else { return false }
         let maximumWidth = tenBit ? 10 : 16
@@ -880,10 +911,13 @@ enum ComponentCodec {
                     count: count,
                     position: nibbleBytes &+ bitBytes,
                     nibbles: nibbles,
+                    nibbleCapacity: controlsCapacity,
                     bits: bits,
+                    bitCapacity: controlsCapacity &- nibbleBytes,
                     width: width,
                     height: height,
-                    into: x
+                    into: x,
+                    capacity: capacity
                 )
             {
                 return true

@@ -63,94 +63,129 @@ package enum Kernels {
     /// samples written): every vector tier does; the portable code writes whole blocks into contiguous rows.
     static var decodesStrided: Bool { tier != .portable }
 
+    /// Bytes a kernel may read past the width nibbles and past the predictor bits (`CSCK_CONTROL_SLACK`).
+    static let controlSlack = Int(CSCK_CONTROL_SLACK)
+
+    /// Bytes a pack8 kernel may store past the payload it returns (`CSCK_PACK_SLACK`).
+    static let packSlack = Int(CSCK_PACK_SLACK)
+
     /// The packed8 residual blocks with the tier in effect (see `csck_decode_packed8_avx2`), rows `rowStride`
-    /// bytes apart. Returns false, having done nothing, under the portable tier.
+    /// bytes apart. `nibbleCapacity` and `bitCapacity` are the readable bytes at `nibbles` and `bits`,
+    /// `capacity` the writable bytes at `x`: the kernel checks them against what it reads and writes, and a
+    /// refusal is a bug of the caller (a precondition failure here). Returns false, having done nothing, under the
+    /// portable tier.
     static func decodePacked8(
         _ payload: UnsafeRawPointer,
         count: Int,
         position: Int,
         nibbles: UnsafePointer<UInt8>,
+        nibbleCapacity: Int,
         bits: UnsafePointer<UInt8>,
+        bitCapacity: Int,
         width: Int,
         height: Int,
         into x: UnsafeMutablePointer<UInt8>,
+        capacity: Int,
         rowStride: Int
     ) -> Bool {
         let p = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        let status: Int32
         switch tier {
         #if arch(x86_64)
         case .avx2:
-            unsafe csck_decode_packed8_avx2(p, count, position, nibbles, bits, width, height, x, rowStride)
-            return true
+            status = unsafe csck_decode_packed8_avx2(
+                p, count, position, nibbles, nibbleCapacity, bits, bitCapacity, width, height, x, capacity, rowStride
+            )
         case .sse41:
-            unsafe csck_decode_packed8_sse41(p, count, position, nibbles, bits, width, height, x, rowStride)
-            return true
+            status = unsafe csck_decode_packed8_sse41(
+                p, count, position, nibbles, nibbleCapacity, bits, bitCapacity, width, height, x, capacity, rowStride
+            )
         #elseif arch(arm64)
         case .neon:
-            unsafe csck_decode_packed8_neon(p, count, position, nibbles, bits, width, height, x, rowStride)
-            return true
+            status = unsafe csck_decode_packed8_neon(
+                p, count, position, nibbles, nibbleCapacity, bits, bitCapacity, width, height, x, capacity, rowStride
+            )
         #endif
         default:
             return false
         }
+        precondition(status == 0, "packed8 kernel: capacities too small for \(width)×\(height)")
+        return true
     }
 
-    /// The packed10 residual blocks with the tier in effect (see `csck_decode_packed10_avx2`). Returns false,
-    /// having done nothing, under the portable tier.
+    /// The packed10 residual blocks with the tier in effect (see `csck_decode_packed10_avx2`); `capacity` is in
+    /// samples, the other capacities as for ``decodePacked8(_:count:position:nibbles:nibbleCapacity:bits:bitCapacity:width:height:into:capacity:rowStride:)``.
+    /// Returns false, having done nothing, under the portable tier.
     static func decodePacked10(
         _ payload: UnsafeRawPointer,
         count: Int,
         position: Int,
         nibbles: UnsafePointer<UInt8>,
+        nibbleCapacity: Int,
         bits: UnsafePointer<UInt8>,
+        bitCapacity: Int,
         width: Int,
         height: Int,
-        into x: UnsafeMutablePointer<UInt16>
+        into x: UnsafeMutablePointer<UInt16>,
+        capacity: Int
     ) -> Bool {
         let p = unsafe payload.assumingMemoryBound(to: UInt8.self)
+        let status: Int32
         switch tier {
         #if arch(x86_64)
         case .avx2:
-            unsafe csck_decode_packed10_avx2(p, count, position, nibbles, bits, width, height, x)
-            return true
+            status = unsafe csck_decode_packed10_avx2(
+                p, count, position, nibbles, nibbleCapacity, bits, bitCapacity, width, height, x, capacity
+            )
         case .sse41:
-            unsafe csck_decode_packed10_sse41(p, count, position, nibbles, bits, width, height, x)
-            return true
+            status = unsafe csck_decode_packed10_sse41(
+                p, count, position, nibbles, nibbleCapacity, bits, bitCapacity, width, height, x, capacity
+            )
         #elseif arch(arm64)
         case .neon:
-            unsafe csck_decode_packed10_neon(p, count, position, nibbles, bits, width, height, x)
-            return true
+            status = unsafe csck_decode_packed10_neon(
+                p, count, position, nibbles, nibbleCapacity, bits, bitCapacity, width, height, x, capacity
+            )
         #endif
         default:
             return false
         }
+        precondition(status == 0, "packed10 kernel: capacities too small for \(width)×\(height)")
+        return true
     }
 
     /// Chooses and packs the blocks of a packed8 payload with the tier in effect (see `csck_pack8_avx2`): sets
-    /// `size` and `zeroBlocks`. Returns false, having done nothing, under the portable tier.
+    /// `size` and `zeroBlocks`. `capacity` is the writable bytes at `out` (the kernel refuses less than the worst
+    /// case plus ``packSlack``; a refusal is a precondition failure here). Returns false, having done nothing,
+    /// under the portable tier.
     static func pack8(
         up: UnsafePointer<UInt8>,
         left: UnsafePointer<UInt8>,
         blockCount: Int,
         into out: UnsafeMutableRawPointer,
+        capacity: Int,
         size: inout Int,
         zeroBlocks: inout Int
     ) -> Bool {
         let o = unsafe out.assumingMemoryBound(to: UInt8.self)
         var zeros = 0
+        let written: Int
         switch tier {
         #if arch(x86_64)
         case .avx2:
-            size = unsafe csck_pack8_avx2(up, left, blockCount, o, &zeros)
+            written = unsafe csck_pack8_avx2(up, left, blockCount, o, capacity, &zeros)
         case .sse41:
-            size = unsafe csck_pack8_sse41(up, left, blockCount, o, &zeros)
+            written = unsafe csck_pack8_sse41(up, left, blockCount, o, capacity, &zeros)
         #elseif arch(arm64)
         case .neon:
-            size = unsafe csck_pack8_neon(up, left, blockCount, o, &zeros)
+            written = unsafe csck_pack8_neon(up, left, blockCount, o, capacity, &zeros)
         #endif
         default:
             return false
         }
+        // CSCK_PACK_REFUSED (SIZE_MAX) comes back as -1: size_t is imported as Int.
+        precondition(written >= 0, "pack8 kernel: capacity too small")
+        size = written
         zeroBlocks = zeros
         return true
     }

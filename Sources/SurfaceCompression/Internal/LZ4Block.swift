@@ -64,9 +64,16 @@ enum LZ4Block {
     }
 
     /// The match search level of ``compressHC(_:count:dictionary:dictionaryCount:into:capacity:state:)`` (the Up
-    /// modes): level 9, or ``highCompressionLevel`` when that is higher, or off when that is 0. Only tiles whose
-    /// packed payload LZ4 already compresses (screen content) try it.
-    static var dictionaryLevel: Int { highCompressionLevel == 0 ? 0 : max(9, highCompressionLevel) }
+    /// modes): level 9, or ``highCompressionLevel`` when that is higher, or off when that is 0; or the level
+    /// `FRAMEBUS_CODEC_UP_LEVEL` gives (1...12, for measurements), read once per process. Only tiles whose packed
+    /// payload LZ4 already compresses (screen content) try it.
+    static let dictionaryLevel: Int = {
+        if highCompressionLevel == 0 { return 0 }
+        if let value = unsafe getenv("FRAMEBUS_CODEC_UP_LEVEL"), let level = Int(unsafe String(cString: value)) {
+            return max(1, min(level, 12))
+        }
+        return max(9, highCompressionLevel)
+    }()
 
     /// Compresses `count` bytes with liblz4's HC match search at ``dictionaryLevel``, letting matches reach into
     /// the `dictionaryCount` bytes at `dictionary` as if they preceded the source (only their last 64 KiB can be

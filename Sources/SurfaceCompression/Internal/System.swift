@@ -5,6 +5,9 @@ enum System {
     /// Online processors (sysconf(_SC_NPROCESSORS_ONLN)), at least 1.
     static var processorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
+    /// The calling thread's identity (pthread_self), never 0 for a running thread.
+    static var currentThread: UInt { UInt(pthread_self()) }
+
     /// Runs `body(worker)` for `workers` workers on up to that many threads (libdispatch); inline for one.
     static func parallel(workers: Int, _ body: (Int) -> Void) {
         if workers <= 1 {

@@ -892,7 +892,10 @@ enum TileCodec {
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),
+                        controlsCapacity: stride,
                         into: target.assumingMemoryBound(to: UInt8.self),
+                        // The plane: exactly the tile's rows there (the grid lies inside it); a slot: its bytes.
+                        capacity: inPlane ? (extent.height - 1) * image.bytesPerRow0 + extent.width : stride,
                         rowStride: inPlane ? image.bytesPerRow0 : nil
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
@@ -930,8 +933,10 @@ enum TileCodec {
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),
+                        controlsCapacity: stride,
                         residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
-                        into: slot.assumingMemoryBound(to: UInt16.self)
+                        into: slot.assumingMemoryBound(to: UInt16.self),
+                        capacity: stride / 2
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
             }
