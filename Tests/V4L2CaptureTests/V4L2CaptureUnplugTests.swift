@@ -24,7 +24,10 @@ import Testing
         let flowing = await eventually(timeout: .seconds(120)) { subscriber.records("frame").count >= 5 }
         try #require(flowing, "\(subscriber.output)")
 
-        #expect(try await v4l2ctl(["--set-ctrl", "disconnect=1"]) == 0)
+        // Only that it ran: its exit status is a race of its own (v4l2-ctl may touch the node again after the control
+        // took effect and get ENODEV: a nonzero status in 1 of 7 CI runs, the capture then ending exactly as below).
+        // What proves the unplug is the producer's and the subscriber's account of it.
+        #expect(try await v4l2ctl(["--set-ctrl", "disconnect=1"]) != nil, "v4l2-ctl did not finish")
 
         #expect(await command.exit(within: .seconds(90)), "\(command.output)")
         #expect(command.exitStatus == 3, "\(command.output)")
