@@ -767,11 +767,7 @@ __attribute__((target("avx2"))) static size_t pack8_avx2_unchecked(const uint8_t
 int csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                               size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
                               size_t height, uint16_t *x, size_t xCapacity) {
-    // Whole blocks: the last row's stores reach ⌈width / 8⌉ × 8 samples (overflow refuses).
-    const size_t blocksPerRow = (width >> 3) + ((width & 7) != 0);
-    if (blocksPerRow > SIZE_MAX / 8 ||
-        !csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, width,
-                                     blocksPerRow * 8, xCapacity))
+    if (!csck_decode10_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, xCapacity))
         return -1;
     decode_packed10_avx2_unchecked(payload, count, position, nibbles, bits, width, height, x);
     return 0;

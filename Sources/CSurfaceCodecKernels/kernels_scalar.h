@@ -25,6 +25,16 @@ static inline int csck_decode_capacities_hold(size_t count, size_t position, siz
     return xCapacity >= need;
 }
 
+/// Whether a packed10 decoder's capacities hold: as csck_decode_capacities_hold with rows `width` apart, the last row
+/// reaching ⌈width / 8⌉ × 8 samples (the kernels store whole blocks; an overflow refuses).
+static inline int csck_decode10_capacities_hold(size_t count, size_t position, size_t nibbleCapacity,
+                                                size_t bitCapacity, size_t width, size_t height, size_t xCapacity) {
+    const size_t blocksPerRow = (width >> 3) + ((width & 7) != 0);
+    if (blocksPerRow > SIZE_MAX / 8) return 0;
+    return csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, width,
+                                       blocksPerRow * 8, xCapacity);
+}
+
 /// Whether a pack8 kernel's output capacity covers the worst case plus CSCK_PACK_SLACK (CSurfaceCodecKernels.h).
 static inline int csck_pack_capacity_holds(size_t blockCount, size_t outCapacity) {
     size_t need;
