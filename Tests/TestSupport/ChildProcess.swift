@@ -232,8 +232,20 @@ final class Spawner: @unchecked Sendable {
         ? URL(fileURLWithPath: "/usr/bin/setpriv") : nil
 
     private let lock = NSLock()
-    private var jobs: [() -> Void] = []
+    private var jobs: [Job] = []
     private let ready = DispatchSemaphore(value: 0)
+
+    /// One spawn handed to the spawner thread. A caller that gives up marks it abandoned; the thread then skips it.
+    private final class Job: @unchecked Sendable {
+        // @unchecked: `started`, `abandoned` and `failure` are guarded by `lock`.
+        let body: () throws -> Void
+        let done = DispatchSemaphore(value: 0)
+        let lock = NSLock()
+        var started = false
+        var abandoned = false
+        var failure: (any Error)?
+        init(_ body: @escaping () throws -> Void) { self.body = body }
+    }
 
     private init() {
         let thread = Thread { [self] in
@@ -241,30 +253,48 @@ final class Spawner: @unchecked Sendable {
             sigemptyset(&empty)
             pthread_sigmask(SIG_SETMASK, &empty, nil)
             while true {
+                // Idle until a job is queued: this thread exists only to spawn, for the whole test process.
                 ready.wait()
                 lock.lock()
                 let job = jobs.removeFirst()
                 lock.unlock()
-                job()
+                job.lock.lock()
+                let skip = job.abandoned
+                job.started = !skip
+                job.lock.unlock()
+                if skip { continue }
+                var failure: (any Error)?
+                do { try job.body() } catch { failure = error }
+                job.lock.lock()
+                job.failure = failure
+                job.lock.unlock()
+                job.done.signal()
             }
         }
         thread.name = "test-spawner"
         thread.start()
     }
 
-    /// Runs `body` on the spawner thread and returns its result; blocks the caller only for the spawn itself.
-    func run(_ body: @escaping () throws -> Void) throws {
-        let done = DispatchSemaphore(value: 0)
-        // Written by the spawner thread before `done` is signalled, read by this one after the wait.
-        nonisolated(unsafe) var failure: (any Error)?
+    /// Runs `body` on the spawner thread and returns its result; blocks the caller only for the spawn itself, at
+    /// most `timeout` seconds (a spawn that takes longer is a harness error, not a hang of the caller's thread).
+    func run(timeout: Double = 120, _ body: @escaping () throws -> Void) throws {
+        let job = Job(body)
         lock.lock()
-        jobs.append {
-            do { try body() } catch { failure = error }
-            done.signal()
-        }
+        jobs.append(job)
         lock.unlock()
         ready.signal()
-        done.wait()
+        if job.done.wait(timeout: .now() + timeout) == .timedOut {
+            job.lock.lock()
+            let started = job.started
+            job.abandoned = true
+            job.lock.unlock()
+            throw TestSupportError(
+                started ? "spawning a child took more than \(timeout) s" : "the spawner did not start within \(timeout) s"
+            )
+        }
+        job.lock.lock()
+        let failure = job.failure
+        job.lock.unlock()
         if let failure { throw failure }
     }
 }
