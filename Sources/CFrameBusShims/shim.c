@@ -4,6 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -119,3 +123,33 @@ int cfb_udmabuf_create(int udmabufFD, int memfd, uint64_t offset, uint64_t size)
 int cfb_eventfd_blocking(void) { return eventfd(0, EFD_CLOEXEC); }
 
 int cfb_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+uint32_t cfb_futex_wait_change(uint32_t *word, uint32_t seen, int timeoutMilliseconds) {
+    struct timespec now, deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeoutMilliseconds / 1000;
+    deadline.tv_nsec += (long)(timeoutMilliseconds % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec += 1; deadline.tv_nsec -= 1000000000L; }
+    for (;;) {
+        uint32_t value = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        if (value != seen) return value;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long seconds = deadline.tv_sec - now.tv_sec;
+        long nanoseconds = deadline.tv_nsec - now.tv_nsec;
+        if (nanoseconds < 0) { seconds -= 1; nanoseconds += 1000000000L; }
+        if (seconds < 0) return seen;
+        struct timespec relative = { .tv_sec = seconds, .tv_nsec = nanoseconds };
+        // FUTEX_WAIT returns at once (EAGAIN) if the word already changed; EINTR and spurious wake-ups loop.
+        syscall(SYS_futex, word, FUTEX_WAIT, seen, &relative, NULL, 0);
+    }
+}
+
+int cfb_futex_publish(uint32_t *word, uint64_t *stamp, uint64_t value) {
+    __atomic_store_n(stamp, value, __ATOMIC_RELEASE);
+    __atomic_fetch_add(word, 1, __ATOMIC_RELEASE);
+    return (int)syscall(SYS_futex, word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+uint64_t cfb_load_acquire_u64(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+void cfb_store_release_u64(uint64_t *word, uint64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }

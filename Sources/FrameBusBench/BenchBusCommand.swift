@@ -39,7 +39,8 @@ package struct BenchBusCommand: ParsableCommand {
             Transports, comma separated: framebus (the delegate on a dispatch queue), framebus-thread (the \
             delegate on the subscriber's connection thread), framebus-events (a for-await loop over events on \
             the cooperative pool), framebus-events-executor (the same loop on Subscriber.executor), \
-            seqpacket-floor, eventfd-floor, stream-copy, fanout, gst-zerocopy, gst-copy, iceoryx2-py (Python \
+            seqpacket-floor, eventfd-floor, stream-copy, fanout, fanout-floor (the fanout counts woken with no \
+            frame: an eventfd per subscriber, and one futex broadcast), gst-zerocopy, gst-copy, iceoryx2-py (Python \
             bindings: Python's overhead is on its side).
             """
     )
@@ -225,6 +226,10 @@ package struct BenchBusCommand: ParsableCommand {
                 height: height
             )
         }
+        if transportList.contains(Self.fanoutFloor) {
+            let counts = fanout.split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
+            results += try measureFanoutFloors(control: control, base: base, counts: counts)
+        }
         try? channel.send(Array("quit".utf8))
         peer.waitForExit(timeout: 5)
 
@@ -232,6 +237,7 @@ package struct BenchBusCommand: ParsableCommand {
         say(BenchResult.table(results))
         say("")
         for line in BenchResult.targets(results) { say(line) }
+        for line in Self.fanoutFloorComparisons(results) { say(line) }
         for line in GStreamerShmBench.comparisons(results) { say(line) }
         if let json {
             let object: [String: Any] = [
@@ -364,17 +370,10 @@ package struct BenchBusCommand: ParsableCommand {
         height: Int
     ) throws -> [BenchResult] {
         guard let most = counts.max() else { return [] }
-        var peers: [Child] = []
-        var channels: [BenchmarkSocket] = []
+        let (peers, channels) = try startPeers(control: control, base: base, count: most)
         defer {
             for channel in channels { try? channel.send(Array("quit".utf8)) }
             for peer in peers { peer.waitForExit(timeout: 5) }
-        }
-        for _ in 0..<most {
-            peers.append(
-                try Child(try Child.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
-            )
-            channels.append(try control.accept(timeoutMilliseconds: 20_000))
         }
         var results: [BenchResult] = []
         for count in counts {
@@ -445,6 +444,19 @@ package struct BenchBusCommand: ParsableCommand {
             )
         }
         return results
+    }
+
+    /// Starts `count` peer processes (this executable) and accepts their control channels.
+    func startPeers(control: BenchmarkSocket, base: String, count: Int) throws -> ([Child], [BenchmarkSocket]) {
+        var peers: [Child] = []
+        var channels: [BenchmarkSocket] = []
+        for _ in 0..<count {
+            peers.append(
+                try Child(try Child.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
+            )
+            channels.append(try control.accept(timeoutMilliseconds: 20_000))
+        }
+        return (peers, channels)
     }
 
     func measureCopy(
@@ -672,6 +684,8 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
     var streamBuffer: [UInt8] = []
     /// The eventfd floor's ping and pong eventfds, once shared.
     var eventfds: [Int32] = []
+    /// The fan-out floor's eventfd or shared page (BenchBusFanoutFloor.swift).
+    var fanoutFloor = FanoutFloorPeerState()
 
     init(controlPath: String) throws {
         channel = try BenchmarkSocket.connect(path: controlPath, stream: false)
@@ -787,6 +801,10 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 try receiveEventfds()
             case "efd-run":
                 try runEventfdFloor(words.count > 1 ? Int(words[1]) ?? 0 : 0)
+            case "fanfloor-efd", "fanfloor-futex":
+                try receiveFanoutFloor(futex: words[0] == "fanfloor-futex")
+            case "fanfloor-run":
+                try runFanoutFloor(words.count > 1 ? Int(words[1]) ?? 0 : 0)
             case "copy-end":
                 stream = nil
                 try reply("ok")

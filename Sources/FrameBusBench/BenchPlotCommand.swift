@@ -113,7 +113,7 @@ struct BenchPlot {
             return Int(value)
         }
         rows = list.compactMap { item -> Row? in
-            guard let transport = item["transport"] as? String, !transport.hasPrefix("fanout"),
+            guard let transport = item["transport"] as? String, !transport.hasPrefix("fanout"), !transport.hasPrefix("floor-fanout"),
                 let format = item["format"] as? String, let width = integer(item, "width"),
                 let height = integer(item, "height"), let rate = integer(item, "rateHz"),
                 let fps = number(item, "framesPerSecond"), let p50 = number(item, "p50us"),

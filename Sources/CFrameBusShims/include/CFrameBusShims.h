@@ -4,7 +4,8 @@
 // - CMSG_* macros for SCM_RIGHTS;
 // - SO_PEERCRED (struct ucred needs _GNU_SOURCE);
 // - DMA-BUF, DMA heap and udmabuf ioctls (function-like _IOW/_IOWR macros), and fstatfs to recognise a DMA-BUF;
-// - function-like drm_fourcc.h macros, mirrored as constants and checked with _Static_assert in shim.c.
+// - function-like drm_fourcc.h macros, mirrored as constants and checked with _Static_assert in shim.c;
+// - eventfd, and futex wait/wake on shared memory (the bench's floors).
 //
 // Nothing else lives here.
 #ifndef CFRAMEBUS_SHIMS_H
@@ -93,6 +94,20 @@ int cfb_eventfd_blocking(void);
 
 /// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK): the doorbell that wakes a poll loop from another thread.
 int cfb_eventfd_nonblocking(void);
+
+// MARK: futex broadcast (`framebus bench bus`'s fan-out floor)
+
+/// Waits while the 32-bit word at `word` (in memory shared between processes) still holds `seen`, at most
+/// `timeoutMilliseconds`: FUTEX_WAIT (not private: the word is in a shared mapping) with an acquire re-check.
+/// Returns the word's value when it differs from `seen`, or `seen` on timeout.
+uint32_t cfb_futex_wait_change(uint32_t *word, uint32_t seen, int timeoutMilliseconds);
+/// Stores `stamp` at `stamp` and adds one to `word` (both with release ordering, the stamp first), then wakes every
+/// process waiting on `word` with one FUTEX_WAKE. Returns the number woken, or -1 with errno set.
+int cfb_futex_publish(uint32_t *word, uint64_t *stamp, uint64_t value);
+/// Reads a 64-bit word with acquire ordering (the stamp written by `cfb_futex_publish` or `cfb_store_release_u64`).
+uint64_t cfb_load_acquire_u64(const uint64_t *word);
+/// Writes a 64-bit word with release ordering.
+void cfb_store_release_u64(uint64_t *word, uint64_t value);
 
 #pragma clang assume_nonnull end
 
