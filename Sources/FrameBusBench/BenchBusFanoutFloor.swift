@@ -229,6 +229,8 @@ extension BenchPeer {
                 received += Int(clamping: frames)
             }
         }
+        // Frames received, slept-through ones included (the histogram has one latency per wake-up).
+        lock.withLock { frames = received }
         try reply(try makeReport())
     }
 }

@@ -200,6 +200,32 @@ private final class SVGReader: NSObject, XMLParserDelegate {
         }
         #expect(command.output.contains("framebus / gst-zerocopy  420v 320x240 1000 Hz: p50"), "\(command.output)")
     }
+
+    @Test func benchBusFanoutFloorsWakeEveryProcessForEveryFrame() async throws {
+        let json = temporaryFile("bench.json")
+        defer { try? FileManager.default.removeItem(at: json) }
+        let command = try startFramebus([
+            "bench", "bus", "--transports", "fanout-floor", "--fanout", "1,3", "--fanout-rate", "200",
+            "--fanout-frames", "40", "--json", json.path,
+        ])
+        let status = try await command.exitStatus(within: 600)
+        #expect(status == 0, "\(command.output)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
+        let results = object["results"] as? [[String: Any]] ?? []
+        let transports = results.compactMap { $0["transport"] as? String }
+        #expect(
+            transports == ["floor-fanout-efd-1", "floor-fanout-efd-3", "floor-fanout-futex-1", "floor-fanout-futex-3"],
+            "\(command.output)"
+        )
+        for row in results {
+            // The worst process's count of frames received: one that slept through frames counts them (an
+            // eventfd's value, the word's step), so every process of every row has all 40.
+            #expect(number(row["frames"]) == 40, "\(row)")
+            #expect(number(row["p50us"]) ?? 0 > 0, "\(row)")
+        }
+        #expect(command.output.contains("floor-fanout-efd-3 vs -1: publisher CPU/frame"), "\(command.output)")
+        #expect(command.output.contains("floor-fanout-futex-3 vs -1: publisher CPU/frame"), "\(command.output)")
+    }
 }
 
 /// A JSON number, whichever way JSONSerialization boxed it.
