@@ -79,7 +79,7 @@ let package = Package(
         .target(name: "CV4L2"),
         .target(
             name: "V4L2Capture",
-            dependencies: ["FrameBus", "CV4L2", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["FrameBus", "CFrameBusShims", "CV4L2", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: librarySettings
         ),
 

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <linux/videodev2.h>
 
@@ -335,4 +334,3 @@ int cfb_v4l2_stream(int fd, cfb_v4l2_queue queue, int on) {
     return cfb_ioctl(fd, on ? VIDIOC_STREAMON : VIDIOC_STREAMOFF, &type);
 }
 
-int cfb_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

@@ -167,9 +167,6 @@ int cfb_v4l2_dequeue_buffer(int fd, cfb_v4l2_queue queue, uint32_t num_planes, c
 /// VIDIOC_STREAMON / VIDIOC_STREAMOFF.
 int cfb_v4l2_stream(int fd, cfb_v4l2_queue queue, int on);
 
-/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) (sys/eventfd.h, which Swift's Glibc module lacks).
-int cfb_eventfd(void);
-
 #pragma clang assume_nonnull end
 
 #endif

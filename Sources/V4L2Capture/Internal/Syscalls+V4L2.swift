@@ -1,3 +1,4 @@
+import CFrameBusShims
 import CV4L2
 import Glibc
 import Surfaces
@@ -290,7 +291,7 @@ extension Syscall {
 
     /// `eventfd(2)`, non-blocking and close-on-exec.
     static func eventFD() -> Result<Int32, Errno> {
-        valueOrErrno { cfb_eventfd() }
+        valueOrErrno { cfb_eventfd_nonblocking() }
     }
 
     /// Adds 1 to an eventfd's counter (a wake-up); a full counter already means "wake up".
