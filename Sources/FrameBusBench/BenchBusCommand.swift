@@ -838,18 +838,22 @@ extension BenchPeer {
             condition.unlock()
         }
         let thread = Thread { [self] in
-            condition.lock()
-            defer { condition.unlock() }
             while true {
-                // Taken under `condition`, which `wake` locks too, so a wake-up between `next()` and `wait` is kept.
-                switch poller.next() {
+                // Taken under `condition`, which `wake` locks too, so a wake-up between `next()` and `wait` is kept;
+                // the frame is handled (and released) after unlocking, as a caller of `fb_subscriber_next_event` does.
+                condition.lock()
+                var result = poller.next()
+                while case .empty = result {
+                    _ = condition.wait(until: Date().addingTimeInterval(1))
+                    result = poller.next()
+                }
+                condition.unlock()
+                switch result {
                 case .event(.frame(let sample)):
                     let now = BenchmarkSocket.monotonicNanoseconds()
                     record(now &- (sample.busPublishTime ?? now), at: now)
-                case .event:
+                case .event, .empty:
                     continue
-                case .empty:
-                    _ = condition.wait(until: Date().addingTimeInterval(1))
                 case .finished:
                     return
                 }
