@@ -312,7 +312,7 @@ public final class PixelBufferPool: Sendable {
         let (released, handlers): ([Surface], [@Sendable (SurfaceID) -> Void]) = state.value.withLock { state in
             var released: [Surface] = []
             // Oldest first; keep the minimum count.
-            while state.idle.count > minimum, let oldest = state.idle.first, let since = oldest.since, now - since > age {
+            while state.idle.count > minimum, let since = state.idle.first?.since, now - since > age {
                 released.append(state.idle.removeFirst().surface)
                 state.allocated -= 1
             }

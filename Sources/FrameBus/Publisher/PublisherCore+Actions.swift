@@ -106,7 +106,8 @@ extension PublisherCore {
             outcome = socket.send(message.encoded())
         case .surface(let message, let buffer):
             if let described = exported[buffer.surface.id.rawValue] {
-                outcome = socket.send(message.encoded(), descriptors: described.handle.borrowedDescriptors.map(\.rawValue))
+                let descriptors = described.handle.borrowedDescriptors.map(\.rawValue)
+                outcome = socket.send(message.encoded(), descriptors: descriptors)
             } else {
                 let handle: SurfaceHandle
                 do { handle = try buffer.surface.makeHandle() } catch {
