@@ -72,25 +72,26 @@ extension PixelBuffer {
 
     /// Checks that an imported layout is what `format` needs: the right planes with the right geometry.
     static func check(_ layout: SurfaceLayout, fits format: PixelFormat) throws(PixelBufferError) {
-        let operation = "PixelBuffer(surface: \(layout.width)x\(layout.height) \(format))"
+        // A subscriber wraps every frame it receives: the operation's text is made only when the check fails.
+        func failure(_ code: PixelBufferError.Code, _ detail: String = "") -> PixelBufferError {
+            PixelBufferError(code, "PixelBuffer(surface: \(layout.width)x\(layout.height) \(format))" + detail)
+        }
         guard format.isValidSize(width: layout.width, height: layout.height) else {
-            throw PixelBufferError(.invalidSize, operation)
+            throw failure(.invalidSize)
         }
         if format.isCompressed {
-            guard layout.planes.isEmpty else {
-                throw PixelBufferError(.formatMismatch, operation + ": planes on opaque")
-            }
+            guard layout.planes.isEmpty else { throw failure(.formatMismatch, ": planes on opaque") }
             return
         }
         let expected = format.planes
         guard layout.planes.count == expected.count else {
-            throw PixelBufferError(.formatMismatch, operation + ": \(layout.planes.count) planes")
+            throw failure(.formatMismatch, ": \(layout.planes.count) planes")
         }
         for (plane, geometry) in zip(layout.planes, expected) {
             guard plane.width == layout.width / geometry.horizontalSubsampling,
                 plane.height == layout.height / geometry.verticalSubsampling,
                 plane.bytesPerElement == geometry.bytesPerElement
-            else { throw PixelBufferError(.formatMismatch, operation + ": plane geometry") }
+            else { throw failure(.formatMismatch, ": plane geometry") }
         }
     }
 }

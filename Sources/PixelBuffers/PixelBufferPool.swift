@@ -120,8 +120,8 @@ public final class PixelBufferPool: Sendable {
         guard attributes.minimumBufferCount >= 0, attributes.minimumBufferCount <= 1024,
             attributes.allocationThreshold.map({ $0 >= max(1, attributes.minimumBufferCount) }) ?? true
         else { throw PixelBufferError(.invalidSize, "PixelBufferPool: buffer counts") }
-        state = SharedState(threshold: attributes.allocationThreshold)
-        let now = ContinuousClock.now
+        state = SharedState(threshold: attributes.allocationThreshold, agesBuffers: attributes.maximumBufferAge != nil)
+        let now = state.now()
         for _ in 0..<attributes.minimumBufferCount {
             let surface = try makeSurface()
             state.value.withLock {
@@ -167,7 +167,7 @@ public final class PixelBufferPool: Sendable {
     ///   ``Attributes/allocationThreshold`` buffers already exist and none is idle (``nextPixelBuffer()`` waits
     ///   instead); ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
     public func makePixelBuffer() throws(PixelBufferError) -> PixelBuffer {
-        let now = ContinuousClock.now
+        let now = state.now()
         let grant: Grant? = state.value.withLock { state in
             // Callers waiting in nextPixelBuffer() come first; they exist only when nothing can be vended anyway.
             guard state.waiters.isEmpty else { return nil }
@@ -198,7 +198,7 @@ public final class PixelBufferPool: Sendable {
     /// - Throws: ``PixelBufferError/Code-swift.struct/cancelled`` when the calling task is cancelled (before or
     ///   while waiting); ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
     public func nextPixelBuffer() async throws(PixelBufferError) -> PixelBuffer {
-        let now = ContinuousClock.now
+        let now = state.now()
         let id = state.makeWaiterID()
         let shared = state
         let grant: Grant = await withTaskCancellationHandler {
@@ -225,7 +225,7 @@ public final class PixelBufferPool: Sendable {
 
     private func vend(
         _ grant: Grant,
-        now: ContinuousClock.Instant,
+        now: ContinuousClock.Instant?,
         operation: String
     ) throws(PixelBufferError)
         -> PixelBuffer
@@ -306,13 +306,13 @@ public final class PixelBufferPool: Sendable {
         state.update { _ in }  // freed capacity may let a waiter allocate
     }
 
-    private func trimIdle(now: ContinuousClock.Instant) {
-        guard let age = attributes.maximumBufferAge else { return }
+    private func trimIdle(now: ContinuousClock.Instant?) {
+        guard let age = attributes.maximumBufferAge, let now else { return }
         let minimum = attributes.minimumBufferCount
         let (released, handlers): ([Surface], [@Sendable (SurfaceID) -> Void]) = state.value.withLock { state in
             var released: [Surface] = []
             // Oldest first; keep the minimum count.
-            while state.idle.count > minimum, let oldest = state.idle.first, now - oldest.since > age {
+            while state.idle.count > minimum, let since = state.idle.first?.since, now - since > age {
                 released.append(state.idle.removeFirst().surface)
                 state.allocated -= 1
             }
@@ -354,7 +354,8 @@ private struct Waiter {
 /// The pool's mutable state, shared with the recyclers of outstanding buffers (which may outlive the pool).
 private final class SharedState: Sendable {
     struct State {
-        var idle: [(surface: Surface, since: ContinuousClock.Instant)] = []
+        /// Idle surfaces, most recently returned last; `since` is nil when the pool does not age its buffers.
+        var idle: [(surface: Surface, since: ContinuousClock.Instant?)] = []
         var allocated = 0
         let threshold: Int?
         /// Callers of nextPixelBuffer() in arrival order.
@@ -392,8 +393,17 @@ private final class SharedState: Sendable {
     }
 
     let value: Mutex<State>
+    /// Whether idle buffers are freed after a maximum age: only then does the pool read the clock (a buffer's
+    /// `make` and return are on every frame's path).
+    let agesBuffers: Bool
 
-    init(threshold: Int?) { value = Mutex(State(threshold: threshold)) }
+    init(threshold: Int?, agesBuffers: Bool) {
+        value = Mutex(State(threshold: threshold))
+        self.agesBuffers = agesBuffers
+    }
+
+    /// Now, for a pool that ages its buffers; nil otherwise.
+    func now() -> ContinuousClock.Instant? { agesBuffers ? ContinuousClock.now : nil }
 
     func makeWaiterID() -> UInt64 {
         value.withLock { state in
@@ -413,7 +423,7 @@ private final class SharedState: Sendable {
 
     /// A buffer's last reference went away: its surface goes back to the pool (or is freed if the pool is gone).
     func recycle(_ surface: Surface) {
-        let now = ContinuousClock.now
+        let now = self.now()
         var handlers: [@Sendable (SurfaceID) -> Void] = []
         var freed = false
         update { state in

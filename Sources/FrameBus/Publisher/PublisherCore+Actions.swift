@@ -105,8 +105,9 @@ extension PublisherCore {
         case .message(let message):
             outcome = socket.send(message.encoded())
         case .surface(let message, let buffer):
-            if let export = exported[buffer.surface.id.rawValue]?.export {
-                outcome = socket.send(message.encoded(), descriptors: export.handle.borrowedDescriptors.map(\.rawValue))
+            if let described = exported[buffer.surface.id.rawValue] {
+                let descriptors = described.handle.borrowedDescriptors.map(\.rawValue)
+                outcome = socket.send(message.encoded(), descriptors: descriptors)
             } else {
                 let handle: SurfaceHandle
                 do { handle = try buffer.surface.makeHandle() } catch {

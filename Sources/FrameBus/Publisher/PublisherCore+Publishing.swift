@@ -58,13 +58,16 @@ extension PublisherCore {
         discontinuity: Bool
     ) throws(FrameBusError) -> UInt64 {
         do {
-            let plan: Machine.FramePlan? = withState { state in
-                state.machine.beginFrame(
+            // One lock for the plan and for whether the published surface is described already (it usually is: a
+            // pool's surfaces come back), so a frame in the published format takes the lock twice, not three times.
+            let (plan, sourceIsDescribed): (Machine.FramePlan?, Bool) = withState { state in
+                let plan = state.machine.beginFrame(
                     format: buffer.surface.layout.pixelFormat,
                     width: UInt32(clamping: buffer.width),
                     height: UInt32(clamping: buffer.height),
                     discontinuity: discontinuity
                 )
+                return (plan, state.surfaceDescriptions[buffer.surface.id.rawValue] != nil)
             }
             guard let plan else { throw FrameBusError(.closed, "Publisher.publish") }
             let template = WireFrame(
@@ -94,20 +97,29 @@ extension PublisherCore {
                     bytesUsed = 0
                 }
                 // A surface published for the first time is exported (its read-only handle opened) before locking.
-                let fresh = converted.flatMap { describeIfNew($0.surface) }
+                // The published format comes first in the plan, so no description was dropped (at the cap) since
+                // `sourceIsDescribed` was read: only this thread adds descriptions, and a buffer alive is not freed.
+                let fresh =
+                    format == source && sourceIsDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
                 withState { state in
                     reapBeforePublishing(&state)
                     let described = converted.flatMap {
                         representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
                     }
-                    let actions = state.machine.deliver(
+                    // The kept action array is taken out of the state while it is filled and carried out.
+                    var actions: [Machine.Action] = []
+                    swap(&actions, &state.deliveryActions)
+                    state.machine.deliver(
                         template,
                         format: fourCC,
                         representation: described,
                         isConversion: format != source,
-                        now: ProcessInfoShim.monotonicNanoseconds()
+                        now: ProcessInfoShim.monotonicNanoseconds(),
+                        into: &actions
                     )
                     perform(actions, &state)
+                    actions.removeAll(keepingCapacity: true)
+                    swap(&actions, &state.deliveryActions)
                 }
             }
             return plan.sequence
@@ -122,10 +134,8 @@ extension PublisherCore {
         guard withState({ $0.surfaceDescriptions[key] == nil }) else { return nil }
         do {
             let handle = try surface.makeHandle()
-            var description = Self.describe(handle)
-            description.owner = surface
-            description.export = ExportedSurface(handle: handle)
-            return description
+            let (wire, wireV1) = Self.describe(handle)
+            return SurfaceDescription(surface: wire, surfaceV1: wireV1, owner: surface, handle: handle)
         } catch {
             configuration.logger.error("cannot export surface \(surface.id): \(error)")
             return nil
@@ -140,7 +150,7 @@ extension PublisherCore {
         _ state: inout State
     ) -> Machine.Representation? {
         let key = buffer.surface.id.rawValue
-        var description = state.surfaceDescriptions[key]
+        var description = state.surfaceDescriptions[key]  // a reference: looking it up copies nothing
         if description == nil, let fresh {
             // Surfaces from pools are forgotten when their pool frees them; the cap bounds the rest.
             if state.surfaceDescriptions.count >= Self.maximumSurfaceDescriptions {
@@ -161,26 +171,30 @@ extension PublisherCore {
 
     static let maximumSurfaceDescriptions = 1024
 
-    struct SurfaceDescription: Sendable {
-        var surface: WireSurface
-        var surfaceV1: WireSurfaceV1?
+    /// A described surface: what it looks like on the wire and its read-only descriptors. A class, so that every
+    /// frame's lookup under the state lock is one retain rather than a copy of its arrays and weak reference.
+    final class SurfaceDescription: @unchecked Sendable {
+        // `@unchecked Sendable`: every property is set in `init` and never changed (a weak reference is read
+        // atomically by the runtime); the handle's descriptors are only borrowed to be sent.
+        let surface: WireSurface
+        let surfaceV1: WireSurfaceV1?
         /// The surface itself, held weakly: once it is gone, nobody (publisher, producer or pool) can use it again.
-        weak var owner: Surface?
-        /// Its read-only descriptors, sent with every SURFACE (one open descriptor per described surface; dropped with
-        /// the description when the surface is freed).
-        var export: ExportedSurface?
-    }
-
-    /// A surface's exported handle, shared by the descriptions that refer to it.
-    final class ExportedSurface: @unchecked Sendable {
-        // `@unchecked Sendable`: the handle is immutable; its descriptors are only borrowed to be sent.
+        private(set) weak var owner: Surface?
+        /// Its read-only descriptors, sent with every SURFACE (one open descriptor per described surface; closed
+        /// with the description when the surface is freed).
         let handle: SurfaceHandle
-        init(handle: consuming SurfaceHandle) { self.handle = handle }
+
+        init(surface: WireSurface, surfaceV1: WireSurfaceV1?, owner: Surface, handle: consuming SurfaceHandle) {
+            self.surface = surface
+            self.surfaceV1 = surfaceV1
+            self.owner = owner
+            self.handle = handle
+        }
     }
 
     /// The SURFACE (and, for one memfd, the SURFACE_V1) describing a handle: backing, modifier, descriptors, and
     /// which descriptor holds each plane.
-    static func describe(_ handle: borrowing SurfaceHandle) -> SurfaceDescription {
+    static func describe(_ handle: borrowing SurfaceHandle) -> (surface: WireSurface, surfaceV1: WireSurfaceV1?) {
         let layout = handle.layout
         let backing: WireBacking
         let modifier: UInt64
@@ -234,7 +248,7 @@ extension PublisherCore {
                 }
             )
         }
-        return SurfaceDescription(surface: surface, surfaceV1: surfaceV1)
+        return (surface, surfaceV1)
     }
 
     /// Encodes or decodes `buffer` into `format` with a buffer from a per-format pool; nil when that fails.

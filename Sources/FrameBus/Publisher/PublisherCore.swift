@@ -39,6 +39,9 @@ final class PublisherCore: Sendable {
         /// Callers of ``nextPixelBuffer(from:)`` waiting: releases must then wake the loop thread at once.
         var buffersWanted = 0
         var logLimiter = LogLimiter()
+        /// The actions of a frame's delivery, kept between frames (empty, its capacity kept) so that delivering a
+        /// frame allocates no array for them.
+        var deliveryActions: [Machine.Action] = []
         /// Log lines written under the lock, emitted by ``PublisherCore/withState(_:)`` once it is released: a log
         /// handler may block (a full stderr pipe, a slow journald), and must not stall `publish` or the loop.
         var deferredLogs: [(level: Logger.Level, message: String)] = []

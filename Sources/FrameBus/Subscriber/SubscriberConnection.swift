@@ -12,9 +12,10 @@ final class SubscriberConnection {
     let configuration: Subscriber.Configuration
     private var machine: SubscriberStateMachine
     private var socket: Socket?
-    private var surfaces: [UInt64: Surface] = [:]
-    /// The most committed memory seen so far per memfd surface (docs/PROTOCOL.md §5.7): it never shrinks.
-    private var committedBytes: [UInt64: Int] = [:]
+    /// The imported surfaces, with what every frame on them needs, worked out once per SURFACE.
+    private var surfaces: [UInt64: ImportedSurface] = [:]
+    /// The attachments of the last FRAME, decoded: frames usually repeat them, so most frames decode nothing.
+    private var lastAttachments: (codes: WireAttachmentCodes, decoded: PixelBufferAttachments)?
     private var generation: UInt64 = 0
     private var handshakeDeadline: UInt64 = 0
     private var hasConnected = false
@@ -358,7 +359,6 @@ final class SubscriberConnection {
             return importSurface(announcement, descriptors: descriptors)
         case .retireSurface(let surfaceID):
             surfaces.removeValue(forKey: surfaceID)
-            committedBytes.removeValue(forKey: surfaceID)
             return true
         case .deliverFrame(let frame, let discontinuity):
             return deliver(frame, discontinuity: discontinuity)
@@ -393,7 +393,7 @@ final class SubscriberConnection {
         rings = nil
         ringHalf = nil
         surfaces.removeAll()
-        committedBytes.removeAll()
+        lastAttachments = nil
         machine.closed()
         core.connectionEnded(error, isFinal: !configuration.reconnects)
         if error.code != .endOfStream {
@@ -449,15 +449,33 @@ final class SubscriberConnection {
                 descriptors: []
             )
         }
-        surfaces[announcement.surfaceID] = surface
+        surfaces[announcement.surfaceID] = ImportedSurface(surface)
         return true
     }
 
+    /// An imported surface and what checking a frame on it needs, worked out once when it is imported.
+    private struct ImportedSurface {
+        let surface: Surface
+        /// A compressed surface is read up to each frame's `bytesUsed`; a raw one over all its planes.
+        let isCompressed: Bool
+        /// The bytes a raw frame reads: the sum of its planes (saturating; the import bounded them).
+        let rawByteCount: Int
+        /// The most committed memory seen so far (docs/PROTOCOL.md §5.7): it never shrinks. Nil until looked at.
+        var committedBytes: Int?
+
+        init(_ surface: Surface) {
+            self.surface = surface
+            isCompressed = (try? PixelFormat(fourCC: surface.layout.pixelFormat))?.isCompressed ?? false
+            rawByteCount = surface.layout.planes.reduce(0 as Int) { Saturating.add($0, UInt64($1.byteCount)) }
+        }
+    }
+
     private func deliver(_ frame: WireFrame, discontinuity: DiscontinuityFlags) -> Bool {
-        guard let surface = surfaces[frame.surfaceID] else {
+        guard let imported = surfaces[frame.surfaceID] else {
             return perform(machine.frameRefused("FRAME on surface \(frame.surfaceID), never imported"), descriptors: [])
         }
-        if let refusal = checkCommitted(frame, surface) {
+        let surface = imported.surface
+        if let refusal = checkCommitted(frame, imported) {
             // The connection fails before anyone touched memory the publisher did not commit.
             return perform(machine.frameRefused(refusal), descriptors: [])
         }
@@ -468,10 +486,19 @@ final class SubscriberConnection {
             generation: generation,
             sender: core.sender
         )
-        var attachments = SampleAttachments(discontinuity: discontinuity)
-        attachments[.busSequenceNumber] = .integer(Int64(bitPattern: frame.sequence))
-        attachments[.busBytesUsed] = .integer(Int64(clamping: frame.bytesUsed))
-        attachments[.busPublishTime] = .integer(Int64(bitPattern: frame.publishTime))
+        // Sized for its three entries up front, so filling it never regrows it.
+        var custom = [AttachmentKey: AttachmentValue](minimumCapacity: 3)
+        custom[.busSequenceNumber] = .integer(Int64(bitPattern: frame.sequence))
+        custom[.busBytesUsed] = .integer(Int64(clamping: frame.bytesUsed))
+        custom[.busPublishTime] = .integer(Int64(bitPattern: frame.publishTime))
+        let attachments = SampleAttachments(discontinuity: discontinuity, custom: custom)
+        let pixelAttachments: PixelBufferAttachments
+        if let last = lastAttachments, last.codes == frame.attachments {
+            pixelAttachments = last.decoded
+        } else {
+            pixelAttachments = WireAttachments.decode(frame.attachments)
+            lastAttachments = (frame.attachments, pixelAttachments)
+        }
         let timing = SampleTimingInfo(
             presentationTimeStamp: Self.mediaTime(frame.presentationTime),
             duration: Self.mediaTime(frame.duration)
@@ -483,7 +510,7 @@ final class SubscriberConnection {
             // Invalidating the sample buffer does not release it either, since its image buffer may still be in use.
             let pixelBuffer = try PixelBuffer(
                 surface: surface,
-                attachments: WireAttachments.decode(frame.attachments),
+                attachments: pixelAttachments,
                 releaseHandler: { token.release() }
             )
             sample = try SampleBuffer(
@@ -507,17 +534,15 @@ final class SubscriberConnection {
     /// memfd's holes cost the publisher nothing, and faulting them in would commit memory on our behalf. A
     /// compressed frame is read up to its `bytesUsed`, a raw one over its planes. Sealed memfds never give
     /// committed memory back, so one `fstat` per surface suffices while frames stay within what it showed.
-    private func checkCommitted(_ frame: WireFrame, _ surface: Surface) -> String? {
-        let isCompressed = (try? PixelFormat(fourCC: surface.layout.pixelFormat))?.isCompressed ?? false
-        let needed =
-            isCompressed
-            ? Int(clamping: frame.bytesUsed)
-            : surface.layout.planes.reduce(0) { Saturating.add($0, UInt64($1.byteCount)) }
-        if let known = committedBytes[frame.surfaceID], needed <= known { return nil }
+    private func checkCommitted(_ frame: WireFrame, _ imported: ImportedSurface) -> String? {
+        let needed = imported.isCompressed ? Int(clamping: frame.bytesUsed) : imported.rawByteCount
+        if let known = imported.committedBytes, needed <= known { return nil }
         let committed: Int?
-        do { committed = try surface.committedByteCount() } catch { return "surface \(frame.surfaceID): \(error)" }
+        do { committed = try imported.surface.committedByteCount() } catch {
+            return "surface \(frame.surfaceID): \(error)"
+        }
         guard let committed else { return nil }  // a DMA-BUF: its exporter allocated it whole
-        committedBytes[frame.surfaceID] = committed
+        surfaces[frame.surfaceID]?.committedBytes = committed
         guard needed <= committed else {
             return "FRAME \(frame.sequence) needs \(needed) bytes of surface \(frame.surfaceID), "
                 + "of which the publisher committed \(committed)"

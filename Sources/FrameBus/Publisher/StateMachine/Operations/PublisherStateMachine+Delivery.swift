@@ -41,13 +41,34 @@ extension PublisherStateMachine {
         isConversion: Bool,
         now: UInt64
     ) -> [Action] {
+        var actions: [Action] = []
+        deliver(
+            template,
+            format: format,
+            representation: representation,
+            isConversion: isConversion,
+            now: now,
+            into: &actions
+        )
+        return actions
+    }
+
+    /// ``deliver(_:format:representation:isConversion:now:)``, appending its actions to `actions`: the publisher
+    /// passes an array it keeps (emptied, its capacity kept), so a frame allocates no array for its actions.
+    package mutating func deliver(
+        _ template: WireFrame,
+        format: UInt32,
+        representation: Representation?,
+        isConversion: Bool,
+        now: UInt64,
+        into actions: inout [Action]
+    ) {
         if representation != nil && isConversion { conversions.saturatingAdd(1) }
         if isConversion, conversionBudget != nil, !convertedFormats.contains(format) {
             // A format first converted to (the producer published another): its subscribers now pin its pool.
             convertedFormats.insert(format)
             readmit()
         }
-        var actions: [Action] = []
         let sequence = template.sequence
         // Sessions are objects updated in place, so the loop never writes to `connections`; subscribers found too
         // slow are failed after it (failing one rewrites its entry, which inside the loop would copy the dictionary).
@@ -105,7 +126,6 @@ extension PublisherStateMachine {
         for subscriber in tooSlowSubscribers {
             actions += tooSlow(subscriber.id, queued: subscriber.queued, now: now)
         }
-        return actions
     }
 
     /// The producer lost `count` frames upstream (or drops them itself for `reason`): they use sequence numbers
