@@ -1,4 +1,5 @@
 import CLZ4
+import CSurfaceCodecKernels
 
 #if canImport(Glibc)
 import Glibc
@@ -172,5 +173,48 @@ extension LZ4Block {
                 return unsafe decompress(inputBase, count: count, into: outputBase, capacity: output.count)
             }
         }
+    }
+}
+
+
+/// LZ4 blocks with Huffman-coded literals (layout version 6, docs/COMPRESSED-LAYOUT.md §6.6), in C.
+extension LZ4Block {
+    /// Codes the LZ4 block `block` (`count` bytes, written by liblz4) with its literals Huffman-coded into at most
+    /// `capacity` bytes of `destination`; returns the coded size, or 0 when it would not fit.
+    static func codeLiterals(
+        _ block: UnsafeRawPointer,
+        count: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int
+    ) -> Int {
+        guard count > 0, capacity > 0 else { return 0 }
+        return unsafe csck_huff_lz4_encode(
+            block.assumingMemoryBound(to: UInt8.self),
+            count,
+            destination.assumingMemoryBound(to: UInt8.self),
+            capacity
+        )
+    }
+
+    /// Rebuilds the LZ4 block of the coded block `payload` (`count` bytes of private memory) into `destination`
+    /// (`capacity` bytes), with `literals` (`literalCapacity` bytes) as scratch. Returns the block's size, or a
+    /// negative number when the coded block is invalid.
+    static func decodeLiterals(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        literals: UnsafeMutableRawPointer,
+        literalCapacity: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int
+    ) -> Int {
+        guard count > 0, capacity > 0, literalCapacity >= 0 else { return -1 }
+        return unsafe csck_huff_lz4_decode(
+            payload.assumingMemoryBound(to: UInt8.self),
+            count,
+            literals.assumingMemoryBound(to: UInt8.self),
+            literalCapacity,
+            destination.assumingMemoryBound(to: UInt8.self),
+            capacity
+        )
     }
 }
