@@ -15,6 +15,7 @@ enum MakeSeeds {
         var version3Seeds = 0
         var version4Seeds = 0
         var version5Seeds = 0
+        var version6Seeds = 0
         for (fourCC, kind) in formats {
             for version in TileGrid.supportedLayoutVersions {
                 for (width, height, tileWidth, tileHeight, style) in [
@@ -72,6 +73,7 @@ enum MakeSeeds {
                     if stated == 3 { version3Seeds += 1 }
                     if stated == 4 { version4Seeds += 1 }
                     if stated == 5 { version5Seeds += 1 }
+                    if stated == 6 { version6Seeds += 1 }
                     let file = fopen("\(directory)/seed\(index)", "wb")!
                     fwrite(output, 1, used, file)
                     fclose(file)
@@ -86,8 +88,8 @@ enum MakeSeeds {
         // Version 5 seeds carry Up entries (the banded screen-like images).
         print(
             "\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4, "
-                + "\(version5Seeds) of layout version 5"
+                + "\(version5Seeds) of layout version 5, \(version6Seeds) of layout version 6 (coded literals)"
         )
-        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 { exit(1) }
+        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 || version6Seeds == 0 { exit(1) }
     }
 }
