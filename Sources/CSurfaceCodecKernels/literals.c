@@ -21,10 +21,14 @@ static inline void store32(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)(v >> 24);
 }
 
+/// The low `length` bits of `code` in reverse order (length 1...16).
 static inline uint32_t reverse_bits(uint32_t code, unsigned length) {
-    uint32_t r = 0;
-    for (unsigned i = 0; i < length; i++) r |= ((code >> i) & 1u) << (length - 1 - i);
-    return r;
+    uint32_t r = code & 0xFFFF;
+    r = (r >> 1 & 0x5555) | (r & 0x5555) << 1;
+    r = (r >> 2 & 0x3333) | (r & 0x3333) << 2;
+    r = (r >> 4 & 0x0F0F) | (r & 0x0F0F) << 4;
+    r = (r >> 8 & 0x00FF) | (r & 0x00FF) << 8;
+    return r >> (16 - length);
 }
 
 /// Canonical codes from lengths: symbols sorted by (length, symbol value), codes counting up. Returns 0 when the
@@ -241,8 +245,39 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
         }                                                                             \
     } while (0)
 
-ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *literals, size_t literalCapacity,
-                               uint8_t *out, size_t capacity) {
+/// Decodes `run` literals into `out` (4 per refill: 4 × 11 bits ≤ 56); sets `invalid` on a bit pattern no code
+/// starts with.
+#define DECODE_LITERALS(out, run)                                         \
+    do {                                                                  \
+        uint8_t *to = (out);                                              \
+        size_t left = (run);                                              \
+        while (left >= 4) {                                               \
+            REFILL();                                                     \
+            for (int k = 0; k < 4; k++) {                                 \
+                uint16_t entry = table[buffer & mask];                    \
+                unsigned l = entry & 15;                                  \
+                invalid |= l == 0;                                        \
+                to[k] = (uint8_t)(entry >> 4);                            \
+                buffer >>= l;                                             \
+                available -= l;                                           \
+            }                                                             \
+            to += 4;                                                      \
+            left -= 4;                                                    \
+        }                                                                 \
+        if (left > 0) {                                                   \
+            REFILL();                                                     \
+            for (size_t k = 0; k < left; k++) {                           \
+                uint16_t entry = table[buffer & mask];                    \
+                unsigned l = entry & 15;                                  \
+                invalid |= l == 0;                                        \
+                to[k] = (uint8_t)(entry >> 4);                            \
+                buffer >>= l;                                             \
+                available -= l;                                           \
+            }                                                             \
+        }                                                                 \
+    } while (0)
+
+ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity) {
     if (count < CSCK_HUFF_HEADER_BYTES) return CSCK_HUFF_BAD_SIZE;
     size_t literalCount = load32(payload);
     size_t sequenceBytes = load32(payload + 4);
@@ -254,7 +289,7 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *li
     size_t rest = count - header;
     if (sequenceBytes == 0 || sequenceBytes > rest) return CSCK_HUFF_BAD_SIZE;
     // Both are below 2^32: the sum cannot wrap a 64-bit size_t.
-    if (literalCount + sequenceBytes > capacity || literalCount > literalCapacity) return CSCK_HUFF_BAD_SIZE;
+    if (literalCount + sequenceBytes > capacity) return CSCK_HUFF_BAD_SIZE;
     size_t bitBytes = rest - sequenceBytes;
     const uint8_t *bitStream = payload + header;
     const uint8_t *sequences = bitStream + bitBytes;
@@ -272,87 +307,70 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *li
     if (present % 2 == 1 && (payload[40 + present / 2] >> 4) != 0) return CSCK_HUFF_BAD_TABLE;
     uint32_t codes[256] = {0};
     if (!canonical_codes(lengths, codes)) return CSCK_HUFF_BAD_TABLE;
+    // Indexed by the next `bits` bits, the longest code's length (a small table for a small alphabet: building
+    // it is a fixed cost per block).
+    unsigned bits = 1;
+    for (unsigned s = 0; s < 256; s++)
+        if (lengths[s] > bits) bits = lengths[s];
+    const uint32_t size = 1u << bits;
     uint16_t table[TABLE_SIZE];
-    memset(table, 0, sizeof table);
+    memset(table, 0, size * sizeof table[0]);
     for (unsigned s = 0; s < 256; s++) {
         unsigned l = lengths[s];
         if (l == 0) continue;
-        for (uint32_t k = codes[s]; k < TABLE_SIZE; k += 1u << l) table[k] = (uint16_t)(s << 4 | l);
+        for (uint32_t c = codes[s]; c < size; c += 1u << l) table[c] = (uint16_t)(s << 4 | l);
     }
 
-    // The literals, four per refill (4 × 11 bits ≤ 56).
+    // One pass over the sequence stream: each sequence's token (and literal length bytes), its literals decoded
+    // straight into place, then its offset and match length bytes; the last sequence ends after its literals.
+    // Every write is below S + L ≤ capacity: the sequence bytes copied never exceed S, the literals never L.
     uint64_t buffer = 0;
     unsigned available = 0;
     size_t position = 0;
-    size_t i = 0;
     unsigned invalid = 0;
-    const uint64_t mask = TABLE_SIZE - 1;
-    while (i + 4 <= literalCount) {
-        REFILL();
-        for (int k = 0; k < 4; k++) {
-            uint16_t entry = table[buffer & mask];
-            unsigned l = entry & 15;
-            invalid |= l == 0;
-            literals[i + k] = (uint8_t)(entry >> 4);
-            buffer >>= l;
-            available -= l;
-        }
-        i += 4;
-        if (invalid) return CSCK_HUFF_BAD_CODE;
-        if (position > bitBytes + 8) return CSCK_HUFF_BAD_CODE;  // far past the end: stop early
-    }
-    while (i < literalCount) {
-        REFILL();
-        uint16_t entry = table[buffer & mask];
-        unsigned l = entry & 15;
-        if (l == 0) return CSCK_HUFF_BAD_CODE;
-        literals[i++] = (uint8_t)(entry >> 4);
-        buffer >>= l;
-        available -= l;
-    }
-    // Exactly the stream's bytes: the last code ends in its last byte, and the bits after it are zero.
-    size_t consumed = position * 8 - available;
-    if (consumed > bitBytes * 8 || consumed + 8 <= bitBytes * 8) return CSCK_HUFF_BAD_CODE;
-    unsigned padding = (unsigned)(bitBytes * 8 - consumed);
-    if (padding > 0 && (buffer & ((1u << padding) - 1)) != 0) return CSCK_HUFF_BAD_CODE;
-
-    // Rebuild the LZ4 block: each sequence's token (and literal length bytes), its literals, then its offset and
-    // match length bytes; the last sequence ends after its literals.
+    const uint64_t mask = size - 1;
     size_t s = 0;
     size_t o = 0;
     size_t used = 0;
     while (s < sequenceBytes) {
-        size_t start = s;
         uint8_t token = sequences[s++];
+        out[o++] = token;
         size_t run = token >> 4;
         if (run == 15) {
             uint8_t b;
             do {
                 if (s >= sequenceBytes) return CSCK_HUFF_BAD_SEQUENCES;
                 b = sequences[s++];
+                out[o++] = b;
                 run += b;
             } while (b == 255 && run <= literalCount);
         }
         if (run > literalCount - used) return CSCK_HUFF_BAD_SEQUENCES;
-        memcpy(out + o, sequences + start, s - start);
-        o += s - start;
-        memcpy(out + o, literals + used, run);
+        DECODE_LITERALS(out + o, run);
+        if (invalid) return CSCK_HUFF_BAD_CODE;
+        if (position > bitBytes + 8) return CSCK_HUFF_BAD_CODE;  // far past the stream's end
         o += run;
         used += run;
         if (s == sequenceBytes) break;
-        start = s;
         if (sequenceBytes - s < 2) return CSCK_HUFF_BAD_SEQUENCES;
+        out[o] = sequences[s];
+        out[o + 1] = sequences[s + 1];
+        o += 2;
         s += 2;
         if ((token & 15) == 15) {
             uint8_t b;
             do {
                 if (s >= sequenceBytes) return CSCK_HUFF_BAD_SEQUENCES;
                 b = sequences[s++];
+                out[o++] = b;
             } while (b == 255);
         }
-        memcpy(out + o, sequences + start, s - start);
-        o += s - start;
     }
     if (used != literalCount) return CSCK_HUFF_BAD_SEQUENCES;
+    // Exactly the stream's bytes: the last code ends in its last byte, and the bits after it are zero.
+    size_t consumed = position * 8 - available;
+    if (consumed > bitBytes * 8 || consumed + 8 <= bitBytes * 8) return CSCK_HUFF_BAD_CODE;
+    unsigned padding = (unsigned)(bitBytes * 8 - consumed);
+    if (padding > 0 && (buffer & ((1u << padding) - 1)) != 0) return CSCK_HUFF_BAD_CODE;
     return (ptrdiff_t)o;
 }

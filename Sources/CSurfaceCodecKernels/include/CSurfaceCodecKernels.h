@@ -161,10 +161,9 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
 
 /// Rebuilds the LZ4 block of the coded block `payload` (`count` bytes, private memory) into `out`: returns its
 /// size (literal count + sequence bytes, at most `capacity`), or a negative CSCK_HUFF_ error having written at
-/// most `capacity` bytes of `out` and `literalCapacity` bytes of `literals` (scratch for the decoded literals).
-/// Every bound comes from `count`, `capacity` and `literalCapacity`; no input makes it read or write outside them.
-ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *literals, size_t literalCapacity,
-                               uint8_t *out, size_t capacity);
+/// most `capacity` bytes of `out`. Every bound comes from `count` and `capacity`; no input makes it read or write
+/// outside them. The literals are decoded straight into their places in the block (one pass, no literal buffer).
+ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity);
 
 #pragma clang assume_nonnull end
 

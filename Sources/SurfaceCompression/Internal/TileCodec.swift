@@ -595,11 +595,12 @@ enum TileCodec {
                 unsafe choice.byteCount > 1
             {
                 let output = unsafe choice.payload == UnsafeRawPointer(residuals) ? alternative : residuals
+                let saving = unsafe max(1, choice.byteCount * LZ4Block.codedLiteralsMinimumSaving / 100)
                 let written = unsafe LZ4Block.codeLiterals(
                     choice.payload,
                     count: choice.byteCount,
                     into: output,
-                    capacity: choice.byteCount - 1
+                    capacity: choice.byteCount - saving
                 )
                 if written > 0 {
                     unsafe choice.payload = UnsafeRawPointer(output)
@@ -627,14 +628,14 @@ enum TileCodec {
 
     /// Scratch slots a decoding worker needs: 0..<4 components, 4 residuals (16-bit), 5 a private copy of a
     /// payload's control bytes or of an LZ4 payload, 6 and 7 (one area) the packed10/packed16 payload an LZ4
-    /// stream gives (at most about 2.1 × the samples' bytes), 8 a private copy of a coded-literals payload and 9
-    /// its decoded literals (``privateLZ4Block(_:payload:scratch:stride:rawBytes:)``).
-    static let decodeScratchSlots = 10
+    /// stream gives (at most about 2.1 × the samples' bytes), 8 a private copy of a coded-literals payload
+    /// (``privateLZ4Block(_:payload:scratch:stride:rawBytes:)``).
+    static let decodeScratchSlots = 9
 
     /// Puts the LZ4 block of LZ4-block entry `e` (payload at `payload`, in the surface) into private slot 5 and
     /// returns its size, or a negative number when the entry's coded literals (§6.6) are invalid. A plain entry's
-    /// payload is copied; a coded one is copied into slot 8, its literals decoded into slot 9 and the block
-    /// rebuilt, at most `rawBytes` bytes (the component's raw bytes, which bound a coded entry's block).
+    /// payload is copied; a coded one is copied into slot 8 and its block rebuilt from that copy, at most `rawBytes`
+    /// bytes (the component's raw bytes, which bound a coded entry's block).
     static func privateLZ4Block(
         _ e: Entry,
         payload: UnsafeRawPointer,
@@ -652,8 +653,6 @@ enum TileCodec {
         return unsafe LZ4Block.decodeLiterals(
             UnsafeRawPointer(coded),
             count: e.byteCount,
-            literals: scratch + 9 * stride,
-            literalCapacity: stride,
             into: privateCopy,
             capacity: min(rawBytes, stride)
         )
