@@ -321,8 +321,9 @@ public enum SurfaceCodec {
     }
 
     /// How many table entries (tile components) use each mode: raw, solid, lz4, packed8, packed10, packed16,
-    /// packed8LZ4, packed10LZ4, packed16LZ4, packed8LZ4Up, packed10LZ4Up, packed16LZ4Up and lz4Up (modes with no
-    /// entry are left out).
+    /// packed8LZ4, packed10LZ4, packed16LZ4, packed8LZ4Up, packed10LZ4Up, packed16LZ4Up and lz4Up, and under
+    /// "codedLiterals" how many of those LZ4-block entries store their literals Huffman-coded (layout version 6;
+    /// they are counted under their mode too). Modes with no entry are left out.
     public static func modeCounts(of compressed: PixelBuffer) throws(CompressionError) -> [String: Int] {
         let counts = try CodecDriver.modeCounts(of: compressed)
         let names = [

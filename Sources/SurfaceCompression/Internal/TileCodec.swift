@@ -1,4 +1,4 @@
-/// The compressed surface layout (versions 1 to 4) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 to 6) and the tile-parallel encoder and decoder over raw memory.
 ///
 /// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
