@@ -133,56 +133,61 @@ static int walk_block(const uint8_t *block, size_t n, block_stats *stats, uint8_
 
 /// Huffman code lengths of at most CSCK_HUFF_MAX_BITS bits for these frequencies (0 for absent symbols). A
 /// single present symbol gets length 1. Over-long codes are avoided by halving the frequencies and rebuilding.
+/// The two-queue construction: leaves sorted by (frequency, symbol), merged nodes come out in non-decreasing
+/// weight order, so the two lightest are always at the queues' fronts (a leaf first on a tie): O(n log n).
 static void code_lengths(const uint32_t frequency[256], uint8_t lengths[256]) {
     uint32_t f[256];
     memcpy(f, frequency, sizeof f);
+    memset(lengths, 0, 256);
     for (;;) {
-        // Nodes 0..255 leaves, 256.. internal; a simple O(n^2) selection is fast enough for 256 symbols.
-        uint64_t weight[512];
-        int parent[512];
-        int alive[512];
-        unsigned nodes = 256;
-        unsigned present = 0;
-        for (unsigned s = 0; s < 256; s++) {
-            weight[s] = f[s];
-            parent[s] = -1;
-            alive[s] = f[s] > 0;
-            present += f[s] > 0;
-        }
-        memset(lengths, 0, 256);
-        if (present == 0) return;
-        if (present == 1) {
-            for (unsigned s = 0; s < 256; s++)
-                if (f[s] > 0) lengths[s] = 1;
+        uint64_t key[256];
+        unsigned n = 0;
+        for (unsigned s = 0; s < 256; s++)
+            if (f[s] > 0) key[n++] = (uint64_t)f[s] << 8 | s;
+        if (n == 0) return;
+        if (n == 1) {
+            lengths[key[0] & 255] = 1;
             return;
         }
-        for (unsigned merges = 0; merges + 1 < present; merges++) {
-            int a = -1, b = -1;
-            for (unsigned k = 0; k < nodes; k++) {
-                if (!alive[k]) continue;
-                if (a < 0 || weight[k] < weight[a]) {
-                    b = a;
-                    a = (int)k;
-                } else if (b < 0 || weight[k] < weight[b]) {
-                    b = (int)k;
+        // Insertion sort of at most 256 keys (frequency, then symbol).
+        for (unsigned i = 1; i < n; i++) {
+            uint64_t k = key[i];
+            unsigned j = i;
+            while (j > 0 && key[j - 1] > k) {
+                key[j] = key[j - 1];
+                j -= 1;
+            }
+            key[j] = k;
+        }
+        // Nodes: 0..<n leaves (sorted), n..<2n-1 merged; parent links, then depths from the root down.
+        uint64_t weight[511];
+        unsigned parent[511];
+        for (unsigned i = 0; i < n; i++) weight[i] = key[i] >> 8;
+        unsigned leaf = 0, merged = n, next = n;
+        for (unsigned m = 0; m + 1 < n; m++) {
+            unsigned pick[2];
+            for (int k = 0; k < 2; k++) {
+                if (leaf < n && (merged >= next || weight[leaf] <= weight[merged])) {
+                    pick[k] = leaf++;
+                } else {
+                    pick[k] = merged++;
                 }
             }
-            weight[nodes] = weight[a] + weight[b];
-            parent[nodes] = -1;
-            alive[nodes] = 1;
-            alive[a] = alive[b] = 0;
-            parent[a] = parent[b] = (int)nodes;
-            nodes += 1;
+            weight[next] = weight[pick[0]] + weight[pick[1]];
+            parent[pick[0]] = parent[pick[1]] = next;
+            next += 1;
         }
+        unsigned depth[511];
+        unsigned root = next - 1;
+        depth[root] = 0;
+        for (unsigned i = root; i-- > 0;) depth[i] = depth[parent[i]] + 1;
         unsigned longest = 0;
-        for (unsigned s = 0; s < 256; s++) {
-            if (f[s] == 0) continue;
-            unsigned depth = 0;
-            for (int k = (int)s; parent[k] >= 0; k = parent[k]) depth += 1;
-            lengths[s] = (uint8_t)depth;
-            if (depth > longest) longest = depth;
+        for (unsigned i = 0; i < n; i++) {
+            lengths[key[i] & 255] = (uint8_t)depth[i];
+            if (depth[i] > longest) longest = depth[i];
         }
         if (longest <= CSCK_HUFF_MAX_BITS) return;
+        memset(lengths, 0, 256);
         for (unsigned s = 0; s < 256; s++)
             if (f[s] > 0) f[s] = (f[s] >> 1) | 1;
     }
