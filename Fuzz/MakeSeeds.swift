@@ -15,6 +15,7 @@ enum MakeSeeds {
         var version3Seeds = 0
         var version4Seeds = 0
         var version5Seeds = 0
+        var version6Seeds = 0
         for (fourCC, kind) in formats {
             for version in TileGrid.supportedLayoutVersions {
                 for (width, height, tileWidth, tileHeight, style) in [
@@ -22,6 +23,8 @@ enum MakeSeeds {
                     (64, 32, 64, 32, 5), (64, 32, 32, 16, 6),
                     // Bands of 8 rows: Up entries (version 5) in tile rows 1 to 7, and again after row 8.
                     (64, 80, 64, 8, 5), (64, 80, 64, 8, 6),
+                    // Sparse ink on a flat page: LZ4 blocks full of skewed literals, coded (version 6).
+                    (128, 64, 128, 32, 7),
                 ] {
                     let format = CodecFormat(kind: kind)
                     let grid = TileGrid(
@@ -42,6 +45,8 @@ enum MakeSeeds {
                         case 2: value = UInt64(i % 97) &+ random() % 4  // smooth (packed)
                         case 3: value = random()  // noise (raw), padding bits set in 16-bit formats
                         case 4: value = UInt64(i % 2 == 0 ? 0x40 : 0x81)  // 10-bit words
+                        case 7:  // sparse ink: one sample in ten dark, the rest the page's value
+                            value = random() % 10 == 0 ? 40 &+ random() % 3 : 230
                         case 6:  // screen-like per sample, 16-bit padding bits zero (packed10LZ4 in version 4)
                             let j = i / format.bytesPerSample
                             let x = j % width
@@ -72,6 +77,7 @@ enum MakeSeeds {
                     if stated == 3 { version3Seeds += 1 }
                     if stated == 4 { version4Seeds += 1 }
                     if stated == 5 { version5Seeds += 1 }
+                    if stated == 6 { version6Seeds += 1 }
                     let file = fopen("\(directory)/seed\(index)", "wb")!
                     fwrite(output, 1, used, file)
                     fclose(file)
@@ -86,8 +92,8 @@ enum MakeSeeds {
         // Version 5 seeds carry Up entries (the banded screen-like images).
         print(
             "\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4, "
-                + "\(version5Seeds) of layout version 5"
+                + "\(version5Seeds) of layout version 5, \(version6Seeds) of layout version 6 (coded literals)"
         )
-        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 { exit(1) }
+        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 || version6Seeds == 0 { exit(1) }
     }
 }

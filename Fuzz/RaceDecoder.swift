@@ -82,7 +82,7 @@ func race(
     screen: Bool,
     seconds: Double,
     seed: UInt64
-) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int, up: Int) {
+) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int, up: Int, coded: Int) {
     let source = makeImage(grid, seed: seed, screen: screen)
     defer { source.deallocate() }
     let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
@@ -95,13 +95,17 @@ func race(
     let throughLZ4: Set<UInt8> = [
         TileMode.packed8LZ4, .packed10LZ4, .packed16LZ4, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up,
     ].map(\.rawValue).reduce(into: []) { $0.insert($1) }
-    // Up entries (layout version 5): their LZ4 reaches into the tile above's inner payload.
-    let up = (0..<grid.entryCount).filter {
+    // Mode bytes without the coded-literals flag (layout version 6 adds 16 to an LZ4-block mode).
+    let baseModes = (0..<grid.entryCount).map {
         let mode = scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self)
-        return TileMode(rawValue: mode)?.usesTileAbove == true
-    }.count
-    let packed8LZ4 = (0..<grid.entryCount).filter {
-        throughLZ4.contains(scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self))
+        return mode >= TileMode.codedLiteralsFlag ? mode - TileMode.codedLiteralsFlag : mode
+    }
+    // Up entries (layout version 5): their LZ4 reaches into the tile above's inner payload.
+    let up = baseModes.filter { TileMode(rawValue: $0)?.usesTileAbove == true }.count
+    let packed8LZ4 = baseModes.filter { throughLZ4.contains($0) }.count
+    // Entries whose LZ4 block has Huffman-coded literals (layout version 6).
+    let coded = (0..<grid.entryCount).filter {
+        scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self) >= TileMode.codedLiteralsFlag
     }.count
     let output = UnsafeMutableRawPointer.allocate(byteCount: grid.rawImageByteCount, alignment: 64)
     defer { output.deallocate() }
@@ -120,7 +124,7 @@ func race(
                 hostile = [1, 0, 0xFFFF_FFF0, 0x7FFF_FFFF][Int(random.next() % 4)]
             case 1:  // the mode (v2: at byte 4 of the entry)
                 offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 4
-                hostile = UInt32(truncatingIfNeeded: random.next() % 10)
+                hostile = UInt32(truncatingIfNeeded: random.next() % 30)  // 16...29: coded-literals modes
             case 2:
                 offset = Int(random.next() % UInt64(64)) & ~3
                 hostile = UInt32(truncatingIfNeeded: random.next())
@@ -181,7 +185,7 @@ func race(
     }
     flags.stop.store(true, ordering: .relaxed)
     while !writer.isFinished { usleep(1000) }
-    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4, up)
+    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4, up, coded)
 }
 
 @main
@@ -202,6 +206,7 @@ enum RaceDecoder {
             (0x7834_3230, .yuv16, 256, 128, 256, 16, true),  // x420
         ]
         let share = seconds / Double(cases.count)
+        var codedEntries = 0
         for (index, (fourCC, kind, width, height, tileWidth, tileHeight, screen)) in cases.enumerated() {
             let grid = TileGrid(
                 format: CodecFormat(kind: kind),
@@ -214,8 +219,10 @@ enum RaceDecoder {
             print(
                 "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
                     + "\(result.decodes) decodes, \(result.errors) errors, \(result.writes) rewrites, "
-                    + "\(result.packed8LZ4) packed-through-LZ4 entries, \(result.up) Up entries; no crash"
+                    + "\(result.packed8LZ4) packed-through-LZ4 entries, \(result.up) Up entries, "
+                    + "\(result.coded) coded-literals entries; no crash"
             )
+            codedEntries += result.coded
             guard !screen || tileHeight > 16 || result.up > 0 else {
                 print("the eight-row screen-content surface has no Up entry to race")
                 exit(1)
@@ -228,6 +235,10 @@ enum RaceDecoder {
                 print("the writer never ran")
                 exit(1)
             }
+        }
+        guard codedEntries > 0 else {
+            print("no surface has a coded-literals entry (layout version 6) to race")
+            exit(1)
         }
     }
 }

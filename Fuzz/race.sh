@@ -29,4 +29,5 @@ swiftc -O -g -sanitize=address -parse-as-library -package-name framebus -module-
     -o "$WORK/race-decoder" 2> "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
 fi
 echo "racing for $SECONDS_TO_RUN s"
-"$WORK/race-decoder" "$SECONDS_TO_RUN"
+# Coded literals wherever smaller (not only 6 % smaller): the small surfaces would otherwise have few.
+FRAMEBUS_CODEC_CODED_SAVING=0 "$WORK/race-decoder" "$SECONDS_TO_RUN"

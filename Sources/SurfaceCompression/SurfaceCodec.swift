@@ -56,6 +56,8 @@ public enum SurfaceCodec {
         /// Whether the decoder checks the header, table and payload checksums (bit flips). Structural checks
         /// always run: turning this off never makes the decoder unsafe, only blind to flipped sample bits.
         public var verifiesChecksums: Bool
+        /// The layout version the encoder writes in (tests: an older version's modes only).
+        var layoutVersion = TileGrid.currentLayoutVersion
 
         public init(threadCount: Int = 0, tileSize: TileSize = .default, verifiesChecksums: Bool = true) {
             self.threadCount = threadCount
@@ -81,6 +83,7 @@ public enum SurfaceCodec {
         height: Int,
         format: PixelFormat,
         tileSize: TileSize,
+        layoutVersion: Int = TileGrid.currentLayoutVersion,
         _ op: String
     ) throws(CompressionError) -> TileGrid {
         guard let codecFormat = CodecFormat(baseFourCC: format.base.fourCC) else {
@@ -92,7 +95,8 @@ public enum SurfaceCodec {
                 width: width,
                 height: height,
                 tileWidth: tileSize.width ?? ((width + 1) & ~1),
-                tileHeight: tileSize.height
+                tileHeight: tileSize.height,
+                layoutVersion: layoutVersion
             )
         else { throw CompressionError(.invalidArgument, op + ": \(width)x\(height), tiles \(tileSize)") }
         return grid
@@ -231,6 +235,7 @@ public enum SurfaceCodec {
             height: source.height,
             format: source.pixelFormat,
             tileSize: options.tileSize,
+            layoutVersion: options.layoutVersion,
             op
         )
         let used = try CodecDriver.compress(
@@ -316,13 +321,14 @@ public enum SurfaceCodec {
     }
 
     /// How many table entries (tile components) use each mode: raw, solid, lz4, packed8, packed10, packed16,
-    /// packed8LZ4, packed10LZ4, packed16LZ4, packed8LZ4Up, packed10LZ4Up, packed16LZ4Up and lz4Up (modes with no
-    /// entry are left out).
+    /// packed8LZ4, packed10LZ4, packed16LZ4, packed8LZ4Up, packed10LZ4Up, packed16LZ4Up and lz4Up, and under
+    /// "codedLiterals" how many of those LZ4-block entries store their literals Huffman-coded (layout version 6;
+    /// they are counted under their mode too). Modes with no entry are left out.
     public static func modeCounts(of compressed: PixelBuffer) throws(CompressionError) -> [String: Int] {
         let counts = try CodecDriver.modeCounts(of: compressed)
         let names = [
             "raw", "solid", "lz4", "packed8", "packed10", "packed16", "packed8LZ4", "packed10LZ4", "packed16LZ4",
-            "packed8LZ4Up", "packed10LZ4Up", "packed16LZ4Up", "lz4Up",
+            "packed8LZ4Up", "packed10LZ4Up", "packed16LZ4Up", "lz4Up", "codedLiterals",
         ]
         var result: [String: Int] = [:]
         for (name, count) in zip(names, counts) where count > 0 { result[name] = count }

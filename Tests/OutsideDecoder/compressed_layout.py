@@ -1,5 +1,5 @@
-# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-5, modes
-# 0-12, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
+# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-6, modes
+# 0-12 and 18, 22-28, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
 # code with SurfaceCompression. Slow (Python loops): for small surfaces.
 #
 #   python3 Tests/OutsideDecoder/compressed_layout.py SURFACE OUTPUT
@@ -21,6 +21,65 @@ def lz4_decompress_dict(src, capacity, dictionary):
     n = lz4.LZ4_decompress_safe_usingDict(src, out, len(src), capacity, d, len(dictionary))
     if n < 0: raise ValueError("lz4")
     return out.raw[:n]
+
+def coded_block(p, raw):
+    # §6.6: rebuild the LZ4 block B of a coded block (literals Huffman-coded, the other bytes verbatim).
+    if len(p) < 40: raise ValueError("coded size")
+    L, S = struct.unpack_from('<II', p, 0)
+    symbols = [s for s in range(256) if (p[8 + s // 8] >> (s % 8)) & 1]
+    k = len(symbols)
+    header = 40 + (k + 1) // 2
+    if len(p) < header: raise ValueError("coded size")
+    lengths = {}
+    for i, s in enumerate(symbols):
+        l = (p[40 + i // 2] >> (4 * (i % 2))) & 15
+        if not 1 <= l <= 11: raise ValueError("code length")
+        lengths[s] = l
+    if k % 2 == 1 and p[40 + k // 2] >> 4: raise ValueError("unused nibble")
+    if sum(2 ** (11 - l) for l in lengths.values()) > 2 ** 11: raise ValueError("over-subscribed code")
+    if not 1 <= S <= len(p) - header or S + L > raw: raise ValueError("coded size")
+    N = len(p) - header - S
+    stream = p[header:header + N]; seq = p[header + N:]
+    # Canonical code: by length, then symbol; each next code is the previous plus 1, shifted left when longer.
+    codes = {}
+    code, previous = 0, None
+    for s in sorted(lengths, key=lambda s: (lengths[s], s)):
+        if previous is not None: code = (code + 1) << (lengths[s] - previous)
+        previous = lengths[s]
+        codes[(lengths[s], code)] = s
+    pos = 0
+    literals = []
+    for _ in range(L):
+        c, l = 0, 0
+        while True:
+            if pos >= 8 * N: raise ValueError("bit stream too short")
+            c = (c << 1) | ((stream[pos // 8] >> (pos % 8)) & 1); pos += 1; l += 1
+            if (l, c) in codes: literals.append(codes[(l, c)]); break
+            if l == 11: raise ValueError("no code")
+    if 8 * N - pos >= 8: raise ValueError("bit stream too long")
+    for q in range(pos, 8 * N):
+        if (stream[q // 8] >> (q % 8)) & 1: raise ValueError("padding bit")
+    out = bytearray(); s = 0; used = 0
+    while s < S:
+        T = seq[s]; s += 1; out.append(T)
+        run = T >> 4
+        if run == 15:
+            while True:
+                if s >= S: raise ValueError("sequences")
+                b = seq[s]; s += 1; out.append(b); run += b
+                if b != 255: break
+        if run > L - used: raise ValueError("literals")
+        out += bytes(literals[used:used + run]); used += run
+        if s == S: break
+        if S - s < 2: raise ValueError("sequences")
+        out += seq[s:s + 2]; s += 2
+        if T & 15 == 15:
+            while True:
+                if s >= S: raise ValueError("sequences")
+                b = seq[s]; s += 1; out.append(b)
+                if b != 255: break
+    if used != L: raise ValueError("literals left")
+    return bytes(out)
 
 FORMATS = {0x34323076: 'yuv8', 0x34323066: 'yuv8', 0x78343230: 'yuv16', 0x78663230: 'yuv16', 0x42475241: 'bgra'}
 
@@ -60,7 +119,7 @@ def packed(payload, w, h, bits16, ten):
 
 def decode(buf):
     magic, version, hb, fourcc, W, H, TW, TH, entries, used = struct.unpack_from('<IHHIIIIIIQ', buf, 0)
-    assert magic == 0x43534246 and version in (2, 3, 4, 5) and hb == 64
+    assert magic == 0x43534246 and version in (2, 3, 4, 5, 6) and hb == 64
     kind = FORMATS[fourcc]
     comps = 4 if kind == 'bgra' else 3
     bps = 2 if kind == 'yuv16' else 1
@@ -79,7 +138,12 @@ def decode(buf):
             sub = 1 if (kind == 'bgra' or c == 0) else 2
             w, h = tw // sub, th // sub
             payload = bytes(buf[off:off + size]); off += size
-            maxmode = {2: 5, 3: 6, 4: 8, 5: 12}[version]
+            if mode >= 16:
+                # §6.6 (version 6): mode m - 16's LZ4 block, stored as a coded block.
+                assert version >= 6 and mode - 16 in (2, 6, 7, 8, 9, 10, 11, 12)
+                payload = coded_block(payload, w * h * bps)
+                mode -= 16
+            maxmode = {2: 5, 3: 6, 4: 8, 5: 12, 6: 12}[version]
             assert mode <= maxmode
             blocks = ((w + 7) // 8) * h
             if mode >= 9:

@@ -6,7 +6,7 @@ import Testing
 
 /// docs/COMPRESSED-LAYOUT.md against the codec: a decoder written from the document alone, in Python
 /// (Tests/OutsideDecoder/compressed_layout.py, liblz4 through ctypes, no code shared with this module), decodes
-/// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 and 4, to exactly
+/// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 to 6, to exactly
 /// the source bytes.
 @Suite(.timeLimit(.minutes(5))) struct OutsideDecoderTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -60,6 +60,27 @@ import Testing
         let modes = try SurfaceCodec.modeCounts(of: compressed)
         #expect(modes[mode, default: 0] + modes["lz4Up", default: 0] > 0, "\(modes)")
         #expect(try ScreenContentTests.statedVersion(compressed) == 5)
+        try await Self.expectOutsideDecoderAgrees(compressed, byteCount: statistics.compressedByteCount, bytes)
+    }
+
+    /// Version 6 (coded literals, docs §6.6): screen content in 64-row bands, whose LZ4 blocks (plain and Up) code
+    /// their literals where that saves enough.
+    @Test(arguments: [PixelFormat.yuv420BiPlanarVideoRange8, .bgra8, .yuv420BiPlanarVideoRange10])
+    func aDecoderWrittenFromTheLayoutDocumentDecodesCodedLiteralsExactly(_ format: PixelFormat) async throws {
+        // The image of CodedLiteralsTests: eleven bands, coded entries in every format.
+        let width = 640
+        let height = 64 * 11
+        let bytes = screenBytes(format, width: width, height: height, seed: 31)
+        let (_, compressed, statistics) = try ScreenContentTests.compress(
+            bytes,
+            format,
+            width: width,
+            height: height,
+            layoutVersion: 6
+        )
+        let modes = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(modes["codedLiterals", default: 0] > 0, "\(modes)")
+        #expect(try ScreenContentTests.statedVersion(compressed) == 6)
         try await Self.expectOutsideDecoderAgrees(compressed, byteCount: statistics.compressedByteCount, bytes)
     }
 

@@ -141,6 +141,30 @@ size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount
 void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg, const uint8_t *a, size_t count,
                           uint8_t *bgra);
 
+/// LZ4 blocks with Huffman-coded literals (docs/COMPRESSED-LAYOUT.md §6.6): the longest code, in bits.
+#define CSCK_HUFF_MAX_BITS 11
+/// The fixed part of a coded block's header: literal count (u32), sequence byte count (u32), a 32-byte bitmap of
+/// the symbols that have a code; one code-length nibble per such symbol follows.
+#define CSCK_HUFF_HEADER_BYTES 40
+/// csck_huff_lz4_decode's errors: sizes that do not add up or do not fit, code lengths over 11 bits or
+/// over-subscribed, a bit pattern no code starts with or a bit stream of the wrong length, a sequence stream
+/// that does not parse or does not use exactly the literals.
+#define CSCK_HUFF_BAD_SIZE (-1)
+#define CSCK_HUFF_BAD_TABLE (-2)
+#define CSCK_HUFF_BAD_CODE (-3)
+#define CSCK_HUFF_BAD_SEQUENCES (-4)
+
+/// Splits the LZ4 block `block` (`count` bytes, as liblz4 writes it) into a coded block in `out`: its literals
+/// Huffman-coded, its other bytes verbatim. Returns the coded block's size, or 0 when the block does not parse or
+/// the coded block would not fit in `capacity` bytes (nothing useful is then in `out`).
+size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity);
+
+/// Rebuilds the LZ4 block of the coded block `payload` (`count` bytes, private memory) into `out`: returns its
+/// size (literal count + sequence bytes, at most `capacity`), or a negative CSCK_HUFF_ error having written at
+/// most `capacity` bytes of `out`. Every bound comes from `count` and `capacity`; no input makes it read or write
+/// outside them. The literals are decoded straight into their places in the block (one pass, no literal buffer).
+ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity);
+
 #pragma clang assume_nonnull end
 
 #endif

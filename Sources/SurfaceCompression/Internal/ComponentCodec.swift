@@ -69,6 +69,21 @@ enum TileMode: UInt8, Sendable, CaseIterable {
         }
     }
 
+    /// Added to the mode byte of an entry whose LZ4 block is stored with Huffman-coded literals (layout version 6,
+    /// docs/COMPRESSED-LAYOUT.md §6.6): allowed on the modes whose payload is an LZ4 block (``isLZ4Block``).
+    static let codedLiteralsFlag: UInt8 = 16
+
+    /// The lowest layout version with coded literals.
+    static let codedLiteralsLayoutVersion = 6
+
+    /// Whether this mode's payload is an LZ4 block (lz4, the packed-through-LZ4 modes and the Up modes).
+    var isLZ4Block: Bool {
+        switch self {
+        case .raw, .solid, .packed8, .packed10, .packed16: false
+        default: true
+        }
+    }
+
     /// Whether this mode's payload is an LZ4 block that uses the tile above's inner payload as dictionary.
     var usesTileAbove: Bool { rawValue >= TileMode.packed8LZ4Up.rawValue }
 

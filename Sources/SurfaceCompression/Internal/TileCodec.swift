@@ -1,4 +1,4 @@
-/// The compressed surface layout (versions 1 to 4) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 to 6) and the tile-parallel encoder and decoder over raw memory.
 ///
 /// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
@@ -30,6 +30,12 @@ enum TileCodec {
         var byteCount: Int
         var mode: TileMode
         var checksum: UInt64
+        /// Layout version 6: the payload is the mode's LZ4 block with its literals Huffman-coded (§6.6); the mode
+        /// byte is `mode` + ``TileMode/codedLiteralsFlag``.
+        var codedLiterals = false
+
+        /// The mode byte as stored.
+        var modeByte: UInt8 { mode.rawValue + (codedLiterals ? TileMode.codedLiteralsFlag : 0) }
     }
 
     // MARK: Header
@@ -69,7 +75,11 @@ enum TileCodec {
                 fromByteOffset: TileGrid.headerByteCount + index * grid.entryByteCount + 4,
                 as: UInt8.self
             )
-            if let mode = TileMode(rawValue: mode) { version = max(version, mode.minimumLayoutVersion) }
+            if mode >= TileMode.codedLiteralsFlag {
+                version = max(version, TileMode.codedLiteralsLayoutVersion)
+            } else if let mode = TileMode(rawValue: mode) {
+                version = max(version, mode.minimumLayoutVersion)
+            }
         }
         return min(version, grid.layoutVersion)
     }
@@ -94,7 +104,7 @@ enum TileCodec {
         if grid.layoutVersion == 1 {
             unsafe e.storeBytes(of: UInt32(entry.offset).littleEndian, toByteOffset: 0, as: UInt32.self)
             unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 4, as: UInt32.self)
-            unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 8, as: UInt32.self)
+            unsafe e.storeBytes(of: UInt32(entry.modeByte).littleEndian, toByteOffset: 8, as: UInt32.self)
             unsafe e.storeBytes(
                 of: UInt32(truncatingIfNeeded: entry.checksum).littleEndian,
                 toByteOffset: 12,
@@ -102,7 +112,7 @@ enum TileCodec {
             )
         } else {
             unsafe e.storeBytes(of: UInt32(entry.byteCount).littleEndian, toByteOffset: 0, as: UInt32.self)
-            unsafe e.storeBytes(of: UInt32(entry.mode.rawValue).littleEndian, toByteOffset: 4, as: UInt32.self)
+            unsafe e.storeBytes(of: UInt32(entry.modeByte).littleEndian, toByteOffset: 4, as: UInt32.self)
             unsafe e.storeBytes(of: entry.checksum.littleEndian, toByteOffset: 8, as: UInt64.self)
         }
     }
@@ -317,8 +327,12 @@ enum TileCodec {
                 throw CompressionError(.tableOutOfRange, where_())
             }
             guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_()) }
-            guard e.mode <= 0xFF, let mode = TileMode(rawValue: UInt8(e.mode)),
-                mode.isValid(bytesPerSample: bytesPerSample, layoutVersion: grid.layoutVersion)
+            // Layout version 6: an LZ4-block mode plus codedLiteralsFlag is that mode with Huffman-coded literals.
+            let codedLiterals = e.mode >= UInt32(TileMode.codedLiteralsFlag)
+            let baseMode = codedLiterals ? e.mode &- UInt32(TileMode.codedLiteralsFlag) : e.mode
+            guard baseMode <= 0xFF, let mode = TileMode(rawValue: UInt8(baseMode)),
+                mode.isValid(bytesPerSample: bytesPerSample, layoutVersion: grid.layoutVersion),
+                !codedLiterals || mode.isLZ4Block && grid.layoutVersion >= TileMode.codedLiteralsLayoutVersion
             else { throw CompressionError(.invalidTileMode, where_()) }
             if mode.usesTileAbove {
                 // The tile above is in the same chain (chains restart every TileMode.chainRows tile rows, so
@@ -334,7 +348,15 @@ enum TileCodec {
                 guard e.byteCount == bytesPerSample else { throw CompressionError(.corruptPayload, where_()) }
             default: guard e.byteCount > 0 else { throw CompressionError(.corruptPayload, where_()) }
             }
-            entries.append(Entry(offset: e.offset, byteCount: e.byteCount, mode: mode, checksum: e.checksum))
+            entries.append(
+                Entry(
+                    offset: e.offset,
+                    byteCount: e.byteCount,
+                    mode: mode,
+                    checksum: e.checksum,
+                    codedLiterals: codedLiterals
+                )
+            )
             expected += e.byteCount
         }
         guard expected == used else {
@@ -566,11 +588,37 @@ enum TileCodec {
                     above.counts[c] = rawBytes
                 }
             }
+            // Layout version 6: an LZ4 block with its literals Huffman-coded, kept when smaller. Into slot 4 or 6,
+            // whichever the choice is not in (both free now: the dictionary for the tile below was copied above).
+            var codedLiterals = false
+            if grid.layoutVersion >= TileMode.codedLiteralsLayoutVersion, unsafe choice.mode.isLZ4Block,
+                unsafe choice.byteCount > 1
+            {
+                let output = unsafe choice.payload == UnsafeRawPointer(residuals) ? alternative : residuals
+                let saving = unsafe max(1, choice.byteCount * LZ4Block.codedLiteralsMinimumSaving / 100)
+                let written = unsafe LZ4Block.codeLiterals(
+                    choice.payload,
+                    count: choice.byteCount,
+                    into: output,
+                    capacity: choice.byteCount - saving
+                )
+                if written > 0 {
+                    unsafe choice.payload = UnsafeRawPointer(output)
+                    unsafe choice.byteCount = written
+                    codedLiterals = true
+                }
+            }
             let target = unsafe destination + cursor
             unsafe target.copyMemory(from: choice.payload, byteCount: choice.byteCount)
             // v2 stores all 64 bits; v1 its low 32 (writeEntry).
             let checksum = unsafe Checksum.hash(choice.payload, count: choice.byteCount)
-            let entry = unsafe Entry(offset: cursor, byteCount: choice.byteCount, mode: choice.mode, checksum: checksum)
+            let entry = unsafe Entry(
+                offset: cursor,
+                byteCount: choice.byteCount,
+                mode: choice.mode,
+                checksum: checksum,
+                codedLiterals: codedLiterals
+            )
             unsafe writeEntry(entry, index: tile * grid.componentCount + c, of: grid, into: table)
             cursor += unsafe choice.byteCount
         }
@@ -580,8 +628,35 @@ enum TileCodec {
 
     /// Scratch slots a decoding worker needs: 0..<4 components, 4 residuals (16-bit), 5 a private copy of a
     /// payload's control bytes or of an LZ4 payload, 6 and 7 (one area) the packed10/packed16 payload an LZ4
-    /// stream gives (at most about 2.1 × the samples' bytes).
-    static let decodeScratchSlots = 8
+    /// stream gives (at most about 2.1 × the samples' bytes), 8 a private copy of a coded-literals payload
+    /// (``privateLZ4Block(_:payload:scratch:stride:rawBytes:)``).
+    static let decodeScratchSlots = 9
+
+    /// Puts the LZ4 block of LZ4-block entry `e` (payload at `payload`, in the surface) into private slot 5 and
+    /// returns its size, or a negative number when the entry's coded literals (§6.6) are invalid. A plain entry's
+    /// payload is copied; a coded one is copied into slot 8 and its block rebuilt from that copy, at most `rawBytes`
+    /// bytes (the component's raw bytes, which bound a coded entry's block).
+    static func privateLZ4Block(
+        _ e: Entry,
+        payload: UnsafeRawPointer,
+        scratch: UnsafeMutableRawPointer,
+        stride: Int,
+        rawBytes: Int
+    ) -> Int {
+        let privateCopy = unsafe scratch + 5 * stride
+        guard e.codedLiterals else {
+            unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+            return e.byteCount
+        }
+        let coded = unsafe scratch + 8 * stride
+        unsafe coded.copyMemory(from: payload, byteCount: e.byteCount)
+        return unsafe LZ4Block.decodeLiterals(
+            UnsafeRawPointer(coded),
+            count: e.byteCount,
+            into: privateCopy,
+            capacity: min(rawBytes, stride)
+        )
+    }
 
     /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
     ///
@@ -740,16 +815,18 @@ enum TileCodec {
             count = rawBytes
         case .lz4, .packed8LZ4, .packed10LZ4, .packed16LZ4:
             // LZ4 reads a private copy (its bounds checks read lengths from the input).
-            unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+            let blockCount = unsafe privateLZ4Block(e, payload: payload, scratch: scratch, stride: stride, rawBytes: rawBytes)
+            guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded literals)") }
             let capacity = e.mode == .lz4 ? rawBytes : packedCapacity
-            count = unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: output, capacity: capacity)
+            count = unsafe LZ4Block.decompress(privateCopy, count: blockCount, into: output, capacity: capacity)
             if e.mode == .lz4 && count != rawBytes { count = -1 }
         case .lz4Up, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up:
-            unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+            let blockCount = unsafe privateLZ4Block(e, payload: payload, scratch: scratch, stride: stride, rawBytes: rawBytes)
+            guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded literals)") }
             let capacity = e.mode == .lz4Up ? rawBytes : packedCapacity
             count = unsafe LZ4Block.decompress(
                 privateCopy,
-                count: e.byteCount,
+                count: blockCount,
                 dictionary: UnsafeRawPointer(output - dictionaryCount),
                 dictionaryCount: dictionaryCount,
                 into: output,
@@ -851,14 +928,15 @@ enum TileCodec {
             case .lz4:
                 // liblz4 reads lengths and offsets from its input more than once in places; give it a private
                 // copy, so a rewrite under it cannot move its bounds (e.byteCount <= raw <= the slot).
-                unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
                 let raw = n * bytesPerSample
+                let blockCount = unsafe privateLZ4Block(e, payload: payload, scratch: scratch, stride: stride, rawBytes: raw)
+                guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded literals)") }
                 // The Y of an 8-bit band whose plane rows are contiguous (no padding) is decompressed straight into
                 // the plane: the band's rows are then exactly `raw` bytes there.
                 let inPlane = unsafe c == 0 && isBandOf8BitY && image.bytesPerRow0 == extent.width
                 let target = unsafe inPlane ? planeRows : slot
                 guard
-                    unsafe LZ4Block.decompress(privateCopy, count: e.byteCount, into: target, capacity: raw) == raw
+                    unsafe LZ4Block.decompress(privateCopy, count: blockCount, into: target, capacity: raw) == raw
                 else {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
@@ -872,11 +950,20 @@ enum TileCodec {
                 } else if e.mode == .packed8LZ4 {
                     // As for lz4: LZ4 reads a private copy. The packed payload it gives is private too (slot 4, free
                     // for 8-bit samples), at most the component's worst packed size, which the slot holds.
-                    unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+                    let blockCount = unsafe privateLZ4Block(
+                        e,
+                        payload: payload,
+                        scratch: scratch,
+                        stride: stride,
+                        rawBytes: n * bytesPerSample
+                    )
+                    guard blockCount > 0 else {
+                        throw CompressionError(.corruptPayload, where_() + " (coded literals)")
+                    }
                     let packedSlot = unsafe scratch + 4 * stride
                     packedCount = unsafe LZ4Block.decompress(
                         privateCopy,
-                        count: e.byteCount,
+                        count: blockCount,
                         into: packedSlot,
                         capacity: ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height)
                     )
@@ -911,11 +998,20 @@ enum TileCodec {
                 } else if e.mode == .packed10LZ4 || e.mode == .packed16LZ4 {
                     // As for packed8LZ4: LZ4 reads a private copy, and writes the packed payload into private
                     // slots 6 and 7, at most the component's worst packed size (<= 2 slots, TileGrid).
-                    unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
+                    let blockCount = unsafe privateLZ4Block(
+                        e,
+                        payload: payload,
+                        scratch: scratch,
+                        stride: stride,
+                        rawBytes: n * bytesPerSample
+                    )
+                    guard blockCount > 0 else {
+                        throw CompressionError(.corruptPayload, where_() + " (coded literals)")
+                    }
                     let packedSlots = unsafe scratch + 6 * stride
                     packedCount = unsafe LZ4Block.decompress(
                         privateCopy,
-                        count: e.byteCount,
+                        count: blockCount,
                         into: packedSlots,
                         capacity: ComponentCodec.maximumPacked16ByteCount(
                             width: extent.width,

@@ -1,0 +1,381 @@
+// LZ4 blocks with Huffman-coded literals (docs/COMPRESSED-LAYOUT.md §6.6, layout version 6).
+//
+// A "coded block" is an LZ4 block split in two streams: its literal bytes, coded with a canonical Huffman code
+// of at most CSCK_HUFF_MAX_BITS bits, and everything else (tokens, length extensions, offsets) verbatim. The
+// decoder rebuilds the LZ4 block in private memory; liblz4 then decodes it as before, so the dictionary rules of
+// the Up modes and the packed payload rules are unchanged.
+#include "CSurfaceCodecKernels.h"
+
+#include <string.h>
+
+#define TABLE_SIZE (1u << CSCK_HUFF_MAX_BITS)
+
+static inline uint32_t load32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void store32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/// The low `length` bits of `code` in reverse order (length 1...16).
+static inline uint32_t reverse_bits(uint32_t code, unsigned length) {
+    uint32_t r = code & 0xFFFF;
+    r = (r >> 1 & 0x5555) | (r & 0x5555) << 1;
+    r = (r >> 2 & 0x3333) | (r & 0x3333) << 2;
+    r = (r >> 4 & 0x0F0F) | (r & 0x0F0F) << 4;
+    r = (r >> 8 & 0x00FF) | (r & 0x00FF) << 8;
+    return r >> (16 - length);
+}
+
+/// Canonical codes from lengths: symbols sorted by (length, symbol value), codes counting up. Returns 0 when the
+/// lengths over-subscribe the code space (Kraft sum above 1), else 1. `codes` get the bit-reversed code (the
+/// first code bit in bit 0), as written into the LSB-first stream.
+static int canonical_codes(const uint8_t lengths[256], uint32_t codes[256]) {
+    uint32_t count[CSCK_HUFF_MAX_BITS + 1] = {0};
+    for (unsigned s = 0; s < 256; s++) count[lengths[s]] += 1;
+    count[0] = 0;
+    uint32_t next[CSCK_HUFF_MAX_BITS + 2] = {0};
+    uint32_t code = 0;
+    uint32_t space = 0;  // Kraft sum in units of 2^-MAX_BITS
+    for (unsigned l = 1; l <= CSCK_HUFF_MAX_BITS; l++) {
+        code = (code + count[l - 1]) << 1;
+        next[l] = code;
+        space += count[l] << (CSCK_HUFF_MAX_BITS - l);
+    }
+    if (space > TABLE_SIZE) return 0;
+    for (unsigned s = 0; s < 256; s++) {
+        unsigned l = lengths[s];
+        if (l == 0) continue;
+        codes[s] = reverse_bits(next[l], l);
+        next[l] += 1;
+    }
+    return 1;
+}
+
+// MARK: Encoder
+
+/// Walks an LZ4 block made by liblz4 (trusted). For each sequence calls the visitor with the literal run and the
+/// bytes of the rest of the sequence. Returns 0 when the block does not parse.
+typedef struct {
+    size_t literalCount;
+    size_t sequenceBytes;
+    uint32_t frequency[256];
+} block_stats;
+
+static int walk_block(const uint8_t *block, size_t n, block_stats *stats, uint8_t *sequences, uint8_t *bitsOut,
+                      size_t bitsCapacity, const uint8_t *lengths, const uint32_t *codes, size_t *bitsWritten) {
+    size_t i = 0;
+    size_t s = 0;
+    uint64_t accumulator = 0;
+    unsigned filled = 0;
+    size_t out = 0;
+    while (i < n) {
+        size_t start = i;
+        uint8_t token = block[i++];
+        size_t literals = token >> 4;
+        if (literals == 15) {
+            uint8_t b;
+            do {
+                if (i >= n) return 0;
+                b = block[i++];
+                literals += b;
+            } while (b == 255);
+        }
+        if (sequences) {
+            memcpy(sequences + s, block + start, i - start);
+        }
+        s += i - start;
+        if (literals > n - i) return 0;
+        if (stats) {
+            for (size_t k = 0; k < literals; k++) stats->frequency[block[i + k]] += 1;
+            stats->literalCount += literals;
+        }
+        if (bitsOut) {
+            for (size_t k = 0; k < literals; k++) {
+                uint8_t symbol = block[i + k];
+                accumulator |= (uint64_t)codes[symbol] << filled;
+                filled += lengths[symbol];
+                while (filled >= 8) {
+                    if (out >= bitsCapacity) return 0;
+                    bitsOut[out++] = (uint8_t)accumulator;
+                    accumulator >>= 8;
+                    filled -= 8;
+                }
+            }
+        }
+        i += literals;
+        if (i == n) break;  // the last sequence has no match
+        start = i;
+        if (n - i < 2) return 0;
+        i += 2;
+        if ((token & 15) == 15) {
+            uint8_t b;
+            do {
+                if (i >= n) return 0;
+                b = block[i++];
+            } while (b == 255);
+        }
+        if (sequences) memcpy(sequences + s, block + start, i - start);
+        s += i - start;
+    }
+    if (bitsOut && filled > 0) {
+        if (out >= bitsCapacity) return 0;
+        bitsOut[out++] = (uint8_t)accumulator;
+    }
+    if (bitsWritten) *bitsWritten = out;
+    if (stats) stats->sequenceBytes = s;
+    return 1;
+}
+
+/// Huffman code lengths of at most CSCK_HUFF_MAX_BITS bits for these frequencies (0 for absent symbols). A
+/// single present symbol gets length 1. Over-long codes are avoided by halving the frequencies and rebuilding.
+/// The two-queue construction: leaves sorted by (frequency, symbol), merged nodes come out in non-decreasing
+/// weight order, so the two lightest are always at the queues' fronts (a leaf first on a tie): O(n log n).
+static void code_lengths(const uint32_t frequency[256], uint8_t lengths[256]) {
+    uint32_t f[256];
+    memcpy(f, frequency, sizeof f);
+    memset(lengths, 0, 256);
+    for (;;) {
+        uint64_t key[256];
+        unsigned n = 0;
+        for (unsigned s = 0; s < 256; s++)
+            if (f[s] > 0) key[n++] = (uint64_t)f[s] << 8 | s;
+        if (n == 0) return;
+        if (n == 1) {
+            lengths[key[0] & 255] = 1;
+            return;
+        }
+        // Insertion sort of at most 256 keys (frequency, then symbol).
+        for (unsigned i = 1; i < n; i++) {
+            uint64_t k = key[i];
+            unsigned j = i;
+            while (j > 0 && key[j - 1] > k) {
+                key[j] = key[j - 1];
+                j -= 1;
+            }
+            key[j] = k;
+        }
+        // Nodes: 0..<n leaves (sorted), n..<2n-1 merged; parent links, then depths from the root down.
+        uint64_t weight[511];
+        unsigned parent[511];
+        for (unsigned i = 0; i < n; i++) weight[i] = key[i] >> 8;
+        unsigned leaf = 0, merged = n, next = n;
+        for (unsigned m = 0; m + 1 < n; m++) {
+            unsigned pick[2];
+            for (int k = 0; k < 2; k++) {
+                if (leaf < n && (merged >= next || weight[leaf] <= weight[merged])) {
+                    pick[k] = leaf++;
+                } else {
+                    pick[k] = merged++;
+                }
+            }
+            weight[next] = weight[pick[0]] + weight[pick[1]];
+            parent[pick[0]] = parent[pick[1]] = next;
+            next += 1;
+        }
+        unsigned depth[511];
+        unsigned root = next - 1;
+        depth[root] = 0;
+        for (unsigned i = root; i-- > 0;) depth[i] = depth[parent[i]] + 1;
+        unsigned longest = 0;
+        for (unsigned i = 0; i < n; i++) {
+            lengths[key[i] & 255] = (uint8_t)depth[i];
+            if (depth[i] > longest) longest = depth[i];
+        }
+        if (longest <= CSCK_HUFF_MAX_BITS) return;
+        memset(lengths, 0, 256);
+        for (unsigned s = 0; s < 256; s++)
+            if (f[s] > 0) f[s] = (f[s] >> 1) | 1;
+    }
+}
+
+size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity) {
+    if (count == 0 || count > UINT32_MAX) return 0;
+    block_stats stats;
+    memset(&stats, 0, sizeof stats);
+    if (!walk_block(block, count, &stats, NULL, NULL, 0, NULL, NULL, NULL)) return 0;
+    if (stats.sequenceBytes == 0) return 0;
+    uint8_t lengths[256];
+    code_lengths(stats.frequency, lengths);
+    uint32_t codes[256] = {0};
+    if (!canonical_codes(lengths, codes)) return 0;
+    uint64_t bits = 0;
+    for (unsigned s = 0; s < 256; s++) bits += (uint64_t)stats.frequency[s] * lengths[s];
+    size_t bitBytes = (size_t)((bits + 7) / 8);
+    unsigned present = 0;
+    for (unsigned s = 0; s < 256; s++) present += lengths[s] > 0;
+    size_t header = CSCK_HUFF_HEADER_BYTES + (present + 1) / 2;
+    size_t total = header + bitBytes + stats.sequenceBytes;
+    if (total > capacity) return 0;
+    store32(out, (uint32_t)stats.literalCount);
+    store32(out + 4, (uint32_t)stats.sequenceBytes);
+    memset(out + 8, 0, 32 + (present + 1) / 2);
+    unsigned k = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        if (lengths[s] == 0) continue;
+        out[8 + s / 8] |= (uint8_t)(1u << (s % 8));
+        out[40 + k / 2] |= (uint8_t)(lengths[s] << (4 * (k % 2)));
+        k += 1;
+    }
+    size_t written = 0;
+    uint8_t *bitStream = out + header;
+    if (!walk_block(block, count, NULL, NULL, bitStream, bitBytes, lengths, codes, &written)) return 0;
+    if (written != bitBytes) return 0;
+    if (!walk_block(block, count, NULL, bitStream + bitBytes, NULL, 0, NULL, NULL, NULL)) return 0;
+    return total;
+}
+
+// MARK: Decoder
+
+/// Refill: at least 56 valid bits in the buffer; bytes past the stream read as zero.
+#define REFILL()                                                                      \
+    do {                                                                              \
+        if (position + 8 <= bitBytes) {                                               \
+            uint64_t word;                                                            \
+            memcpy(&word, bitStream + position, 8);                                   \
+            buffer |= word << available;                                              \
+            position += (63 - available) >> 3;                                       \
+            available |= 56;                                                          \
+        } else {                                                                      \
+            while (available <= 56) {                                                 \
+                uint64_t byte = position < bitBytes ? bitStream[position] : 0;        \
+                buffer |= byte << available;                                          \
+                position += 1;                                                        \
+                available += 8;                                                       \
+            }                                                                         \
+        }                                                                             \
+    } while (0)
+
+/// Decodes `run` literals into `out` (4 per refill: 4 × 11 bits ≤ 56); sets `invalid` on a bit pattern no code
+/// starts with.
+#define DECODE_LITERALS(out, run)                                         \
+    do {                                                                  \
+        uint8_t *to = (out);                                              \
+        size_t left = (run);                                              \
+        while (left >= 4) {                                               \
+            REFILL();                                                     \
+            for (int k = 0; k < 4; k++) {                                 \
+                uint16_t entry = table[buffer & mask];                    \
+                unsigned l = entry & 15;                                  \
+                invalid |= l == 0;                                        \
+                to[k] = (uint8_t)(entry >> 4);                            \
+                buffer >>= l;                                             \
+                available -= l;                                           \
+            }                                                             \
+            to += 4;                                                      \
+            left -= 4;                                                    \
+        }                                                                 \
+        if (left > 0) {                                                   \
+            REFILL();                                                     \
+            for (size_t k = 0; k < left; k++) {                           \
+                uint16_t entry = table[buffer & mask];                    \
+                unsigned l = entry & 15;                                  \
+                invalid |= l == 0;                                        \
+                to[k] = (uint8_t)(entry >> 4);                            \
+                buffer >>= l;                                             \
+                available -= l;                                           \
+            }                                                             \
+        }                                                                 \
+    } while (0)
+
+ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity) {
+    if (count < CSCK_HUFF_HEADER_BYTES) return CSCK_HUFF_BAD_SIZE;
+    size_t literalCount = load32(payload);
+    size_t sequenceBytes = load32(payload + 4);
+    // The code lengths: a bitmap of the symbols that have a code, then one nibble per such symbol.
+    unsigned present = 0;
+    for (unsigned k = 0; k < 32; k++) present += (unsigned)__builtin_popcount(payload[8 + k]);
+    size_t header = CSCK_HUFF_HEADER_BYTES + (present + 1) / 2;
+    if (count < header) return CSCK_HUFF_BAD_SIZE;
+    size_t rest = count - header;
+    if (sequenceBytes == 0 || sequenceBytes > rest) return CSCK_HUFF_BAD_SIZE;
+    // Both are below 2^32: the sum cannot wrap a 64-bit size_t.
+    if (literalCount + sequenceBytes > capacity) return CSCK_HUFF_BAD_SIZE;
+    size_t bitBytes = rest - sequenceBytes;
+    const uint8_t *bitStream = payload + header;
+    const uint8_t *sequences = bitStream + bitBytes;
+
+    // The table: entry = symbol << 4 | length; length 0 marks a bit pattern no code starts with.
+    uint8_t lengths[256];
+    unsigned k = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        lengths[s] = 0;
+        if (((payload[8 + s / 8] >> (s % 8)) & 1) == 0) continue;
+        lengths[s] = (payload[40 + k / 2] >> (4 * (k % 2))) & 15;
+        k += 1;
+        if (lengths[s] == 0 || lengths[s] > CSCK_HUFF_MAX_BITS) return CSCK_HUFF_BAD_TABLE;
+    }
+    if (present % 2 == 1 && (payload[40 + present / 2] >> 4) != 0) return CSCK_HUFF_BAD_TABLE;
+    uint32_t codes[256] = {0};
+    if (!canonical_codes(lengths, codes)) return CSCK_HUFF_BAD_TABLE;
+    // Indexed by the next `bits` bits, the longest code's length (a small table for a small alphabet: building
+    // it is a fixed cost per block).
+    unsigned bits = 1;
+    for (unsigned s = 0; s < 256; s++)
+        if (lengths[s] > bits) bits = lengths[s];
+    const uint32_t size = 1u << bits;
+    uint16_t table[TABLE_SIZE];
+    memset(table, 0, size * sizeof table[0]);
+    for (unsigned s = 0; s < 256; s++) {
+        unsigned l = lengths[s];
+        if (l == 0) continue;
+        for (uint32_t c = codes[s]; c < size; c += 1u << l) table[c] = (uint16_t)(s << 4 | l);
+    }
+
+    // One pass over the sequence stream: each sequence's token (and literal length bytes), its literals decoded
+    // straight into place, then its offset and match length bytes; the last sequence ends after its literals.
+    // Every write is below S + L ≤ capacity: the sequence bytes copied never exceed S, the literals never L.
+    uint64_t buffer = 0;
+    unsigned available = 0;
+    size_t position = 0;
+    unsigned invalid = 0;
+    const uint64_t mask = size - 1;
+    size_t s = 0;
+    size_t o = 0;
+    size_t used = 0;
+    while (s < sequenceBytes) {
+        uint8_t token = sequences[s++];
+        out[o++] = token;
+        size_t run = token >> 4;
+        if (run == 15) {
+            uint8_t b;
+            do {
+                if (s >= sequenceBytes) return CSCK_HUFF_BAD_SEQUENCES;
+                b = sequences[s++];
+                out[o++] = b;
+                run += b;
+            } while (b == 255 && run <= literalCount);
+        }
+        if (run > literalCount - used) return CSCK_HUFF_BAD_SEQUENCES;
+        DECODE_LITERALS(out + o, run);
+        if (invalid) return CSCK_HUFF_BAD_CODE;
+        if (position > bitBytes + 8) return CSCK_HUFF_BAD_CODE;  // far past the stream's end
+        o += run;
+        used += run;
+        if (s == sequenceBytes) break;
+        if (sequenceBytes - s < 2) return CSCK_HUFF_BAD_SEQUENCES;
+        out[o] = sequences[s];
+        out[o + 1] = sequences[s + 1];
+        o += 2;
+        s += 2;
+        if ((token & 15) == 15) {
+            uint8_t b;
+            do {
+                if (s >= sequenceBytes) return CSCK_HUFF_BAD_SEQUENCES;
+                b = sequences[s++];
+                out[o++] = b;
+            } while (b == 255);
+        }
+    }
+    if (used != literalCount) return CSCK_HUFF_BAD_SEQUENCES;
+    // Exactly the stream's bytes: the last code ends in its last byte, and the bits after it are zero.
+    size_t consumed = position * 8 - available;
+    if (consumed > bitBytes * 8 || consumed + 8 <= bitBytes * 8) return CSCK_HUFF_BAD_CODE;
+    unsigned padding = (unsigned)(bitBytes * 8 - consumed);
+    if (padding > 0 && (buffer & ((1u << padding) - 1)) != 0) return CSCK_HUFF_BAD_CODE;
+    return (ptrdiff_t)o;
+}
