@@ -191,6 +191,20 @@ extension LZ4Block {
         return 6
     }()
 
+    /// How many times smaller than its samples a tile's LZ4 block must be for its literals to be coded (4 by
+    /// default): literal decoding costs time per literal, so it pays where literals are few for the bytes they help
+    /// make (screen content), not in photographs' LZ4 tiles, whose literals are most of the block and save little.
+    /// Measured (`framebus bench codec`, one thread, medians of four rounds): with 4, only photographs' flat tiles
+    /// are coded (kodak and skimage 0.01–0.1 % smaller than version 5, decode speed within noise of version 5's)
+    /// while the screen corpus keeps every gain of coding (30.22 / 40.50 / 50.47); with 1, skimage 420v was 0.05 %
+    /// smaller and decoded at 0.50× LZ4 instead of 0.57×. `FRAMEBUS_CODEC_CODED_RATIO` sets it (1...1000), read once per process.
+    static let codedLiteralsMinimumRatio: Int = {
+        if let value = unsafe getenv("FRAMEBUS_CODEC_CODED_RATIO"), let ratio = Int(unsafe String(cString: value)) {
+            return max(1, min(ratio, 1000))
+        }
+        return 4
+    }()
+
     /// Codes the LZ4 block `block` (`count` bytes, written by liblz4) with its literals Huffman-coded into at most
     /// `capacity` bytes of `destination`; returns the coded size, or 0 when it would not fit.
     static func codeLiterals(

@@ -588,11 +588,15 @@ enum TileCodec {
                     above.counts[c] = rawBytes
                 }
             }
-            // Layout version 6: an LZ4 block with its literals Huffman-coded, kept when smaller. Into slot 4 or 6,
-            // whichever the choice is not in (both free now: the dictionary for the tile below was copied above).
+            // Layout version 6: an LZ4 block with its literals Huffman-coded, kept when smaller, tried only where the
+            // block is at least `codedLiteralsMinimumRatio` times smaller than the samples (screen content). Into
+            // slot 4 or 6, whichever the choice is not in (both free now: the dictionary for the tile below was
+            // copied above).
             var codedLiterals = false
             if grid.layoutVersion >= TileMode.codedLiteralsLayoutVersion, unsafe choice.mode.isLZ4Block,
-                unsafe choice.byteCount > 1
+                unsafe choice.byteCount > 1,
+                unsafe choice.byteCount.multipliedReportingOverflow(by: LZ4Block.codedLiteralsMinimumRatio).partialValue
+                    <= rawBytes
             {
                 let output = unsafe choice.payload == UnsafeRawPointer(residuals) ? alternative : residuals
                 let saving = unsafe max(1, choice.byteCount * LZ4Block.codedLiteralsMinimumSaving / 100)
