@@ -10,7 +10,7 @@
  *   frame seq=S dup_fd=FB_OK|<status> count=C dma=0|1 modifier=M same=0|1 distinct=0|1 writable=0|1
  *         closed=0|1 leaked=N
  *   (same: every plane's bytes equal the library's; distinct: every entry has its own descriptor number;
- *    closed: after closing each entry once, none is still open; leaked: descriptors open after the frame minus before)
+ *    closed: after closing each entry once, none is still open; leaked: descriptors open after the frame that were not before)
  *   nulls=0|1                  (NULL frame or fds gave FB_ERROR_INVALID_ARGUMENT)
  *   end status=NAME
  * Exits 0 when the stream ended and every check held, 1 if a check failed, 2 on an API error, 3 on no end in 60 s.
@@ -26,12 +26,34 @@
 
 #include "common.h"
 
-static int open_descriptor_count(void) {
+/* The descriptors open in this process: bit n of `open` is descriptor n (below 1024). */
+typedef struct {
+    uint64_t open[16];
+} descriptor_set;
+
+static descriptor_set open_descriptors(void) {
+    descriptor_set set;
+    memset(&set, 0, sizeof set);
     DIR *directory = opendir("/proc/self/fd");
-    if (directory == NULL) return -1;
-    int count = 0;
-    while (readdir(directory) != NULL) count++;
+    if (directory == NULL) return set;
+    const int own = dirfd(directory);
+    struct dirent *entry;
+    while ((entry = readdir(directory)) != NULL) {
+        const int fd = atoi(entry->d_name);
+        if (entry->d_name[0] >= '0' && entry->d_name[0] <= '9' && fd != own && fd >= 0 && fd < 1024) {
+            set.open[fd / 64] |= 1ULL << (fd % 64);
+        }
+    }
     closedir(directory);
+    return set;
+}
+
+/* Descriptors open in `after` that were not in `before`. The library's connection thread may close descriptors of
+ * its own meanwhile (the stream's end arriving while a frame is checked), so a count of open descriptors can fall:
+ * only descriptors that appeared count as leaked. */
+static int descriptors_opened(const descriptor_set *before, const descriptor_set *after) {
+    int count = 0;
+    for (int i = 0; i < 16; i++) count += __builtin_popcountll(after->open[i] & ~before->open[i]);
     return count;
 }
 
@@ -47,7 +69,7 @@ static int sync_dma_buf(int fd, uint64_t flags) {
 static int check_frame(const fb_frame *frame) {
     fb_frame_info info;
     CHECK_OK(fb_frame_get_info(frame, &info, &last_error));
-    const int before = open_descriptor_count();
+    const descriptor_set before = open_descriptors();
 
     fb_error dup_error;
     memset(&dup_error, 0, sizeof dup_error);
@@ -101,7 +123,8 @@ static int check_frame(const fb_frame *frame) {
     for (uint32_t i = 0; i < fds.count && i < FB_MAX_PLANES; i++) {
         if (fds.planes[i].fd >= 0 && fcntl(fds.planes[i].fd, F_GETFD) != -1) closed = 0;
     }
-    const int leaked = open_descriptor_count() - before;
+    const descriptor_set after = open_descriptors();
+    const int leaked = descriptors_opened(&before, &after);
     printf("frame seq=%llu dup_fd=%s count=%u dma=%u modifier=%llu same=%d distinct=%d writable=%d "
            "closed=%d leaked=%d\n",
            (unsigned long long)info.sequence, dup_status, fds.count, fds.is_dma_buf,
