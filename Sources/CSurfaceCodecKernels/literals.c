@@ -252,33 +252,31 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
 
 /// Decodes `run` literals into `out` (4 per refill: 4 × 11 bits ≤ 56); sets `invalid` on a bit pattern no code
 /// starts with.
+/* One literal: its table entry (symbol << 4 | code length) at the next bits; a length of 0 marks a pattern no code
+ * word starts with. */
+#define DECODE_ONE(to)                                                    \
+    do {                                                                  \
+        uint16_t entry = table[buffer & mask];                            \
+        unsigned l = entry & 15;                                          \
+        invalid |= l == 0;                                                \
+        *(to) = (uint8_t)(entry >> 4);                                    \
+        buffer >>= l;                                                     \
+        available -= l;                                                   \
+    } while (0)
+
 #define DECODE_LITERALS(out, run)                                         \
     do {                                                                  \
         uint8_t *to = (out);                                              \
         size_t left = (run);                                              \
         while (left >= 4) {                                               \
             REFILL();                                                     \
-            for (int k = 0; k < 4; k++) {                                 \
-                uint16_t entry = table[buffer & mask];                    \
-                unsigned l = entry & 15;                                  \
-                invalid |= l == 0;                                        \
-                to[k] = (uint8_t)(entry >> 4);                            \
-                buffer >>= l;                                             \
-                available -= l;                                           \
-            }                                                             \
+            for (int k = 0; k < 4; k++) DECODE_ONE(to + k);               \
             to += 4;                                                      \
             left -= 4;                                                    \
         }                                                                 \
         if (left > 0) {                                                   \
             REFILL();                                                     \
-            for (size_t k = 0; k < left; k++) {                           \
-                uint16_t entry = table[buffer & mask];                    \
-                unsigned l = entry & 15;                                  \
-                invalid |= l == 0;                                        \
-                to[k] = (uint8_t)(entry >> 4);                            \
-                buffer >>= l;                                             \
-                available -= l;                                           \
-            }                                                             \
+            for (size_t k = 0; k < left; k++) DECODE_ONE(to + k);         \
         }                                                                 \
     } while (0)
 

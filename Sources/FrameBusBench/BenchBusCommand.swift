@@ -372,93 +372,99 @@ package struct BenchBusCommand: ParsableCommand {
         height: Int
     ) throws -> [BenchResult] {
         guard let most = counts.max() else { return [] }
-        let (peers, channels) = try startPeers(control: control, base: base, count: most)
+        return try withPeers(control: control, base: base, count: most) { channels in
+            var results: [BenchResult] = []
+            for count in counts {
+                let path = base + "-fanout.sock"
+                let share = 4
+                var configuration = Publisher.Configuration(path: path, formats: [format])
+                configuration.maximumSubscribers = count
+                let publisher = try Publisher(configuration: configuration)
+                let buffers = configuration.producerReserve + share * count
+                let pool = try PixelBufferPool(
+                    attributes: .init(
+                        width: width,
+                        height: height,
+                        pixelFormat: format,
+                        minimumBufferCount: buffers,
+                        maximumBufferAge: nil,
+                        allocationThreshold: buffers
+                    )
+                )
+                let used = Array(channels.prefix(count))
+                for channel in used { try request(channel, "bus \(path)", expect: "ready") }
+                // Warm-up: every surface announced to every subscriber.
+                for _ in 0..<(buffers * 2) {
+                    try publisher.publish(try publisher.makePixelBuffer(from: pool))
+                    usleep(2_000)
+                }
+                usleep(200_000)
+                for channel in used { try request(channel, "begin", expect: "ok") }
+                let period = 1_000_000_000 / UInt64(max(1, fanoutRate))
+                let cpu = BenchmarkSocket.processCPUNanoseconds()
+                let start = BenchmarkSocket.monotonicNanoseconds()
+                var next = start
+                for _ in 0..<fanoutFrames {
+                    try publisher.publish(try publisher.makePixelBuffer(from: pool))
+                    next += period
+                    sleep(until: next)
+                }
+                let publisherCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
+                let reports = try used.map { try report($0, "report \(fanoutFrames)") }
+                for channel in used { try request(channel, "unsubscribe", expect: "ok") }
+                publisher.stop()
+                let worst = PeerReport(
+                    frames: reports.map(\.frames).min() ?? 0,
+                    p50: reports.map(\.p50).max() ?? 0,
+                    p99: reports.map(\.p99).max() ?? 0,
+                    p999: reports.map(\.p999).max() ?? 0,
+                    cpuNanoseconds: reports.map(\.cpuNanoseconds).reduce(0, +) / UInt64(max(1, reports.count)),
+                    lastNanoseconds: reports.map(\.lastNanoseconds).max() ?? 0
+                )
+                let span = Double(max(worst.lastNanoseconds, start + 1) - start) / 1e9
+                let result = BenchResult(
+                    transport: "fanout-\(count)",
+                    format: format.name,
+                    width: width,
+                    height: height,
+                    rateHz: fanoutRate,
+                    sentFrames: fanoutFrames,
+                    seconds: span,
+                    peer: worst,
+                    publisherCPUNanoseconds: publisherCPU
+                )
+                results.append(result)
+                say(result.line + " (worst subscriber)")
+                say(
+                    "  per-subscriber p99 µs: "
+                        + reports.map { String(format: "%.1f", Double($0.p99) / 1000) }.joined(separator: " ")
+                        + "  frames: " + reports.map { "\($0.frames)" }.joined(separator: " ")
+                )
+            }
+            return results
+        }
+    }
+
+    /// Runs `body` with the control channels of `count` peer processes (this executable), told to quit after it.
+    func withPeers<Result>(
+        control: BenchmarkSocket,
+        base: String,
+        count: Int,
+        _ body: ([BenchmarkSocket]) throws -> Result
+    ) throws -> Result {
+        var peers: [Child] = []
+        var channels: [BenchmarkSocket] = []
         defer {
             for channel in channels { try? channel.send(Array("quit".utf8)) }
             for peer in peers { peer.waitForExit(timeout: 5) }
         }
-        var results: [BenchResult] = []
-        for count in counts {
-            let path = base + "-fanout.sock"
-            let share = 4
-            var configuration = Publisher.Configuration(path: path, formats: [format])
-            configuration.maximumSubscribers = count
-            let publisher = try Publisher(configuration: configuration)
-            let buffers = configuration.producerReserve + share * count
-            let pool = try PixelBufferPool(
-                attributes: .init(
-                    width: width,
-                    height: height,
-                    pixelFormat: format,
-                    minimumBufferCount: buffers,
-                    maximumBufferAge: nil,
-                    allocationThreshold: buffers
-                )
-            )
-            let used = Array(channels.prefix(count))
-            for channel in used { try request(channel, "bus \(path)", expect: "ready") }
-            // Warm-up: every surface announced to every subscriber.
-            for _ in 0..<(buffers * 2) {
-                try publisher.publish(try publisher.makePixelBuffer(from: pool))
-                usleep(2_000)
-            }
-            usleep(200_000)
-            for channel in used { try request(channel, "begin", expect: "ok") }
-            let period = 1_000_000_000 / UInt64(max(1, fanoutRate))
-            let cpu = BenchmarkSocket.processCPUNanoseconds()
-            let start = BenchmarkSocket.monotonicNanoseconds()
-            var next = start
-            for _ in 0..<fanoutFrames {
-                try publisher.publish(try publisher.makePixelBuffer(from: pool))
-                next += period
-                sleep(until: next)
-            }
-            let publisherCPU = BenchmarkSocket.processCPUNanoseconds() - cpu
-            let reports = try used.map { try report($0, "report \(fanoutFrames)") }
-            for channel in used { try request(channel, "unsubscribe", expect: "ok") }
-            publisher.stop()
-            let worst = PeerReport(
-                frames: reports.map(\.frames).min() ?? 0,
-                p50: reports.map(\.p50).max() ?? 0,
-                p99: reports.map(\.p99).max() ?? 0,
-                p999: reports.map(\.p999).max() ?? 0,
-                cpuNanoseconds: reports.map(\.cpuNanoseconds).reduce(0, +) / UInt64(max(1, reports.count)),
-                lastNanoseconds: reports.map(\.lastNanoseconds).max() ?? 0
-            )
-            let span = Double(max(worst.lastNanoseconds, start + 1) - start) / 1e9
-            let result = BenchResult(
-                transport: "fanout-\(count)",
-                format: format.name,
-                width: width,
-                height: height,
-                rateHz: fanoutRate,
-                sentFrames: fanoutFrames,
-                seconds: span,
-                peer: worst,
-                publisherCPUNanoseconds: publisherCPU
-            )
-            results.append(result)
-            say(result.line + " (worst subscriber)")
-            say(
-                "  per-subscriber p99 µs: "
-                    + reports.map { String(format: "%.1f", Double($0.p99) / 1000) }.joined(separator: " ")
-                    + "  frames: " + reports.map { "\($0.frames)" }.joined(separator: " ")
-            )
-        }
-        return results
-    }
-
-    /// Starts `count` peer processes (this executable) and accepts their control channels.
-    func startPeers(control: BenchmarkSocket, base: String, count: Int) throws -> ([Child], [BenchmarkSocket]) {
-        var peers: [Child] = []
-        var channels: [BenchmarkSocket] = []
         for _ in 0..<count {
             peers.append(
                 try Child(try Child.ownExecutable(), ["bench", "bus", "--peer-control", base + "-control.sock"])
             )
             channels.append(try control.accept(timeoutMilliseconds: 20_000))
         }
-        return (peers, channels)
+        return try body(channels)
     }
 
     func measureCopy(

@@ -25,21 +25,18 @@ extension BenchBusCommand {
 
     func measureFanoutFloors(control: BenchmarkSocket, base: String, counts: [Int]) throws -> [BenchResult] {
         guard let most = counts.max() else { return [] }
-        let (peers, channels) = try startPeers(control: control, base: base, count: most)
-        defer {
-            for channel in channels { try? channel.send(Array("quit".utf8)) }
-            for peer in peers { peer.waitForExit(timeout: 5) }
-        }
-        var results: [BenchResult] = []
-        for kind in ["efd", "futex"] {
-            for count in counts {
-                let used = Array(channels.prefix(count))
-                let result = try measureFanoutFloor(kind: kind, channels: used)
-                results.append(result)
-                say(result.line + " (worst subscriber)")
+        return try withPeers(control: control, base: base, count: most) { channels in
+            var results: [BenchResult] = []
+            for kind in ["efd", "futex"] {
+                for count in counts {
+                    let used = Array(channels.prefix(count))
+                    let result = try measureFanoutFloor(kind: kind, channels: used)
+                    results.append(result)
+                    say(result.line + " (worst subscriber)")
+                }
             }
+            return results
         }
-        return results
     }
 
     /// One fan-out floor run: `kind` is `efd` or `futex`, one peer per channel.
