@@ -413,14 +413,7 @@ package struct BenchBusCommand: ParsableCommand {
                 let reports = try used.map { try report($0, "report \(fanoutFrames)") }
                 for channel in used { try request(channel, "unsubscribe", expect: "ok") }
                 publisher.stop()
-                let worst = PeerReport(
-                    frames: reports.map(\.frames).min() ?? 0,
-                    p50: reports.map(\.p50).max() ?? 0,
-                    p99: reports.map(\.p99).max() ?? 0,
-                    p999: reports.map(\.p999).max() ?? 0,
-                    cpuNanoseconds: reports.map(\.cpuNanoseconds).reduce(0, +) / UInt64(max(1, reports.count)),
-                    lastNanoseconds: reports.map(\.lastNanoseconds).max() ?? 0
-                )
+                let worst = PeerReport(worstOf: reports)
                 let span = Double(max(worst.lastNanoseconds, start + 1) - start) / 1e9
                 let result = BenchResult(
                     transport: "fanout-\(count)",
@@ -524,6 +517,21 @@ struct PeerReport: Codable {
     var lastNanoseconds: UInt64
 
     var cpuPerFrameMicroseconds: Double { frames > 0 ? Double(cpuNanoseconds) / Double(frames) / 1000 : 0 }
+}
+
+extension PeerReport {
+    /// The worst of several subscribers' reports (fewest frames, highest percentiles, latest receipt), with their
+    /// mean CPU time: a fan-out row.
+    init(worstOf reports: [PeerReport]) {
+        self.init(
+            frames: reports.map(\.frames).min() ?? 0,
+            p50: reports.map(\.p50).max() ?? 0,
+            p99: reports.map(\.p99).max() ?? 0,
+            p999: reports.map(\.p999).max() ?? 0,
+            cpuNanoseconds: reports.map(\.cpuNanoseconds).reduce(0, +) / UInt64(max(1, reports.count)),
+            lastNanoseconds: reports.map(\.lastNanoseconds).max() ?? 0
+        )
+    }
 }
 
 /// One row of the benchmark.

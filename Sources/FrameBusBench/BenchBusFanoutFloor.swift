@@ -85,14 +85,7 @@ extension BenchBusCommand {
             }
             reports.append(try JSONDecoder().decode(PeerReport.self, from: Data(reply)))
         }
-        let worst = PeerReport(
-            frames: reports.map(\.frames).min() ?? 0,
-            p50: reports.map(\.p50).max() ?? 0,
-            p99: reports.map(\.p99).max() ?? 0,
-            p999: reports.map(\.p999).max() ?? 0,
-            cpuNanoseconds: reports.map(\.cpuNanoseconds).reduce(0, +) / UInt64(max(1, reports.count)),
-            lastNanoseconds: reports.map(\.lastNanoseconds).max() ?? 0
-        )
+        let worst = PeerReport(worstOf: reports)
         return BenchResult(
             transport: Self.fanoutFloorPrefix + "\(kind)-\(channels.count)",
             format: "8B",
