@@ -60,35 +60,20 @@ private struct Finished: Sendable {
     var errorOutput: String
 }
 
-/// Runs a process to its end on its own thread, killing it after `timeout` seconds; output goes through files.
+/// Runs a process to its end, killing it after `timeout` seconds: through TestSupport's `ChildProcess`, so it is
+/// started by the one spawner thread like every other child. Foundation's `Process` launched here on another thread
+/// at the same moment as a spawner launch once stalled both for the whole timeout, starving the tests that waited
+/// for them. Standard output and error are one file (`output` and `errorOutput` are the same text).
 private func run(_ executable: URL, _ arguments: [String], timeout: Double = 60) async throws -> Finished {
-    try await onThread {
-        let directory = FileManager.default.temporaryDirectory
-        let out = directory.appendingPathComponent("fbreview-\(UUID().uuidString).out")
-        let err = directory.appendingPathComponent("fbreview-\(UUID().uuidString).err")
-        defer {
-            try? FileManager.default.removeItem(at: out)
-            try? FileManager.default.removeItem(at: err)
-        }
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return Finished(
-            status: process.terminationStatus,
-            reason: process.terminationReason,
-            output: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-            errorOutput: (try? String(contentsOf: err, encoding: .utf8)) ?? ""
-        )
-    }
+    let child = try ChildProcess(executable, arguments)
+    let exited = await child.waitForExit(timeout: timeout)
+    let output = child.output
+    return Finished(
+        status: child.terminationStatus ?? -1,
+        reason: exited && child.endedBySignal == false ? .exit : .uncaughtSignal,
+        output: output,
+        errorOutput: output
+    )
 }
 
 /// A publisher of our own making on a raw socket: accepts one connection and hands it over.
@@ -582,27 +567,16 @@ private final class PoolBox: @unchecked Sendable {
         configuration.handshakeTimeout = .seconds(30)
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
-        let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("fbreview-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: outputURL) }
-        let flood = Process()
-        flood.executableURL = try builtExecutable("FrameBusTestPeer")
-        flood.arguments = ["bus-flood-as", "65534", path, "--count", "300", "--timeout", "60"]
-        flood.standardOutput = try FileHandle(forWritingTo: outputURL)
-        flood.standardError = FileHandle.nullDevice
-        try flood.run()
-        defer {
-            kill(flood.processIdentifier, SIGKILL)
-            let process = flood
-            Thread { process.waitUntilExit() }.start()
-        }
-        func floodReports() -> Int {
-            ((try? String(contentsOf: outputURL, encoding: .utf8)) ?? "").components(separatedBy: "flood open=").count
-                - 1
-        }
+        let flood = try ChildProcess(
+            try builtExecutable("FrameBusTestPeer"),
+            ["bus-flood-as", "65534", path, "--count", "300", "--timeout", "60"],
+            captureStandardError: false
+        )
+        defer { flood.send(SIGKILL) }
+        func floodReports() -> Int { flood.output.components(separatedBy: "flood open=").count - 1 }
         // Two seconds of flooding: before the fix every pending slot is taken by now.
         #expect(await reviewEventually(seconds: 30) { floodReports() >= 2 }, "the flood did not start")
-        #expect(!(((try? String(contentsOf: outputURL, encoding: .utf8)) ?? "").contains("cannot become")))
+        #expect(!flood.output.contains("cannot become"))
         let welcome = try await onThread { () -> WireWelcome? in
             guard case .success(let socket) = Socket.connect(path: path, timeoutNanoseconds: 10_000_000_000) else {
                 return nil

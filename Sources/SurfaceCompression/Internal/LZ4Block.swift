@@ -195,7 +195,7 @@ extension LZ4Block {
     /// default): literal decoding costs time per literal, so it pays where literals are few for the bytes they help
     /// make (screen content), not in photographs' LZ4 tiles, whose literals are most of the block and save little.
     /// Measured (`framebus bench codec`, one thread, medians of four rounds): with 4, only photographs' flat tiles
-    /// are coded (kodak and skimage 0.01–0.1 % smaller than version 5, decode speed within noise of version 5's)
+    /// are coded (kodak and skimage at most 0.1 % smaller than version 5, decode speed within noise of version 5's)
     /// while the screen corpus keeps every gain of coding (30.22 / 40.50 / 50.47); with 1, skimage 420v was 0.05 %
     /// smaller and decoded at 0.50× LZ4 instead of 0.57×. `FRAMEBUS_CODEC_CODED_RATIO` sets it (1...1000), read once per process.
     static let codedLiteralsMinimumRatio: Int = {
