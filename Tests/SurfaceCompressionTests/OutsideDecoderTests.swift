@@ -1,5 +1,6 @@
 import Foundation
 import PixelBuffers
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -12,16 +13,14 @@ import Testing
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("OutsideDecoder/compressed_layout.py")
 
-    /// Runs python3 on the script without blocking a thread of the cooperative pool: the process's termination
-    /// handler resumes the test.
+    /// Runs python3 on the script, at most 4 minutes, through TestSupport's `ChildProcess` (started by the one spawner
+    /// thread like every other child; awaited without blocking a thread of the cooperative pool). Its output is
+    /// printed when it fails.
     static func runPython(_ arguments: [String]) async throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path] + arguments
-        return try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
+        let child = try ChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path] + arguments)
+        let status = try await child.exitStatus(within: 240)
+        if status != 0 { print("compressed_layout.py exited \(status):\n\(child.output)") }
+        return status
     }
 
     /// (format, padding bits set in 16-bit samples, the mode the screen content must use)
