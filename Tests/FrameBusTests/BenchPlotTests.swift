@@ -201,25 +201,6 @@ private final class SVGReader: NSObject, XMLParserDelegate {
         #expect(command.output.contains("framebus / gst-zerocopy  420v 320x240 1000 Hz: p50"), "\(command.output)")
     }
 
-    @Test func benchBusPollerRowTakesEveryFrameAndIsJudgedAgainstTheFloor() async throws {
-        let json = temporaryFile("bench.json")
-        defer { try? FileManager.default.removeItem(at: json) }
-        let command = try startFramebus([
-            "bench", "bus", "--transports", "seqpacket-floor,framebus-poller", "--cases", "420v:64x48",
-            "--rates", "1000", "--frames", "10", "--json", json.path,
-        ])
-        let status = try await command.exitStatus(within: 600)
-        #expect(status == 0, "\(command.output)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
-        let results = object["results"] as? [[String: Any]] ?? []
-        let row = try #require(results.first { $0["transport"] as? String == "framebus-poller" }, "\(command.output)")
-        // 10 frames at 1 kHz are 4 × 10 sent; the pool blocks rather than drops, so the polling thread takes all.
-        #expect(number(row["frames"]) == 40, "\(row)")
-        #expect(number(row["p50us"]) ?? 0 > 0, "\(row)")
-        #expect(command.output.contains("framebus-poller 420v 64x48 1000 Hz: p50"), "\(command.output)")
-        #expect(command.output.contains("× seqpacket-floor (≤ 1.3×"), "\(command.output)")
-    }
-
     @Test func benchBusFanoutFloorsWakeEveryProcessForEveryFrame() async throws {
         let json = temporaryFile("bench.json")
         defer { try? FileManager.default.removeItem(at: json) }
