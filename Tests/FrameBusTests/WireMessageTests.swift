@@ -200,7 +200,7 @@ enum GoldenVectors {
     ]
 }
 
-@Suite(.timeLimit(.minutes(5))) struct WireMessageTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct WireMessageTests {
     static let goldenIndices = Array(GoldenVectors.all.indices)
 
     @Test(arguments: goldenIndices) func documentExamplesDecodeToTheirMessages(_ index: Int) throws {

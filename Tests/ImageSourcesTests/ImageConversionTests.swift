@@ -128,7 +128,7 @@ private func temporaryPath(_ name: String) -> String {
 
 // MARK: - Tests
 
-@Suite(.timeLimit(.minutes(20))) struct ImageConversionTests {
+@Suite(.heavyWork, .timeLimit(.minutes(20))) struct ImageConversionTests {
     @Test func sha256HelperGivesTheKnownAnswerForABC() throws {
         #expect(
             sha256Hex(Array("abc".utf8))
@@ -146,7 +146,7 @@ private func temporaryPath(_ name: String) -> String {
         let frames = try JSONDecoder().decode(ChecksumFile.self, from: data).frames
         #expect(frames.count >= 38 * 4)
         let byImage = Dictionary(grouping: frames, by: \.image)
-        let (compared, failures) = try await heavyWork("corpus-conversions") { () throws -> (Int, [String]) in
+        let (compared, failures) = try await heavyWork { () throws -> (Int, [String]) in
             var compared = 0
             var failures: [String] = []
             for name in byImage.keys.sorted() {

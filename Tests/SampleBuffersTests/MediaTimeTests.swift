@@ -1,4 +1,5 @@
 import SampleBuffers
+import TestSupport
 import Testing
 
 private func time(_ value: Int64, _ timescale: Int32) -> MediaTime {
@@ -231,7 +232,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite(.timeLimit(.minutes(5))) struct MediaTimeComparisonTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct MediaTimeComparisonTests {
     @Test func equalInstantsInDifferentTimescalesAreEqualAndHashAlike() {
         let halves = [time(1, 2), time(2, 4), time(3, 6), time(500_000_000, 1_000_000_000), time(45000, 90000)]
         #expect(Set(halves).count == 1)
@@ -287,7 +288,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     }
 }
 
-@Suite(.timeLimit(.minutes(5))) struct MediaTimeConversionTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct MediaTimeConversionTests {
     @Test func convertScaleIsExactWhereItCanBe() {
         let converted = time(1001, 30000).convertScale(90000)
         #expect(converted.value == 3003 && converted.timescale == 90000 && !converted.hasBeenRounded)

@@ -1,5 +1,6 @@
 import CSurfaceCodecKernels
 import PixelBuffers
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -7,7 +8,7 @@ import Testing
 /// Layout version 6: LZ4 blocks stored with their literals Huffman-coded (modes 18 and 22…28,
 /// docs/COMPRESSED-LAYOUT.md §6.6). Round trips compare every byte; hand-made coded blocks break each validity rule
 /// and must each give their typed error.
-@Suite(.timeLimit(.minutes(5))) struct CodedLiteralsTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct CodedLiteralsTests {
     static let formats: [PixelFormat] = [
         .yuv420BiPlanarVideoRange8, .yuv420BiPlanarFullRange8, .yuv420BiPlanarVideoRange10, .bgra8,
     ]

@@ -1,11 +1,12 @@
 import Glibc
 import PixelBuffers
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
 
 /// A compressed surface is sized for the worst case but must occupy only the pages the codec writes.
-@Suite(.timeLimit(.minutes(5))) struct CompressedSurfaceMemoryTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct CompressedSurfaceMemoryTests {
     /// Bytes of a buffer's mapping that are resident (`mincore(2)`, whole pages).
     static func residentByteCount(_ buffer: PixelBuffer) throws -> Int {
         try buffer.lock([.readOnly])

@@ -1,10 +1,11 @@
 import PixelBuffers
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
 
 /// Damaged compressed surfaces: each must give the right typed error, never a crash or an out-of-bounds read.
-@Suite(.timeLimit(.minutes(5))) struct DamagedSurfaceTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct DamagedSurfaceTests {
     /// A compressed 96×64 420v frame with 32×32 tiles (so every mode has neighbours), and its bytes used.
     static func makeCompressed(format: PixelFormat = .yuv420BiPlanarVideoRange8) throws -> (PixelBuffer, Int) {
         let bytes = syntheticBytes(format, width: 96, height: 64, seed: 5)

@@ -1,6 +1,7 @@
 #if arch(x86_64)
 import CSurfaceCodecKernels
 import Glibc
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -8,7 +9,7 @@ import Testing
 /// The C kernels' capacities (CSurfaceCodecKernels.h): each kernel is given exactly the capacities the header
 /// states, every buffer ending at an inaccessible page, so a read or write past a stated capacity faults; and a
 /// capacity one byte short of the statement is refused, with nothing written.
-@Suite(.timeLimit(.minutes(10))) struct KernelCapacityTests {
+@Suite(.heavyWork, .timeLimit(.minutes(10))) struct KernelCapacityTests {
     /// Geometries with partial blocks, whole groups and rows long enough for the vector loops.
     static let sizes: [(Int, Int)] = [(5, 9), (32, 3), (63, 5), (96, 7), (517, 3)]
 

@@ -1,6 +1,7 @@
 #if arch(x86_64)
 import CSurfaceCodecKernels
 import Glibc
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -9,7 +10,7 @@ import Testing
 /// with byte shuffles and multiplies elsewhere; the packed10 kernel with byte shuffles and shifts. Each must
 /// decode exactly what the portable Swift decoder decodes (packed8 into strided rows without touching a byte
 /// beside them), and read nothing past the payload's end.
-@Suite(.timeLimit(.minutes(10))) struct KernelUnpackingTests {
+@Suite(.heavyWork, .timeLimit(.minutes(10))) struct KernelUnpackingTests {
     /// Sizes with whole groups of four blocks, partial groups and partial blocks, and rows long enough that the
     /// vector loop does most of the work.
     static let sizes: [(Int, Int)] = [(32, 3), (40, 4), (63, 5), (96, 7), (256, 6), (517, 3), (1000, 2), (5, 9)]

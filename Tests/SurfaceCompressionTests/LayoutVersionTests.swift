@@ -1,12 +1,13 @@
 import Foundation
 import PixelBuffers
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
 
 /// A newer publisher and an older subscriber must never be silently incompatible: the encoder writes layout
 /// version 2, and the decoder reads version 1 surfaces exactly.
-@Suite(.timeLimit(.minutes(5))) struct LayoutVersionTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct LayoutVersionTests {
     static func fourCCName(_ fourCC: UInt32) -> String {
         String(decoding: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: fourCC >> $0) }, as: UTF8.self)
     }

@@ -1,7 +1,8 @@
 import SurfaceCompression
+import TestSupport
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct PlainLZ4Tests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct PlainLZ4Tests {
     @Test func plainLZ4RoundTripsAndRejectsDamagedInput() throws {
         let source = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 / 7) }
         var compressed = [UInt8](repeating: 0, count: PlainLZ4.bound(source.count))

@@ -1,4 +1,5 @@
 import PixelBuffers
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -6,7 +7,7 @@ import Testing
 /// Screen content: packed residuals through LZ4 (mode packed8LZ4, layout version 3; packed10LZ4 and packed16LZ4,
 /// version 4), LZ4's HC match search on the LZ4 winners, and how the layout version a surface states follows from
 /// the modes it uses.
-@Suite(.timeLimit(.minutes(5))) struct ScreenContentTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct ScreenContentTests {
     static let eightBitFormats: [PixelFormat] = [.yuv420BiPlanarVideoRange8, .yuv420BiPlanarFullRange8, .bgra8]
 
     static func compress(

@@ -8,7 +8,7 @@ import TestSupport
 
 /// A publisher still holds its compressed surfaces writable: the decoder must take every bound from private
 /// memory, read once, so that a rewrite while it decodes gives wrong pixels or an error, never a crash.
-@Suite(.timeLimit(.minutes(10))) struct SharedMemoryRaceTests {
+@Suite(.heavyWork, .timeLimit(.minutes(10))) struct SharedMemoryRaceTests {
     /// A compressed frame with many tiles and every mode (flat block: solid/LZ4; gradient with noise: packed).
     static func makeCompressed(
         _ format: PixelFormat,

@@ -7,7 +7,7 @@ import TestSupport
 
 /// The reusable codec: bit-exact with every thread count and tile geometry, reused across sizes and formats;
 /// decodeTileRows decodes several tile rows at once and lets its body throw.
-@Suite(.timeLimit(.minutes(20))) struct SurfaceCodecContextTests {
+@Suite(.heavyWork, .timeLimit(.minutes(20))) struct SurfaceCodecContextTests {
     static let geometries: [SurfaceCodec.TileSize] = [
         .default, .init(width: 64, height: 64), .init(width: 32, height: 6), .init(width: nil, height: 16),
     ]
@@ -25,7 +25,7 @@ import TestSupport
         #expect(images.count >= 2)
         // Minutes of debug-build codec work: on a thread of its own, so the cooperative pool stays free for the
         // tests that wait on other processes; the mismatches come back to be checked here.
-        let (roundTrips, failures) = try await heavyWork("codec-round-trips") { () throws -> (Int, [String]) in
+        let (roundTrips, failures) = try await heavyWork { () throws -> (Int, [String]) in
             var roundTrips = 0
             var failures: [String] = []
             for geometry in Self.geometries {

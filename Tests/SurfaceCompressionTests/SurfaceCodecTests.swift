@@ -4,7 +4,7 @@ import SurfaceCompression
 import Testing
 import TestSupport
 
-@Suite(.timeLimit(.minutes(20))) struct SurfaceCodecTests {
+@Suite(.heavyWork, .timeLimit(.minutes(20))) struct SurfaceCodecTests {
     static let tileSizes: [SurfaceCodec.TileSize] = [
         .default, .init(width: 64, height: 64), .init(width: 16, height: 2), .init(width: nil, height: 16),
     ]
@@ -12,7 +12,7 @@ import TestSupport
     @Test(arguments: corpusImages())
     func everyCorpusImageRoundTripsBitExactInEveryFormat(_ name: String) async throws {
         // Seconds of debug-build codec work per image: off the cooperative pool (see heavyWork).
-        let results = try await heavyWork("corpus-round-trip") { () throws -> [(String, Bool, Bool, Double)] in
+        let results = try await heavyWork { () throws -> [(String, Bool, Bool, Double)] in
             let image = try RGBImage(contentsOfPNGFile: corpusURL.appendingPathComponent(name).path).croppedToEven()
             return try PixelFormat.baseFormats.map { format in
                 let bytes = image.convertedBytes(to: format)

@@ -1,4 +1,5 @@
 import PixelBuffers
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -6,7 +7,7 @@ import Testing
 /// The Up modes of layout version 5 (packed8LZ4Up, packed10LZ4Up, packed16LZ4Up, lz4Up): a tile's LZ4 block may
 /// match into the inner payload of the tile above (docs/COMPRESSED-LAYOUT.md §6.5). Every decode is compared byte
 /// for byte with the source; hostile tables and payloads must fail with a typed error.
-@Suite(.timeLimit(.minutes(5))) struct TileAboveTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct TileAboveTests {
     static let upModes: Set<String> = ["packed8LZ4Up", "packed10LZ4Up", "packed16LZ4Up", "lz4Up"]
 
     static func upEntries(_ compressed: PixelBuffer) throws -> Int {

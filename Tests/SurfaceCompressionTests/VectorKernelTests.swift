@@ -1,4 +1,5 @@
 import Glibc
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -8,7 +9,7 @@ import Testing
 /// arbitrary ones (what a payload rewritten in shared memory gives), every width 1...300 and height 1...70
 /// (partial last blocks, the careful path near the payload's end), contiguous and strided into a larger plane.
 /// The NEON tier is also checked on this machine under emulation (NEONKernelTests).
-@Suite(.timeLimit(.minutes(10))) struct VectorKernelTests {
+@Suite(.heavyWork, .timeLimit(.minutes(10))) struct VectorKernelTests {
     static let tiers = Kernels.availableTiers
     static let vectorTiers = tiers.filter { $0 != .portable }
 

@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// For blocking waits (a semaphore, a poller, a blocking read): the pool has as many threads as the machine has cores
 /// (two on a small CI runner), and a blocked pool thread stalls every other test of the process. Starts at once: a
-/// wait must never queue behind ``heavyWork(_:_:)`` (a poller test once waited 500 s there for the corpus tests).
+/// wait must never queue behind ``heavyWork(_:)`` (a poller test once waited 500 s there for the corpus tests).
 /// Do not call `#expect` inside `body` (the test's context does not reach a plain thread): return what to check.
 public func onDedicatedThread<Result: Sendable>(
     _ name: String = "test-worker",
@@ -22,19 +22,6 @@ public func onDedicatedThread<Result: Sendable>(
         thread.name = name
         thread.start()
     }
-}
-
-/// Runs CPU-heavy `body` (seconds of debug-build codec or conversion work) on a thread of its own, at most two such
-/// bodies at once in the test process (the others wait their turn, suspended): off the cooperative pool, so the tests
-/// that wait on other processes keep their threads, and few enough that they do not crowd out the rest of a small
-/// machine either. Return what to check; do not call `#expect` inside `body`.
-public func heavyWork<Result: Sendable>(
-    _ name: String = "test-heavy-work",
-    _ body: @escaping @Sendable () throws -> Result
-) async throws -> Result {
-    await HeavyWorkGate.shared.enter()
-    defer { HeavyWorkGate.shared.leave() }
-    return try await onDedicatedThread(name, body)
 }
 
 /// Polls `condition` every 5 ms until it holds or `timeout` seconds of polling pass; suspends between polls, so it
@@ -63,45 +50,6 @@ public func eventually(timeout: Double = 60, _ condition: () throws -> Bool) asy
 public struct TestSupportError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// A counting gate for ``heavyWork(_:_:)``: waiters suspend (they hold no thread) until a slot is free.
-final class HeavyWorkGate: Sendable {
-    static let shared = HeavyWorkGate(slots: 2)
-
-    private struct State {
-        var free: Int
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state: Mutex<State>
-
-    init(slots: Int) { state = Mutex(State(free: slots)) }
-
-    func enter() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state in
-                if state.free > 0 {
-                    state.free -= 1
-                    return true
-                }
-                state.waiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
-        }
-    }
-
-    func leave() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.waiters.isEmpty {
-                state.free += 1
-                return nil
-            }
-            return state.waiters.removeFirst()
-        }
-        next?.resume()
-    }
 }
 
 /// Waits up to `seconds` for `semaphore` to be signalled, on a thread of its own: the waiting test suspends and holds
