@@ -7,6 +7,34 @@ import TestSupport
 
 @testable import FrameBus
 
+/// From async code a raw peer waits on a thread of its own: its reads poll the socket in a loop for seconds, and a test
+/// that did so on Swift's cooperative pool (two threads on a small machine) stalled every other test meanwhile.
+extension RawPeer {
+    /// ``next(timeout:)`` without holding a thread of the cooperative pool.
+    func next(timeout: Double = 10) async -> WireMessage? { await waiting { $0.next(timeout: timeout) } }
+
+    /// ``handshake(formats:)`` without holding a thread of the cooperative pool.
+    func handshake(formats: [UInt32] = [PixelFormat.yuv420BiPlanarVideoRange8.fourCC]) async -> WireWelcome? {
+        await waiting { $0.handshake(formats: formats) }
+    }
+
+    /// ``expectError(timeout:)`` without holding a thread of the cooperative pool.
+    func expectError(timeout: Double = 10) async -> (code: UInt16?, closed: Bool) {
+        await waiting { $0.expectError(timeout: timeout) }
+    }
+
+    private func waiting<Result: Sendable>(_ body: @escaping @Sendable (RawPeer) -> Result) async -> Result {
+        let peer = self
+        // onDedicatedThread rethrows only what its body throws, and this body throws nothing.
+        return try! await onDedicatedThread("raw-peer-wait") { body(peer) }
+    }
+}
+
+/// Waits until `listener` has a connection to accept, at most `timeoutMilliseconds`, on a thread of its own.
+func connectionWaiting(on listener: Socket, timeoutMilliseconds: Int32 = 20_000) async throws -> Bool {
+    try await onDedicatedThread("listener-wait") { try listener.waitReadable(timeoutMilliseconds: timeoutMilliseconds).get() }
+}
+
 /// A hand-driven connection speaking raw datagrams, to send what a correct peer never would.
 struct RawPeer {
     let socket: Socket
@@ -98,22 +126,22 @@ struct RawPeer {
                 )
                 expected = .unsupportedVersion
             case .unknownType:
-                try #require(raw.handshake() != nil)
+                try #require(await raw.handshake() != nil)
                 var bytes = WireMessage.goodbye(reason: 0).encoded()
                 bytes[0] = 0x77
                 bytes[1] = 0x77
                 raw.send(bytes)
             case .wrongLength:
-                try #require(raw.handshake() != nil)
+                try #require(await raw.handshake() != nil)
                 var bytes =
                     WireMessage.release(WireRelease(sequence: 0, surfaceID: 1, flags: 0)).encoded() + [0, 0, 0, 0]
                 bytes[4] = UInt8(bytes.count)
                 raw.send(bytes)
             case .bogusSurfaceID:
-                try #require(raw.handshake() != nil)
+                try #require(await raw.handshake() != nil)
                 try publishOne()
                 var frame: WireFrame?
-                while frame == nil, let message = raw.next() {
+                while frame == nil, let message = await raw.next() {
                     if case .frame(let received) = message { frame = received }
                 }
                 let received = try #require(frame)
@@ -125,14 +153,14 @@ struct RawPeer {
                 )
                 expected = .invalidRequest
             case .releaseNotHeld:
-                try #require(raw.handshake() != nil)
+                try #require(await raw.handshake() != nil)
                 raw.send(WireMessage.release(WireRelease(sequence: 999_999, surfaceID: 1, flags: 0)).encoded())
                 expected = .invalidRequest
             case .secondHello:
-                try #require(raw.handshake() != nil)
+                try #require(await raw.handshake() != nil)
                 raw.send(hello.encoded())
             }
-            let outcome = raw.expectError()
+            let outcome = await raw.expectError()
             #expect(outcome.code == expected.rawValue, "\(scenario)")
             #expect(outcome.closed, "\(scenario): connection not closed")
             try publishOne()
@@ -156,7 +184,7 @@ struct RawPeer {
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let raw = try RawPeer(connectingTo: path)
-        try #require(raw.handshake() != nil)
+        try #require(await raw.handshake() != nil)
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 32)
         )
@@ -171,7 +199,7 @@ struct RawPeer {
         #expect(pool.inUseBufferCount == 0)
         // Reading again, it finds the ERROR the publisher queued before closing.
         var lastError: WireErrorMessage?
-        while let message = raw.next(timeout: 20) {
+        while let message = await raw.next(timeout: 20) {
             if case .error(let error) = message { lastError = error }
         }
         #expect(lastError?.code == WireErrorCode.tooSlow.rawValue)
@@ -209,10 +237,10 @@ struct RawPeer {
         let path = temporaryBusPath("evil")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let peer = try startPeer(["bus-subscriber", path, "--timeout", "10"])
-        try #require(try listener.waitReadable(timeoutMilliseconds: 20_000).get(), "peer did not connect")
+        let peer = try startPeer(["bus-subscriber", path, "--timeout", "120"])  // it ends on the refusal; long for a loaded machine
+        try #require(try await connectionWaiting(on: listener), "peer did not connect")
         let connection = RawPeer(socket: try #require(try listener.accept().get()))
-        guard case .hello = connection.next() else {
+        guard case .hello = await connection.next() else {
             Issue.record("no HELLO")
             return
         }
@@ -277,7 +305,7 @@ struct RawPeer {
                 ).encoded()
             )
         }
-        let outcome = connection.expectError()
+        let outcome = await connection.expectError()
         let expectedCode: WireErrorCode = evil == .frameWithoutSurface ? .malformedMessage : .invalidSurface
         #expect(outcome.code == expectedCode.rawValue)
         #expect(outcome.closed)

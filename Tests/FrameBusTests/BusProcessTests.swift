@@ -341,7 +341,7 @@ import TestSupport
         let publisher = try Publisher(configuration: configuration)
         // The subscriber trusts our uid, so the refusal is the publisher's.
         let refused = try startPeer([
-            "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "5",
+            "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "30",
         ])
         #expect(await refused.waitForExit(timeout: 120))
         #expect(refused.output.contains("refused code=peer not permitted"), "\(refused.output)")
@@ -351,7 +351,7 @@ import TestSupport
         let permissive = try Publisher(configuration: configuration)
         defer { permissive.stop() }
         let allowed = try startPeer([
-            "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "1",
+            "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "10",
         ])
         #expect(await allowed.waitForExit(timeout: 120))
         #expect(allowed.output.contains("welcome format=420v"), "\(allowed.output)")
@@ -366,7 +366,7 @@ import TestSupport
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peers = try (0..<2).map { _ in try RawPeer(connectingTo: path) }
-        for peer in peers { try #require(peer.handshake() != nil) }
+        for peer in peers { try #require(await peer.handshake() != nil) }
         try #require(await eventually { publisher.subscriberCount == 2 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 8)
@@ -377,7 +377,7 @@ import TestSupport
         _ = consume buffer
         for peer in peers {
             var frame: WireFrame?
-            while frame == nil, let message = peer.next(timeout: 20) {
+            while frame == nil, let message = await peer.next(timeout: 20) {
                 if case .frame(let received) = message { frame = received }
             }
             let held = try #require(frame)
@@ -390,7 +390,7 @@ import TestSupport
         pool.flush(all: true)
         for peer in peers {
             var retired = false
-            while !retired, let message = peer.next(timeout: 20) {
+            while !retired, let message = await peer.next(timeout: 20) {
                 if case .retireSurface(let id) = message { retired = id == surfaceID }
             }
             #expect(retired, "no RETIRE_SURFACE \(surfaceID)")

@@ -14,10 +14,10 @@ import TestSupport
         ])
         try #require(await eventually { FileManager.default.fileExists(atPath: path) }, "\(command.output)")
         let raw = try RawPeer(connectingTo: path)
-        try #require(raw.handshake() != nil)
+        try #require(await raw.handshake() != nil)
         // Some frames flow, then the signal.
         var frames = 0
-        while frames < 3, let message = raw.next(timeout: 20) {
+        while frames < 3, let message = await raw.next(timeout: 20) {
             if case .frame(let frame) = message {
                 frames += 1
                 raw.send(
@@ -28,7 +28,7 @@ import TestSupport
         }
         command.send(signal)
         var ended = false
-        while let message = raw.next(timeout: 20) {
+        while let message = await raw.next(timeout: 20) {
             if case .endOfStream = message {
                 ended = true
                 break

@@ -59,13 +59,13 @@ import TestSupport
         let path = temporaryBusPath("stop")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         let raw = try RawPeer(connectingTo: path)
-        try #require(raw.handshake() != nil)
+        try #require(await raw.handshake() != nil)
         try #require(await eventually { publisher.subscriberCount == 1 })
         publisher.stop()
         publisher.stop()
         #expect(!FileManager.default.fileExists(atPath: path))
         var ends = 0
-        while let message = raw.next(timeout: 5) {
+        while let message = await raw.next(timeout: 5) {
             if case .endOfStream = message { ends += 1 }
         }
         #expect(ends == 1)

@@ -35,6 +35,14 @@ struct RawV2Peer {
     }
 }
 
+extension RawV2Peer {
+    /// ``next(timeout:)`` on a thread of its own, not holding one of Swift's cooperative pool while it polls.
+    func next(timeout: Double = 20) async -> (WireMessage, [OwnedDescriptor])? {
+        let peer = self
+        return try! await onDedicatedThread("raw-peer-wait") { peer.next(timeout: timeout) }
+    }
+}
+
 @Suite(.timeLimit(.minutes(5))) struct SurfaceV2Tests {
     /// SURFACE v2 carries a surface whose planes live in two memfds; a version-2 subscriber imports both and reads
     /// the producer's pixels bit-exact, while a version-1 subscriber of the same frame gets a DROP instead.
@@ -48,13 +56,13 @@ struct RawV2Peer {
                 WireHello(deliveryMode: 0, queueDepth: 1, formats: [PixelFormat.yuv420BiPlanarVideoRange8.fourCC])
             ).encoded()
         )
-        guard case .welcome(let welcome)? = v2.next()?.0 else {
+        guard case .welcome(let welcome)? = await v2.next()?.0 else {
             Issue.record("no WELCOME")
             return
         }
         #expect(welcome.version == 2)
         let v1 = try RawPeer(connectingTo: path)
-        try #require(v1.handshake() != nil)
+        try #require(await v1.handshake() != nil)
         try #require(await eventually { publisher.subscriberCount == 2 })
 
         let layout = try PixelBuffer.layout(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
@@ -66,7 +74,7 @@ struct RawV2Peer {
         try buffer.unlock(.readOnly)
         try publisher.publish(buffer)
 
-        guard let (message, descriptors) = v2.next(), case .surface(let announced) = message else {
+        guard let (message, descriptors) = await v2.next(), case .surface(let announced) = message else {
             Issue.record("no SURFACE")
             return
         }
@@ -74,7 +82,7 @@ struct RawV2Peer {
         #expect(announced.descriptorByteCounts.count == 2)
         #expect(announced.planes.map(\.descriptorIndex) == [0, 1])
         #expect(descriptors.count == 2)
-        guard case .frame(let frame)? = v2.next()?.0 else {
+        guard case .frame(let frame)? = await v2.next()?.0 else {
             Issue.record("no FRAME")
             return
         }
@@ -115,7 +123,7 @@ struct RawV2Peer {
 
         // Version 1 cannot describe two descriptors: that subscriber is told it lost the frame.
         var drop: WireDrop?
-        while drop == nil, let message = v1.next(timeout: 20) {
+        while drop == nil, let message = await v1.next(timeout: 20) {
             if case .drop(let received) = message { drop = received }
             if case .frame = message { Issue.record("a version-1 subscriber got a two-descriptor frame") }
         }
@@ -150,7 +158,7 @@ struct RawV2Peer {
                 )
             ).encoded()
         )
-        guard case .welcome? = peer.next()?.0 else {
+        guard case .welcome? = await peer.next()?.0 else {
             Issue.record("no WELCOME")
             return
         }
@@ -159,7 +167,7 @@ struct RawV2Peer {
         let buffer = try PixelBuffer(surface: try allocator.makeSurface(layout: layout))
         _ = try fillFrame(buffer, index: 1)
         try publisher.publish(buffer)
-        guard let (message, descriptors) = peer.next(), case .surface(let announced) = message else {
+        guard let (message, descriptors) = await peer.next(), case .surface(let announced) = message else {
             Issue.record("no SURFACE")
             return
         }

@@ -52,9 +52,9 @@ import TestSupport
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
         let top = try startFramebus(["top", path, "--iterations", "1"])
-        try #require(try listener.waitReadable(timeoutMilliseconds: 20_000).get(), "top did not connect")
+        try #require(try await connectionWaiting(on: listener), "top did not connect")
         let connection = RawPeer(socket: try #require(try listener.accept().get()))
-        guard case .hello(let hello) = connection.next() else {
+        guard case .hello(let hello) = await connection.next() else {
             Issue.record("no HELLO")
             return
         }
