@@ -30,7 +30,7 @@ final class BlockingLog: Sendable {
             log.lines.withLock { $0.append("\(event.message)") }
             guard log.armed.exchange(false, ordering: .acquiringAndReleasing) else { return }
             log.entered.signal()
-            _ = log.release.wait(timeout: .now() + 60)
+            _ = log.release.wait(timeout: .now() + 300)  // the test signals it on every path; long, so a starved test still finds it held
             log.released.store(true, ordering: .releasing)
         }
     }

@@ -12,7 +12,7 @@ import Testing
         let path = temporaryBusPath("topname")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "60"])
+        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "600"])  // ends with its lifeline
         try #require(await eventually { publisher.subscriberCount == 1 })
         let top = try startFramebus(["top", path, "--iterations", "1", "--no-clear"])
         #expect(await top.waitForExit(timeout: 60), "\(top.output)")
