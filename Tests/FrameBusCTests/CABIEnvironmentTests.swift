@@ -8,7 +8,7 @@ import Testing
     /// Runs `environment` with `arguments` to its end (an async, time-limited wait: nothing blocks the pool).
     private func run(_ arguments: [String], in scratch: ScratchDirectory) async throws -> (ChildProcess, Int32) {
         let program = try await CProgram.build("environment")
-        let run = try program.start(arguments, in: scratch)
+        let run = try await program.start(arguments, in: scratch)
         let status = try await run.exitStatus(within: 120)
         return (run, status)
     }

@@ -76,11 +76,11 @@ import TestSupport
         let path = scratch.path("bus.sock")
         let frames = 20
 
-        let publisher = try publisherProgram.start([path, raw, "96", "64", "\(frames)", "2", "5000"], in: scratch)
+        let publisher = try await publisherProgram.start([path, raw, "96", "64", "\(frames)", "2", "5000"], in: scratch)
         #expect(await publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
         // The raw subscriber releases its frames on a second thread while it goes on receiving.
-        let rawSubscriber = try subscriberProgram.start([path, raw, "8", "0", "async"], in: scratch)
-        let compressedSubscriber = try subscriberProgram.start([path, compressed, "8", "0"], in: scratch)
+        let rawSubscriber = try await subscriberProgram.start([path, raw, "8", "0", "async"], in: scratch)
+        let compressedSubscriber = try await subscriberProgram.start([path, compressed, "8", "0"], in: scratch)
 
         #expect(try await publisher.exitStatus(within: 300) == 0, "publisher: \(publisher.output)")
         #expect(try await rawSubscriber.exitStatus(within: 300) == 0, "raw subscriber: \(rawSubscriber.output)")
@@ -136,10 +136,10 @@ import TestSupport
         let subscriberProgram = try await CProgram.build("subscriber")
         let path = scratch.path("bus.sock")
 
-        let publisher = try publisherProgram.start([path, "420v", "64", "48", "30", "1", "5000"], in: scratch)
+        let publisher = try await publisherProgram.start([path, "420v", "64", "48", "30", "1", "5000"], in: scratch)
         #expect(await publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
         // Latest-only, and it holds every frame until the stream ends (then releases them from another thread).
-        let subscriber = try subscriberProgram.start([path, "420v", "0", "1000"], in: scratch)
+        let subscriber = try await subscriberProgram.start([path, "420v", "0", "1000"], in: scratch)
         #expect(try await publisher.exitStatus(within: 300) == 0, "publisher: \(publisher.output)")
         #expect(try await subscriber.exitStatus(within: 300) == 0, "subscriber: \(subscriber.output)")
 
@@ -167,7 +167,7 @@ import TestSupport
     func theCodecRoundTripsEveryFormatBitExactFromC(width: Int, height: Int) async throws {
         let scratch = try ScratchDirectory()
         let program = try await CProgram.build("codec")
-        let run = try program.start(["\(width)", "\(height)"], in: scratch)
+        let run = try await program.start(["\(width)", "\(height)"], in: scratch)
         #expect(try await run.exitStatus(within: 300) == 0, "\(run.output)")
         #expect(run.records("ok").count == 5, "\(run.output)")
         #expect(run.output.contains("failures=0"))
@@ -176,7 +176,7 @@ import TestSupport
     @Test func theABIRefusesBadArgumentsHonoursTimeoutsAndInterrupts() async throws {
         let scratch = try ScratchDirectory()
         let program = try await CProgram.build("checks")
-        let run = try program.start([scratch.url.path], in: scratch)
+        let run = try await program.start([scratch.url.path], in: scratch)
         #expect(try await run.exitStatus(within: 300) == 0, "\(run.output)")
         #expect(run.output.contains("failures=0"))
     }

@@ -98,7 +98,7 @@ struct CProgram: Sendable {
     }
 
     /// Starts the program; its standard output and error go to a file in `directory`.
-    func start(_ arguments: [String], in directory: ScratchDirectory) throws -> ChildProcess {
-        try ChildProcess(executable, arguments, outputDirectory: directory.url)
+    func start(_ arguments: [String], in directory: ScratchDirectory) async throws -> ChildProcess {
+        try await ChildProcess(executable, arguments, outputDirectory: directory.url)
     }
 }

@@ -25,7 +25,7 @@ import Testing
         let path = scratch.path("bus.sock")
         let program = try await CProgram.build("nodmabuf")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
-        let consumer = try program.start([path, "420v", option], in: scratch)
+        let consumer = try await program.start([path, "420v", option], in: scratch)
         let flags = try await onDedicatedThread { () throws -> UInt16? in
             // Minutes, not seconds: the C program starts slowly under load; its lifeline ends it with the test.
             let deadline = Date().addingTimeInterval(Self.patience)
@@ -67,11 +67,11 @@ import Testing
             )
         )
         defer { publisher.stop() }
-        let declining = try program.start([path, "420v", "0"], in: scratch)
-        let compressed = try program.start([path, "&8v0", "0"], in: scratch)
-        let accepting = try program.start([path, "420v", "1"], in: scratch)
+        let declining = try await program.start([path, "420v", "0"], in: scratch)
+        let compressed = try await program.start([path, "&8v0", "0"], in: scratch)
+        let accepting = try await program.start([path, "420v", "1"], in: scratch)
         // The command line's switch: `framebus subscribe --no-dmabuf`.
-        let command = try startFramebus([
+        let command = try await startFramebus([
             "subscribe", "--path", path, "--accept", "420v", "--queue", "16", "--json", "--no-dmabuf",
             "--connect-timeout", "\(Int(Self.patience))",
         ])

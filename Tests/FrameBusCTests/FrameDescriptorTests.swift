@@ -23,13 +23,13 @@ import Testing
         let scratch = try ScratchDirectory()
         let path = scratch.path("bus.sock")
         let program = try await CProgram.build("dupfds")
-        let publisher = try ChildProcess(
+        let publisher = try await ChildProcess(
             try Self.peer(),
             [arguments[0], path] + arguments.dropFirst(),
             outputDirectory: scratch.url
         )
         #expect(await publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
-        let consumer = try program.start([path, accept], in: scratch)
+        let consumer = try await program.start([path, accept], in: scratch)
         let status = (try? await consumer.exitStatus(within: 180)) ?? -1
         #expect(status == 0, "the C consumer exited \(status) (132 is the old abort): \(consumer.output)")
         await publisher.waitForExit(timeout: 30)
@@ -113,11 +113,11 @@ import Testing
         let scratch = try ScratchDirectory()
         let path = scratch.path("bus.sock")
         let output = scratch.path("out.i420")
-        let publisher = try ChildProcess(
+        let publisher = try await ChildProcess(
             try Self.peer(), ["hostile-publisher", path, scenario], outputDirectory: scratch.url
         )
         #expect(await publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
-        let pipeline = try ChildProcess(
+        let pipeline = try await ChildProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
             [
                 "GST_PLUGIN_PATH=\(Self.plugin.deletingLastPathComponent().path)",

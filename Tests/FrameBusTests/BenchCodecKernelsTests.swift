@@ -15,7 +15,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: json) }
         var environment = ProcessInfo.processInfo.environment
         environment["FRAMEBUS_CODEC_KERNELS"] = name
-        let command = try startFramebus(
+        let command = try await startFramebus(
             [
                 "bench", "codec", image.path, "--formats", "420v", "--threads", "1", "--repetitions", "1",
                 "--memory-frames", "0", "--json", json.path,

@@ -95,7 +95,7 @@ struct RawPeer {
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let total = 40
-        let good = try startPeer(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "600"])
+        let good = try await startPeer(["bus-subscriber", path, "--queue", "64", "--frames", "\(total)", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 64)
@@ -237,7 +237,7 @@ struct RawPeer {
         let path = temporaryBusPath("evil")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let peer = try startPeer(["bus-subscriber", path, "--timeout", "120"])  // it ends on the refusal; long for a loaded machine
+        let peer = try await startPeer(["bus-subscriber", path, "--timeout", "120"])  // it ends on the refusal; long for a loaded machine
         try #require(try await connectionWaiting(on: listener), "peer did not connect")
         let connection = RawPeer(socket: try #require(try listener.accept().get()))
         guard case .hello = await connection.next() else {

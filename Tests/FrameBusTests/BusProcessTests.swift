@@ -67,12 +67,12 @@ import TestSupport
         )
         defer { publisher.stop() }
         let count = 12
-        let raw = try startPeer([
+        let raw = try await startPeer([
             "bus-subscriber", path, "--accept", "420v", "--queue", "16", "--frames", "\(count)", "--checksum",
         ])
-        let compressedA = try startPeer(
+        let compressedA = try await startPeer(
             ["bus-subscriber", path, "--accept", "&8v0,420v", "--queue", "16", "--frames", "\(count)", "--checksum"])
-        let compressedB = try startPeer(
+        let compressedB = try await startPeer(
             ["bus-subscriber", path, "--accept", "&8v0", "--queue", "16", "--frames", "\(count)", "--checksum"])
         try #require(await eventually { publisher.subscriberCount == 3 }, "subscribers did not connect")
 
@@ -101,7 +101,7 @@ import TestSupport
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let count = 20
-        let peer = try startPeer(
+        let peer = try await startPeer(
             ["bus-subscriber", path, "--queue", "16", "--frames", "\(count)", "--checksum"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let buffers = try (0..<5).map { _ in
@@ -132,7 +132,7 @@ import TestSupport
         let publisher = try makePublisher(path)
         defer { publisher.stop() }
         let count = 30
-        let peer = try startPeer(["bus-subscriber", path, "--delay-ms", "200", "--frames", "\(count)"])
+        let peer = try await startPeer(["bus-subscriber", path, "--delay-ms", "200", "--frames", "\(count)"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         try publishFrames(publisher, pool: try makePool(), count: count, gap: 2000)
         #expect(await peer.waitForExit(timeout: 120))
@@ -157,7 +157,7 @@ import TestSupport
         let path = temporaryBusPath("queue")
         let publisher = try makePublisher(path)
         defer { publisher.stop() }
-        let peer = try startPeer(["bus-subscriber", path, "--queue", "32", "--delay-ms", "5", "--frames", "33"])
+        let peer = try await startPeer(["bus-subscriber", path, "--queue", "32", "--delay-ms", "5", "--frames", "33"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool()
         try publishFrames(publisher, pool: pool, count: 15, gap: 500)
@@ -179,7 +179,7 @@ import TestSupport
         let path = temporaryBusPath("oob")
         let publisher = try makePublisher(path, maximumSubscribers: 1)
         defer { publisher.stop() }
-        let peer = try startPeer(["bus-subscriber", path, "--queue", "8", "--frames", "2"])
+        let peer = try await startPeer(["bus-subscriber", path, "--queue", "8", "--frames", "2"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool(threshold: 4)
         // The producer itself keeps every buffer: the next request fails, and that is all.
@@ -221,7 +221,7 @@ import TestSupport
         defer { publisher.stop() }
         // Latest-only: the holding policy grants 3 frames (one in hand, one waiting, one to replace it, PROTOCOL.md
         // §7.3); this peer never releases any.
-        let peer = try startPeer(["bus-subscriber", path, "--hold", "100", "--frames", "8"])
+        let peer = try await startPeer(["bus-subscriber", path, "--hold", "100", "--frames", "8"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool()
         for index in 0..<8 {
@@ -241,7 +241,7 @@ import TestSupport
         let path = temporaryBusPath("kill")
         let publisher = try makePublisher(path, maximumSubscribers: 1)
         defer { publisher.stop() }
-        let peer = try startPeer(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "600"])
+        let peer = try await startPeer(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool(threshold: 8)
         try publishFrames(publisher, pool: pool, count: 5)
@@ -282,7 +282,7 @@ import TestSupport
 
     @Test func publisherDeathIsSeenAndAfterARestartTheNextFrameIsADiscontinuity() async throws {
         let path = temporaryBusPath("death")
-        let first = try startPeer(["bus-publisher", path, "--fps", "200"])
+        let first = try await startPeer(["bus-publisher", path, "--fps", "200"])
         try #require(await eventually { first.output.contains("listening") }, "publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8])
         configuration.reconnects = true
@@ -299,7 +299,7 @@ import TestSupport
         let framesBefore = recorder.snapshot.frames
 
         // A new publisher replaces the dead one's socket file; the subscriber reconnects by itself.
-        let second = try startPeer(["bus-publisher", path, "--fps", "200"])
+        let second = try await startPeer(["bus-publisher", path, "--fps", "200"])
         defer { withExtendedLifetime(second) {} }  // killed when it goes
         try #require(await eventually { recorder.snapshot.frames > framesBefore + 2 }, "no frames after the restart")
         let resumed = recorder.lock.withLock { recorder.frames[framesBefore] }
@@ -309,7 +309,7 @@ import TestSupport
 
     @Test func asyncSequenceDeliversFramesThenThrowsEndOfStream() async throws {
         let path = temporaryBusPath("async")
-        let publisher = try startPeer(["bus-publisher", path, "--fps", "200", "--frames", "60", "--wait-for-subscriber"])
+        let publisher = try await startPeer(["bus-publisher", path, "--fps", "200", "--frames", "60", "--wait-for-subscriber"])
         try #require(await eventually { publisher.output.contains("listening") })
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 64))
@@ -340,7 +340,7 @@ import TestSupport
         configuration.socketMode = 0o666  // let the other user reach the socket, so SO_PEERCRED decides
         let publisher = try Publisher(configuration: configuration)
         // The subscriber trusts our uid, so the refusal is the publisher's.
-        let refused = try startPeer([
+        let refused = try await startPeer([
             "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "30",
         ])
         #expect(await refused.waitForExit(timeout: 120))
@@ -350,7 +350,7 @@ import TestSupport
         configuration.allowedUserIDs = [getuid(), 65534]
         let permissive = try Publisher(configuration: configuration)
         defer { permissive.stop() }
-        let allowed = try startPeer([
+        let allowed = try await startPeer([
             "bus-subscriber", path, "--setuid", "65534", "--publisher-uid", "\(getuid())", "--timeout", "10",
         ])
         #expect(await allowed.waitForExit(timeout: 120))

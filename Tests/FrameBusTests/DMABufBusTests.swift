@@ -104,8 +104,8 @@ enum BusDeviceRequirement {
         defer { publisher.stop() }
         let count = 6
         let arguments = ["--queue", "16", "--frames", "\(count)", "--checksum", "--timeout", "\(Int(Self.patience))"]
-        let raw = try startPeer(["bus-subscriber", path, "--accept", "420v"] + arguments)
-        let compressed = try startPeer(["bus-subscriber", path, "--accept", "&8v0"] + arguments)
+        let raw = try await startPeer(["bus-subscriber", path, "--accept", "420v"] + arguments)
+        let compressed = try await startPeer(["bus-subscriber", path, "--accept", "&8v0"] + arguments)
         try #require(
             await eventually(timeout: Self.patience) { publisher.subscriberCount == 2 },
             "subscribers did not connect: \(raw.output) \(compressed.output)"
@@ -178,7 +178,7 @@ enum BusDeviceRequirement {
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let count = 3
-        let peer = try startPeer([
+        let peer = try await startPeer([
             "bus-subscriber", path, "--queue", "4", "--frames", "\(count)", "--checksum", "--timeout",
             "\(Int(Self.patience))",
         ])

@@ -10,7 +10,7 @@ import TestSupport
 @Suite(.timeLimit(.minutes(10))) struct HoldingPolicyProcessTests {
     /// Starts `framebus publish` with its defaults (a small pattern, so the machine's load does not matter).
     static func defaultPublisher(_ path: String, fps: Int) async throws -> ChildProcess {
-        let publisher = try startFramebus([
+        let publisher = try await startFramebus([
             "publish", "--path", path, "--format", "420v", "--size", "64x48", "--fps", "\(fps)", "--quiet",
         ])
         try #require(
@@ -117,9 +117,8 @@ import TestSupport
         let pool = try PublisherFairnessTests.pool(threshold: 2 + 3 * 16 + 16)
         let producer = PacedProducer(publisher: publisher, pool: pool, fps: 60)
         defer { producer.stop() }
-        let hoarders = try (0..<8).map { _ in
-            try startPeer(["bus-hoarder", path, "--accept", "&8v0", "--timeout", "600"])
-        }
+        var hoarders: [ChildProcess] = []
+        for _ in 0..<8 { hoarders.append(try await startPeer(["bus-hoarder", path, "--accept", "&8v0", "--timeout", "600"])) }
         try #require(await eventually(timeout: 300) { publisher.subscriberCount == 8 })
         // Let them hoard everything they can before the honest one arrives.
         try #require(
@@ -128,7 +127,7 @@ import TestSupport
         )
         producer.stop()
         let frames = 100
-        let honest = try startPeer([
+        let honest = try await startPeer([
             "bus-subscriber", path, "--accept", "&8v0", "--frames", "\(frames)", "--timeout", "600",
         ])
         try #require(await eventually(timeout: 300) { publisher.subscriberCount == 9 })

@@ -15,7 +15,7 @@ import TestSupport
         keepingFrames: Bool = true
     ) async throws -> (events: [SubscriberEvent], peer: ChildProcess, statistics: FrameStatistics) {
         let path = temporaryBusPath("hostile")
-        let peer = try startPeer(["hostile-publisher", path, scenario])
+        let peer = try await startPeer(["hostile-publisher", path, scenario])
         try #require(await eventually { peer.output.contains("listening") }, "the hostile publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats, delivery: delivery)
         configuration.connectTimeout = .seconds(20)
@@ -120,7 +120,7 @@ import TestSupport
 
     @Test func aPublisherThatSendsMoreFramesThanItGrantedIsCutOff() async throws {
         let path = temporaryBusPath("over-grant")
-        let peer = try startPeer(["hostile-publisher", path, "over-grant"])
+        let peer = try await startPeer(["hostile-publisher", path, "over-grant"])
         try #require(await eventually { peer.output.contains("listening") })
         // A queue deeper than the grant, so no frame is replaced (and released) before eight are held, however
         // slowly this consumer runs.
@@ -207,7 +207,7 @@ import TestSupport
 
     @Test func memoryRewrittenWhileReadGivesWrongPixelsOrADecodeErrorNeverACrash() async throws {
         let path = temporaryBusPath("rewrite")
-        let peer = try startPeer(["hostile-publisher", path, "rewrite"])
+        let peer = try await startPeer(["hostile-publisher", path, "rewrite"])
         try #require(await eventually { peer.output.contains("listening") })
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.compressedYUV420BiPlanarVideoRange8])

@@ -9,7 +9,7 @@ import TestSupport
 @Suite(.timeLimit(.minutes(5))) struct KeptImageBufferTests {
     @Test func aKeptImageBufferKeepsItsFramesBytes() async throws {
         let path = temporaryBusPath("kept")
-        let publisher = try startPeer(["solid-publisher", path, "--frames", "40", "--buffers", "4"])
+        let publisher = try await startPeer(["solid-publisher", path, "--frames", "40", "--buffers", "4"])
         try #require(await eventually { publisher.output.contains("listening") }, "\(publisher.output)")
         let subscriber = try Subscriber(
             configuration: .init(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8], delivery: .queue(depth: 2))

@@ -9,7 +9,7 @@ import TestSupport
     @Test(arguments: [SIGINT, SIGTERM])
     func aStopSignalSendsEndOfStreamAndRemovesTheSocket(_ signal: Int32) async throws {
         let path = temporaryBusPath("cli")
-        let command = try startFramebus([
+        let command = try await startFramebus([
             "publish", "--path", path, "--size", "64x48", "--fps", "50", "--quiet",
         ])
         try #require(await eventually { FileManager.default.fileExists(atPath: path) }, "\(command.output)")
@@ -42,7 +42,7 @@ import TestSupport
 
     @Test func fpsZeroPublishesUnpaced() async throws {
         let path = temporaryBusPath("unpaced")
-        let command = try startFramebus([
+        let command = try await startFramebus([
             "publish", "--path", path, "--size", "64x48", "--fps", "0", "--duration", "2",
         ])
         let status = try await command.exitStatus(within: 300)
@@ -64,7 +64,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: directory) }
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_RUNTIME_DIR"] = directory.path
-        let command = try startFramebus(
+        let command = try await startFramebus(
             ["publish", "--size", "64x48", "--fps", "10", "--quiet"],
             environment: environment
         )
@@ -77,7 +77,7 @@ import TestSupport
         // Without XDG_RUNTIME_DIR: the private fallback ${TMPDIR:-/tmp}/framebus-UID (SocketPathFallbackTests).
         environment["XDG_RUNTIME_DIR"] = nil
         environment["TMPDIR"] = directory.path
-        let fallback = try startFramebus(
+        let fallback = try await startFramebus(
             ["publish", "--size", "64x48", "--fps", "10", "--quiet"],
             environment: environment
         )
@@ -89,7 +89,7 @@ import TestSupport
 
     @Test func socketModeAndAllowedUIDsAreApplied() async throws {
         let path = temporaryBusPath("mode")
-        let command = try startFramebus([
+        let command = try await startFramebus([
             "publish", "--path", path, "--size", "64x48", "--fps", "10", "--quiet", "--socket-mode", "660",
             "--allow-uid", "4242",
         ])

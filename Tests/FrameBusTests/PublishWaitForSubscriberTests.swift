@@ -10,7 +10,7 @@ import Testing
 @Suite(.timeLimit(.minutes(3))) struct PublishWaitForSubscriberTests {
     @Test func aSubscriberThatConnectsLateStillGetsFrameZero() async throws {
         let path = temporaryBusPath("wait")
-        let command = try startFramebus([
+        let command = try await startFramebus([
             "publish", "--path", path, "--size", "64x48", "--fps", "200", "--wait-for-subscriber",
         ])
                 try #require(await eventually { command.output.contains("waiting for a subscriber") }, "\(command.output)")
@@ -35,7 +35,7 @@ import Testing
     @Test(arguments: [SIGINT, SIGTERM])
     func aStopSignalStopsThePublisherWhileItWaits(_ signal: Int32) async throws {
         let path = temporaryBusPath("waitstop")
-        let command = try startFramebus([
+        let command = try await startFramebus([
             "publish", "--path", path, "--size", "64x48", "--fps", "30", "--wait-for-subscriber",
         ])
                 try #require(await eventually { command.output.contains("waiting for a subscriber") }, "\(command.output)")

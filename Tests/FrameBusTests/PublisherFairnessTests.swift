@@ -116,7 +116,7 @@ func publishInLockstep(
         let pool = try Self.pool(threshold: 12)
         let producer = PacedProducer(publisher: publisher, pool: pool, fps: 60)
         defer { producer.stop() }
-        let hoarders = try [
+        let hoarders = try await [
             startPeer(["bus-hoarder", path, "--queue", "64", "--timeout", "600"]),
             startPeer(["bus-hoarder", path, "--timeout", "600"]),
             startPeer(["bus-hoarder", path, "--timeout", "600", "--version", "1"]),
@@ -127,7 +127,7 @@ func publishInLockstep(
         try #require(await eventually { publisher.heldFrameCount == 8 }, "held \(publisher.heldFrameCount)")
         producer.stop()
         let frames = 300
-        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
+        let honest = try await startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 5 })
         let failures = try await publishInLockstep(
             frames,
@@ -164,9 +164,9 @@ func publishInLockstep(
         defer { publisher.stop() }
         let pool = try Self.pool(threshold: 34)
         let frames = 300
-        let honest = try startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
+        let honest = try await startPeer(["bus-subscriber", path, "--frames", "\(frames)", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
-        let flood = try startPeer(["bus-flood", path, "--count", "3000", "--timeout", "30"])
+        let flood = try await startPeer(["bus-flood", path, "--count", "3000", "--timeout", "30"])
         try #require(await eventually { publisher.pendingHandshakeCount > 0 }, "the flood did not start")
         // Sample the pending handshakes while the frames go out.
         let maximumPending = Atomic<Int>(0)

@@ -65,7 +65,7 @@ private struct Finished: Sendable {
 /// at the same moment as a spawner launch once stalled both for the whole timeout, starving the tests that waited
 /// for them. Standard output and error are one file (`output` and `errorOutput` are the same text).
 private func run(_ executable: URL, _ arguments: [String], timeout: Double = 60) async throws -> Finished {
-    let child = try ChildProcess(executable, arguments)
+    let child = try await ChildProcess(executable, arguments)
     let exited = await child.waitForExit(timeout: timeout)
     let output = child.output
     return Finished(
@@ -567,7 +567,7 @@ private final class PoolBox: @unchecked Sendable {
         configuration.handshakeTimeout = .seconds(30)
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
-        let flood = try ChildProcess(
+        let flood = try await ChildProcess(
             try builtExecutable("FrameBusTestPeer"),
             ["bus-flood-as", "65534", path, "--count", "300", "--timeout", "60"],
             captureStandardError: false

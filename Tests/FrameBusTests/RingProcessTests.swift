@@ -83,7 +83,7 @@ import Testing
         #expect(await eventually { publisher.subscriberCount == 1 })
         let producer = PacedProducer(publisher: publisher, pool: pool, fps: 100)
         defer { producer.stop() }
-        let peer = try startPeer(["ring-hostile-subscriber", path, scenario])
+        let peer = try await startPeer(["ring-hostile-subscriber", path, scenario])
         #expect(await eventually(timeout: 30) { peer.output.contains("error code=") || peer.output.contains("closed") })
         let expected = scenario == "release-unheld" ? WireErrorCode.invalidRequest : .malformedMessage
         #expect(peer.output.contains("welcome version=3"), "\(peer.output)")
@@ -97,7 +97,7 @@ import Testing
     @Test(arguments: ["tail-jump", "slot-garbage", "unknown-surface"])
     func aPublisherWritingGarbageIntoItsAnnounceRingIsAProtocolViolation(_ scenario: String) async throws {
         let path = temporaryBusPath("ring-hostile-pub")
-        let peer = try startPeer(["ring-hostile-publisher", path, scenario])
+        let peer = try await startPeer(["ring-hostile-publisher", path, scenario])
         #expect(await eventually { peer.output.contains("listening") })
         let subscriber = try Self.subscriber(path)
         defer { subscriber.cancel() }
@@ -110,7 +110,7 @@ import Testing
 
     @Test func aSlotThatWaitsForSocketMessagesNeverOvertakesThem() async throws {
         let path = temporaryBusPath("ring-control-ahead")
-        let peer = try startPeer(["ring-hostile-publisher", path, "control-ahead"])
+        let peer = try await startPeer(["ring-hostile-publisher", path, "control-ahead"])
         #expect(await eventually { peer.output.contains("listening") })
         let subscriber = try Self.subscriber(path)
         defer { subscriber.cancel() }
@@ -122,7 +122,7 @@ import Testing
 
     @Test func aPublisherWithoutVersionThreeIsAskedAgainWithVersionTwoAtOnce() async throws {
         let path = temporaryBusPath("ring-v2-only")
-        let peer = try startPeer(["version2-only-publisher", path])
+        let peer = try await startPeer(["version2-only-publisher", path])
         #expect(await eventually { peer.output.contains("listening") })
         // No reconnects: the fallback to version 2 must not depend on the reconnect policy.
         let subscriber = try Self.subscriber(path)

@@ -28,7 +28,7 @@ import TestSupport
     @Test(arguments: delays)
     func publishEndsCleanlyWheneverSIGTERMComes(delay: Int) async throws {
         let path = temporaryBusPath("sigterm")
-        let command = try startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "30", "--quiet"])
+        let command = try await startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "30", "--quiet"])
         try await Task.sleep(for: .microseconds(delay))
         command.send(SIGTERM)
         let status = try await command.exitStatus(within: 60)
@@ -42,7 +42,7 @@ import TestSupport
     @Test func publishStopsWithStatusZeroForASIGTERMOnceListening() async throws {
         for round in 0..<10 {
             let path = temporaryBusPath("sigterm-listening")
-            let command = try startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "30", "--quiet"])
+            let command = try await startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "30", "--quiet"])
             try #require(await eventually { FileManager.default.fileExists(atPath: path) }, "\(command.output)")
             command.send(SIGTERM)
             let status = try await command.exitStatus(within: 60)
@@ -55,7 +55,7 @@ import TestSupport
     func subscribeEndsCleanlyWheneverSIGTERMComes(delay: Int) async throws {
         // No publisher: the subscriber waits for one (--reconnect) until it is stopped.
         let path = temporaryBusPath("sigterm-sub")
-        let command = try startFramebus(["subscribe", "--path", path, "--reconnect", "--json"])
+        let command = try await startFramebus(["subscribe", "--path", path, "--reconnect", "--json"])
         try await Task.sleep(for: .microseconds(delay))
         command.send(SIGTERM)
         let status = try await command.exitStatus(within: 60)
@@ -70,9 +70,9 @@ import TestSupport
     @Test(arguments: [SIGINT, SIGTERM])
     func subscribePrintsItsSummaryWhenStopped(_ signal: Int32) async throws {
         let path = temporaryBusPath("sub-summary")
-        let publisher = try startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "50", "--quiet"])
+        let publisher = try await startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "50", "--quiet"])
         try #require(await eventually { FileManager.default.fileExists(atPath: path) }, "\(publisher.output)")
-        let command = try startFramebus(["subscribe", "--path", path, "--json"])
+        let command = try await startFramebus(["subscribe", "--path", path, "--json"])
         // The first per-second line: connected and receiving.
         try #require(await eventually { command.output.contains("\"framesPerSecond\"") }, "\(command.output)")
         command.send(signal)
@@ -86,9 +86,9 @@ import TestSupport
 
     @Test func topEndsWithStatusZeroOnSIGTERM() async throws {
         let path = temporaryBusPath("top-stop")
-        let publisher = try startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "10", "--quiet"])
+        let publisher = try await startFramebus(["publish", "--path", path, "--size", "64x48", "--fps", "10", "--quiet"])
         try #require(await eventually { FileManager.default.fileExists(atPath: path) }, "\(publisher.output)")
-        let top = try startFramebus(["top", path, "--no-clear"])
+        let top = try await startFramebus(["top", path, "--no-clear"])
         try #require(await eventually { top.output.contains("published") }, "\(top.output)")
         top.send(SIGTERM)
         let status = try await top.exitStatus(within: 60)
@@ -101,7 +101,7 @@ import TestSupport
     @Test func otherCommandsKeepTheDefaultAction() async throws {
         let image = TestLocations.packageRoot.appendingPathComponent("Corpus/synthetic/testsrc_1280x720.png")
         // Minutes of work unless stopped.
-        let command = try startFramebus([
+        let command = try await startFramebus([
             "bench", "codec", image.path, "--formats", "420v", "--threads", "1", "--repetitions", "100000",
             "--memory-frames", "0",
         ])

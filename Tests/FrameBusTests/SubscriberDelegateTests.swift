@@ -233,7 +233,7 @@ import TestSupport
 
     @Test func aPublisherFloodingWhileTheDelegateIsBlockedIsCutOffWithBoundedMemory() async throws {
         let path = temporaryBusPath("flood-blocked")
-        let peer = try startPeer(["hostile-publisher", path, "never-read"])
+        let peer = try await startPeer(["hostile-publisher", path, "never-read"])
         try #require(await eventually { peer.output.contains("listening") }, "the hostile publisher did not start")
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [Self.format])
         configuration.connectTimeout = .seconds(20)

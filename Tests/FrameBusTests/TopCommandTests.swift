@@ -11,7 +11,7 @@ import TestSupport
         let path = temporaryBusPath("top")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "600"])
+        let subscriber = try await startPeer(["bus-subscriber", path, "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 34)
@@ -31,7 +31,7 @@ import TestSupport
         producer.start()
         defer { running.store(false, ordering: .relaxed) }
 
-        let top = try startFramebus(["top", path, "--iterations", "2"])
+        let top = try await startFramebus(["top", path, "--iterations", "2"])
         let status = try await top.exitStatus(within: 300)
         #expect(status == 0, "\(top.output)")
         let id = try #require(publisher.statistics.subscribers.first?.id)
@@ -51,7 +51,7 @@ import TestSupport
         let path = temporaryBusPath("evil-top")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let top = try startFramebus(["top", path, "--iterations", "1"])
+        let top = try await startFramebus(["top", path, "--iterations", "1"])
         try #require(try await connectionWaiting(on: listener), "top did not connect")
         let connection = RawPeer(socket: try #require(try listener.accept().get()))
         guard case .hello(let hello) = await connection.next() else {

@@ -12,9 +12,9 @@ import Testing
         let path = temporaryBusPath("topname")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        let subscriber = try startPeer(["bus-subscriber", path, "--timeout", "600"])  // ends with its lifeline
+        let subscriber = try await startPeer(["bus-subscriber", path, "--timeout", "600"])  // ends with its lifeline
         try #require(await eventually { publisher.subscriberCount == 1 })
-        let top = try startFramebus(["top", path, "--iterations", "1", "--no-clear"])
+        let top = try await startFramebus(["top", path, "--iterations", "1", "--no-clear"])
         #expect(await top.waitForExit(timeout: 60), "\(top.output)")
         let record = try #require(publisher.statistics.subscribers.first)
         let row = try #require(top.output.split(separator: "\n").first { $0.hasPrefix("\(record.id) ") })

@@ -17,7 +17,7 @@ import Testing
     /// thread like every other child; awaited without blocking a thread of the cooperative pool). Its output is
     /// printed when it fails.
     static func runPython(_ arguments: [String]) async throws -> Int32 {
-        let child = try ChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path] + arguments)
+        let child = try await ChildProcess(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path] + arguments)
         let status = try await child.exitStatus(within: 240)
         if status != 0 { print("compressed_layout.py exited \(status):\n\(child.output)") }
         return status

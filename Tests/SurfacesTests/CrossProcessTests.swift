@@ -24,7 +24,7 @@ final class PeerSession {
     private let process: ChildProcess
     private let connection: Int32
 
-    init(mode: String) throws {
+    init(mode: String) async throws {
         let path = "/tmp/framebus-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
         let listener = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer {
@@ -43,9 +43,13 @@ final class PeerSession {
         }
         guard bound == 0, listen(listener, 1) == 0 else { throw PeerError("bind/listen: errno \(errno)") }
         // A peer that fails to connect is killed when `process` goes.
-        process = try startPeer([mode, path], captureStandardError: true)
-        var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, 60_000) == 1 else { throw PeerError("peer did not connect: \(process.output)") }
+        process = try await startPeer([mode, path], captureStandardError: true)
+        // The wait is on a thread of its own, never one of Swift's cooperative pool.
+        let connected = try await onDedicatedThread("peer-connect") { () -> Bool in
+            var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            return poll(&poller, 1, 60_000) == 1
+        }
+        guard connected else { throw PeerError("peer did not connect: \(process.output)") }
         connection = accept(listener, nil, nil)
         guard connection >= 0 else { throw PeerError("accept: errno \(errno)") }
     }
@@ -85,9 +89,14 @@ final class PeerSession {
     }
 
     /// The peer's next reply.
-    func receive() throws -> String {
-        var poller = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, 60_000) == 1 else { throw PeerError("peer did not answer") }
+    func receive() async throws -> String {
+        let connection = self.connection
+        // The wait is on a thread of its own, never one of Swift's cooperative pool.
+        let answered = try await onDedicatedThread("peer-reply") { () -> Bool in
+            var poller = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+            return poll(&poller, 1, 60_000) == 1
+        }
+        guard answered else { throw PeerError("peer did not answer") }
         var reply = [UInt8](repeating: 0, count: 1024)
         let count = recv(connection, &reply, reply.count, 0)
         guard count > 0 else { throw PeerError("peer closed without answering") }
@@ -96,10 +105,10 @@ final class PeerSession {
 }
 
 /// Starts the peer in `mode`, hands it `descriptors` with `text`, and returns its first reply.
-func exchangeWithPeer(mode: String, text: String, descriptors: [Int32]) throws -> String {
-    let session = try PeerSession(mode: mode)
+func exchangeWithPeer(mode: String, text: String, descriptors: [Int32]) async throws -> String {
+    let session = try await PeerSession(mode: mode)
     try session.send(text, descriptors: descriptors)
-    return try session.receive()
+    return try await session.receive()
 }
 
 /// The peer's text for a handle: see FrameBusTestPeer/ImportSurface.swift.
@@ -154,15 +163,15 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
 @Suite(.timeLimit(.minutes(5))) struct CrossProcessTests {
     /// Issue 7, item 1: a consumer cannot write a surface by any route, the producer still can, and the consumer
     /// sees the producer's new bytes.
-    @Test func consumerCannotWriteTheSurfaceButSeesTheProducersWrites() throws {
+    @Test func consumerCannotWriteTheSurfaceButSeesTheProducersWrites() async throws {
         let layout = makeTestLayout(width: 320, height: 240)
         let surface = try Surface.makeMemFD(layout: layout)
         try writeTestPattern(surface)
         let handle = try surface.makeHandle()
         let sentID = SurfaceID(rawValue: surface.id.rawValue & 0x7fff_ffff_ffff_ffff)
-        let peer = try PeerSession(mode: "import-surface")
+        let peer = try await PeerSession(mode: "import-surface")
         try peer.send(describe(layout, id: surface.id), descriptors: [handle.borrowedDescriptor.rawValue])
-        let reply = try peer.receive()
+        let reply = try await peer.receive()
         let expectedBytes = layout.planes.reduce(0) { $0 + $1.width * $1.bytesPerElement * $1.height }
         // The exported descriptor is O_RDONLY (mmap: EACCES); a reopen of /proc/self/fd/N with O_RDWR succeeds
         // (memfd inodes are 0777), but F_SEAL_FUTURE_WRITE refuses a writable mapping, pwrite and mprotect (EPERM).
@@ -173,18 +182,18 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
         // The producer's own mapping still writes, and the consumer sees it.
         try writeTestPattern(surface, mask: 0x5a)
         try peer.send("again \(0x5a)")
-        #expect(try peer.receive() == "reread mismatches=0")
+        await #expect(try peer.receive() == "reread mismatches=0")
     }
 
     /// Protocol v2 surfaces: a memfd per plane, several descriptors in one handle, every plane bit-exact in the
     /// other process, and still no way to write any of them.
-    @Test func anotherProcessImportsAMemfdPerPlaneBitExact() throws {
+    @Test func anotherProcessImportsAMemfdPerPlaneBitExact() async throws {
         let layout = makeTestLayout(width: 320, height: 240)
         let surface = try Surface.makeMemFD(layout: layout, descriptorPerPlane: true)
         try writeTestPattern(surface)
         let handle = try surface.makeHandle()
         #expect(handle.descriptorCount == 2)
-        let peer = try PeerSession(mode: "import-surface")
+        let peer = try await PeerSession(mode: "import-surface")
         try peer.send(
             describe(
                 handle.layout,
@@ -194,7 +203,7 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
             ),
             descriptors: handle.borrowedDescriptors.map(\.rawValue)
         )
-        let reply = try peer.receive()
+        let reply = try await peer.receive()
         let expectedBytes = layout.planes.reduce(0) { $0 + $1.width * $1.bytesPerElement * $1.height }
         let sentID = surface.id.rawValue & 0x7fff_ffff_ffff_ffff
         #expect(
@@ -203,10 +212,10 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
         )
         try writeTestPattern(surface, mask: 0xa5)
         try peer.send("again \(0xa5)")
-        #expect(try peer.receive() == "reread mismatches=0")
+        await #expect(try peer.receive() == "reread mismatches=0")
     }
 
-    @Test func anotherProcessRefusesAMemfdWithoutAWriteSeal() throws {
+    @Test func anotherProcessRefusesAMemfdWithoutAWriteSeal() async throws {
         let layout = makeTestLayout()
         let fd = makeMemFD(
             "unsealed-writes",
@@ -215,20 +224,20 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
         )
         try #require(fd >= 0)
         defer { close(fd) }
-        let reply = try exchangeWithPeer(mode: "import-surface", text: describe(layout, id: .next()), descriptors: [fd])
+        let reply = try await exchangeWithPeer(mode: "import-surface", text: describe(layout, id: .next()), descriptors: [fd])
         #expect(reply == "error \(SurfaceError.Code.notWriteSealed)")
     }
 
-    @Test func anotherProcessRefusesAnUnsealedMemfd() throws {
+    @Test func anotherProcessRefusesAnUnsealedMemfd() async throws {
         let layout = makeTestLayout()
         let fd = makeMemFD("unsealed", byteCount: layout.allocationSize, seals: 0)
         try #require(fd >= 0)
         defer { close(fd) }
-        let reply = try exchangeWithPeer(mode: "import-surface", text: describe(layout, id: .next()), descriptors: [fd])
+        let reply = try await exchangeWithPeer(mode: "import-surface", text: describe(layout, id: .next()), descriptors: [fd])
         #expect(reply == "error \(SurfaceError.Code.notSealed)")
     }
 
-    @Test func anotherProcessRefusesATooSmallMemfd() throws {
+    @Test func anotherProcessRefusesATooSmallMemfd() async throws {
         let layout = makeTestLayout()
         let fd = makeMemFD(
             "small",
@@ -237,7 +246,7 @@ func makeMemFD(_ name: String, byteCount: Int, seals: Int32) -> Int32 {
         )
         try #require(fd >= 0)
         defer { close(fd) }
-        let reply = try exchangeWithPeer(mode: "import-surface", text: describe(layout, id: .next()), descriptors: [fd])
+        let reply = try await exchangeWithPeer(mode: "import-surface", text: describe(layout, id: .next()), descriptors: [fd])
         #expect(reply == "error \(SurfaceError.Code.tooSmall)")
     }
 }

@@ -68,12 +68,12 @@ private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both a
     /// Protocol v2: a DMA-BUF handle travels to another process, which imports it (DMA_BUF_IOCTL_SYNC in its
     /// lock/unlock) and reads every plane bit-exact, before and after the producer rewrites it.
     @Test(.enabled(if: availableAllocator != nil || DeviceRequirement.requireAll, "\(noDMABufDevice)"))
-    func dmaBufSurfaceTravelsToAnotherProcessBitExact() throws {
+    func dmaBufSurfaceTravelsToAnotherProcessBitExact() async throws {
         let layout = makeTestLayout(width: 320, height: 240)
         let surface = try #require(availableAllocator).makeSurface(layout: layout)
         try writeTestPattern(surface)
         let handle = try surface.makeHandle()
-        let peer = try PeerSession(mode: "import-surface")
+        let peer = try await PeerSession(mode: "import-surface")
         try peer.send(
             describe(
                 handle.layout,
@@ -84,7 +84,7 @@ private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both a
             ),
             descriptors: handle.borrowedDescriptors.map(\.rawValue)
         )
-        let reply = try peer.receive()
+        let reply = try await peer.receive()
         let expectedBytes = layout.planes.reduce(0) { $0 + $1.width * $1.bytesPerElement * $1.height }
         #expect(
             reply.hasPrefix("ok bytes=\(expectedBytes) mismatches=0 readWriteLock=surface is read-only "),
@@ -92,7 +92,7 @@ private let noDMABufDevice = "needs /dev/dma_heap/system or /dev/udmabuf (both a
         )
         try writeTestPattern(surface, mask: 0x3c)
         try peer.send("again \(0x3c)")
-        #expect(try peer.receive() == "reread mismatches=0")
+        await #expect(try peer.receive() == "reread mismatches=0")
     }
 
     /// A surface whose planes live in two DMA-BUFs exports a two-descriptor handle that imports bit-exact.

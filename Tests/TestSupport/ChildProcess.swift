@@ -47,7 +47,7 @@ public final class ChildProcess: @unchecked Sendable {
         captureStandardError: Bool = true,
         lifeline: Bool = false,
         outputDirectory: URL = FileManager.default.temporaryDirectory
-    ) throws {
+    ) async throws {
         outputURL = outputDirectory.appendingPathComponent(
             "fbchild-\(executable.lastPathComponent)-\(UUID().uuidString.prefix(8)).out"
         )
@@ -93,7 +93,7 @@ public final class ChildProcess: @unchecked Sendable {
         }
         let process = self.process
         do {
-            try Spawner.shared.run { try process.run() }
+            try await Spawner.shared.run { try process.run() }
         } catch {
             if lifelineWriteEnd >= 0 { close(lifelineWriteEnd) }
             throw error
@@ -235,16 +235,10 @@ final class Spawner: @unchecked Sendable {
     private var jobs: [Job] = []
     private let ready = DispatchSemaphore(value: 0)
 
-    /// One spawn handed to the spawner thread. A caller that gives up marks it abandoned; the thread then skips it.
-    private final class Job: @unchecked Sendable {
-        // @unchecked: `started`, `abandoned` and `failure` are guarded by `lock`.
+    /// One spawn handed to the spawner thread, and the caller's continuation, resumed when it is done.
+    private struct Job {
         let body: () throws -> Void
-        let done = DispatchSemaphore(value: 0)
-        let lock = NSLock()
-        var started = false
-        var abandoned = false
-        var failure: (any Error)?
-        init(_ body: @escaping () throws -> Void) { self.body = body }
+        let done: CheckedContinuation<Void, any Error>
     }
 
     private init() {
@@ -258,44 +252,29 @@ final class Spawner: @unchecked Sendable {
                 lock.lock()
                 let job = jobs.removeFirst()
                 lock.unlock()
-                job.lock.lock()
-                let skip = job.abandoned
-                job.started = !skip
-                job.lock.unlock()
-                if skip { continue }
-                var failure: (any Error)?
-                do { try job.body() } catch { failure = error }
-                job.lock.lock()
-                job.failure = failure
-                job.lock.unlock()
-                job.done.signal()
+                do {
+                    try job.body()
+                    job.done.resume()
+                } catch {
+                    job.done.resume(throwing: error)
+                }
             }
         }
         thread.name = "test-spawner"
         thread.start()
     }
 
-    /// Runs `body` on the spawner thread and returns its result; blocks the caller only for the spawn itself, at
-    /// most `timeout` seconds (a spawn that takes longer is a harness error, not a hang of the caller's thread).
-    func run(timeout: Double = 120, _ body: @escaping () throws -> Void) throws {
-        let job = Job(body)
-        lock.lock()
-        jobs.append(job)
-        lock.unlock()
-        ready.signal()
-        if job.done.wait(timeout: .now() + timeout) == .timedOut {
-            job.lock.lock()
-            let started = job.started
-            job.abandoned = true
-            job.lock.unlock()
-            throw TestSupportError(
-                started ? "spawning a child took more than \(timeout) s" : "the spawner did not start within \(timeout) s"
-            )
+    /// Runs `body` on the spawner thread; the caller suspends meanwhile and holds no thread. Spawns are one at a time,
+    /// and at the start of a run dozens of tests spawn at once: a caller that waited blocked on a thread of Swift's
+    /// cooperative pool (as this once did) held it for the whole queue, and two such callers stalled every test.
+    /// The wait is bounded by the calling test's time limit.
+    func run(_ body: @escaping () throws -> Void) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            lock.lock()
+            jobs.append(Job(body: body, done: continuation))
+            lock.unlock()
+            ready.signal()
         }
-        job.lock.lock()
-        let failure = job.failure
-        job.lock.unlock()
-        if let failure { throw failure }
     }
 }
 
@@ -342,8 +321,8 @@ public enum TestLocations {
 }
 
 /// A FrameBusTestPeer child with a lifeline: it exits when the test lets go of it or the test process dies.
-public func startPeer(_ arguments: [String], captureStandardError: Bool = false) throws -> ChildProcess {
-    try ChildProcess(
+public func startPeer(_ arguments: [String], captureStandardError: Bool = false) async throws -> ChildProcess {
+    try await ChildProcess(
         try TestLocations.executable("FrameBusTestPeer"),
         arguments,
         captureStandardError: captureStandardError,
@@ -352,8 +331,8 @@ public func startPeer(_ arguments: [String], captureStandardError: Bool = false)
 }
 
 /// `framebus` as a child process, standard output and error in its output.
-public func startFramebus(_ arguments: [String], environment: [String: String]? = nil) throws -> ChildProcess {
-    try ChildProcess(try TestLocations.executable("framebus"), arguments, environment: environment)
+public func startFramebus(_ arguments: [String], environment: [String: String]? = nil) async throws -> ChildProcess {
+    try await ChildProcess(try TestLocations.executable("framebus"), arguments, environment: environment)
 }
 
 /// Runs `executable` to its end, at most `timeout` seconds (then kills it and throws); its status and output.
@@ -363,7 +342,7 @@ public func runToEnd(
     environment: [String: String]? = nil,
     timeout: Double
 ) async throws -> (status: Int32, output: String) {
-    let child = try ChildProcess(executable, arguments, environment: environment)
+    let child = try await ChildProcess(executable, arguments, environment: environment)
     let status = try await child.exitStatus(within: timeout)
     return (status, child.output)
 }
