@@ -10,7 +10,7 @@ import TestSupport
 /// which compares every byte and prints the counts. Skipped (naming the missing tool) without the cross compiler
 /// or qemu, unless FRAMEBUS_REQUIRE_ALL=1, which turns the skip into a failure. (Debian: gcc-aarch64-linux-gnu,
 /// libc6-dev-arm64-cross, qemu-user.)
-@Suite(.timeLimit(.minutes(30))) struct NEONKernelTests {
+@Suite(.heavyWork, .timeLimit(.minutes(30))) struct NEONKernelTests {
     static var packageRoot: URL { TestLocations.packageRoot }
 
     static let crossCompiler = TestLocations.onPath("aarch64-linux-gnu-gcc")

@@ -9,7 +9,7 @@ import Testing
 /// (Tests/OutsideDecoder/compressed_layout.py, liblz4 through ctypes, no code shared with this module), decodes
 /// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 to 6, to exactly
 /// the source bytes.
-@Suite(.timeLimit(.minutes(5))) struct OutsideDecoderTests {
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct OutsideDecoderTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("OutsideDecoder/compressed_layout.py")
 
