@@ -365,8 +365,13 @@ import TestSupport
         let path = temporaryBusPath("retire")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
-        let peers = try (0..<2).map { _ in try RawPeer(connectingTo: path) }
-        for peer in peers { try #require(await peer.handshake() != nil) }
+        var peers: [RawPeer] = []
+        for _ in 0..<2 {
+            // Each says HELLO as soon as it connects: the publisher's handshake clock runs from the connection.
+            let peer = try RawPeer(connectingTo: path)
+            try #require(await peer.handshake() != nil)
+            peers.append(peer)
+        }
         try #require(await eventually { publisher.subscriberCount == 2 })
         let pool = try PixelBufferPool(
             attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8, allocationThreshold: 8)

@@ -56,7 +56,7 @@ final class BlockingLog: Sendable {
         let configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         var publisher: Publisher? = try Publisher(configuration: configuration)
         let peer = try RawPeer(connectingTo: path)
-        #expect(try await onDedicatedThread { peer.handshake() } != nil)
+        #expect(await peer.handshake() != nil)
         #expect(await eventually { publisher?.subscriberCount == 1 })
         publisher = nil
         let second = try Publisher(configuration: configuration)
@@ -128,7 +128,7 @@ final class BlockingLog: Sendable {
             let path = temporaryBusPath("follow-\(index)")
             let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
             let peer = try RawPeer(connectingTo: path)
-            #expect(try await onDedicatedThread { peer.handshake() } != nil)
+            #expect(await peer.handshake() != nil)
             #expect(await eventually { publisher.subscriberCount == 1 })
             let surface = try publishOne(publisher, pool)
             let surfaceID = surface.id.rawValue

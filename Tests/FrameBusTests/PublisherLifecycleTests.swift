@@ -42,7 +42,7 @@ import TestSupport
         )
     }
 
-    @Test func theLargestValidConfigurationWelcomesASubscriber() throws {
+    @Test func theLargestValidConfigurationWelcomesASubscriber() async throws {
         let path = temporaryBusPath("largest")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.extraHeldFramesPerSubscriber = Int(UInt16.max)
@@ -51,7 +51,7 @@ import TestSupport
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let raw = try RawPeer(connectingTo: path)
-        let welcome = try #require(raw.handshake())
+        let welcome = try #require(await raw.handshake())
         #expect(welcome.maximumHeldFrames >= 1)
     }
 

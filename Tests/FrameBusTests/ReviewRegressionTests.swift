@@ -169,7 +169,7 @@ private final class PoolBox: @unchecked Sendable {
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
-        #expect(try await onThread { peer.handshake() } != nil)
+        #expect(await peer.handshake() != nil)
         #expect(await reviewEventually { publisher.subscriberCount == 1 })
 
         let first = PoolBox(try PixelBufferPool(attributes: Self.attributes))
@@ -228,7 +228,7 @@ private final class PoolBox: @unchecked Sendable {
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
-        #expect(try await onThread { peer.handshake() } != nil)
+        #expect(await peer.handshake() != nil)
         #expect(await reviewEventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(attributes: Self.attributes)
         let surfaceID = try await Self.publishAndRelease(publisher, pool, peer)
@@ -245,7 +245,7 @@ private final class PoolBox: @unchecked Sendable {
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
-        #expect(try await onThread { peer.handshake() } != nil)
+        #expect(await peer.handshake() != nil)
         #expect(await reviewEventually { publisher.subscriberCount == 1 })
         var surfaceID: UInt64 = 0
         do {
@@ -327,7 +327,7 @@ private final class PoolBox: @unchecked Sendable {
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
-        #expect(try await onThread { peer.handshake() } != nil)
+        #expect(await peer.handshake() != nil)
         #expect(await reviewEventually { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(attributes: PoolIdentityTests.attributes)
         // The first frame is consumed; the second is superseded in the subscriber's queue before anyone saw it.

@@ -52,16 +52,19 @@ import TestSupport
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
         let top = try await startFramebus(["top", path, "--iterations", "1"])
-        try #require(try await connectionWaiting(on: listener), "top did not connect")
-        let connection = RawPeer(socket: try #require(try listener.accept().get()))
-        guard case .hello(let hello) = await connection.next() else {
-            Issue.record("no HELLO")
-            return
+        // top waits 5 s for the answer to its HELLO: accept, HELLO and the answer happen on one thread of their own,
+        // with no wait for a thread of the (busy) cooperative pool in between.
+        let evil = WireMessage.error(WireErrorMessage(.notPermitted, "go away \u{1B}[2J\u{1B}]0;pwned\u{07} now")).encoded()
+        let hello = try await onDedicatedThread("raw-publisher") { () -> WireHello? in
+            guard try listener.waitReadable(timeoutMilliseconds: 60_000).get(),
+                let socket = try listener.accept().get()
+            else { return nil }
+            let connection = RawPeer(socket: socket)
+            guard case .hello(let hello) = connection.next(timeout: 60) else { return nil }
+            connection.send(evil)
+            return hello
         }
-        #expect(hello.kind == .monitor)
-        connection.send(
-            WireMessage.error(WireErrorMessage(.notPermitted, "go away \u{1B}[2J\u{1B}]0;pwned\u{07} now")).encoded()
-        )
+        #expect(try #require(hello, "top did not connect and say HELLO: \(top.output)").kind == .monitor)
         let status = try await top.exitStatus(within: 300)
         #expect(status != 0)
         #expect(top.output.contains("go away \\u{1B}[2J\\u{1B}]0;pwned\\u{07} now"), "\(top.output)")
