@@ -280,7 +280,20 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
         }                                                                 \
     } while (0)
 
-ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity) {
+/// A coded block's header, checked (rules 1 and 2 of §6.6), and its decoding table.
+typedef struct {
+    size_t literalCount;
+    size_t sequenceBytes;
+    size_t bitBytes;
+    const uint8_t *bitStream;
+    const uint8_t *sequences;
+    uint64_t mask;
+    uint16_t table[TABLE_SIZE];
+} coded_block;
+
+/// Reads and checks the header of `payload` (`count` bytes, private): sizes (with `S + L ≤ blockCapacity`) and
+/// code lengths, and builds the table. Returns 0 or a CSCK_HUFF_ error.
+static ptrdiff_t read_header(const uint8_t *payload, size_t count, size_t blockCapacity, coded_block *b) {
     if (count < CSCK_HUFF_HEADER_BYTES) return CSCK_HUFF_BAD_SIZE;
     size_t literalCount = load32(payload);
     size_t sequenceBytes = load32(payload + 4);
@@ -292,10 +305,12 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
     size_t rest = count - header;
     if (sequenceBytes == 0 || sequenceBytes > rest) return CSCK_HUFF_BAD_SIZE;
     // Both are below 2^32: the sum cannot wrap a 64-bit size_t.
-    if (literalCount + sequenceBytes > capacity) return CSCK_HUFF_BAD_SIZE;
-    size_t bitBytes = rest - sequenceBytes;
-    const uint8_t *bitStream = payload + header;
-    const uint8_t *sequences = bitStream + bitBytes;
+    if (literalCount + sequenceBytes > blockCapacity) return CSCK_HUFF_BAD_SIZE;
+    b->literalCount = literalCount;
+    b->sequenceBytes = sequenceBytes;
+    b->bitBytes = rest - sequenceBytes;
+    b->bitStream = payload + header;
+    b->sequences = b->bitStream + b->bitBytes;
 
     // The table: entry = symbol << 4 | length; length 0 marks a bit pattern no code starts with.
     uint8_t lengths[256];
@@ -316,13 +331,36 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
     for (unsigned s = 0; s < 256; s++)
         if (lengths[s] > bits) bits = lengths[s];
     const uint32_t size = 1u << bits;
-    uint16_t table[TABLE_SIZE];
-    memset(table, 0, size * sizeof table[0]);
+    memset(b->table, 0, size * sizeof b->table[0]);
     for (unsigned s = 0; s < 256; s++) {
         unsigned l = lengths[s];
         if (l == 0) continue;
-        for (uint32_t c = codes[s]; c < size; c += 1u << l) table[c] = (uint16_t)(s << 4 | l);
+        for (uint32_t c = codes[s]; c < size; c += 1u << l) b->table[c] = (uint16_t)(s << 4 | l);
     }
+    b->mask = size - 1;
+    return 0;
+}
+
+/// Rule 3's end of the bit stream: exactly its bytes used (the last code ends in its last byte) and the bits
+/// after the last code zero. `position`, `available`, `buffer`: the bit reader's state after the last code.
+static int stream_ends_well(size_t bitBytes, size_t position, unsigned available, uint64_t buffer) {
+    size_t consumed = position * 8 - available;
+    if (consumed > bitBytes * 8 || consumed + 8 <= bitBytes * 8) return 0;
+    unsigned padding = (unsigned)(bitBytes * 8 - consumed);
+    return padding == 0 || (buffer & ((1u << padding) - 1)) == 0;
+}
+
+ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity) {
+    coded_block block;
+    ptrdiff_t status = read_header(payload, count, capacity, &block);
+    if (status != 0) return status;
+    const size_t literalCount = block.literalCount;
+    const size_t sequenceBytes = block.sequenceBytes;
+    const size_t bitBytes = block.bitBytes;
+    const uint8_t *const bitStream = block.bitStream;
+    const uint8_t *const sequences = block.sequences;
+    const uint16_t *const table = block.table;
+    const uint64_t mask = block.mask;
 
     // One pass over the sequence stream: each sequence's token (and literal length bytes), its literals decoded
     // straight into place, then its offset and match length bytes; the last sequence ends after its literals.
@@ -331,7 +369,6 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
     unsigned available = 0;
     size_t position = 0;
     unsigned invalid = 0;
-    const uint64_t mask = size - 1;
     size_t s = 0;
     size_t o = 0;
     size_t used = 0;
@@ -370,10 +407,123 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
         }
     }
     if (used != literalCount) return CSCK_HUFF_BAD_SEQUENCES;
-    // Exactly the stream's bytes: the last code ends in its last byte, and the bits after it are zero.
-    size_t consumed = position * 8 - available;
-    if (consumed > bitBytes * 8 || consumed + 8 <= bitBytes * 8) return CSCK_HUFF_BAD_CODE;
-    unsigned padding = (unsigned)(bitBytes * 8 - consumed);
-    if (padding > 0 && (buffer & ((1u << padding) - 1)) != 0) return CSCK_HUFF_BAD_CODE;
+    if (!stream_ends_well(bitBytes, position, available, buffer)) return CSCK_HUFF_BAD_CODE;
+    return (ptrdiff_t)o;
+}
+
+// MARK: Fused decoder
+
+/// Copies an LZ4 match of `length` bytes from `offset` bytes back (1 ≤ offset ≤ what lies before `d` in the buffer),
+/// byte for byte in effect (a match may overlap its own output). `room`: bytes of the buffer from `d` on, at least
+/// `length`; whole 8- or 16-byte stores past the match's end are used only where `room` leaves space for them.
+static inline void copy_match(uint8_t *d, size_t offset, size_t length, size_t room) {
+    const uint8_t *m = d - offset;
+    uint8_t *const end = d + length;
+    if (offset >= 16 && length + 16 <= room) {
+        // Each 16-byte load ends at or before the store that overlaps it began: earlier stores are complete.
+        do {
+            memcpy(d, m, 16);
+            d += 16;
+            m += 16;
+        } while (d < end);
+    } else if (offset >= 8 && length + 8 <= room) {
+        do {
+            memcpy(d, m, 8);
+            d += 8;
+            m += 8;
+        } while (d < end);
+    } else if (offset == 1) {
+        memset(d, *m, length);
+    } else if (length + 8 <= room && length > 16) {
+        // A short period (2...7): the first `step` bytes (the smallest multiple of the period that is ≥ 8) byte by
+        // byte, then 8-byte copies from `step` bytes back, which is the same pattern.
+        size_t step = offset * ((8 + offset - 1) / offset);
+        for (size_t k = 0; k < step; k++) d[k] = m[k];
+        d += step;
+        m = d - step;
+        while (d < end) {
+            memcpy(d, m, 8);
+            d += 8;
+            m += 8;
+        }
+    } else {
+        for (size_t k = 0; k < length; k++) d[k] = m[k];
+    }
+}
+
+ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t blockCapacity, uint8_t *out,
+                                   size_t dictionaryCount, size_t capacity) {
+    coded_block block;
+    ptrdiff_t status = read_header(payload, count, blockCapacity, &block);
+    if (status != 0) return status;
+    const size_t literalCount = block.literalCount;
+    const size_t sequenceBytes = block.sequenceBytes;
+    const size_t bitBytes = block.bitBytes;
+    const uint8_t *const bitStream = block.bitStream;
+    const uint8_t *const sequences = block.sequences;
+    const uint16_t *const table = block.table;
+    const uint64_t mask = block.mask;
+    // |B|: the LZ4 block's size. Its read position before a sequence's literals is `s + used` (the sequence bytes
+    // and literals before them), which the input rules below compare with it.
+    const size_t blockEnd = sequenceBytes + literalCount;
+
+    // Invariants: o ≤ capacity (every write is checked against `capacity − o` first); s ≤ S; used ≤ L.
+    uint64_t buffer = 0;
+    unsigned available = 0;
+    size_t position = 0;
+    unsigned invalid = 0;
+    size_t s = 0;
+    size_t o = 0;
+    size_t used = 0;
+    while (s < sequenceBytes) {
+        const unsigned token = sequences[s++];
+        size_t run = token >> 4;
+        if (run == 15) {
+            uint8_t b;
+            do {
+                if (s >= sequenceBytes) return CSCK_HUFF_BAD_SEQUENCES;
+                b = sequences[s++];
+                run += b;
+            } while (b == 255 && run <= literalCount);
+        }
+        if (run > literalCount - used) return CSCK_HUFF_BAD_SEQUENCES;
+        const size_t room = capacity - o;
+        if (s < sequenceBytes) {
+            // Not the last sequence: liblz4 takes it for one (and refuses the block, or not, depending on its
+            // path) when its literals end within 12 bytes of the output's end or 8 of the block's.
+            if (run > room || room - run < 12 || blockEnd - (s + used) < run + 8) return CSCK_HUFF_UNDECIDED;
+        } else if (run > room) {
+            return CSCK_HUFF_UNDECIDED;
+        }
+        DECODE_LITERALS(out + o, run);
+        if (invalid) return CSCK_HUFF_BAD_CODE;
+        if (position > bitBytes + 8) return CSCK_HUFF_BAD_CODE;  // far past the stream's end
+        o += run;
+        used += run;
+        if (s == sequenceBytes) break;
+        if (sequenceBytes - s < 2) return CSCK_HUFF_BAD_SEQUENCES;
+        const size_t offset = (size_t)sequences[s] | (size_t)sequences[s + 1] << 8;
+        s += 2;
+        size_t length = (token & 15) + 4;
+        if ((token & 15) == 15) {
+            uint8_t b;
+            do {
+                if (s >= sequenceBytes) return CSCK_HUFF_BAD_SEQUENCES;
+                b = sequences[s++];
+                length += b;  // at most 255 × S more: no wrap
+            } while (b == 255);
+            // liblz4 refuses match length bytes that reach into the block's last 4 bytes.
+            if (blockEnd - (s + used) < 4) return CSCK_HUFF_UNDECIDED;
+        }
+        // Offset 0, a match reaching before the dictionary, or one ending in the output's last 5 bytes: liblz4
+        // decides (it refuses most of these, but not on every path).
+        const size_t left = capacity - o;
+        if (offset == 0 || offset > o + dictionaryCount || length > left || left - length < 5)
+            return CSCK_HUFF_UNDECIDED;
+        copy_match(out + o, offset, length, left);
+        o += length;
+    }
+    if (used != literalCount) return CSCK_HUFF_BAD_SEQUENCES;
+    if (!stream_ends_well(bitBytes, position, available, buffer)) return CSCK_HUFF_BAD_CODE;
     return (ptrdiff_t)o;
 }

@@ -153,6 +153,8 @@ void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg
 #define CSCK_HUFF_BAD_TABLE (-2)
 #define CSCK_HUFF_BAD_CODE (-3)
 #define CSCK_HUFF_BAD_SEQUENCES (-4)
+/// csck_huff_lz4_decompress's answer for a block whose LZ4 part only liblz4 can judge (see there).
+#define CSCK_HUFF_UNDECIDED (-5)
 
 /// Splits the LZ4 block `block` (`count` bytes, as liblz4 writes it) into a coded block in `out`: its literals
 /// Huffman-coded, its other bytes verbatim. Returns the coded block's size, or 0 when the block does not parse or
@@ -164,6 +166,19 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
 /// most `capacity` bytes of `out`. Every bound comes from `count` and `capacity`; no input makes it read or write
 /// outside them. The literals are decoded straight into their places in the block (one pass, no literal buffer).
 ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity);
+
+/// Decodes the coded block `payload` (`count` bytes, private memory) in one pass: the LZ4 block B it stands for
+/// (at most `blockCapacity` bytes, §6.6 rule 1) is executed straight into `out` (at most `capacity` bytes), its
+/// literals decoded from the Huffman stream to where they land, B never built. Matches may reach the
+/// `dictionaryCount` bytes right before `out` (liblz4's prefix dictionary, §6.5). Returns the decoded size; or a
+/// CSCK_HUFF_BAD_ error when rules 1–4 of §6.6 fail (exactly where csck_huff_lz4_decode fails); or
+/// CSCK_HUFF_UNDECIDED where a sequence is one liblz4 might refuse (offset 0 or before the dictionary, a match in
+/// the output's last 5 bytes, a non-last sequence's literals within 12 bytes of the output's end or 8 of B's end,
+/// match length bytes in B's last 4): the caller then rebuilds B (csck_huff_lz4_decode) and gives it to liblz4,
+/// whose verdict stands. Blocks liblz4's encoders make never get that answer. Whatever it returns, it has read
+/// only `payload[0..<count]` and the dictionary and written only `out[0..<capacity]`.
+ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t blockCapacity, uint8_t *out,
+                                   size_t dictionaryCount, size_t capacity);
 
 #pragma clang assume_nonnull end
 

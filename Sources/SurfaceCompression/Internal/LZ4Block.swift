@@ -238,4 +238,32 @@ extension LZ4Block {
             capacity
         )
     }
+
+    /// Decodes the coded block `payload` (`count` bytes of private memory) in one pass into `destination`
+    /// (`capacity` bytes), the `dictionaryCount` bytes before it serving as dictionary (§6.5), its block at most
+    /// `blockCapacity` bytes (csck_huff_lz4_decompress). Returns the decoded size, or a negative number:
+    /// ``undecided`` when only liblz4 can judge the block (rebuild it with
+    /// ``decodeLiterals(_:count:into:capacity:)`` and decompress that), any other when the coded block is invalid.
+    static func decompressCoded(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        blockCapacity: Int,
+        dictionaryCount: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int
+    ) -> Int {
+        guard count > 0, blockCapacity > 0, capacity > 0, dictionaryCount >= 0 else { return -1 }
+        return unsafe csck_huff_lz4_decompress(
+            payload.assumingMemoryBound(to: UInt8.self),
+            count,
+            blockCapacity,
+            destination.assumingMemoryBound(to: UInt8.self),
+            dictionaryCount,
+            capacity
+        )
+    }
+
+    /// ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:)``'s answer for a block liblz4 must
+    /// judge.
+    static let undecided = Int(CSCK_HUFF_UNDECIDED)
 }
