@@ -253,6 +253,7 @@ extension LZ4Block {
         capacity: Int
     ) -> Int {
         guard count > 0, blockCapacity > 0, capacity > 0, dictionaryCount >= 0 else { return -1 }
+        guard decodesCodedBlocksInOnePass else { return undecided }
         return unsafe csck_huff_lz4_decompress(
             payload.assumingMemoryBound(to: UInt8.self),
             count,
@@ -262,6 +263,13 @@ extension LZ4Block {
             capacity
         )
     }
+
+    /// Whether coded blocks are decoded in one pass (the default), or, with `FRAMEBUS_CODEC_FUSED=0` (read once per
+    /// process, for measurements), rebuilt and given to liblz4 as every block was in version 6's first decoder.
+    static let decodesCodedBlocksInOnePass: Bool = {
+        if let value = unsafe getenv("FRAMEBUS_CODEC_FUSED") { return unsafe String(cString: value) != "0" }
+        return true
+    }()
 
     /// ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:)``'s answer for a block liblz4 must
     /// judge.
