@@ -9,6 +9,9 @@
 #include <string.h>
 
 #define TABLE_SIZE (1u << CSCK_HUFF_MAX_BITS)
+/// The decoding table's entry for a bit pattern no code starts with: length 0, and a bit no symbol entry has (the
+/// decoder ORs the entries it meets and tests that bit once per literal run), outside `entry & 63` (the length).
+#define INVALID_ENTRY 0x40u
 
 static inline uint32_t load32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -250,29 +253,29 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
         }                                                                             \
     } while (0)
 
-/// Decodes `run` literals into `out` (4 per refill: 4 × 11 bits ≤ 56); sets `invalid` on a bit pattern no code
-/// starts with.
-/* One literal: its table entry (symbol << 4 | code length) at the next bits; a length of 0 marks a pattern no code
- * word starts with. */
+/* One literal: its table entry (symbol << 8 | code length) at the next bits, ORed into `invalid` (INVALID_ENTRY
+ * marks a pattern no code word starts with). `entry & 63` is the length (INVALID_ENTRY's is 0): a shift x86 takes
+ * as it is, one step less on the chain from one code to the next. */
 #define DECODE_ONE(to)                                                    \
     do {                                                                  \
         uint16_t entry = table[buffer & mask];                            \
-        unsigned l = entry & 15;                                          \
-        invalid |= l == 0;                                                \
-        *(to) = (uint8_t)(entry >> 4);                                    \
+        unsigned l = entry & 63;                                          \
+        invalid |= entry;                                                 \
+        *(to) = (uint8_t)(entry >> 8);                                    \
         buffer >>= l;                                                     \
         available -= l;                                                   \
     } while (0)
 
+/* Decodes `run` literals into `out`, 5 per refill (5 × 11 bits ≤ the 56 a refill leaves). */
 #define DECODE_LITERALS(out, run)                                         \
     do {                                                                  \
         uint8_t *to = (out);                                              \
         size_t left = (run);                                              \
-        while (left >= 4) {                                               \
+        while (left >= 5) {                                               \
             REFILL();                                                     \
-            for (int k = 0; k < 4; k++) DECODE_ONE(to + k);               \
-            to += 4;                                                      \
-            left -= 4;                                                    \
+            for (int k = 0; k < 5; k++) DECODE_ONE(to + k);               \
+            to += 5;                                                      \
+            left -= 5;                                                    \
         }                                                                 \
         if (left > 0) {                                                   \
             REFILL();                                                     \
@@ -312,30 +315,47 @@ static ptrdiff_t read_header(const uint8_t *payload, size_t count, size_t blockC
     b->bitStream = payload + header;
     b->sequences = b->bitStream + b->bitBytes;
 
-    // The table: entry = symbol << 4 | length; length 0 marks a bit pattern no code starts with.
+    // The present symbols in increasing order (the bitmap's set bits) and their lengths, checked (rule 2).
+    uint8_t symbols[256];
     uint8_t lengths[256];
     unsigned k = 0;
-    for (unsigned s = 0; s < 256; s++) {
-        lengths[s] = 0;
-        if (((payload[8 + s / 8] >> (s % 8)) & 1) == 0) continue;
-        lengths[s] = (payload[40 + k / 2] >> (4 * (k % 2))) & 15;
-        k += 1;
-        if (lengths[s] == 0 || lengths[s] > CSCK_HUFF_MAX_BITS) return CSCK_HUFF_BAD_TABLE;
+    unsigned bits = 1;  // the longest length
+    uint32_t perLength[CSCK_HUFF_MAX_BITS + 1] = {0};
+    for (unsigned byte = 0; byte < 32; byte++) {
+        unsigned set = payload[8 + byte];
+        while (set != 0) {
+            const unsigned symbol = byte * 8 + (unsigned)__builtin_ctz(set);
+            set &= set - 1;
+            const unsigned l = (payload[40 + k / 2] >> (4 * (k % 2))) & 15;
+            if (l == 0 || l > CSCK_HUFF_MAX_BITS) return CSCK_HUFF_BAD_TABLE;
+            symbols[k] = (uint8_t)symbol;
+            lengths[k] = (uint8_t)l;
+            perLength[l] += 1;
+            if (l > bits) bits = l;
+            k += 1;
+        }
     }
     if (present % 2 == 1 && (payload[40 + present / 2] >> 4) != 0) return CSCK_HUFF_BAD_TABLE;
-    uint32_t codes[256] = {0};
-    if (!canonical_codes(lengths, codes)) return CSCK_HUFF_BAD_TABLE;
-    // Indexed by the next `bits` bits, the longest code's length (a small table for a small alphabet: building
-    // it is a fixed cost per block).
-    unsigned bits = 1;
-    for (unsigned s = 0; s < 256; s++)
-        if (lengths[s] > bits) bits = lengths[s];
+    // Canonical codes (as canonical_codes): the first code of each length, then symbols in order take the next.
+    uint32_t next[CSCK_HUFF_MAX_BITS + 1] = {0};
+    uint32_t code = 0;
+    uint32_t space = 0;  // Kraft sum in units of 2^-MAX_BITS
+    for (unsigned l = 1; l <= CSCK_HUFF_MAX_BITS; l++) {
+        code = (code + perLength[l - 1]) << 1;
+        next[l] = code;
+        space += perLength[l] << (CSCK_HUFF_MAX_BITS - l);
+    }
+    if (space > TABLE_SIZE) return CSCK_HUFF_BAD_TABLE;
+    // The table, indexed by the next `bits` bits (a small table for a small alphabet: building it is a fixed cost
+    // per block): entry = symbol << 8 | length; INVALID_ENTRY (length 0) marks a bit pattern no code starts with.
+    // A complete code (what Huffman's algorithm gives) fills every entry; else the others are marked first.
     const uint32_t size = 1u << bits;
-    memset(b->table, 0, size * sizeof b->table[0]);
-    for (unsigned s = 0; s < 256; s++) {
-        unsigned l = lengths[s];
-        if (l == 0) continue;
-        for (uint32_t c = codes[s]; c < size; c += 1u << l) b->table[c] = (uint16_t)(s << 4 | l);
+    if (space < TABLE_SIZE)
+        for (uint32_t c = 0; c < size; c++) b->table[c] = INVALID_ENTRY;
+    for (unsigned i = 0; i < k; i++) {
+        const unsigned l = lengths[i];
+        const uint16_t entry = (uint16_t)(symbols[i] << 8 | l);
+        for (uint32_t c = reverse_bits(next[l]++, l); c < size; c += 1u << l) b->table[c] = entry;
     }
     b->mask = size - 1;
     return 0;
@@ -387,7 +407,7 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
         }
         if (run > literalCount - used) return CSCK_HUFF_BAD_SEQUENCES;
         DECODE_LITERALS(out + o, run);
-        if (invalid) return CSCK_HUFF_BAD_CODE;
+        if (invalid & INVALID_ENTRY) return CSCK_HUFF_BAD_CODE;
         if (position > bitBytes + 8) return CSCK_HUFF_BAD_CODE;  // far past the stream's end
         o += run;
         used += run;
@@ -414,45 +434,76 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
 // MARK: Fused decoder
 
 /// Copies an LZ4 match of `length` bytes from `offset` bytes back (1 ≤ offset ≤ what lies before `d` in the buffer),
-/// byte for byte in effect (a match may overlap its own output). `room`: bytes of the buffer from `d` on, at least
-/// `length`; whole 8- or 16-byte stores past the match's end are used only where `room` leaves space for them.
-static inline void copy_match(uint8_t *d, size_t offset, size_t length, size_t room) {
+/// byte for byte in effect (a match may overlap its own output), with whole stores that may write up to 15 bytes
+/// past the match's end (the caller leaves 16 bytes of room).
+static inline __attribute__((always_inline)) void copy_match_wide(uint8_t *d, size_t offset, size_t length) {
     const uint8_t *m = d - offset;
     uint8_t *const end = d + length;
-    if (offset >= 16 && length + 16 <= room) {
+    if (offset >= 16) {
         // Each 16-byte load ends at or before the store that overlaps it began: earlier stores are complete.
         do {
             memcpy(d, m, 16);
             d += 16;
             m += 16;
         } while (d < end);
-    } else if (offset >= 8 && length + 8 <= room) {
+    } else if (offset >= 8) {
         do {
             memcpy(d, m, 8);
             d += 8;
             m += 8;
         } while (d < end);
     } else if (offset == 1) {
-        memset(d, *m, length);
-    } else if (length + 8 <= room && length > 16) {
-        // A short period (2...7): the first `step` bytes (the smallest multiple of the period that is ≥ 8) byte by
-        // byte, then 8-byte copies from `step` bytes back, which is the same pattern.
-        size_t step = offset * ((8 + offset - 1) / offset);
-        for (size_t k = 0; k < step; k++) d[k] = m[k];
-        d += step;
-        m = d - step;
-        while (d < end) {
-            memcpy(d, m, 8);
-            d += 8;
-            m += 8;
-        }
+        memset(d, *m, length);  // runs of one value, often long in screen content
     } else {
-        for (size_t k = 0; k < length; k++) d[k] = m[k];
+        // A period of 2...7 bytes: 16 bytes per step from two 8-byte words held in registers (no load of bytes just
+        // stored). The first word repeats the period's bytes. A word `a` bytes further into the output starts
+        // `r = a mod period` bytes further into the period: the word shifted down by r bytes, its top filled from
+        // `period − r` bytes up (rotate, below). The one load may read bytes at and after `d` (in the room); their
+        // values are not used.
+        uint64_t word;
+        memcpy(&word, m, 8);
+        const unsigned bits = 8 * (unsigned)offset;
+        uint64_t low = word & ((UINT64_C(1) << bits) - 1);
+        for (unsigned shift = bits; shift < 64; shift *= 2) low |= low << shift;
+        const unsigned down8 = 8 * (8 % (unsigned)offset);
+        uint64_t high = (low >> down8) | (low << (bits - down8));
+        const unsigned down = 8 * (16 % (unsigned)offset);
+        const unsigned up = bits - down;  // 8...56
+        if (down == 0) {
+            // Periods 2 and 4 divide 16: the same two words throughout.
+            do {
+                memcpy(d, &low, 8);
+                memcpy(d + 8, &high, 8);
+                d += 16;
+            } while (d < end);
+        } else {
+            do {
+                memcpy(d, &low, 8);
+                memcpy(d + 8, &high, 8);
+                d += 16;
+                low = (low >> down) | (low << up);
+                high = (high >> down) | (high << up);
+            } while (d < end);
+        }
     }
 }
 
+/// Copies an LZ4 match as copy_match_wide does, writing nothing at or past `d + room` (room ≥ length): near the
+/// buffer's end (a block's last match often runs to 5 bytes before it) all but its last bytes still go wide.
+static inline __attribute__((always_inline)) void copy_match(uint8_t *d, size_t offset, size_t length,
+                                                             size_t room) {
+    if (length + 16 <= room) {
+        copy_match_wide(d, offset, length);
+        return;
+    }
+    size_t bulk = room > 16 ? room - 16 : 0;  // < length here
+    if (bulk > 0) copy_match_wide(d, offset, bulk);
+    for (size_t k = bulk; k < length; k++) d[k] = d[k - offset];
+}
+
 ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t blockCapacity, uint8_t *out,
-                                   size_t dictionaryCount, size_t capacity) {
+                                   size_t dictionaryCount, size_t capacity, uint8_t *scratch,
+                                   size_t scratchCapacity) {
     coded_block block;
     ptrdiff_t status = read_header(payload, count, blockCapacity, &block);
     if (status != 0) return status;
@@ -463,15 +514,25 @@ ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t 
     const uint8_t *const sequences = block.sequences;
     const uint16_t *const table = block.table;
     const uint64_t mask = block.mask;
-    // |B|: the LZ4 block's size. Its read position before a sequence's literals is `s + used` (the sequence bytes
-    // and literals before them), which the input rules below compare with it.
-    const size_t blockEnd = sequenceBytes + literalCount;
+    if (literalCount > scratchCapacity) return CSCK_HUFF_BAD_SIZE;  // L < blockCapacity ≤ scratchCapacity
 
+    // 1. All L literals, in one run of the bit reader (no per-sequence stops), into `scratch`; then rule 3's end.
+    {
+        uint64_t buffer = 0;
+        unsigned available = 0;
+        size_t position = 0;
+        unsigned invalid = 0;
+        DECODE_LITERALS(scratch, literalCount);
+        if (invalid & INVALID_ENTRY) return CSCK_HUFF_BAD_CODE;
+        if (position > bitBytes + 8) return CSCK_HUFF_BAD_CODE;
+        if (!stream_ends_well(bitBytes, position, available, buffer)) return CSCK_HUFF_BAD_CODE;
+    }
+
+    // 2. The sequences, executed into `out`. |B|, the LZ4 block's size: its read position before a sequence's
+    // literals is `s + used` (the sequence bytes and literals before them), which the input rules compare with it.
     // Invariants: o ≤ capacity (every write is checked against `capacity − o` first); s ≤ S; used ≤ L.
-    uint64_t buffer = 0;
-    unsigned available = 0;
-    size_t position = 0;
-    unsigned invalid = 0;
+    const size_t blockEnd = sequenceBytes + literalCount;
+    const uint8_t *const literals = scratch;
     size_t s = 0;
     size_t o = 0;
     size_t used = 0;
@@ -492,12 +553,16 @@ ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t 
             // Not the last sequence: liblz4 takes it for one (and refuses the block, or not, depending on its
             // path) when its literals end within 12 bytes of the output's end or 8 of the block's.
             if (run > room || room - run < 12 || blockEnd - (s + used) < run + 8) return CSCK_HUFF_UNDECIDED;
-        } else if (run > room) {
-            return CSCK_HUFF_UNDECIDED;
+            // 16 bytes at once when both sides have them (the extra bytes are written over later).
+            if (run <= 16 && room >= 16 && used + 16 <= scratchCapacity) {
+                memcpy(out + o, literals + used, 16);
+            } else {
+                memcpy(out + o, literals + used, run);
+            }
+        } else {
+            if (run > room) return CSCK_HUFF_UNDECIDED;
+            memcpy(out + o, literals + used, run);
         }
-        DECODE_LITERALS(out + o, run);
-        if (invalid) return CSCK_HUFF_BAD_CODE;
-        if (position > bitBytes + 8) return CSCK_HUFF_BAD_CODE;  // far past the stream's end
         o += run;
         used += run;
         if (s == sequenceBytes) break;
@@ -524,6 +589,5 @@ ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t 
         o += length;
     }
     if (used != literalCount) return CSCK_HUFF_BAD_SEQUENCES;
-    if (!stream_ends_well(bitBytes, position, available, buffer)) return CSCK_HUFF_BAD_CODE;
     return (ptrdiff_t)o;
 }

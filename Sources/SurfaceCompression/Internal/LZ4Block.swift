@@ -241,7 +241,8 @@ extension LZ4Block {
 
     /// Decodes the coded block `payload` (`count` bytes of private memory) in one pass into `destination`
     /// (`capacity` bytes), the `dictionaryCount` bytes before it serving as dictionary (§6.5), its block at most
-    /// `blockCapacity` bytes (csck_huff_lz4_decompress). Returns the decoded size, or a negative number:
+    /// `blockCapacity` bytes, its literals first decoded into `scratch` (`scratchCapacity` ≥ `blockCapacity` bytes,
+    /// private; csck_huff_lz4_decompress). Returns the decoded size, or a negative number:
     /// ``undecided`` when only liblz4 can judge the block (rebuild it with
     /// ``decodeLiterals(_:count:into:capacity:)`` and decompress that), any other when the coded block is invalid.
     static func decompressCoded(
@@ -250,9 +251,12 @@ extension LZ4Block {
         blockCapacity: Int,
         dictionaryCount: Int,
         into destination: UnsafeMutableRawPointer,
-        capacity: Int
+        capacity: Int,
+        scratch: UnsafeMutableRawPointer,
+        scratchCapacity: Int
     ) -> Int {
-        guard count > 0, blockCapacity > 0, capacity > 0, dictionaryCount >= 0 else { return -1 }
+        guard count > 0, blockCapacity > 0, capacity > 0, dictionaryCount >= 0, scratchCapacity >= blockCapacity
+        else { return -1 }
         guard decodesCodedBlocksInOnePass else { return undecided }
         return unsafe csck_huff_lz4_decompress(
             payload.assumingMemoryBound(to: UInt8.self),
@@ -260,7 +264,9 @@ extension LZ4Block {
             blockCapacity,
             destination.assumingMemoryBound(to: UInt8.self),
             dictionaryCount,
-            capacity
+            capacity,
+            scratch.assumingMemoryBound(to: UInt8.self),
+            scratchCapacity
         )
     }
 
@@ -271,7 +277,7 @@ extension LZ4Block {
         return true
     }()
 
-    /// ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:)``'s answer for a block liblz4 must
+    /// ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:scratch:scratchCapacity:)``'s answer for a block liblz4 must
     /// judge.
     static let undecided = Int(CSCK_HUFF_UNDECIDED)
 }

@@ -640,9 +640,9 @@ enum TileCodec {
     /// most `capacity` bytes, with the `dictionaryCount` bytes right before `output` as its dictionary (§6.5; 0 for
     /// none), and returns the decompressed size, or a negative number when LZ4 refuses the block. Every byte it
     /// reads of the payload comes from one private copy: a plain entry's is copied into slot 5 and given to liblz4;
-    /// a coded one (§6.6) is copied into slot 8 and decoded from there in one pass, its literals straight into
-    /// `output`; only a block liblz4 must judge (never one its encoders make) is rebuilt from that copy into slot 5
-    /// and given to liblz4. `rawBytes`, the component's raw bytes, bounds a coded entry's block. Throws
+    /// a coded one (§6.6) is copied into slot 8 and decoded from there in one pass over its sequences (its literals
+    /// decoded first into slot 5, then copied to their places in `output`); only a block liblz4 must judge (never
+    /// one its encoders make) is rebuilt from that copy into slot 5 and given to liblz4. `rawBytes`, the component's raw bytes, bounds a coded entry's block. Throws
     /// `corruptPayload` when the coded literals are invalid. `output` and its dictionary are not in slots 5 or 8.
     static func decompressLZ4Entry(
         _ e: Entry,
@@ -667,7 +667,9 @@ enum TileCodec {
                 blockCapacity: blockCapacity,
                 dictionaryCount: dictionaryCount,
                 into: output,
-                capacity: capacity
+                capacity: capacity,
+                scratch: privateCopy,
+                scratchCapacity: stride
             )
             if count >= 0 { return count }
             guard count == LZ4Block.undecided else {
