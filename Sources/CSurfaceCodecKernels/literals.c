@@ -2,8 +2,10 @@
 //
 // A "coded block" is an LZ4 block split in two streams: its literal bytes, coded with a canonical Huffman code
 // of at most CSCK_HUFF_MAX_BITS bits, and everything else (tokens, length extensions, offsets) verbatim. The
-// decoder rebuilds the LZ4 block in private memory; liblz4 then decodes it as before, so the dictionary rules of
-// the Up modes and the packed payload rules are unchanged.
+// decoder (csck_huff_lz4_decompress) decodes the literals into private scratch and executes the sequences straight
+// into the output, exactly as liblz4 would decode the LZ4 block; where liblz4's verdict could differ it answers
+// "undecided" and the caller rebuilds the block (csck_huff_lz4_decode) for liblz4. So the dictionary rules of the
+// Up modes and the packed payload rules are unchanged.
 #include "CSurfaceCodecKernels.h"
 
 #include <string.h>
