@@ -48,7 +48,10 @@ import Testing
             }
         }
         // liblz4's negative answers vary with where it stopped: all are one refusal here.
-        return Outcome(size: max(size, -1), bytes: size >= 0 ? Array(area[dictionary.count..<dictionary.count + size]) : [])
+        return Outcome(
+            size: max(size, -1),
+            bytes: size >= 0 ? Array(area[dictionary.count..<dictionary.count + size]) : []
+        )
     }
 
     /// Decodes `payload` in one pass as TileCodec does, falling back to the definition where the one-pass decoder
@@ -78,7 +81,9 @@ import Testing
             }
         }
         if size == LZ4Block.undecided {
-            return (Self.reference(payload, dictionary: dictionary, capacity: capacity, blockCapacity: blockCapacity), true)
+            return (
+                Self.reference(payload, dictionary: dictionary, capacity: capacity, blockCapacity: blockCapacity), true
+            )
         }
         let bytes = size >= 0 ? Array(area[dictionary.count..<dictionary.count + size]) : []
         return (Outcome(size: size < 0 ? -1 : size, bytes: bytes), false)
@@ -98,7 +103,10 @@ import Testing
                 switch round % 5 {
                 case 0: input[i] = UInt8(truncatingIfNeeded: i / 7 % 9)
                 case 1: input[i] = UInt8(truncatingIfNeeded: 97 + random.next() % 20)
-                case 2: input[i] = i % 97 < 60 ? UInt8(truncatingIfNeeded: i % period * 37) : UInt8(truncatingIfNeeded: random.next())
+                case 2:
+                    input[i] =
+                        i % 97 < 60
+                        ? UInt8(truncatingIfNeeded: i % period * 37) : UInt8(truncatingIfNeeded: random.next())
                 case 3: input[i] = random.next() % 8 == 0 ? UInt8(truncatingIfNeeded: random.next()) : 42
                 default: input[i] = UInt8(truncatingIfNeeded: random.next() % 3)
                 }
@@ -246,7 +254,9 @@ import Testing
         let good = block([0x34, 0x01, 0x00, 0x50], literals: literals)
         let (outcome, undecided) = Self.onePass(good, dictionary: [], capacity: 16, blockCapacity: 16)
         #expect(!undecided)
-        #expect(outcome.bytes == [0x61, 0x62, 0x63] + [UInt8](repeating: 0x63, count: 8) + [0x61, 0x62, 0x63, 0x61, 0x62])
+        #expect(
+            outcome.bytes == [0x61, 0x62, 0x63] + [UInt8](repeating: 0x63, count: 8) + [0x61, 0x62, 0x63, 0x61, 0x62]
+        )
         // Offset 0; an offset reaching before the output; the same with a 2-byte dictionary that it then reaches
         // into; the output one byte short; a match into the output's last 5 bytes: all liblz4's to judge. Then the
         // two boundaries exactly: 5 literals ending 11 bytes before the output's end (liblz4 refuses: a non-last

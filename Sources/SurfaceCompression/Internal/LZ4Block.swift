@@ -277,7 +277,7 @@ extension LZ4Block {
         return true
     }()
 
-    /// ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:scratch:scratchCapacity:)``'s answer for a block liblz4 must
-    /// judge.
+    /// The answer of ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:scratch:scratchCapacity:)``
+    /// for a block liblz4 must judge.
     static let undecided = Int(CSCK_HUFF_UNDECIDED)
 }

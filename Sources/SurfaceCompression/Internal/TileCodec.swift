@@ -642,8 +642,9 @@ enum TileCodec {
     /// reads of the payload comes from one private copy: a plain entry's is copied into slot 5 and given to liblz4;
     /// a coded one (§6.6) is copied into slot 8 and decoded from there in one pass over its sequences (its literals
     /// decoded first into slot 5, then copied to their places in `output`); only a block liblz4 must judge (never
-    /// one its encoders make) is rebuilt from that copy into slot 5 and given to liblz4. `rawBytes`, the component's raw bytes, bounds a coded entry's block. Throws
-    /// `corruptPayload` when the coded literals are invalid. `output` and its dictionary are not in slots 5 or 8.
+    /// one its encoders make) is rebuilt from that copy into slot 5 and given to liblz4. `rawBytes`, the component's
+    /// raw bytes, bounds a coded entry's block. Throws `corruptPayload` when the coded literals are invalid. `output`
+    /// and its dictionary are not in slots 5 or 8.
     static func decompressLZ4Entry(
         _ e: Entry,
         payload: UnsafeRawPointer,
