@@ -67,20 +67,12 @@ import Testing
     @Test(arguments: [PixelFormat.yuv420BiPlanarVideoRange8, .bgra8, .yuv420BiPlanarVideoRange10])
     func aDecoderWrittenFromTheLayoutDocumentDecodesCodedLiteralsExactly(_ format: PixelFormat) async throws {
         // The image of CodedLiteralsTests: eleven bands, coded entries in every format.
-        let width = 640
-        let height = 64 * 11
-        let bytes = screenBytes(format, width: width, height: height, seed: 31)
-        let (_, compressed, statistics) = try ScreenContentTests.compress(
-            bytes,
-            format,
-            width: width,
-            height: height,
-            layoutVersion: 6
+        let screen = try CodedScreen(format)
+        try await Self.expectOutsideDecoderAgrees(
+            screen.compressed,
+            byteCount: screen.statistics.compressedByteCount,
+            screen.bytes
         )
-        let modes = try SurfaceCodec.modeCounts(of: compressed)
-        #expect(modes["codedLiterals", default: 0] > 0, "\(modes)")
-        #expect(try ScreenContentTests.statedVersion(compressed) == 6)
-        try await Self.expectOutsideDecoderAgrees(compressed, byteCount: statistics.compressedByteCount, bytes)
     }
 
     static func expectOutsideDecoderAgrees(_ compressed: PixelBuffer, byteCount: Int, _ bytes: [UInt8]) async throws {
@@ -95,6 +87,7 @@ import Testing
         try Data(surface).write(to: input)
         #expect(try await Self.runPython([input.path, output.path]) == 0)
         let decoded = try [UInt8](Data(contentsOf: output))
+        // The first difference, not the arrays: a failure message stays short.
         #expect(decoded.count == bytes.count)
         let firstDifference = zip(decoded, bytes).enumerated().first { $0.element.0 != $0.element.1 }?.offset
         #expect(firstDifference == nil, "first differing byte: \(firstDifference ?? -1)")
@@ -118,20 +111,6 @@ import Testing
             tiles: .init(width: 192, height: 32)
         )
         #expect(try SurfaceCodec.modeCounts(of: compressed)[mode, default: 0] > 0)
-        try compressed.lock([.readOnly])
-        let surface = compressed.surface.withUnsafeBytes { Array($0.prefix(statistics.compressedByteCount)) }
-        try compressed.unlock([.readOnly])
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("outside-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let input = directory.appendingPathComponent("surface")
-        let output = directory.appendingPathComponent("image")
-        try Data(surface).write(to: input)
-        #expect(try await Self.runPython([input.path, output.path]) == 0)
-        let decoded = try [UInt8](Data(contentsOf: output))
-        // The first difference, not the arrays: a failure message stays short.
-        #expect(decoded.count == bytes.count)
-        let firstDifference = zip(decoded, bytes).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-        #expect(firstDifference == nil, "first differing byte: \(firstDifference ?? -1)")
+        try await Self.expectOutsideDecoderAgrees(compressed, byteCount: statistics.compressedByteCount, bytes)
     }
 }

@@ -290,3 +290,29 @@ import Testing
         }
     }
 }
+
+/// The screen image of the version-6 tests (CodedLiteralsTests, OutsideDecoderTests): eleven 64-row bands, 640
+/// wide (screenBytes, seed 31), compressed at layout version 6, which gives coded-literal entries in every format.
+struct CodedScreen {
+    static let width = 640
+    static let height = 64 * 11
+
+    let bytes: [UInt8]
+    let compressed: PixelBuffer
+    let statistics: SurfaceCodec.Statistics
+
+    /// Compresses the image in `format` and checks that the surface states version 6 and has coded entries.
+    init(_ format: PixelFormat) throws {
+        bytes = screenBytes(format, width: Self.width, height: Self.height, seed: 31)
+        (_, compressed, statistics) = try ScreenContentTests.compress(
+            bytes,
+            format,
+            width: Self.width,
+            height: Self.height,
+            layoutVersion: 6
+        )
+        let modes = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(modes["codedLiterals", default: 0] > 0, "\(modes)")
+        #expect(try ScreenContentTests.statedVersion(compressed) == 6)
+    }
+}

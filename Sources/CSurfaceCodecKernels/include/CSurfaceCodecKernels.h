@@ -153,6 +153,8 @@ void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg
 #define CSCK_HUFF_BAD_TABLE (-2)
 #define CSCK_HUFF_BAD_CODE (-3)
 #define CSCK_HUFF_BAD_SEQUENCES (-4)
+/// csck_huff_lz4_decompress's answer for a block whose LZ4 part only liblz4 can judge (see there).
+#define CSCK_HUFF_UNDECIDED (-5)
 
 /// Splits the LZ4 block `block` (`count` bytes, as liblz4 writes it) into a coded block in `out`: its literals
 /// Huffman-coded, its other bytes verbatim. Returns the coded block's size, or 0 when the block does not parse or
@@ -164,6 +166,23 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
 /// most `capacity` bytes of `out`. Every bound comes from `count` and `capacity`; no input makes it read or write
 /// outside them. The literals are decoded straight into their places in the block (one pass, no literal buffer).
 ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity);
+
+/// Decodes the coded block `payload` (`count` bytes, private memory) without building its LZ4 block B: all its
+/// literals are decoded from the Huffman stream into `scratch` (private, `scratchCapacity` ≥ `blockCapacity` bytes,
+/// so L always fits), then the sequence stream is executed straight into `out` (at most `capacity` bytes), each
+/// sequence's literals copied from `scratch` to where they land. B is at most `blockCapacity` bytes (§6.6 rule 1).
+/// Matches may reach the `dictionaryCount` bytes right before `out` (liblz4's prefix dictionary, §6.5). Returns the
+/// decoded size; or a CSCK_HUFF_BAD_ error when rules 1–4 of §6.6 fail (wherever csck_huff_lz4_decode fails, though
+/// not always with the same code); or CSCK_HUFF_UNDECIDED at a sequence liblz4 might refuse (offset 0 or before the
+/// dictionary, a match ending in the output's last 5 bytes, a non-last sequence's literals ending within 12 bytes of
+/// the output's end or 8 of B's end, match length bytes in B's last 4, literals past the output's end): the caller
+/// then rebuilds B (csck_huff_lz4_decode) and gives it to liblz4, whose verdict stands. Everything else it decodes
+/// exactly as liblz4 decodes B, so blocks liblz4's encoders make never get that answer. Whatever it returns, it has
+/// read only `payload[0..<count]`, `scratch`, the dictionary and `out`, and written only `scratch[0..<L]` and
+/// `out[0..<capacity]`.
+ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t blockCapacity, uint8_t *out,
+                                   size_t dictionaryCount, size_t capacity, uint8_t *scratch,
+                                   size_t scratchCapacity);
 
 #pragma clang assume_nonnull end
 

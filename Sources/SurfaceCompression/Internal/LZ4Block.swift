@@ -238,4 +238,46 @@ extension LZ4Block {
             capacity
         )
     }
+
+    /// Decodes the coded block `payload` (`count` bytes of private memory) in one pass into `destination`
+    /// (`capacity` bytes), the `dictionaryCount` bytes before it serving as dictionary (§6.5), its block at most
+    /// `blockCapacity` bytes, its literals first decoded into `scratch` (`scratchCapacity` ≥ `blockCapacity` bytes,
+    /// private; csck_huff_lz4_decompress). Returns the decoded size, or a negative number:
+    /// ``undecided`` when only liblz4 can judge the block (rebuild it with
+    /// ``decodeLiterals(_:count:into:capacity:)`` and decompress that), any other when the coded block is invalid.
+    static func decompressCoded(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        blockCapacity: Int,
+        dictionaryCount: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int,
+        scratch: UnsafeMutableRawPointer,
+        scratchCapacity: Int
+    ) -> Int {
+        guard count > 0, blockCapacity > 0, capacity > 0, dictionaryCount >= 0, scratchCapacity >= blockCapacity
+        else { return -1 }
+        guard decodesCodedBlocksInOnePass else { return undecided }
+        return unsafe csck_huff_lz4_decompress(
+            payload.assumingMemoryBound(to: UInt8.self),
+            count,
+            blockCapacity,
+            destination.assumingMemoryBound(to: UInt8.self),
+            dictionaryCount,
+            capacity,
+            scratch.assumingMemoryBound(to: UInt8.self),
+            scratchCapacity
+        )
+    }
+
+    /// Whether coded blocks are decoded in one pass (the default), or, with `FRAMEBUS_CODEC_FUSED=0` (read once per
+    /// process, for measurements), rebuilt and given to liblz4 as every block was in version 6's first decoder.
+    static let decodesCodedBlocksInOnePass: Bool = {
+        if let value = unsafe getenv("FRAMEBUS_CODEC_FUSED") { return unsafe String(cString: value) != "0" }
+        return true
+    }()
+
+    /// The answer of ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:scratch:scratchCapacity:)``
+    /// for a block liblz4 must judge.
+    static let undecided = Int(CSCK_HUFF_UNDECIDED)
 }

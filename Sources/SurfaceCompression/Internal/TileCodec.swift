@@ -633,32 +633,69 @@ enum TileCodec {
     /// Scratch slots a decoding worker needs: 0..<4 components, 4 residuals (16-bit), 5 a private copy of a
     /// payload's control bytes or of an LZ4 payload, 6 and 7 (one area) the packed10/packed16 payload an LZ4
     /// stream gives (at most about 2.1 × the samples' bytes), 8 a private copy of a coded-literals payload
-    /// (``privateLZ4Block(_:payload:scratch:stride:rawBytes:)``).
+    /// (``decompressLZ4Entry(_:payload:scratch:stride:rawBytes:dictionaryCount:into:capacity:where:)``).
     static let decodeScratchSlots = 9
 
-    /// Puts the LZ4 block of LZ4-block entry `e` (payload at `payload`, in the surface) into private slot 5 and
-    /// returns its size, or a negative number when the entry's coded literals (§6.6) are invalid. A plain entry's
-    /// payload is copied; a coded one is copied into slot 8 and its block rebuilt from that copy, at most `rawBytes`
-    /// bytes (the component's raw bytes, which bound a coded entry's block).
-    static func privateLZ4Block(
+    /// Decompresses the LZ4 block of LZ4-block entry `e` (payload at `payload`, in the surface) into `output`, at
+    /// most `capacity` bytes, with the `dictionaryCount` bytes right before `output` as its dictionary (§6.5; 0 for
+    /// none), and returns the decompressed size, or a negative number when LZ4 refuses the block. Every byte it
+    /// reads of the payload comes from one private copy: a plain entry's is copied into slot 5 and given to liblz4;
+    /// a coded one (§6.6) is copied into slot 8 and decoded from there in one pass over its sequences (its literals
+    /// decoded first into slot 5, then copied to their places in `output`); only a block liblz4 must judge (never
+    /// one its encoders make) is rebuilt from that copy into slot 5 and given to liblz4. `rawBytes`, the component's
+    /// raw bytes, bounds a coded entry's block. Throws `corruptPayload` when the coded literals are invalid. `output`
+    /// and its dictionary are not in slots 5 or 8.
+    static func decompressLZ4Entry(
         _ e: Entry,
         payload: UnsafeRawPointer,
         scratch: UnsafeMutableRawPointer,
         stride: Int,
-        rawBytes: Int
-    ) -> Int {
+        rawBytes: Int,
+        dictionaryCount: Int = 0,
+        into output: UnsafeMutableRawPointer,
+        capacity: Int,
+        where where_: () -> String
+    ) throws(CompressionError) -> Int {
         let privateCopy = unsafe scratch + 5 * stride
-        guard e.codedLiterals else {
+        var blockCount = e.byteCount
+        if e.codedLiterals {
+            let coded = unsafe scratch + 8 * stride
+            unsafe coded.copyMemory(from: payload, byteCount: e.byteCount)
+            let blockCapacity = min(rawBytes, stride)
+            let count = unsafe LZ4Block.decompressCoded(
+                UnsafeRawPointer(coded),
+                count: e.byteCount,
+                blockCapacity: blockCapacity,
+                dictionaryCount: dictionaryCount,
+                into: output,
+                capacity: capacity,
+                scratch: privateCopy,
+                scratchCapacity: stride
+            )
+            if count >= 0 { return count }
+            guard count == LZ4Block.undecided else {
+                throw CompressionError(.corruptPayload, where_() + " (coded literals)")
+            }
+            blockCount = unsafe LZ4Block.decodeLiterals(
+                UnsafeRawPointer(coded),
+                count: e.byteCount,
+                into: privateCopy,
+                capacity: blockCapacity
+            )
+            guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded literals)") }
+        } else {
             unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
-            return e.byteCount
         }
-        let coded = unsafe scratch + 8 * stride
-        unsafe coded.copyMemory(from: payload, byteCount: e.byteCount)
-        return unsafe LZ4Block.decodeLiterals(
-            UnsafeRawPointer(coded),
-            count: e.byteCount,
-            into: privateCopy,
-            capacity: min(rawBytes, stride)
+        guard dictionaryCount > 0 else {
+            return unsafe LZ4Block.decompress(privateCopy, count: blockCount, into: output, capacity: capacity)
+        }
+        return unsafe LZ4Block.decompress(
+            privateCopy,
+            count: blockCount,
+            dictionary: UnsafeRawPointer(output - dictionaryCount),
+            dictionaryCount: dictionaryCount,
+            into: output,
+            capacity: capacity
         )
     }
 
@@ -802,7 +839,6 @@ enum TileCodec {
             ? ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height)
             : ComponentCodec.maximumPacked16ByteCount(width: extent.width, height: extent.height)
         let payload = unsafe p + e.offset
-        let privateCopy = unsafe scratch + 5 * stride
         var count: Int
         switch e.mode {
         case .raw, .packed8, .packed10, .packed16:
@@ -817,26 +853,22 @@ enum TileCodec {
                 unsafe output.initializeMemory(as: UInt16.self, repeating: v, count: rawBytes / 2)
             }
             count = rawBytes
-        case .lz4, .packed8LZ4, .packed10LZ4, .packed16LZ4:
-            // LZ4 reads a private copy (its bounds checks read lengths from the input).
-            let blockCount = unsafe privateLZ4Block(e, payload: payload, scratch: scratch, stride: stride, rawBytes: rawBytes)
-            guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded literals)") }
-            let capacity = e.mode == .lz4 ? rawBytes : packedCapacity
-            count = unsafe LZ4Block.decompress(privateCopy, count: blockCount, into: output, capacity: capacity)
-            if e.mode == .lz4 && count != rawBytes { count = -1 }
-        case .lz4Up, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up:
-            let blockCount = unsafe privateLZ4Block(e, payload: payload, scratch: scratch, stride: stride, rawBytes: rawBytes)
-            guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded literals)") }
-            let capacity = e.mode == .lz4Up ? rawBytes : packedCapacity
-            count = unsafe LZ4Block.decompress(
-                privateCopy,
-                count: blockCount,
-                dictionary: UnsafeRawPointer(output - dictionaryCount),
+        case .lz4, .packed8LZ4, .packed10LZ4, .packed16LZ4, .lz4Up, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up:
+            // LZ4 reads a private copy (its bounds checks read lengths from the input); an Up entry's dictionary
+            // is right before the output (0 bytes for the others).
+            let samples = e.mode == .lz4 || e.mode == .lz4Up
+            count = try unsafe decompressLZ4Entry(
+                e,
+                payload: payload,
+                scratch: scratch,
+                stride: stride,
+                rawBytes: rawBytes,
                 dictionaryCount: dictionaryCount,
                 into: output,
-                capacity: capacity
+                capacity: samples ? rawBytes : packedCapacity,
+                where: where_
             )
-            if e.mode == .lz4Up && count != rawBytes { count = -1 }
+            if samples && count != rawBytes { count = -1 }
         }
         guard count > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
         inner.tiles[c] = tile
@@ -933,14 +965,21 @@ enum TileCodec {
                 // liblz4 reads lengths and offsets from its input more than once in places; give it a private
                 // copy, so a rewrite under it cannot move its bounds (e.byteCount <= raw <= the slot).
                 let raw = n * bytesPerSample
-                let blockCount = unsafe privateLZ4Block(e, payload: payload, scratch: scratch, stride: stride, rawBytes: raw)
-                guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded literals)") }
                 // The Y of an 8-bit band whose plane rows are contiguous (no padding) is decompressed straight into
                 // the plane: the band's rows are then exactly `raw` bytes there.
                 let inPlane = unsafe c == 0 && isBandOf8BitY && image.bytesPerRow0 == extent.width
                 let target = unsafe inPlane ? planeRows : slot
                 guard
-                    unsafe LZ4Block.decompress(privateCopy, count: blockCount, into: target, capacity: raw) == raw
+                    try unsafe decompressLZ4Entry(
+                        e,
+                        payload: payload,
+                        scratch: scratch,
+                        stride: stride,
+                        rawBytes: raw,
+                        into: target,
+                        capacity: raw,
+                        where: where_
+                    ) == raw
                 else {
                     throw CompressionError(.corruptPayload, where_() + " (lz4)")
                 }
@@ -954,22 +993,16 @@ enum TileCodec {
                 } else if e.mode == .packed8LZ4 {
                     // As for lz4: LZ4 reads a private copy. The packed payload it gives is private too (slot 4, free
                     // for 8-bit samples), at most the component's worst packed size, which the slot holds.
-                    let blockCount = unsafe privateLZ4Block(
+                    let packedSlot = unsafe scratch + 4 * stride
+                    packedCount = try unsafe decompressLZ4Entry(
                         e,
                         payload: payload,
                         scratch: scratch,
                         stride: stride,
-                        rawBytes: n * bytesPerSample
-                    )
-                    guard blockCount > 0 else {
-                        throw CompressionError(.corruptPayload, where_() + " (coded literals)")
-                    }
-                    let packedSlot = unsafe scratch + 4 * stride
-                    packedCount = unsafe LZ4Block.decompress(
-                        privateCopy,
-                        count: blockCount,
+                        rawBytes: n * bytesPerSample,
                         into: packedSlot,
-                        capacity: ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height)
+                        capacity: ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height),
+                        where: where_
                     )
                     guard packedCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
                     unsafe packed = UnsafeRawPointer(packedSlot)
@@ -1002,25 +1035,19 @@ enum TileCodec {
                 } else if e.mode == .packed10LZ4 || e.mode == .packed16LZ4 {
                     // As for packed8LZ4: LZ4 reads a private copy, and writes the packed payload into private
                     // slots 6 and 7, at most the component's worst packed size (<= 2 slots, TileGrid).
-                    let blockCount = unsafe privateLZ4Block(
+                    let packedSlots = unsafe scratch + 6 * stride
+                    packedCount = try unsafe decompressLZ4Entry(
                         e,
                         payload: payload,
                         scratch: scratch,
                         stride: stride,
-                        rawBytes: n * bytesPerSample
-                    )
-                    guard blockCount > 0 else {
-                        throw CompressionError(.corruptPayload, where_() + " (coded literals)")
-                    }
-                    let packedSlots = unsafe scratch + 6 * stride
-                    packedCount = unsafe LZ4Block.decompress(
-                        privateCopy,
-                        count: blockCount,
+                        rawBytes: n * bytesPerSample,
                         into: packedSlots,
                         capacity: ComponentCodec.maximumPacked16ByteCount(
                             width: extent.width,
                             height: extent.height
-                        )
+                        ),
+                        where: where_
                     )
                     guard packedCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
                     unsafe packed = UnsafeRawPointer(packedSlots)
