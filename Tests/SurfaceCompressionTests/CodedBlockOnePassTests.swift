@@ -1,4 +1,5 @@
 import CSurfaceCodecKernels
+import TestSupport
 import Testing
 
 @testable import SurfaceCompression
@@ -7,7 +8,7 @@ import Testing
 /// definition: rebuild the LZ4 block B (csck_huff_lz4_decode) and give it to liblz4, with the same dictionary right
 /// before the output. Every comparison is of every byte; buffers are exactly as large as the bounds given, so a
 /// read or write past them shows in Fuzz/run.sh's address-sanitized build.
-@Suite(.timeLimit(.minutes(5))) struct CodedBlockOnePassTests {
+@Suite(.heavyWork, .timeLimit(.minutes(10))) struct CodedBlockOnePassTests {
     /// What one decoding gave: the decoded size (negative: refused) and the output's first `max(0, size)` bytes.
     struct Outcome: Equatable {
         var size: Int
