@@ -244,33 +244,35 @@ struct RawPeer {
         let path = temporaryBusPath("evil")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let peer = try await startPeer(["bus-subscriber", path, "--timeout", "120"])  // it ends on the refusal; long for a loaded machine
-        // The subscriber waits for WELCOME for 5 s from its connection: accept, HELLO and WELCOME happen on one
-        // thread of their own, with no wait for a thread of the (busy) cooperative pool in between.
+        // The subscriber waits 5 s for WELCOME from its connection: accept, HELLO and WELCOME happen on a thread
+        // started before the subscriber is, with no wait for a thread of the (busy) cooperative pool in between.
         let welcome = WireMessage.welcome(
-                WireWelcome(
-                    version: 2,
-                    deliveryMode: 0,
-                    queueDepth: 1,
-                    maximumHeldFrames: 5,
-                    format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
-                    maximumMessageSize: 4096,
-                    streamID: 1,
-                    subscriberID: 1,
-                    nextSequence: 0,
-                    maximumAnnouncedSurfaces: 64
-                )
-            ).encoded()
+            WireWelcome(
+                version: 2,
+                deliveryMode: 0,
+                queueDepth: 1,
+                maximumHeldFrames: 5,
+                format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
+                maximumMessageSize: 4096,
+                streamID: 1,
+                subscriberID: 1,
+                nextSequence: 0,
+                maximumAnnouncedSurfaces: 64
+            )
+        ).encoded()
+        let publisherSide = DedicatedThreadTask("raw-publisher") { () -> RawPeer? in
+            guard try listener.waitReadable(timeoutMilliseconds: 120_000).get(),
+                let socket = try listener.accept().get()
+            else { return nil }
+            let connection = RawPeer(socket: socket)
+            guard case .hello = connection.next(timeout: 60) else { return nil }
+            connection.send(welcome)
+            return connection
+        }
+        // It ends on the refusal; its own clock is long, for a loaded machine.
+        let peer = try await startPeer(["bus-subscriber", path, "--timeout", "120"])
         let connection = try #require(
-            try await onDedicatedThread("raw-publisher") { () -> RawPeer? in
-                guard try listener.waitReadable(timeoutMilliseconds: 60_000).get(),
-                    let socket = try listener.accept().get()
-                else { return nil }
-                let connection = RawPeer(socket: socket)
-                guard case .hello = connection.next(timeout: 60) else { return nil }
-                connection.send(welcome)
-                return connection
-            },
+            try await publisherSide.value,
             "the subscriber did not connect and say HELLO: \(peer.output)"
         )
 

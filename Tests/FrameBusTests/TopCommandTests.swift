@@ -51,12 +51,11 @@ import TestSupport
         let path = temporaryBusPath("evil-top")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
-        let top = try await startFramebus(["top", path, "--iterations", "1"])
-        // top waits 5 s for the answer to its HELLO: accept, HELLO and the answer happen on one thread of their own,
-        // with no wait for a thread of the (busy) cooperative pool in between.
+        // top waits 5 s for the answer to its HELLO: accept, HELLO and the answer happen on a thread started before
+        // top is, with no wait for a thread of the (busy) cooperative pool in between.
         let evil = WireMessage.error(WireErrorMessage(.notPermitted, "go away \u{1B}[2J\u{1B}]0;pwned\u{07} now")).encoded()
-        let hello = try await onDedicatedThread("raw-publisher") { () -> WireHello? in
-            guard try listener.waitReadable(timeoutMilliseconds: 60_000).get(),
+        let publisherSide = DedicatedThreadTask("raw-publisher") { () -> WireHello? in
+            guard try listener.waitReadable(timeoutMilliseconds: 120_000).get(),
                 let socket = try listener.accept().get()
             else { return nil }
             let connection = RawPeer(socket: socket)
@@ -64,6 +63,8 @@ import TestSupport
             connection.send(evil)
             return hello
         }
+        let top = try await startFramebus(["top", path, "--iterations", "1"])
+        let hello = try await publisherSide.value
         #expect(try #require(hello, "top did not connect and say HELLO: \(top.output)").kind == .monitor)
         let status = try await top.exitStatus(within: 300)
         #expect(status != 0)

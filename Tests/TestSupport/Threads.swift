@@ -63,3 +63,50 @@ public func signalled(_ semaphore: DispatchSemaphore, within seconds: Double) as
         thread.start()
     }
 }
+
+/// `body` started on a thread of its own at once, before the caller's next suspension; ``value`` waits for its result
+/// without holding a thread of Swift's cooperative pool.
+///
+/// For the test's side of a dialogue whose peer starts a clock before the test could resume: a child process that
+/// connects and waits 5 s for an answer is started after this thread, so the answer never waits for the test's task
+/// to get a pool thread back (at the start of a run that took seconds). Await ``value`` once. Do not call `#expect`
+/// inside `body`: return what to check.
+public final class DedicatedThreadTask<Result: Sendable>: Sendable {
+    private struct State {
+        var outcome: Swift.Result<Result, any Error>?
+        var waiter: CheckedContinuation<Result, any Error>?
+    }
+
+    private let state = Mutex(State())
+
+    public init(_ name: String = "test-worker", _ body: @escaping @Sendable () throws -> Result) {
+        let thread = Thread { [self] in
+            let outcome = Swift.Result { try body() }
+            let waiter = state.withLock { state -> CheckedContinuation<Result, any Error>? in
+                if let waiter = state.waiter {
+                    state.waiter = nil
+                    return waiter
+                }
+                state.outcome = outcome
+                return nil
+            }
+            waiter?.resume(with: outcome)
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// The body's result (or what it threw), once it has returned.
+    public var value: Result {
+        get async throws {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+                let outcome = state.withLock { state -> Swift.Result<Result, any Error>? in
+                    if let outcome = state.outcome { return outcome }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        }
+    }
+}
