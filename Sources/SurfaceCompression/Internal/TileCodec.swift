@@ -948,6 +948,11 @@ enum TileCodec {
         let rect = grid.tileRect(tile)
         let isBandOf8BitY = grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width
         let yIntoPlane = isBandOf8BitY && Kernels.decodesStrided
+        // Likewise the packed10 Y of a 10-bit 4:2:0 band whose width is a multiple of 8 (whole blocks end where the
+        // rows do), by the AVX2 kernel.
+        let y10IntoPlane =
+            unsafe grid.format.kind == .yuv16 && rect.x == 0 && rect.width == grid.width && rect.width & 7 == 0
+            && image.bytesPerRow0 & 1 == 0 && Int(bitPattern: image.plane0) & 1 == 0 && Kernels.decodesStrided10
         let planeRows = unsafe image.plane0 + (rect.y - image.originY) * image.bytesPerRow0
         var yWrittenInPlace = false
         let privateCopy = unsafe scratch + 5 * stride
@@ -1090,20 +1095,27 @@ enum TileCodec {
                     guard packedCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
                     unsafe packed = UnsafeRawPointer(packedSlots)
                 }
+                let tenBit = e.mode.innerMode == .packed10
+                let inPlane = y10IntoPlane && c == 0 && tenBit
+                let target = unsafe inPlane ? planeRows : slot
                 guard
                     unsafe ComponentCodec.decodePacked16(
                         packed,
                         count: packedCount,
-                        tenBit: e.mode.innerMode == .packed10,
+                        tenBit: tenBit,
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),
                         controlsCapacity: stride,
                         residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
-                        into: slot.assumingMemoryBound(to: UInt16.self),
-                        capacity: stride / 2
+                        into: target.assumingMemoryBound(to: UInt16.self),
+                        // The plane: exactly the tile's rows there (the grid lies inside it); a slot: its samples.
+                        capacity: unsafe inPlane
+                            ? (extent.height - 1) * (image.bytesPerRow0 / 2) + extent.width : stride / 2,
+                        rowStride: unsafe inPlane ? image.bytesPerRow0 / 2 : nil
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
+                if inPlane { yWrittenInPlace = true }
             }
             }
             switch c {
