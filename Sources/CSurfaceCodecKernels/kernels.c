@@ -628,11 +628,11 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i predict2(__
 __attribute__((target("avx2"))) static void decode_packed10_avx2_unchecked(const uint8_t *payload, size_t count,
                                                                  size_t position, const uint8_t *nibbles,
                                                                  const uint8_t *bits, size_t width, size_t height,
-                                                                 uint16_t *x) {
+                                                                 uint16_t *x, size_t stride) {
     const size_t blocksPerRow = (width + 7) >> 3;
     for (size_t y = 0; y < height; y++) {
-        uint16_t *current = x + y * width;
-        const uint16_t *above = y == 0 ? x : x + (y - 1) * width;
+        uint16_t *current = x + y * stride;
+        const uint16_t *above = y == 0 ? x : x + (y - 1) * stride;
         const unsigned forceLeft = y == 0 ? 3 : 0;
         __m256i previous = _mm256_set1_epi16((short)(y == 0 ? 0 : above[0] >> 6));
         const size_t firstBlock = y * blocksPerRow;
@@ -769,7 +769,18 @@ int csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t posit
                               size_t height, uint16_t *x, size_t xCapacity) {
     if (!csck_decode10_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, xCapacity))
         return -1;
-    decode_packed10_avx2_unchecked(payload, count, position, nibbles, bits, width, height, x);
+    decode_packed10_avx2_unchecked(payload, count, position, nibbles, bits, width, height, x, width);
+    return 0;
+}
+
+int csck_decode_packed10_avx2_strided(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                                      size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                                      size_t height, uint16_t *x, size_t xCapacity, size_t stride) {
+    if ((width & 7) != 0 ||
+        !csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, stride, width,
+                                     xCapacity))
+        return -1;
+    decode_packed10_avx2_unchecked(payload, count, position, nibbles, bits, width, height, x, stride);
     return 0;
 }
 

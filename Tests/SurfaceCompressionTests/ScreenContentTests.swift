@@ -90,6 +90,39 @@ import Testing
         #expect(assembled.flatMap { $0 } == bytes)
     }
 
+    /// A 10-bit Y stored as packed10 (through LZ4 or not) goes straight into the output plane when the band's width
+    /// is a multiple of 8, whether the plane's rows are contiguous (640 wide) or padded (600 wide), and through the
+    /// scratch otherwise (604 wide): all exact, whole-frame on 1 and 2 threads (neighbouring bands decoded at once
+    /// must not touch each other's rows) and tile row by tile row (where the plane is a small scratch buffer).
+    @Test(arguments: [640, 600, 604])
+    func tenBitScreenContentDecodesExactlyIntoPlanesWithAndWithoutRowPadding(width: Int) throws {
+        let format = PixelFormat.yuv420BiPlanarVideoRange10
+        let height = 64 * 5
+        let bytes = screenBytes(format, width: width, height: height, seed: 8)
+        let (_, compressed, _) = try Self.compress(bytes, format, width: width, height: height)
+        let modes = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(modes.filter { $0.key.hasPrefix("packed10") }.map(\.value).reduce(0, +) > 0, "\(modes)")
+        for threads in [1, 2] {
+            let output = try PixelBuffer(width: width, height: height, pixelFormat: format)
+            try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+            #expect(try packed(output) == bytes, "\(threads) threads")
+        }
+        let scratch = try PixelBuffer(width: width, height: 64, pixelFormat: format)
+        var assembled = [[UInt8]](repeating: [], count: 2)
+        try SurfaceCodec.decodeTileRows(of: compressed, into: scratch) { rows in
+            for (index, plane) in format.planes.enumerated() {
+                let rowBytes = width / plane.horizontalSubsampling * plane.bytesPerElement
+                let bytesPerRow = scratch.bytesPerRow(ofPlane: index)
+                try? scratch.withUnsafeBytes(ofPlane: index) { planeBytes in
+                    for row in 0..<rows.count / plane.verticalSubsampling {
+                        assembled[index] += planeBytes[row * bytesPerRow..<row * bytesPerRow + rowBytes]
+                    }
+                }
+            }
+        }
+        #expect(assembled.flatMap { $0 } == bytes)
+    }
+
     /// A surface that needs no version 3 mode says version 2, so decoders that know only version 2 read it.
     @Test func aSurfaceWithoutPackedResidualsThroughLZ4SaysVersion2() throws {
         let format = PixelFormat.yuv420BiPlanarVideoRange8

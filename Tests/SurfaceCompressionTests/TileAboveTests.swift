@@ -31,7 +31,8 @@ import Testing
         tiles: Range<Int>,
         into output: PixelBuffer,
         threads: Int = 1,
-        verifiesChecksums: Bool = true
+        verifiesChecksums: Bool = true,
+        innerAreaPayloads: Int = TileCodec.innerAreaPayloads
     ) throws {
         let op = "test"
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
@@ -52,7 +53,8 @@ import Testing
                     tiles: tiles,
                     into: planes,
                     threads: threads,
-                    verifyChecksums: verifiesChecksums
+                    verifyChecksums: verifiesChecksums,
+                    innerAreaPayloads: innerAreaPayloads
                 )
             }
         }
@@ -128,6 +130,44 @@ import Testing
                     == Self.rowsOf(bytes, format, width: width, height: height, pixelRows: range),
                 "tile row \(row)"
             )
+        }
+    }
+
+    /// A worker lays a chain's inner payloads end to end, each Up entry decoding right after its dictionary; when
+    /// the area is full the dictionary's tail moves to the area's start. Areas of room for one or two of the
+    /// largest payloads (a chain of seven Up entries outgrows them) decode the same bytes as the source: the
+    /// whole frame on 1 and 2 threads, and single tile rows whose chain is read again from the surface.
+    @Test(arguments: formats)
+    func chainsThatOutgrowTheInnerAreaDecodeExactly(_ format: PixelFormat) throws {
+        let width = 640
+        let height = 64 * 11
+        let bytes = screenBytes(format, width: width, height: height, seed: 29)
+        let (_, compressed, _) = try ScreenContentTests.compress(bytes, format, width: width, height: height)
+        let counts = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(try Self.upEntries(compressed) > 0, "\(counts)")
+        for areaPayloads in [1, 2] {
+            for threads in [1, 2] {
+                let output = try PixelBuffer(width: width, height: height, pixelFormat: format)
+                try Self.decode(
+                    compressed,
+                    tiles: 0..<11,
+                    into: output,
+                    threads: threads,
+                    innerAreaPayloads: areaPayloads
+                )
+                #expect(try packed(output) == bytes, "room for \(areaPayloads), \(threads) threads")
+            }
+            for row in [3, 7, 10] {
+                let output = try PixelBuffer(width: width, height: height, pixelFormat: format)
+                try Self.decode(compressed, tiles: row..<row + 1, into: output, innerAreaPayloads: areaPayloads)
+                let range = row * 64..<(row + 1) * 64
+                let all = try packed(output)
+                #expect(
+                    Self.rowsOf(all, format, width: width, height: height, pixelRows: range)
+                        == Self.rowsOf(bytes, format, width: width, height: height, pixelRows: range),
+                    "room for \(areaPayloads), tile row \(row)"
+                )
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import CSurfaceCodecKernels
 import Glibc
 import TestSupport
 import Testing
@@ -318,6 +319,107 @@ import Testing
                 }
             }
         }
+    }
+
+    /// Decodes a packed10 `payload` under AVX2 into rows `stride` samples apart (the rest 0xEEEE); nil for a refusal.
+    static func decode10(_ payload: [UInt8], width: Int, height: Int, stride: Int) -> [UInt16]? {
+        Kernels.withTier(.avx2) {
+            var output = [UInt16](repeating: 0xEEEE, count: (height - 1) * stride + width)
+            var controls = [UInt8](repeating: 0, count: width * height + 64)
+            var residuals = [UInt16](repeating: 0, count: (width + 8) * height + 64)
+            let ok = payload.withUnsafeBytes { p in
+                output.withUnsafeMutableBufferPointer { x in
+                    controls.withUnsafeMutableBufferPointer { c in
+                        residuals.withUnsafeMutableBufferPointer { r in
+                            ComponentCodec.decodePacked16(
+                                p.baseAddress!,
+                                count: p.count,
+                                tenBit: true,
+                                width: width,
+                                height: height,
+                                controls: c.baseAddress!,
+                                controlsCapacity: c.count,
+                                residuals: r.baseAddress!,
+                                into: x.baseAddress!,
+                                capacity: x.count,
+                                rowStride: stride
+                            )
+                        }
+                    }
+                }
+            }
+            return ok ? output : nil
+        }
+    }
+
+    /// The AVX2 packed10 kernel decodes into rows a stride apart (a 10-bit Y band straight into its plane): every
+    /// width that is a multiple of 8, arbitrary and encoded payloads, the same samples as the portable code in each
+    /// row and not one sample written between the rows; the capacity buffer ends right after the last row's last
+    /// sample, so a write past it would be caught by the kernel's refusal, not by luck. The entry point refuses a
+    /// width that is not a multiple of 8 and a capacity one sample short.
+    @Test(.enabled(if: Kernels.availableTiers.contains(.avx2)), arguments: groups)
+    func theAVX2Packed10KernelDecodesIntoRowsAStrideApart(group: Int) {
+        var random = SplitMix(seed: UInt64(5000 + group))
+        let widths = Array(stride(from: 8, through: 320, by: 8))
+        for width in widths where (width / 8) % Self.groups.count == group {
+            let height = 1 + Int(random.next() % 70)
+            let blocks = width / 8 * height
+            var payloads: [([UInt8], String)] = (0..<3).map { style in
+                (arbitraryPackedPayload(blocks: blocks, maximum: 10, widths: PayloadWidths.mixes[style], random: &random),
+                 "arbitrary \(style)")
+            }
+            for noise in [1, 60, 1024] {
+                let samples = (0..<width * height).map { i in
+                    UInt16(((i % width) * 7 + (i / width) * 11 + Int(random.next() % UInt64(noise))) & 0x3FF) << 6
+                }
+                let (mode, payload) = Self.encode16(samples, width: width, height: height)
+                if mode == .packed10 { payloads.append((payload, "noise \(noise)")) }
+            }
+            for (payload, label) in payloads {
+                guard let portable = Self.decode10(payload, width: width, height: height, tier: .portable) else {
+                    Issue.record("\(width)x\(height) \(label): refused")
+                    continue
+                }
+                for extra in [0, 5, 24] {
+                    let stride = width + extra
+                    guard let strided = Self.decode10(payload, width: width, height: height, stride: stride) else {
+                        Issue.record("\(width)x\(height) \(label) stride \(stride): refused")
+                        continue
+                    }
+                    var rows: [UInt16] = []
+                    var between = true
+                    for y in 0..<height {
+                        rows += strided[y * stride..<y * stride + width]
+                        if y + 1 < height { between = between && strided[y * stride + width..<(y + 1) * stride].allSatisfy { $0 == 0xEEEE } }
+                    }
+                    #expect(rows == portable, "\(width)x\(height) \(label) stride \(stride)")
+                    #expect(between, "\(width)x\(height) \(label) stride \(stride): wrote between rows")
+                }
+            }
+        }
+        #if arch(x86_64)
+        // Refusals: nothing written, -1.
+        let payload = arbitraryPackedPayload(blocks: 2 * 4, maximum: 10, widths: PayloadWidths.mixes[0], random: &random)
+        var controls = [UInt8](repeating: 0, count: 256)
+        var output = [UInt16](repeating: 0xEEEE, count: 4096)
+        for (width, stride, capacity) in [(12, 16, 4096), (16, 15, 4096), (16, 24, 3 * 24 + 16 - 1)] {
+            let blocks = (width + 7) / 8 * 4
+            let controlBytes = (blocks + 1) / 2 + (blocks + 7) / 8
+            let status = payload.withUnsafeBytes { p in
+                controls.withUnsafeMutableBufferPointer { c in
+                    output.withUnsafeMutableBufferPointer { x in
+                        csck_decode_packed10_avx2_strided(
+                            p.baseAddress!.assumingMemoryBound(to: UInt8.self), p.count, controlBytes,
+                            c.baseAddress!, c.count, c.baseAddress! + (blocks + 1) / 2, c.count - (blocks + 1) / 2,
+                            width, 4, x.baseAddress!, capacity, stride
+                        )
+                    }
+                }
+            }
+            #expect(status == -1, "width \(width), stride \(stride), capacity \(capacity)")
+        }
+        #expect(output.allSatisfy { $0 == 0xEEEE })
+        #endif
     }
 
     // MARK: pack8

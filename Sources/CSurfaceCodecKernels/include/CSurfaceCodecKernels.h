@@ -80,6 +80,15 @@ int csck_decode_packed10_avx2(const uint8_t *payload, size_t count, size_t posit
                               size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
                               size_t height, uint16_t *x, size_t xCapacity);
 
+/// csck_decode_packed10_avx2 with rows `stride` samples apart (≥ width) and `width` a multiple of 8, so that
+/// exactly the samples of the rows are written (whole blocks end where the rows do): for a plane, whose other
+/// bytes stay as they were. `xCapacity` (in samples) must be at least (height − 1) × stride + width; returns -1,
+/// having done nothing, when it is not, when `width` is not a multiple of 8, or when a control capacity does not
+/// hold, else 0. Call only when csck_cpu_has_avx2() returned 1.
+int csck_decode_packed10_avx2_strided(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                                      size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
+                                      size_t height, uint16_t *x, size_t xCapacity, size_t stride);
+
 /// Chooses and packs the blocks of a packed8 payload (docs/COMPRESSED-LAYOUT.md §6.1): `up` and `left` hold
 /// the zig-zagged residuals of each block under each predictor (8 bytes a block, blockCount × 8 readable bytes
 /// each: no read goes past them); writes the width nibbles, the predictor bits and the packed blocks to `out` and

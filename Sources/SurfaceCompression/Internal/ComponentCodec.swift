@@ -860,6 +860,9 @@ enum ComponentCodec {
     /// Decodes a packed10 or packed16 payload into `x` (`capacity` samples, at least (height − 1) × width +
     /// ⌈width / 8⌉ × 8: whole blocks are stored); `r` is residual scratch (rows rounded up to 8); `controls` as for
     /// ``decodePacked8(_:count:width:height:controls:controlsCapacity:into:capacity:rowStride:usesVectorKernels:)``.
+    /// With `rowStride` (packed10 only, under a tier that ``Kernels/decodesStrided10``, `width` a multiple of 8) the
+    /// rows are `rowStride` samples apart in `x` and exactly their samples are written (`capacity` at least
+    /// (height − 1) × rowStride + width): a plane's other samples stay as they were.
     static func decodePacked16(
         _ payload: UnsafeRawPointer,
         count: Int,
@@ -871,14 +874,22 @@ enum ComponentCodec {
         residuals r: UnsafeMutablePointer<UInt16>,
         into x: UnsafeMutablePointer<UInt16>,
         capacity: Int,
+        rowStride: Int? = nil,
         usesVectorKernels: Bool = true
     ) -> Bool {
         let blocksPerRow = (width &+ 7) &>> 3
         let stride = blocksPerRow &<< 3
         let blockCount = blocksPerRow &* height
-        // Whole blocks of 8 samples are stored: the last row reaches ⌈width / 8⌉ × 8 samples.
+        // Whole blocks of 8 samples are stored: the last row reaches ⌈width / 8⌉ × 8 samples (exactly width when
+        // strided: a multiple of 8).
+        if let rowStride {
+            precondition(
+                tenBit && usesVectorKernels && Kernels.decodesStrided10 && width & 7 == 0 && rowStride >= width,
+                "decodePacked16: rows \(rowStride) apart need packed10, the AVX2 tier and a width multiple of 8"
+            )
+        }
         precondition(
-            height == 0 || capacity >= (height &- 1) &* width &+ stride,
+            height == 0 || capacity >= (height &- 1) &* (rowStride ?? width) &+ stride,
             "decodePacked16: \(capacity) samples for \(width)×\(height)"
         )
         precondition(
@@ -920,6 +931,24 @@ enum ComponentCodec {
         }
         guard tooWide == 0, total == count else { return false }
         if tenBit {
+            if let rowStride {
+                let decoded = unsafe Kernels.decodePacked10(
+                    payload,
+                    count: count,
+                    position: nibbleBytes &+ bitBytes,
+                    nibbles: nibbles,
+                    nibbleCapacity: controlsCapacity,
+                    bits: bits,
+                    bitCapacity: controlsCapacity &- nibbleBytes,
+                    width: width,
+                    height: height,
+                    into: x,
+                    capacity: capacity,
+                    rowStride: rowStride
+                )
+                precondition(decoded, "decodePacked16: no strided packed10 kernel under this tier")
+                return true
+            }
             if usesVectorKernels,
                 unsafe Kernels.decodePacked10(
                     payload,

@@ -154,6 +154,51 @@ package enum Kernels {
         return true
     }
 
+    /// Whether the tier in effect decodes packed10 straight into a plane (rows a stride apart, widths a multiple of
+    /// 8, exactly the samples written): the AVX2 tier does; the others write contiguous rows.
+    static var decodesStrided10: Bool { tier == .avx2 }
+
+    /// ``decodePacked10(_:count:position:nibbles:nibbleCapacity:bits:bitCapacity:width:height:into:capacity:)`` with
+    /// rows `rowStride` samples apart and `width` a multiple of 8 (see `csck_decode_packed10_avx2_strided`); the
+    /// caller checks both and ``decodesStrided10`` (a refusal is a precondition failure). Returns false, having
+    /// done nothing, under any other tier.
+    static func decodePacked10(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        position: Int,
+        nibbles: UnsafePointer<UInt8>,
+        nibbleCapacity: Int,
+        bits: UnsafePointer<UInt8>,
+        bitCapacity: Int,
+        width: Int,
+        height: Int,
+        into x: UnsafeMutablePointer<UInt16>,
+        capacity: Int,
+        rowStride: Int
+    ) -> Bool {
+        #if arch(x86_64)
+        guard tier == .avx2 else { return false }
+        let status = unsafe csck_decode_packed10_avx2_strided(
+            payload.assumingMemoryBound(to: UInt8.self),
+            count,
+            position,
+            nibbles,
+            nibbleCapacity,
+            bits,
+            bitCapacity,
+            width,
+            height,
+            x,
+            capacity,
+            rowStride
+        )
+        precondition(status == 0, "packed10 kernel: \(width)×\(height) rows \(rowStride) apart do not fit")
+        return true
+        #else
+        return false
+        #endif
+    }
+
     /// Chooses and packs the blocks of a packed8 payload with the tier in effect (see `csck_pack8_avx2`): sets
     /// `size` and `zeroBlocks`. `capacity` is the writable bytes at `out` (the kernel refuses less than the worst
     /// case plus ``packSlack``; a refusal is a precondition failure here). Returns false, having done nothing,

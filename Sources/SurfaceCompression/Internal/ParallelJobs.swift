@@ -60,6 +60,8 @@
     var verifyChecksums = true
     /// Whether the table has Up entries: decoded inner payloads are then kept for the tile below.
     var keepsInnerPayloads = false
+    /// How many of the largest inner payloads each inner-payload area holds (``TileCodec/innerAreaPayloads``).
+    var innerAreaPayloads = TileCodec.innerAreaPayloads
     var failures: UnsafeMutableBufferPointer<CompressionError?>? = nil
 
     func work(worker: Int) {
@@ -68,7 +70,7 @@
         else { return }
         let first = tiles.lowerBound + tiles.count * worker / workers
         let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
-        var inner = TileCodec.InnerPayloads(enabled: keepsInnerPayloads)
+        var inner = TileCodec.InnerPayloads(enabled: keepsInnerPayloads, areaPayloads: innerAreaPayloads)
         for tile in first..<end {
             do throws(CompressionError) {
                 try unsafe TileCodec.decodeTile(

@@ -703,6 +703,8 @@ enum TileCodec {
     ///
     /// Every offset, size and mode comes from `header.entries` (private, validated); `p` is read only for
     /// payload bytes, within those bounds, so a surface rewritten meanwhile gives wrong pixels or an error.
+    /// `innerAreaPayloads` sizes each worker's inner-payload areas (``innerAreaPayloads``; smaller in tests, so
+    /// that chains outgrow them).
     static func decode(
         _ header: Header,
         from p: UnsafeRawPointer,
@@ -710,7 +712,8 @@ enum TileCodec {
         into image: ImagePlanes,
         threads: Int,
         verifyChecksums: Bool = true,
-        workspace: CodecWorkspace = CodecWorkspace()
+        workspace: CodecWorkspace = CodecWorkspace(),
+        innerAreaPayloads: Int = TileCodec.innerAreaPayloads
     ) throws(CompressionError) {
         let grid = header.grid
         precondition(header.entries.count == grid.entryCount, "decode needs a parsed header")
@@ -719,7 +722,8 @@ enum TileCodec {
         let stride = grid.scratchComponentStride
         // Up entries: each worker keeps two inner-payload areas per component (the tile above's, the tile's own).
         let keepsInner = header.entries.contains { $0.mode.usesTileAbove }
-        let innerBytes = keepsInner ? grid.componentCount * innerAreaByteCount(grid) : 0
+        let areaPayloads = max(1, innerAreaPayloads)
+        let innerBytes = keepsInner ? grid.componentCount * innerAreaByteCount(grid, payloads: areaPayloads) : 0
         let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * decodeScratchSlots + innerBytes)
         CodecWorkspace.reset(&workspace.failures, count: workers, to: nil)
         unsafe workspace.failures.withUnsafeMutableBufferPointer { failures in
@@ -735,6 +739,7 @@ enum TileCodec {
                 job.workers = workers
                 job.verifyChecksums = verifyChecksums
                 job.keepsInnerPayloads = keepsInner
+                job.innerAreaPayloads = areaPayloads
                 unsafe job.failures = failures
                 workspace.parallel(workers: workers, job)
                 unsafe job.scratch = nil
@@ -744,42 +749,63 @@ enum TileCodec {
     }
 
     /// A decoding worker's inner payloads (surfaces with Up entries): per component, which tile's inner payload
-    /// (the packed payload its entry is or decompresses to, or its samples) the component's private area holds, and
-    /// its size. The area of component c starts at ``innerArea(_:component:_:_:)``: ``dictionaryReach`` bytes where
-    /// the tail of the tile above's inner payload is put, then the payload itself, so that LZ4 sees the dictionary
-    /// right before its output (liblz4's fast prefix path; a dictionary elsewhere decodes several times slower).
+    /// (the packed payload its entry is or decompresses to, or its samples) the component's private area holds,
+    /// where it starts in the area and its size. The area of component c (``innerAreaBase(_:component:_:_:payloads:)``)
+    /// holds a chain's inner payloads end to end: an Up entry decodes right after the payload of the tile above,
+    /// so that LZ4 finds its dictionary right before its output (liblz4's fast prefix path; a dictionary elsewhere
+    /// decodes several times slower) without a copy. Only when the area's end is near is the dictionary's tail
+    /// (at most ``dictionaryReach`` bytes) moved to the area's start, before its first payload.
     struct InnerPayloads {
         var enabled: Bool
         var tiles: InlineArray<4, Int> = .init(repeating: -1)
+        var starts: InlineArray<4, Int> = .init(repeating: 0)
         var counts: InlineArray<4, Int> = .init(repeating: 0)
+        /// How many of the largest inner payloads each area holds (``innerAreaPayloads``; tests make it smaller).
+        var areaPayloads: Int
 
-        init(enabled: Bool) { self.enabled = enabled }
+        init(enabled: Bool, areaPayloads: Int = TileCodec.innerAreaPayloads) {
+            self.enabled = enabled
+            self.areaPayloads = max(1, areaPayloads)
+        }
     }
 
     /// How far back an LZ4 match reaches: the most of a dictionary that can matter.
     static let dictionaryReach = 65536
 
-    /// Bytes of one component's inner-payload area: the dictionary room and the largest inner payload (a packed16
-    /// payload, about 2.1 × the samples' bytes, fits in `bytesPerSample` slots).
-    static func innerAreaByteCount(_ grid: TileGrid) -> Int {
-        grid.scratchComponentStride * grid.format.bytesPerSample + dictionaryReach
+    /// How many of the largest inner payloads one component's area holds end to end. Real payloads are mostly
+    /// smaller than the largest (8-bit samples fill about half of it), so a whole chain usually fits.
+    static let innerAreaPayloads = TileMode.chainRows / 2
+
+    /// The size of the largest inner payload of a tile of `grid` (a packed16 payload, about 2.1 × the samples'
+    /// bytes, fits in `bytesPerSample` slots).
+    static func innerPayloadByteCount(_ grid: TileGrid) -> Int {
+        grid.scratchComponentStride * grid.format.bytesPerSample
     }
 
-    /// Where the inner payload of component `c` starts (``dictionaryReach`` bytes of dictionary room before it).
-    static func innerArea(
+    /// Bytes of one component's inner-payload area: the dictionary room, then `payloads` (``innerAreaPayloads``) of
+    /// the largest inner payloads.
+    static func innerAreaByteCount(_ grid: TileGrid, payloads: Int) -> Int {
+        dictionaryReach + payloads * innerPayloadByteCount(grid)
+    }
+
+    /// Where the inner-payload area of component `c` starts (its first payload starts ``dictionaryReach`` bytes
+    /// later, room for a dictionary moved before it).
+    static func innerAreaBase(
         _ grid: TileGrid,
         component c: Int,
         _ scratch: UnsafeMutableRawPointer,
-        _ stride: Int
+        _ stride: Int,
+        payloads: Int
     ) -> UnsafeMutableRawPointer {
-        unsafe scratch + decodeScratchSlots * stride + c * innerAreaByteCount(grid) + dictionaryReach
+        unsafe scratch + decodeScratchSlots * stride + c * innerAreaByteCount(grid, payloads: payloads)
     }
 
-    /// Puts the inner payload of tile `tile`, component `c`, into the component's area and returns its size. For an
-    /// Up entry the inner payload of the tile above is loaded first when the area does not hold it (the first tile
-    /// a worker decodes, or a grid of several tiles across): at most ``TileMode/chainRows`` − 1 further entries,
-    /// a bound parse enforces. Its last ``dictionaryReach`` bytes (or all, if fewer) are then copied right before
-    /// the area's payload start, and the entry's LZ4 block is decoded with them as its dictionary.
+    /// Puts the inner payload of tile `tile`, component `c`, into the component's area and returns where it is and
+    /// its size. For an Up entry the inner payload of the tile above is loaded first when the area does not hold
+    /// it (the first tile a worker decodes, or a grid of several tiles across): at most ``TileMode/chainRows`` − 1
+    /// further entries, a bound parse enforces. The entry is decoded right after it, its last ``dictionaryReach``
+    /// bytes (or all, if fewer) serving as the dictionary where they are; when the area has no room left after it
+    /// for the entry's largest output, that tail is first moved to the area's start.
     ///
     /// Everything is private: each payload is copied before LZ4 reads it, and the result stays in the worker's
     /// scratch. A dictionary entry that is itself bad (its checksum, when checked, or its LZ4) fails this entry.
@@ -794,7 +820,7 @@ enum TileCodec {
         verifyChecksums: Bool,
         checksPayload: Bool,
         inner: inout InnerPayloads
-    ) throws(CompressionError) -> Int {
+    ) throws(CompressionError) -> (pointer: UnsafeRawPointer, count: Int) {
         let components = grid.componentCount
         let e = unsafe entries[tile * components + c]
         func where_() -> String { "SurfaceCodec.decode: tile \(tile) component \(c)" }
@@ -806,7 +832,19 @@ enum TileCodec {
                 throw CompressionError(.checksumMismatch, where_() + " (a dictionary)")
             }
         }
-        let output = unsafe innerArea(grid, component: c, scratch, stride)
+        let extent = grid.componentExtent(tile: tile, component: c)
+        let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
+        let packedCapacity =
+            grid.format.bytesPerSample == 1
+            ? ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height)
+            : ComponentCodec.maximumPacked16ByteCount(width: extent.width, height: extent.height)
+        let samples = e.mode.innerMode == nil  // raw, solid, lz4, lz4Up: the inner payload is the samples
+        // The most this entry's inner payload can be (raw and packed payloads are at most the raw size, which
+        // parse checked); the area's payload room holds at least one of these.
+        let capacity = samples ? rawBytes : max(packedCapacity, rawBytes)
+        let base = unsafe innerAreaBase(grid, component: c, scratch, stride, payloads: inner.areaPayloads)
+        let areaEnd = innerAreaByteCount(grid, payloads: inner.areaPayloads)
+        var start = dictionaryReach
         var dictionaryCount = 0
         if e.mode.usesTileAbove {
             let aboveTile = tile - grid.tilesAcross  // >= 0: parse refuses Up entries in the first row of a chain
@@ -825,19 +863,20 @@ enum TileCodec {
                 )
             }
             dictionaryCount = min(inner.counts[c], dictionaryReach)
-            // The dictionary's tail, right before the output (disjoint: it comes from the output region).
-            unsafe (output - dictionaryCount).copyMemory(
-                from: output + (inner.counts[c] - dictionaryCount),
-                byteCount: dictionaryCount
-            )
+            start = inner.starts[c] + inner.counts[c]
+            if start > areaEnd - capacity {
+                // No room after the dictionary: its tail moves to the area's start, right before the first
+                // payload's place (moveMemory: the two may overlap when the area's payloads are few).
+                unsafe (base + (dictionaryReach - dictionaryCount)).moveInitializeMemory(
+                    as: UInt8.self,
+                    from: (base + (start - dictionaryCount)).assumingMemoryBound(to: UInt8.self),
+                    count: dictionaryCount
+                )
+                start = dictionaryReach
+            }
         }
+        let output = unsafe base + start
         inner.tiles[c] = -1
-        let extent = grid.componentExtent(tile: tile, component: c)
-        let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
-        let packedCapacity =
-            grid.format.bytesPerSample == 1
-            ? ComponentCodec.maximumPacked8ByteCount(width: extent.width, height: extent.height)
-            : ComponentCodec.maximumPacked16ByteCount(width: extent.width, height: extent.height)
         let payload = unsafe p + e.offset
         var count: Int
         switch e.mode {
@@ -856,7 +895,6 @@ enum TileCodec {
         case .lz4, .packed8LZ4, .packed10LZ4, .packed16LZ4, .lz4Up, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up:
             // LZ4 reads a private copy (its bounds checks read lengths from the input); an Up entry's dictionary
             // is right before the output (0 bytes for the others).
-            let samples = e.mode == .lz4 || e.mode == .lz4Up
             count = try unsafe decompressLZ4Entry(
                 e,
                 payload: payload,
@@ -872,8 +910,9 @@ enum TileCodec {
         }
         guard count > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
         inner.tiles[c] = tile
+        inner.starts[c] = start
         inner.counts[c] = count
-        return count
+        return (UnsafeRawPointer(output), count)
     }
 
     /// Whether tile `tile`'s component `c` goes through an inner-payload area: its entry uses the tile above, or the
@@ -909,6 +948,11 @@ enum TileCodec {
         let rect = grid.tileRect(tile)
         let isBandOf8BitY = grid.format.kind == .yuv8 && rect.x == 0 && rect.width == grid.width
         let yIntoPlane = isBandOf8BitY && Kernels.decodesStrided
+        // Likewise the packed10 Y of a 10-bit 4:2:0 band whose width is a multiple of 8 (whole blocks end where the
+        // rows do), by the AVX2 kernel.
+        let y10IntoPlane =
+            unsafe grid.format.kind == .yuv16 && rect.x == 0 && rect.width == grid.width && rect.width & 7 == 0
+            && image.bytesPerRow0 & 1 == 0 && Int(bitPattern: image.plane0) & 1 == 0 && Kernels.decodesStrided10
         let planeRows = unsafe image.plane0 + (rect.y - image.originY) * image.bytesPerRow0
         var yWrittenInPlace = false
         let privateCopy = unsafe scratch + 5 * stride
@@ -932,7 +976,7 @@ enum TileCodec {
             // through a private inner-payload area kept for the tile below.
             var innerPayload: (pointer: UnsafeRawPointer, count: Int)? = nil
             if unsafe inner.enabled && needsInnerPayload(grid, tile: tile, component: c, entries: entries) {
-                let count = try unsafe loadInnerPayload(
+                unsafe innerPayload = try unsafe loadInnerPayload(
                     grid,
                     tile: tile,
                     component: c,
@@ -944,7 +988,6 @@ enum TileCodec {
                     checksPayload: false,
                     inner: &inner
                 )
-                unsafe innerPayload = (UnsafeRawPointer(innerArea(grid, component: c, scratch, stride)), count)
             }
             if let innerPayload = unsafe innerPayload, e.mode.innerMode == nil {
                 // raw, solid, lz4, lz4Up: the area holds the samples.
@@ -1052,20 +1095,27 @@ enum TileCodec {
                     guard packedCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
                     unsafe packed = UnsafeRawPointer(packedSlots)
                 }
+                let tenBit = e.mode.innerMode == .packed10
+                let inPlane = y10IntoPlane && c == 0 && tenBit
+                let target = unsafe inPlane ? planeRows : slot
                 guard
                     unsafe ComponentCodec.decodePacked16(
                         packed,
                         count: packedCount,
-                        tenBit: e.mode.innerMode == .packed10,
+                        tenBit: tenBit,
                         width: extent.width,
                         height: extent.height,
                         controls: privateCopy.assumingMemoryBound(to: UInt8.self),
                         controlsCapacity: stride,
                         residuals: (scratch + 4 * stride).assumingMemoryBound(to: UInt16.self),
-                        into: slot.assumingMemoryBound(to: UInt16.self),
-                        capacity: stride / 2
+                        into: target.assumingMemoryBound(to: UInt16.self),
+                        // The plane: exactly the tile's rows there (the grid lies inside it); a slot: its samples.
+                        capacity: unsafe inPlane
+                            ? (extent.height - 1) * (image.bytesPerRow0 / 2) + extent.width : stride / 2,
+                        rowStride: unsafe inPlane ? image.bytesPerRow0 / 2 : nil
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
+                if inPlane { yWrittenInPlace = true }
             }
             }
             switch c {

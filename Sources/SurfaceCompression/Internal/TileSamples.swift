@@ -103,7 +103,7 @@ enum TileSamples {
     }
 
     /// Writes one tile into the image; `components[c]` points at component `c`'s contiguous samples. With
-    /// `skipsComponent0`, an 8-bit 4:2:0 tile's Y is already in the plane.
+    /// `skipsComponent0`, a 4:2:0 tile's Y is already in the plane.
     static func scatter(
         _ grid: TileGrid,
         tile: Int,
@@ -133,7 +133,7 @@ enum TileSamples {
             }
         case .yuv16:
             let y = unsafe components.c0.assumingMemoryBound(to: UInt16.self)
-            for row in 0..<rect.height {
+            for row in 0..<(skipsComponent0 ? 0 : rect.height) {
                 let dst = unsafe image.plane0 + (rect.y + row - image.originY) * image.bytesPerRow0 + rect.x * 2
                 unsafe dst.assumingMemoryBound(to: UInt16.self).update(from: y + row * rect.width, count: rect.width)
             }
