@@ -11,6 +11,11 @@ import CSurfaceCodecKernels
     var plane1: UnsafeMutableRawPointer
     var bytesPerRow1: Int
     var originY: Int = 0
+    /// Whether only this process can write the planes (a writable memfd surface it made: sealed with
+    /// `F_SEAL_FUTURE_WRITE`, no other mapping can write it). Only then may the decoder read back what it wrote
+    /// there as an LZ4 dictionary (docs/COMPRESSED-LAYOUT.md §9 rule 4); memory a caller hands over as a pointer,
+    /// or a DMA-BUF, is not.
+    var isPrivate = false
 }
 
 /// Moving one tile between the base-format image and contiguous per-component sample buffers
