@@ -2,7 +2,7 @@
 //
 // The input is taken as the bytes of a compressed surface. It is parsed and, if the header and table are
 // valid, decoded into an image of the size the header describes, with checksums off (so the fuzzer reaches
-// the payload decoders) and on. Any crash, out-of-bounds access (AddressSanitizer) or hang is a bug; a thrown
+// the payload decoders) and on, into planes taken as shared and as private (the in-plane dictionary path). Any crash, out-of-bounds access (AddressSanitizer) or hang is a bug; a thrown
 // CompressionError is the expected outcome for damaged input.
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -36,20 +36,25 @@ public func fuzzDecoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let total = grid.rawImageByteCount
         let image = UnsafeMutableRawPointer.allocate(byteCount: max(total, 1), alignment: 64)
         defer { image.deallocate() }
-        let planes = ImagePlanes(
-            plane0: image,
-            bytesPerRow0: rowBytes0,
-            plane1: grid.format.kind == .bgra ? image : image + plane0Bytes,
-            bytesPerRow1: rowBytes1
-        )
-        try? TileCodec.decode(
-            header,
-            from: UnsafeRawPointer(input),
-            tiles: 0..<grid.tileCount,
-            into: planes,
-            threads: 1,
-            verifyChecksums: verify
-        )
+        // Both kinds of plane: memory others may write (the private inner-payload areas hold every dictionary) and
+        // memory only this decoder writes (an lz4Up Y band's dictionary is the band above it in the plane).
+        for isPrivate in [false, true] {
+            let planes = ImagePlanes(
+                plane0: image,
+                bytesPerRow0: rowBytes0,
+                plane1: grid.format.kind == .bgra ? image : image + plane0Bytes,
+                bytesPerRow1: rowBytes1,
+                isPrivate: isPrivate
+            )
+            try? TileCodec.decode(
+                header,
+                from: UnsafeRawPointer(input),
+                tiles: 0..<grid.tileCount,
+                into: planes,
+                threads: 1,
+                verifyChecksums: verify
+            )
+        }
     }
     return 0
 }

@@ -66,13 +66,16 @@ func makeImage(_ grid: TileGrid, seed: UInt64, screen: Bool) -> UnsafeMutableRaw
     return image
 }
 
-func planes(_ grid: TileGrid, _ image: UnsafeMutableRawPointer) -> ImagePlanes {
+/// The planes of `image`; `isPrivate`: only this decoder writes them (an lz4Up Y band may then take the band above
+/// it in the plane as its dictionary).
+func planes(_ grid: TileGrid, _ image: UnsafeMutableRawPointer, isPrivate: Bool = false) -> ImagePlanes {
     let rowBytes = grid.format.kind == .bgra ? grid.width * 4 : grid.width * grid.format.bytesPerSample
     return ImagePlanes(
         plane0: image,
         bytesPerRow0: rowBytes,
         plane1: grid.format.kind == .bgra ? image : image + rowBytes * grid.height,
-        bytesPerRow1: rowBytes
+        bytesPerRow1: rowBytes,
+        isPrivate: isPrivate
     )
 }
 
@@ -82,7 +85,7 @@ func race(
     screen: Bool,
     seconds: Double,
     seed: UInt64
-) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int, up: Int, coded: Int) {
+) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int, up: Int, coded: Int, inPlane: Int) {
     let source = makeImage(grid, seed: seed, screen: screen)
     defer { source.deallocate() }
     let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
@@ -148,8 +151,14 @@ func race(
     var decodes = 0
     var errors = 0
     var storage = TileCodec.ParseStorage()
+    // lz4Up Y bands decoded in the private plane with the band above there as dictionary (counted, so a run that
+    // never takes that path under rewrites shows it).
+    let workspace = CodecWorkspace()
+    var inPlane = 0
     while Date() < deadline {
         for verify in [false, true] {
+            // The output is this thread's alone: alternately taken as private (the in-plane dictionary path).
+            let isPrivate = decodes & 2 == 0
             decodes += 1
             do {
                 let header = try TileCodec.parse(
@@ -162,10 +171,12 @@ func race(
                     header,
                     from: UnsafeRawPointer(surface.base),
                     tiles: 0..<header.grid.tileCount,
-                    into: planes(header.grid, output),
+                    into: planes(header.grid, output, isPrivate: isPrivate),
                     threads: 1,
-                    verifyChecksums: verify
+                    verifyChecksums: verify,
+                    workspace: workspace
                 )
+                inPlane += workspace.decodeTally.planeDictionaryDecodes
                 // One tile row on its own (the last): an Up entry's chain of dictionaries is read from the surface
                 // again, under the same rewrites.
                 let lastRow = header.grid.tileCount - header.grid.tilesAcross
@@ -173,7 +184,7 @@ func race(
                     header,
                     from: UnsafeRawPointer(surface.base),
                     tiles: lastRow..<header.grid.tileCount,
-                    into: planes(header.grid, output),
+                    into: planes(header.grid, output, isPrivate: isPrivate),
                     threads: 1,
                     verifyChecksums: verify
                 )
@@ -185,7 +196,7 @@ func race(
     }
     flags.stop.store(true, ordering: .relaxed)
     while !writer.isFinished { usleep(1000) }
-    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4, up, coded)
+    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4, up, coded, inPlane)
 }
 
 @main
@@ -207,6 +218,7 @@ enum RaceDecoder {
         ]
         let share = seconds / Double(cases.count)
         var codedEntries = 0
+        var inPlaneDecodes = 0
         for (index, (fourCC, kind, width, height, tileWidth, tileHeight, screen)) in cases.enumerated() {
             let grid = TileGrid(
                 format: CodecFormat(kind: kind),
@@ -220,9 +232,10 @@ enum RaceDecoder {
                 "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
                     + "\(result.decodes) decodes, \(result.errors) errors, \(result.writes) rewrites, "
                     + "\(result.packed8LZ4) packed-through-LZ4 entries, \(result.up) Up entries, "
-                    + "\(result.coded) coded-literals entries; no crash"
+                    + "\(result.coded) coded-literals entries, \(result.inPlane) in-plane Up decodes; no crash"
             )
             codedEntries += result.coded
+            inPlaneDecodes += result.inPlane
             guard !screen || tileHeight > 16 || result.up > 0 else {
                 print("the eight-row screen-content surface has no Up entry to race")
                 exit(1)
@@ -238,6 +251,10 @@ enum RaceDecoder {
         }
         guard codedEntries > 0 else {
             print("no surface has a coded-literals entry (layout version 6) to race")
+            exit(1)
+        }
+        guard inPlaneDecodes > 0 else {
+            print("no lz4Up Y band decoded in a private plane (the band above as dictionary) under rewrites")
             exit(1)
         }
     }

@@ -836,3 +836,49 @@ void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg
         bgra[4 * i + 3] = a[i];
     }
 }
+
+void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr) {
+    size_t i = 0;
+#if defined(__x86_64__)
+    for (; i + 32 <= count; i += 32) {
+        const __m128i b0 = _mm_loadu_si128((const __m128i *)(cb + i));
+        const __m128i r0 = _mm_loadu_si128((const __m128i *)(cr + i));
+        const __m128i b1 = _mm_loadu_si128((const __m128i *)(cb + i + 16));
+        const __m128i r1 = _mm_loadu_si128((const __m128i *)(cr + i + 16));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i), _mm_unpacklo_epi8(b0, r0));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i + 16), _mm_unpackhi_epi8(b0, r0));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i + 32), _mm_unpacklo_epi8(b1, r1));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i + 48), _mm_unpackhi_epi8(b1, r1));
+    }
+    for (; i + 16 <= count; i += 16) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(cb + i));
+        const __m128i r = _mm_loadu_si128((const __m128i *)(cr + i));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i), _mm_unpacklo_epi8(b, r));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i + 16), _mm_unpackhi_epi8(b, r));
+    }
+#endif
+    for (; i < count; i++) {
+        cbcr[2 * i] = cb[i];
+        cbcr[2 * i + 1] = cr[i];
+    }
+}
+
+void csck_interleave_cbcr16(const uint16_t *cb, const uint16_t *cr, size_t count, uint16_t *cbcr) {
+    size_t i = 0;
+#if defined(__x86_64__)
+    for (; i + 16 <= count; i += 16) {
+        const __m128i b0 = _mm_loadu_si128((const __m128i *)(cb + i));
+        const __m128i r0 = _mm_loadu_si128((const __m128i *)(cr + i));
+        const __m128i b1 = _mm_loadu_si128((const __m128i *)(cb + i + 8));
+        const __m128i r1 = _mm_loadu_si128((const __m128i *)(cr + i + 8));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i), _mm_unpacklo_epi16(b0, r0));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i + 8), _mm_unpackhi_epi16(b0, r0));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i + 16), _mm_unpacklo_epi16(b1, r1));
+        _mm_storeu_si128((__m128i *)(cbcr + 2 * i + 24), _mm_unpackhi_epi16(b1, r1));
+    }
+#endif
+    for (; i < count; i++) {
+        cbcr[2 * i] = cb[i];
+        cbcr[2 * i + 1] = cr[i];
+    }
+}

@@ -32,7 +32,8 @@ import Testing
         into output: PixelBuffer,
         threads: Int = 1,
         verifiesChecksums: Bool = true,
-        innerAreaPayloads: Int = TileCodec.innerAreaPayloads
+        innerAreaPayloads: Int = TileCodec.innerAreaPayloads,
+        workspace: CodecWorkspace = CodecWorkspace()
     ) throws {
         let op = "test"
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
@@ -54,6 +55,7 @@ import Testing
                     into: planes,
                     threads: threads,
                     verifyChecksums: verifiesChecksums,
+                    workspace: workspace,
                     innerAreaPayloads: innerAreaPayloads
                 )
             }

@@ -150,6 +150,13 @@ size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount
 void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg, const uint8_t *a, size_t count,
                           uint8_t *bgra);
 
+/// Interleaves `count` chroma pairs of an 8-bit 4:2:0 tile row: `cbcr[2i] = cb[i]`, `cbcr[2i + 1] = cr[i]` (2 × count
+/// bytes). Every architecture (SSE2 on x86-64, baseline there).
+void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr);
+
+/// The same for 16-bit samples (x420, xf20): `cbcr[2i] = cb[i]`, `cbcr[2i + 1] = cr[i]` (2 × count samples).
+void csck_interleave_cbcr16(const uint16_t *cb, const uint16_t *cr, size_t count, uint16_t *cbcr);
+
 /// LZ4 blocks with Huffman-coded literals (docs/COMPRESSED-LAYOUT.md §6.6): the longest code, in bits.
 #define CSCK_HUFF_MAX_BITS 11
 /// The fixed part of a coded block's header: literal count (u32), sequence byte count (u32), a 32-byte bitmap of

@@ -20,6 +20,11 @@
     var chunkFirstTile: [Int] = []
     var chunkUsed: [Int] = []
     var failures: [CompressionError?] = []
+    /// Per worker of the last decode: the paths it took (``TileCodec/DecodeTally``); tests sum them.
+    var decodeTallies: [TileCodec.DecodeTally] = []
+
+    /// The sum of ``decodeTallies``.
+    var decodeTally: TileCodec.DecodeTally { decodeTallies.reduce(TileCodec.DecodeTally(), +) }
     /// The parallel parts of encode and decode, filled per call (no closure to allocate).
     let encodeJob = EncodeChunksJob()
     let decodeJob = DecodeTilesJob()

@@ -63,14 +63,18 @@
     /// How many of the largest inner payloads each inner-payload area holds (``TileCodec/innerAreaPayloads``).
     var innerAreaPayloads = TileCodec.innerAreaPayloads
     var failures: UnsafeMutableBufferPointer<CompressionError?>? = nil
+    /// Per worker: its ``TileCodec/InnerPayloads/tally``.
+    var tallies: UnsafeMutableBufferPointer<TileCodec.DecodeTally>? = nil
 
     func work(worker: Int) {
         guard let grid, let entries = unsafe entries, let surface = unsafe surface, let image = unsafe image,
-            let scratch = unsafe scratch, let failures = unsafe failures
+            let scratch = unsafe scratch, let failures = unsafe failures,
+            let tallies = unsafe tallies
         else { return }
         let first = tiles.lowerBound + tiles.count * worker / workers
         let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
         var inner = TileCodec.InnerPayloads(enabled: keepsInnerPayloads, areaPayloads: innerAreaPayloads)
+        defer { unsafe tallies[worker] = inner.tally }
         for tile in first..<end {
             do throws(CompressionError) {
                 try unsafe TileCodec.decodeTile(

@@ -63,7 +63,10 @@ enum PixelBufferAccess {
             bytesPerRow0: buffer.planeLayout(0).bytesPerRow,
             plane1: base1 ?? plane0,
             bytesPerRow1: buffer.planeLayout(planeCount - 1).bytesPerRow,
-            originY: originY
+            originY: originY,
+            // A writable memfd surface was made by this process and sealed against every other writable mapping
+            // (an imported one is mapped read-only); a DMA-BUF may be written by its exporter or a device.
+            isPrivate: writable && buffer.surface.backing == .memfd && !buffer.surface.isReadOnly
         )
         return try unsafe body(planes)
     }

@@ -726,23 +726,29 @@ enum TileCodec {
         let innerBytes = keepsInner ? grid.componentCount * innerAreaByteCount(grid, payloads: areaPayloads) : 0
         let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * decodeScratchSlots + innerBytes)
         CodecWorkspace.reset(&workspace.failures, count: workers, to: nil)
+        CodecWorkspace.reset(&workspace.decodeTallies, count: workers, to: DecodeTally())
         unsafe workspace.failures.withUnsafeMutableBufferPointer { failures in
-            unsafe header.entries.withUnsafeBufferPointer { entries in
-                let job = workspace.decodeJob
-                job.grid = grid
-                unsafe job.entries = entries
-                unsafe job.surface = p
-                job.tiles = tiles
-                unsafe job.image = image
-                unsafe job.scratch = scratch
-                job.stride = stride
-                job.workers = workers
-                job.verifyChecksums = verifyChecksums
-                job.keepsInnerPayloads = keepsInner
-                job.innerAreaPayloads = areaPayloads
-                unsafe job.failures = failures
-                workspace.parallel(workers: workers, job)
-                unsafe job.scratch = nil
+            unsafe workspace.decodeTallies.withUnsafeMutableBufferPointer { tallies in
+                unsafe header.entries.withUnsafeBufferPointer { entries in
+                    let job = workspace.decodeJob
+                    job.grid = grid
+                    unsafe job.entries = entries
+                    unsafe job.surface = p
+                    job.tiles = tiles
+                    unsafe job.image = image
+                    unsafe job.scratch = scratch
+                    job.stride = stride
+                    job.workers = workers
+                    job.verifyChecksums = verifyChecksums
+                    job.keepsInnerPayloads = keepsInner
+                    job.innerAreaPayloads = areaPayloads
+                    unsafe job.failures = failures
+                    unsafe job.tallies = tallies
+                    workspace.parallel(workers: workers, job)
+                    unsafe job.scratch = nil
+                    unsafe job.failures = nil
+                    unsafe job.tallies = nil
+                }
             }
         }
         for failure in workspace.failures { if let failure { throw failure } }
@@ -762,10 +768,32 @@ enum TileCodec {
         var counts: InlineArray<4, Int> = .init(repeating: 0)
         /// How many of the largest inner payloads each area holds (``innerAreaPayloads``; tests make it smaller).
         var areaPayloads: Int
+        /// The last tile this worker decoded in this call, all of its samples now in the image: when the image is
+        /// private (``ImagePlanes/isPrivate``) with contiguous Y rows, that tile's Y is the dictionary of an `lz4Up`
+        /// Y entry below, right before the rows it decodes into (see ``decodeTile``).
+        var lastTile = -1
+        /// What this worker did in this call that tests check (the paths taken).
+        var tally = DecodeTally()
 
         init(enabled: Bool, areaPayloads: Int = TileCodec.innerAreaPayloads) {
             self.enabled = enabled
             self.areaPayloads = max(1, areaPayloads)
+        }
+    }
+
+    /// What a decoding worker did, for tests that claim a path ran (``CodecWorkspace/decodeTallies``).
+    struct DecodeTally: Hashable, Sendable {
+        /// `lz4Up` Y entries decoded straight into a private plane, with the Y of the tile above there as dictionary.
+        var planeDictionaryDecodes = 0
+        /// Inner payloads of tiles above decoded again from the surface (the worker did not keep them: its first
+        /// tile, or a tile whose dictionary it did not keep).
+        var reloadedInnerPayloads = 0
+
+        static func + (a: DecodeTally, b: DecodeTally) -> DecodeTally {
+            DecodeTally(
+                planeDictionaryDecodes: a.planeDictionaryDecodes + b.planeDictionaryDecodes,
+                reloadedInnerPayloads: a.reloadedInnerPayloads + b.reloadedInnerPayloads
+            )
         }
     }
 
@@ -849,6 +877,7 @@ enum TileCodec {
         if e.mode.usesTileAbove {
             let aboveTile = tile - grid.tilesAcross  // >= 0: parse refuses Up entries in the first row of a chain
             if inner.tiles[c] != aboveTile {
+                inner.tally.reloadedInnerPayloads += 1
                 _ = try unsafe loadInnerPayload(
                     grid,
                     tile: aboveTile,
@@ -955,6 +984,10 @@ enum TileCodec {
             && image.bytesPerRow0 & 1 == 0 && Int(bitPattern: image.plane0) & 1 == 0 && Kernels.decodesStrided10
         let planeRows = unsafe image.plane0 + (rect.y - image.originY) * image.bytesPerRow0
         var yWrittenInPlace = false
+        // The Y rows of a 4:2:0 band follow one another in the plane with no padding: the band's Y there is exactly
+        // its raw bytes, and the band above's ends right before it.
+        let isBandOfY = grid.format.kind != .bgra && rect.x == 0 && rect.width == grid.width
+        let yRowsContiguous = unsafe isBandOfY && image.bytesPerRow0 == rect.width * bytesPerSample
         let privateCopy = unsafe scratch + 5 * stride
         // Version 1 stored the low 32 bits of each payload checksum, version 2 all 64.
         let checksumMask: UInt64 = grid.layoutVersion == 1 ? 0xFFFF_FFFF : ~0
@@ -972,6 +1005,65 @@ enum TileCodec {
                 }
             }
             var source = UnsafeRawPointer(slot)
+            // Surfaces with Up entries, the Y of a band, rows contiguous in a plane only this process can write: an
+            // lz4 entry, and an lz4Up entry whose tile above this worker has just decoded into the plane (its Y, the
+            // dictionary, is then right before this band's rows), decode straight into the plane. liblz4 and the
+            // coded decoder take their prefix path there; no private area, no copy. The plane is memory this decoder
+            // wrote and nobody else can write (§9 rule 4); shared or padded planes take the private area below.
+            if c == 0, unsafe inner.enabled && yRowsContiguous && image.isPrivate, e.mode == .lz4 || e.mode == .lz4Up {
+                let above = tile - grid.tilesAcross
+                let usesPlane =
+                    unsafe e.mode == .lz4
+                    || above == inner.lastTile && entries[above * grid.componentCount].mode.innerMode == nil
+                if usesPlane {
+                    let raw = n * bytesPerSample
+                    let dictionaryCount =
+                        e.mode == .lz4Up ? min(grid.rawByteCount(tile: above, component: 0), dictionaryReach) : 0
+                    guard
+                        try unsafe decompressLZ4Entry(
+                            e,
+                            payload: payload,
+                            scratch: scratch,
+                            stride: stride,
+                            rawBytes: raw,
+                            dictionaryCount: dictionaryCount,
+                            into: planeRows,
+                            capacity: raw,
+                            where: where_
+                        ) == raw
+                    else {
+                        throw CompressionError(.corruptPayload, where_() + " (lz4)")
+                    }
+                    yWrittenInPlace = true
+                    if e.mode == .lz4Up { inner.tally.planeDictionaryDecodes += 1 }
+                    // The area no longer holds the inner payload of the tile above this one's. A packed Up entry
+                    // below takes this band's Y as its dictionary from the area: its last 64 KiB go there (read back
+                    // from the private plane); an lz4Up entry below finds it in the plane.
+                    inner.tiles[0] = -1
+                    let below = tile + grid.tilesAcross
+                    if below < grid.tileCount {
+                        let belowMode = unsafe entries[below * grid.componentCount].mode
+                        if belowMode.usesTileAbove && belowMode.innerMode != nil {
+                            let count = min(raw, dictionaryReach)
+                            let base = unsafe innerAreaBase(
+                                grid,
+                                component: 0,
+                                scratch,
+                                stride,
+                                payloads: inner.areaPayloads
+                            )
+                            unsafe (base + (dictionaryReach - count)).copyMemory(
+                                from: planeRows + (raw - count),
+                                byteCount: count
+                            )
+                            inner.tiles[0] = tile
+                            inner.starts[0] = dictionaryReach - count
+                            inner.counts[0] = count
+                        }
+                    }
+                    continue
+                }
+            }
             // Surfaces with Up entries: an entry that uses the tile above, or that the entry below uses, goes
             // through a private inner-payload area kept for the tile below.
             var innerPayload: (pointer: UnsafeRawPointer, count: Int)? = nil
@@ -1008,9 +1100,9 @@ enum TileCodec {
                 // liblz4 reads lengths and offsets from its input more than once in places; give it a private
                 // copy, so a rewrite under it cannot move its bounds (e.byteCount <= raw <= the slot).
                 let raw = n * bytesPerSample
-                // The Y of an 8-bit band whose plane rows are contiguous (no padding) is decompressed straight into
+                // The Y of a 4:2:0 band whose plane rows are contiguous (no padding) is decompressed straight into
                 // the plane: the band's rows are then exactly `raw` bytes there.
-                let inPlane = unsafe c == 0 && isBandOf8BitY && image.bytesPerRow0 == extent.width
+                let inPlane = c == 0 && yRowsContiguous
                 let target = unsafe inPlane ? planeRows : slot
                 guard
                     try unsafe decompressLZ4Entry(
@@ -1132,5 +1224,6 @@ enum TileCodec {
             into: image,
             skipsComponent0: yWrittenInPlace
         )
+        inner.lastTile = tile
     }
 }

@@ -11,6 +11,11 @@ import CSurfaceCodecKernels
     var plane1: UnsafeMutableRawPointer
     var bytesPerRow1: Int
     var originY: Int = 0
+    /// Whether only this process can write the planes (a writable memfd surface it made: sealed with
+    /// `F_SEAL_FUTURE_WRITE`, no other mapping can write it). Only then may the decoder read back what it wrote
+    /// there as an LZ4 dictionary (docs/COMPRESSED-LAYOUT.md §9 rule 4); memory a caller hands over as a pointer,
+    /// or a DMA-BUF, is not.
+    var isPrivate = false
 }
 
 /// Moving one tile between the base-format image and contiguous per-component sample buffers
@@ -124,12 +129,9 @@ enum TileSamples {
             let cr = unsafe components.c2.assumingMemoryBound(to: UInt8.self)
             for row in 0..<rect.height / 2 {
                 let dst = unsafe (image.plane1 + ((rect.y - image.originY) / 2 + row) * image.bytesPerRow1 + rect.x)
-                    .assumingMemoryBound(to: UInt16.self)
-                let b = unsafe cb + row * cw
-                let r = unsafe cr + row * cw
-                for i in 0..<cw {
-                    unsafe dst[i] = (UInt16(b[i]) | UInt16(r[i]) &<< 8).littleEndian
-                }
+                    .assumingMemoryBound(to: UInt8.self)
+                // The C kernel (SSE2 on x86-64): byte unpacking, which this loop in Swift did not become.
+                unsafe csck_interleave_cbcr8(cb + row * cw, cr + row * cw, cw, dst)
             }
         case .yuv16:
             let y = unsafe components.c0.assumingMemoryBound(to: UInt16.self)
@@ -142,12 +144,8 @@ enum TileSamples {
             let cr = unsafe components.c2.assumingMemoryBound(to: UInt16.self)
             for row in 0..<rect.height / 2 {
                 let dst = unsafe (image.plane1 + ((rect.y - image.originY) / 2 + row) * image.bytesPerRow1 + rect.x * 2)
-                    .assumingMemoryBound(to: UInt32.self)
-                let b = unsafe cb + row * cw
-                let r = unsafe cr + row * cw
-                for i in 0..<cw {
-                    unsafe dst[i] = (UInt32(b[i]) | UInt32(r[i]) &<< 16).littleEndian
-                }
+                    .assumingMemoryBound(to: UInt16.self)
+                unsafe csck_interleave_cbcr16(cb + row * cw, cr + row * cw, cw, dst)
             }
         case .bgra:
             let g = unsafe components.c0.assumingMemoryBound(to: UInt8.self)
