@@ -87,8 +87,10 @@ extension PublisherCore {
         followedPools.withLock { $0[pool.id]?.observation = observation }
     }
 
-    /// The pool freed a surface. This can run inside the state lock (a subscriber's release drops the last
-    /// reference to a buffer of a pool that went away), so the id is only noted here; the loop thread retires it.
+    /// The pool freed a surface, on whatever thread freed it: the producer's, a caller of `publish`, or the loop
+    /// thread right after it unlocked (a subscriber's release dropped the last reference to a buffer of a pool that
+    /// went away; ``withState(_:)`` drops such buffers outside the lock). The id is only noted here, without taking
+    /// the state lock; the loop thread retires it.
     func surfaceFreed(_ surfaceID: UInt64) {
         freedSurfaces.withLock { $0.append(surfaceID) }
         doorbell.ring()
