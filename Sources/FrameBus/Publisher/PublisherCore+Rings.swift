@@ -57,8 +57,10 @@ extension PublisherCore {
     /// be), and flushes those whose announce ring had been full.
     func serviceRings(_ state: inout State, onlyUnarmed: Bool = false) {
         guard !state.rings.isEmpty else { return }
-        for id in Array(state.rings.keys) {
-            guard let rings = state.rings[id], !(onlyUnarmed && rings.isArmed) else { continue }
+        // Over the map as it is now (no copy of its keys per frame); a ring whose subscriber failed meanwhile is
+        // skipped.
+        let all = state.rings
+        for (id, rings) in all where !(onlyUnarmed && rings.isArmed) && state.rings[id] === rings {
             serviceRing(id, rings, &state)
         }
     }

@@ -213,6 +213,15 @@ package final class ReleaseRing {
         case violation(String)
     }
 
+    /// Where ``send(_:)-(WireMessage)`` encodes each RELEASE (reused: a release allocates nothing).
+    private var encoding: [UInt8] = []
+
+    /// Encodes one RELEASE and sends it like ``send(_:)-([UInt8])``.
+    func send(_ message: WireMessage) -> Outcome {
+        message.encode(into: &encoding)
+        return send(encoding)
+    }
+
     /// Writes one RELEASE, publishes it and wakes the publisher if it sleeps (or if a quarter of the ring waits).
     func send(_ message: [UInt8]) -> Outcome {
         switch writer.append(message) {

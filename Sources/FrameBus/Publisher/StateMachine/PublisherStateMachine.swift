@@ -140,6 +140,8 @@ package struct PublisherStateMachine<Resource> {
     var pendingDiscontinuity = false
     var holdTimes = LatencyRecorder()
     var logLimiter = LogLimiter()
+    /// The formats of the last ``FramePlan``, kept so that planning a frame allocates no array.
+    var planFormats: [UInt32] = []
     /// What the machine let go of and the IO layer has not taken yet (``takeReleased()``).
     package internal(set) var released: [Resource] = []
 
