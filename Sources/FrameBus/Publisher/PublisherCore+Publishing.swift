@@ -116,7 +116,9 @@ extension PublisherCore {
                 let fresh =
                     format == source && sourceIsDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
                 withState(releasingInto: &released) { state in
-                    reapBeforePublishing(&state)
+                    // One clock read for the reaping, the delivery and the sends.
+                    let now = ProcessInfoShim.monotonicNanoseconds()
+                    reapBeforePublishing(&state, now: now)
                     let described = converted.flatMap {
                         representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
                     }
@@ -128,10 +130,10 @@ extension PublisherCore {
                         format: fourCC,
                         representation: described,
                         isConversion: format != source,
-                        now: ProcessInfoShim.monotonicNanoseconds(),
+                        now: now,
                         into: &actions
                     )
-                    perform(actions, &state)
+                    perform(actions, &state, now: now)
                     actions.removeAll(keepingCapacity: true)
                     swap(&actions, &state.deliveryActions)
                 }
