@@ -63,10 +63,12 @@ struct LatencyRecorder {
 
     mutating func record(nanoseconds: UInt64) {
         let value = min(max(nanoseconds, 1), Self.highest)
-        if histogram == nil {
-            histogram = Histogram<UInt64>(highestTrackableValue: Self.highest, numberOfSignificantValueDigits: .two)
-        }
-        _ = histogram?.record(value)
+        // Taken out and put back, so it is recorded in place (once per frame: no copy of its counts, no retain).
+        var recorder =
+            histogram.take()
+            ?? Histogram<UInt64>(highestTrackableValue: Self.highest, numberOfSignificantValueDigits: .two)
+        _ = recorder.record(value)
+        histogram = consume recorder
     }
 
     var summary: LatencySummary {

@@ -133,6 +133,18 @@ public final class PixelBuffer: @unchecked Sendable {
         self.init(surface: surface, pixelFormat: format, attachments: attachments, recycler: { _ in releaseHandler() })
     }
 
+    /// ``init(surface:attachments:releaseHandler:)`` for a surface already known to fit `pixelFormat`: a subscriber
+    /// checks each imported surface once (by making a pixel buffer of it) and wraps it again for every frame, which
+    /// then repeats no check. A surface's layout never changes, so the first check holds for its life.
+    package convenience init(
+        checkedSurface surface: Surface,
+        pixelFormat: PixelFormat,
+        attachments: PixelBufferAttachments,
+        releaseHandler: @escaping @Sendable () -> Void
+    ) {
+        self.init(surface: surface, pixelFormat: pixelFormat, attachments: attachments, recycler: { _ in releaseHandler() })
+    }
+
     init(
         surface: Surface,
         pixelFormat: PixelFormat,

@@ -167,18 +167,28 @@ public final class PixelBufferPool: Sendable {
     ///   ``Attributes/allocationThreshold`` buffers already exist and none is idle (``nextPixelBuffer()`` waits
     ///   instead); ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
     public func makePixelBuffer() throws(PixelBufferError) -> PixelBuffer {
+        guard let buffer = try pixelBufferIfAvailable() else {
+            throw PixelBufferError(
+                .wouldExceedAllocationThreshold,
+                "PixelBufferPool.makePixelBuffer: \(attributes.allocationThreshold ?? 0) buffers of \(attributes.pixelFormat) in use"
+            )
+        }
+        return buffer
+    }
+
+    /// ``makePixelBuffer()`` without the error when the allocation threshold is reached: nil then. For a producer
+    /// that polls for a buffer under back-pressure (a publisher's `makePixelBuffer`), where describing the error
+    /// would cost more than taking a buffer.
+    ///
+    /// - Throws: ``PixelBufferError/Code-swift.struct/surface`` if a new surface cannot be made.
+    package func pixelBufferIfAvailable() throws(PixelBufferError) -> PixelBuffer? {
         let now = state.now()
         let grant: Grant? = state.value.withLock { state in
             // Callers waiting in nextPixelBuffer() come first; they exist only when nothing can be vended anyway.
             guard state.waiters.isEmpty else { return nil }
             return state.immediateGrant()
         }
-        guard let grant else {
-            throw PixelBufferError(
-                .wouldExceedAllocationThreshold,
-                "PixelBufferPool.makePixelBuffer: \(attributes.allocationThreshold ?? 0) buffers of \(attributes.pixelFormat) in use"
-            )
-        }
+        guard let grant else { return nil }
         return try vend(grant, now: now, operation: "PixelBufferPool.makePixelBuffer")
     }
 

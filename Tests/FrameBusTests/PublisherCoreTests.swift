@@ -160,6 +160,45 @@ final class BlockingLog: Sendable {
         withExtendedLifetime(kept) {}
     }
 
+    /// A subscriber's release can drop the last reference to a published buffer: the producer dropped its buffer and
+    /// its pool went away while a subscriber (a second process) held the frame. The pool then frees the surface and
+    /// calls its observers, the application's handler among them, which may call back into the publisher. Here the
+    /// handler asks for the publisher's statistics from another thread and waits for them: they come, because the
+    /// machine hands what it lets go of to the IO layer, which drops it after unlocking. Before, the release dropped
+    /// the buffer under the state lock, the handler ran inside it, and the other thread waited until the handler gave
+    /// up (a handler calling the publisher itself deadlocked).
+    @Test func aSurfaceFreedByASubscribersReleaseIsReportedOutsideThePublishersLock() async throws {
+        let path = temporaryBusPath("release-outside-lock")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        defer { publisher.stop() }
+        let subscriber = try await startPeer(["bus-subscriber", path, "--frames", "1", "--timeout", "600"])
+        try #require(await eventually(timeout: 300) { publisher.subscriberCount == 1 }, "the subscriber never came")
+        /// Each freed surface, and whether the publisher answered another thread while the handler ran.
+        let heard = Mutex<[(surfaceID: UInt64, publisherAnswered: Bool)]>([])
+        let surfaceID: UInt64
+        do {
+            let pool = try PixelBufferPool(attributes: Self.attributes)
+            pool.setSurfaceFreedHandler { id in
+                let answered = DispatchSemaphore(value: 0)
+                let other = Thread {
+                    _ = publisher.statistics
+                    answered.signal()
+                }
+                other.start()
+                // Long, so that a starved machine does not fail the test; inside the lock it never comes.
+                let inTime = answered.wait(timeout: .now() + 60) == .success
+                heard.withLock { $0.append((id.rawValue, inTime)) }
+            }
+            surfaceID = try publishOne(publisher, pool).id.rawValue
+            // The buffer and the pool go away here: the publisher's hold on the frame is the last reference.
+        }
+        #expect(await subscriber.waitForOutput("frame seq=0", timeout: 300), "the subscriber did not get the frame")
+        let freed = await eventually(timeout: 300) { heard.withLock { $0.contains { $0.surfaceID == surfaceID } } }
+        try #require(freed, "the released frame's surface was never freed")
+        let entry = try #require(heard.withLock { $0.first { $0.surfaceID == surfaceID } })
+        #expect(entry.publisherAnswered, "the surface-freed handler ran inside the publisher's state lock")
+    }
+
     /// Publishes one buffer of `pool`; returns its surface.
     private func publishOne(_ publisher: Publisher, _ pool: PixelBufferPool) throws -> Surface {
         let buffer = try publisher.makePixelBuffer(from: pool)

@@ -375,6 +375,38 @@ struct MachineHarness {
         #expect(harness.machine.heldFrameCount == 0)
     }
 
+    /// The machine drops no resource itself: a released frame's, a sent SURFACE's and a forgotten connection's
+    /// (held frames, SURFACEs still queued) are handed to the IO layer through `takeReleased()`, once each, so that
+    /// the publisher drops its buffers after unlocking (a buffer's last reference runs application code).
+    @Test func everyResourceTheMachineLetsGoOfIsHandedOverOnce() {
+        var harness = Harness()
+        let id = harness.subscribe(mode: 1, depth: 4)
+        harness.writable = []
+        harness.publish(on: 1)  // a SURFACE and a held frame keep resource 1
+        #expect(harness.machine.takeReleased().isEmpty)
+        harness.writable = nil
+        harness.perform([.flush(id)])
+        #expect(harness.machine.takeReleased() == [1], "the SURFACE sent lets go of its resource")
+        harness.receive(.release(WireRelease(sequence: 0, surfaceID: 1, flags: 0)), from: id)
+        #expect(harness.machine.takeReleased() == [1], "the released frame lets go of its resource")
+        #expect(harness.machine.takeReleased().isEmpty, "handed over twice")
+        // Held and queued when the connection goes: both are handed over.
+        harness.writable = []
+        harness.publish(on: 2)
+        harness.perform(harness.machine.connectionClosed(id, reason: "end of file", now: harness.now))
+        #expect(harness.machine.takeReleased() == [2, 2])
+        // At stop, likewise (a subscriber that read, one that did not).
+        let reader = harness.subscribe(mode: 1, depth: 4)
+        let stuck = harness.subscribe(mode: 1, depth: 4)
+        harness.writable = [reader]
+        harness.publish(on: 3)
+        #expect(harness.machine.takeReleased() == [3], "the reader's SURFACE sent")
+        harness.writable = nil
+        harness.perform(harness.machine.stop(now: harness.now))
+        #expect(harness.machine.takeReleased() == [3, 3, 3], "held by both, and the SURFACE queued for \(stuck)")
+        #expect(harness.machine.heldFrameCount == 0)
+    }
+
     @Test func anErrorFromASubscriberIsNeverAnswered() {
         var harness = Harness()
         let id = harness.subscribe()

@@ -133,11 +133,46 @@ import SystemPackage
             count: RingLayout.slotSize)
     }
 
+    /// Copies slot `index % slotCount` into `slot`, private memory of ours reused for every slot read (one copy, as
+    /// ``copySlot(_:)`` makes, without allocating). `slot` becomes `slotSize` bytes long.
+    package func copySlot(_ index: UInt64, into slot: inout [UInt8]) {
+        if slot.count != RingLayout.slotSize { slot = [UInt8](repeating: 0, count: RingLayout.slotSize) }
+        let offset = RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
+        unsafe slot.withUnsafeMutableBytes { destination in
+            unsafe destination.baseAddress!.copyMemory(from: unsafe address + offset, byteCount: RingLayout.slotSize)
+        }
+    }
+
     /// Writes slot `index % slotCount` of our own file.
     package func writeSlot(_ index: UInt64, _ bytes: [UInt8]) {
         precondition(isWritable && bytes.count == RingLayout.slotSize)
         let offset = RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
         unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    }
+
+    /// Writes slot `index % slotCount` of our own file as ``RingLayout/slot(controlCount:message:)`` lays it out
+    /// (header, message, zeros), straight into the mapping: no slot is made in private memory first.
+    package func writeSlot(_ index: UInt64, controlCount: UInt64, message: [UInt8]) {
+        precondition(isWritable && message.count <= RingLayout.maximumMessageLength)
+        let slot = unsafe address + RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
+        unsafe slot.storeBytes(
+            of: controlCount.littleEndian,
+            toByteOffset: RingLayout.slotControlCountOffset,
+            as: UInt64.self
+        )
+        unsafe slot.storeBytes(
+            of: UInt32(message.count).littleEndian,
+            toByteOffset: RingLayout.slotLengthOffset,
+            as: UInt32.self
+        )
+        unsafe slot.storeBytes(of: UInt32(0), toByteOffset: RingLayout.slotReservedOffset, as: UInt32.self)
+        let body = unsafe slot + RingLayout.slotMessageOffset
+        unsafe message.withUnsafeBytes { unsafe body.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        unsafe (body + message.count).initializeMemory(
+            as: UInt8.self,
+            repeating: 0,
+            count: RingLayout.maximumMessageLength - message.count
+        )
     }
 
     /// Writes arbitrary bytes into our own file (hostile test peers only).

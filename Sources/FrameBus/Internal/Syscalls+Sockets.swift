@@ -259,6 +259,11 @@ extension Syscall {
         return valueOrErrno { unsafe Glibc.poll(&entries, count, timeout) }.map { _ in entries.map(\.revents) }
     }
 
+    /// `poll(2)` on a ``PollSet``'s entries, their `revents` filled in.
+    static func poll(_ set: inout PollSet, timeout: Int32) -> Result<Void, Errno> {
+        set.poll(timeout: timeout)
+    }
+
     /// A non-blocking datagram socket pair (`AF_UNIX`, `SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK`): protocol version
     /// 3's wake-up sockets (`WakeSocket`; one end travels to the peer). Doorbells within a process are eventfds.
     static func makeDoorbellPair() -> Result<(Int32, Int32), Errno> {
@@ -287,5 +292,27 @@ extension Syscall {
     static func drain(eventFD descriptor: Int32) {
         var count: UInt64 = 0
         _ = valueOrErrno { unsafe Glibc.read(descriptor, &count, 8) }
+    }
+}
+
+/// The descriptors of one `poll(2)`, kept by a loop that polls on every turn: refilled in place (its array keeps its
+/// capacity), so a turn allocates nothing (`poll` on a list of descriptors makes two arrays).
+struct PollSet {
+    private var entries: [pollfd] = []
+
+    /// Forgets the descriptors of the last turn.
+    mutating func removeAll() { entries.removeAll(keepingCapacity: true) }
+
+    /// Adds a descriptor to wait on; its index is the number added before it since ``removeAll()``.
+    mutating func add(_ descriptor: Int32, events: Int16) {
+        entries.append(pollfd(fd: descriptor, events: events, revents: 0))
+    }
+
+    /// The events `poll` returned for the descriptor at `index`.
+    func events(at index: Int) -> Int16 { entries[index].revents }
+
+    fileprivate mutating func poll(timeout: Int32) -> Result<Void, Errno> {
+        let count = nfds_t(entries.count)
+        return Syscall.valueOrErrno { unsafe Glibc.poll(&entries, count, timeout) }.map { _ in }
     }
 }

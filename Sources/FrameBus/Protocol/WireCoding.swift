@@ -7,6 +7,14 @@ struct WireWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// A writer into `storage`'s buffer (emptied, its capacity kept); `storage` is left empty until ``finish()``'s
+    /// result is stored back.
+    init(reusing storage: inout [UInt8]) {
+        bytes = []
+        swap(&bytes, &storage)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
     mutating func write<T: FixedWidthInteger>(_ value: T) {
         var little = value.littleEndian
         for _ in 0..<(T.bitWidth / 8) {

@@ -5,7 +5,17 @@ extension WireMessage {
     /// messages); counts are written from the arrays, truncated to their field width. HELLO and WELCOME use the
     /// layout of their `version` (1: the version-1 layout and magic; anything else: version 2).
     public func encoded() -> [UInt8] {
-        var writer = WireWriter(capacity: 256)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        encode(into: &bytes)
+        return bytes
+    }
+
+    /// ``encoded()`` into `bytes`, replacing what it held and keeping its capacity: a ring writer encodes every
+    /// FRAME or RELEASE into the same buffer, without allocating.
+    func encode(into bytes: inout [UInt8]) {
+        var writer = WireWriter(reusing: &bytes)
+        defer { bytes = writer.finish() }
         writer.writeHeader(type)
         switch self {
         case .hello(let hello):
@@ -147,6 +157,5 @@ extension WireMessage {
                 writer.write(UInt32(0))
             }
         }
-        return writer.finish()
     }
 }

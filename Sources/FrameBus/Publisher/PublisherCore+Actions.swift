@@ -12,11 +12,12 @@ import SystemPackage
 extension PublisherCore {
     // MARK: Carrying out actions (always under the state lock)
 
-    func perform(_ actions: [Machine.Action], _ state: inout State) {
+    /// `now`: when the caller last read the clock, if it just did (a frame's delivery reads it once).
+    func perform(_ actions: [Machine.Action], _ state: inout State, now: UInt64? = nil) {
         for action in actions {
             switch action {
             case .flush(let id):
-                flush(id, &state)
+                flush(id, &state, now: now ?? ProcessInfoShim.monotonicNanoseconds())
             case .close(let id):
                 state.sockets.removeValue(forKey: id)?.shutdown()
                 state.rings[id] = nil
@@ -30,7 +31,7 @@ extension PublisherCore {
     }
 
     /// Sends what the machine queued for `id` until the socket is full.
-    func flush(_ id: ConnectionID, _ state: inout State) {
+    func flush(_ id: ConnectionID, _ state: inout State, now: UInt64 = ProcessInfoShim.monotonicNanoseconds()) {
         guard let socket = state.sockets[id] else { return }
         let rings = state.rings[id]
         var sent = 0
@@ -78,7 +79,6 @@ extension PublisherCore {
             }
         }
         if let rings, ringFailure == nil { ringFailure = rings.commit() }
-        let now = ProcessInfoShim.monotonicNanoseconds()
         perform(state.machine.sent(sent, on: id, now: now), &state)
         if let failure {
             perform(state.machine.connectionClosed(id, reason: failure, now: now), &state)

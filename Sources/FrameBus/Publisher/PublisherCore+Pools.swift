@@ -28,19 +28,20 @@ extension PublisherCore {
     /// The work of ``Publisher``'s `makePixelBuffer` (documented there).
     func makePixelBuffer(from pool: PixelBufferPool) throws(FrameBusError) -> PixelBuffer {
         follow(pool)
+        // A producer under back-pressure calls this until a buffer comes back: the threshold's case builds no string.
         do {
-            do {
-                return try pool.makePixelBuffer()
-            } catch where error.code == .wouldExceedAllocationThreshold {
-                // Releases are reaped lazily while frames are published (§9.5): reap them now and try once more.
-                withState { serviceRings(&$0) }
-                return try pool.makePixelBuffer()
-            }
-        } catch  where error.code == .wouldExceedAllocationThreshold {
-            throw FrameBusError(.outOfBuffers, "Publisher.makePixelBuffer", message: error.description)
+            if let buffer = try pool.pixelBufferIfAvailable() { return buffer }
+            // Releases are reaped lazily while frames are published (§9.5): reap them now and try once more.
+            withState { serviceRings(&$0) }
+            if let buffer = try pool.pixelBufferIfAvailable() { return buffer }
         } catch {
             throw FrameBusError(.resourceFailure, "Publisher.makePixelBuffer", message: error.description)
         }
+        throw FrameBusError(
+            .outOfBuffers,
+            "Publisher.makePixelBuffer",
+            message: "the pool's allocation threshold is reached: every buffer is held by the producer or subscribers"
+        )
     }
 
     /// The work of ``Publisher``'s `nextPixelBuffer` (documented there).
@@ -87,8 +88,10 @@ extension PublisherCore {
         followedPools.withLock { $0[pool.id]?.observation = observation }
     }
 
-    /// The pool freed a surface. This can run inside the state lock (a subscriber's release drops the last
-    /// reference to a buffer of a pool that went away), so the id is only noted here; the loop thread retires it.
+    /// The pool freed a surface, on whatever thread freed it: the producer's, a caller of `publish`, or the loop
+    /// thread right after it unlocked (a subscriber's release dropped the last reference to a buffer of a pool that
+    /// went away; ``withState(_:)`` drops such buffers outside the lock). The id is only noted here, without taking
+    /// the state lock; the loop thread retires it.
     func surfaceFreed(_ surfaceID: UInt64) {
         freedSurfaces.withLock { $0.append(surfaceID) }
         doorbell.ring()

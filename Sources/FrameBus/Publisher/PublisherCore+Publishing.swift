@@ -17,8 +17,11 @@ extension PublisherCore {
     func reportDroppedFrames(reason: DroppedFrameReason, count: Int = 1) -> ClosedRange<UInt64>? {
         let reason = WireDropReason(rawValue: UInt32(reason.rawValue)) ?? .discontinuity
         let count = UInt64(max(1, count))
+        // Buffers the machine lets go of are dropped once both locks are released (``withState(_:)``).
+        var released: [PixelBuffer] = []
+        defer { released.removeAll() }
         return publishing.withLock { _ in
-            withState { state in
+            withState(releasingInto: &released) { state in
                 let now = ProcessInfoShim.monotonicNanoseconds()
                 guard let (range, actions) = state.machine.reportDropped(reason: reason, count: count, now: now)
                 else { return nil }
@@ -46,8 +49,18 @@ extension PublisherCore {
                 message: "\(source) cannot serve \(configuration.formats)"
             )
         }
+        // Buffers the machine lets go of (releases reaped on the way) are dropped once both locks are released: their
+        // pools' observers may call `publish` (``withState(_:)``).
+        var released: [PixelBuffer] = []
+        defer { released.removeAll() }
         return try publishing.withLock { _ throws(FrameBusError) -> UInt64 in
-            try publishSerially(buffer, source: source, timing: timing, discontinuity: discontinuity)
+            try publishSerially(
+                buffer,
+                source: source,
+                timing: timing,
+                discontinuity: discontinuity,
+                releasingInto: &released
+            )
         }
     }
 
@@ -55,12 +68,13 @@ extension PublisherCore {
         _ buffer: PixelBuffer,
         source: PixelFormat,
         timing: SampleTimingInfo,
-        discontinuity: Bool
+        discontinuity: Bool,
+        releasingInto released: inout [PixelBuffer]
     ) throws(FrameBusError) -> UInt64 {
         do {
             // One lock for the plan and for whether the published surface is described already (it usually is: a
             // pool's surfaces come back), so a frame in the published format takes the lock twice, not three times.
-            let (plan, sourceIsDescribed): (Machine.FramePlan?, Bool) = withState { state in
+            let (plan, sourceIsDescribed): (Machine.FramePlan?, Bool) = withState(releasingInto: &released) { state in
                 let plan = state.machine.beginFrame(
                     format: buffer.surface.layout.pixelFormat,
                     width: UInt32(clamping: buffer.width),
@@ -101,8 +115,10 @@ extension PublisherCore {
                 // `sourceIsDescribed` was read: only this thread adds descriptions, and a buffer alive is not freed.
                 let fresh =
                     format == source && sourceIsDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
-                withState { state in
-                    reapBeforePublishing(&state)
+                withState(releasingInto: &released) { state in
+                    // One clock read for the reaping, the delivery and the sends.
+                    let now = ProcessInfoShim.monotonicNanoseconds()
+                    reapBeforePublishing(&state, now: now)
                     let described = converted.flatMap {
                         representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
                     }
@@ -114,10 +130,10 @@ extension PublisherCore {
                         format: fourCC,
                         representation: described,
                         isConversion: format != source,
-                        now: ProcessInfoShim.monotonicNanoseconds(),
+                        now: now,
                         into: &actions
                     )
-                    perform(actions, &state)
+                    perform(actions, &state, now: now)
                     actions.removeAll(keepingCapacity: true)
                     swap(&actions, &state.deliveryActions)
                 }
@@ -295,7 +311,9 @@ extension PublisherCore {
             : try PixelBufferPool(
                 attributes: .init(width: width, height: height, pixelFormat: format, allocationThreshold: limit)
             )
-        withState { $0.conversionPools[format] = pool }
+        // The pool replaced goes away after unlocking: its idle surfaces are freed, and their observers run then.
+        let replaced = withState { $0.conversionPools.updateValue(pool, forKey: format) }
+        withExtendedLifetime(replaced) {}
         follow(pool, isProducers: false)
         return pool
     }

@@ -43,23 +43,29 @@ extension PublisherCore {
     /// Before a frame is published: reaps every release ring, and (unless someone waits for a buffer) stops asking
     /// subscribers to wake the loop thread for releases. If a ring was armed, the loop thread is told, so it sleeps
     /// at most until publishing pauses.
-    func reapBeforePublishing(_ state: inout State) {
-        state.lastPublishTime = ProcessInfoShim.monotonicNanoseconds()
+    func reapBeforePublishing(_ state: inout State, now: UInt64) {
+        state.lastPublishTime = now
         if state.buffersWanted == 0 {
             var disarmed = false
             for rings in state.rings.values where rings.disarm() { disarmed = true }
             if disarmed { doorbell.ring() }
         }
-        serviceRings(&state)
+        serviceRings(&state, now: now)
     }
 
     /// Reads every version-3 subscriber's release ring (each slot copied once, fed to the machine as a RELEASE would
     /// be), and flushes those whose announce ring had been full.
-    func serviceRings(_ state: inout State, onlyUnarmed: Bool = false) {
+    func serviceRings(
+        _ state: inout State,
+        onlyUnarmed: Bool = false,
+        now: UInt64 = ProcessInfoShim.monotonicNanoseconds()
+    ) {
         guard !state.rings.isEmpty else { return }
-        for id in Array(state.rings.keys) {
-            guard let rings = state.rings[id], !(onlyUnarmed && rings.isArmed) else { continue }
-            serviceRing(id, rings, &state)
+        // Over the map as it is now (no copy of its keys per frame); a ring whose subscriber failed meanwhile is
+        // skipped.
+        let all = state.rings
+        for (id, rings) in all where !(onlyUnarmed && rings.isArmed) && state.rings[id] === rings {
+            serviceRing(id, rings, &state, now: now)
         }
     }
 
@@ -68,22 +74,21 @@ extension PublisherCore {
     /// those it wrote before a socket message must reach the machine before that message.
     func serviceRing(_ id: ConnectionID, _ state: inout State) {
         guard let rings = state.rings[id] else { return }
-        serviceRing(id, rings, &state)
+        serviceRing(id, rings, &state, now: ProcessInfoShim.monotonicNanoseconds())
     }
 
-    func serviceRing(_ id: ConnectionID, _ rings: PublisherRings, _ state: inout State) {
-        let now = ProcessInfoShim.monotonicNanoseconds()
+    func serviceRing(_ id: ConnectionID, _ rings: PublisherRings, _ state: inout State, now: UInt64) {
         var actions: [Machine.Action] = []
         let violation = rings.drainReleases(limit: RingLayout.slotCount) { entry in
             actions += state.machine.receivedFromRing(entry, from: id, now: now)
             return state.machine.sessionVersion(of: id) != nil
         }
-        perform(actions, &state)
+        perform(actions, &state, now: now)
         if let violation, state.rings[id] != nil {
             state.rings[id] = nil
             perform(state.machine.ringViolation(violation, from: id, now: now), &state)
             return
         }
-        if rings.isBlockedOnRing, state.rings[id] != nil { flush(id, &state) }
+        if rings.isBlockedOnRing, state.rings[id] != nil { flush(id, &state, now: now) }
     }
 }

@@ -51,18 +51,38 @@ final class PublisherCore: Sendable {
         }
     }
 
-    /// Runs `body` under the state lock, then writes the log lines it produced, after unlocking (docs/ARCHITECTURE.md
-    /// §2: locks are held around non-blocking system calls only). Every access to `state` goes through here.
+    /// Runs `body` under the state lock, then writes the log lines it produced and drops the buffers the machine let
+    /// go of, after unlocking (docs/ARCHITECTURE.md §2: locks are held around non-blocking system calls only). Every
+    /// access to `state` goes through here.
+    ///
+    /// A buffer whose last reference the machine held (a frame a subscriber released, or held when it left, after the
+    /// producer dropped the buffer and its pool went away) runs application code when it goes: its pool's
+    /// surface-freed observers (the application's handler, other publishers' observers) or its release handler.
+    /// That code may call back into this publisher, so it runs here, never under the lock.
     func withState<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
+        var released: [PixelBuffer] = []
+        let result = withState(releasingInto: &released, body)
+        released.removeAll()  // the buffers' last references may go here, outside the lock
+        return result
+    }
+
+    /// ``withState(_:)``, handing the buffers the machine let go of to the caller (appended to `released`) instead
+    /// of dropping them: `publish` drops them once it has also left its own lock.
+    func withState<Result>(
+        releasingInto released: inout [PixelBuffer],
+        _ body: (inout sending State) -> sending Result
+    ) -> sending Result {
         typealias Lines = [(level: Logger.Level, message: String)]
-        let (result, logs) = state.withLock { state -> (Result, Lines) in
+        let (result, logs, freed) = state.withLock { state -> (Result, Lines, [PixelBuffer]) in
             let result = body(&state)
-            guard !state.deferredLogs.isEmpty else { return (result, []) }
+            let freed = state.machine.takeReleased()
+            guard !state.deferredLogs.isEmpty else { return (result, [], freed) }
             var logs: Lines = []
             swap(&logs, &state.deferredLogs)
-            return (result, logs)
+            return (result, logs, freed)
         }
         for line in logs { configuration.logger.log(level: line.level, "\(line.message)") }
+        if released.isEmpty { released = freed } else { released += freed }
         return result
     }
 

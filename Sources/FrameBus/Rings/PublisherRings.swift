@@ -14,6 +14,8 @@ package final class PublisherRings {
     /// The loop thread said it sleeps (`sleeping` set, release ring found empty) and its wake-up socket has not fired
     /// since: nothing can be waiting in the release ring unseen.
     var isArmed = false
+    /// Where ``append(_:)`` encodes each message (reused: announcing a frame allocates nothing for its bytes).
+    private var encoding: [UInt8] = []
 
     package init(channel: RingChannel) {
         self.channel = channel
@@ -47,9 +49,9 @@ package final class PublisherRings {
 
     /// Writes one FRAME or DROP into the announce ring (published by ``commit()``).
     package func append(_ message: WireMessage) -> AppendOutcome {
-        let bytes = message.encoded()
+        message.encode(into: &encoding)
         for attempt in 0..<2 {
-            switch writer.append(bytes, controlCount: controlSent) {
+            switch writer.append(encoding, controlCount: controlSent) {
             case .failure(let violation): return .violation(violation.description)
             case .success(true):
                 if isBlockedOnRing {

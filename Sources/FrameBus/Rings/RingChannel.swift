@@ -77,7 +77,7 @@ package struct RingWriter: ~Copyable {
             lastPeerHead = peerHead
             guard room > 0 else { return .success(false) }
         }
-        channel.own.writeSlot(written, RingLayout.slot(controlCount: controlCount, message: message))
+        channel.own.writeSlot(written, controlCount: controlCount, message: message)
         written &+= 1
         return .success(true)
     }
@@ -129,6 +129,8 @@ package struct RingReader: ~Copyable {
     private var publishedHead: UInt64 = 0
     /// The entry at `head`, copied once and checked, not consumed yet.
     private var pending: RingEntry?
+    /// Where each slot read is copied (private memory, reused: reading a slot allocates only its message).
+    private var slot: [UInt8] = []
 
     package init(channel: RingChannel) { self.channel = channel }
 
@@ -140,7 +142,8 @@ package struct RingReader: ~Copyable {
         case .success(0): return .success(nil)
         case .success: break
         }
-        switch RingLayout.entry(channel.peer.copySlot(head)) {
+        channel.peer.copySlot(head, into: &slot)
+        switch RingLayout.entry(slot) {
         case .failure(let violation): return .failure(violation)
         case .success(let entry):
             pending = entry
@@ -208,6 +211,15 @@ package final class ReleaseRing {
         /// Full (an honest publisher never lets this happen, §9.3): send it on the socket instead.
         case full
         case violation(String)
+    }
+
+    /// Where ``send(_:)-(WireMessage)`` encodes each RELEASE (reused: a release allocates nothing).
+    private var encoding: [UInt8] = []
+
+    /// Encodes one RELEASE and sends it like ``send(_:)-([UInt8])``.
+    func send(_ message: WireMessage) -> Outcome {
+        message.encode(into: &encoding)
+        return send(encoding)
     }
 
     /// Writes one RELEASE, publishes it and wakes the publisher if it sleeps (or if a quarter of the ring waits).

@@ -22,6 +22,8 @@ final class SubscriberConnection {
     /// Version 3 (docs/PROTOCOL.md §9): our half, sent with HELLO, until WELCOME completes the channel.
     private var ringHalf: RingChannel.Half?
     private var rings: SubscriberRings?
+    /// What each turn of ``service(_:)`` polls (refilled in place every turn).
+    private var pollSet = PollSet()
     /// The publisher refused version 3: connect again at once with version 2.
     private var retryNow = false
     /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
@@ -174,12 +176,12 @@ final class SubscriberConnection {
             timeout = Int32(clamping: min(1000, left / 1_000_000 + 1))
         }
         let writable = core.sender.hasOutbound ? PollEvents.writable : 0
-        var interests = [
-            (core.doorbell.descriptor, PollEvents.readable), (socket.descriptor, PollEvents.readable | writable),
-        ]
+        pollSet.removeAll()
+        pollSet.add(core.doorbell.descriptor, events: PollEvents.readable)
+        pollSet.add(socket.descriptor, events: PollEvents.readable | writable)
         var sleptOnRing = false
         if let rings {
-            interests.append((rings.channel.ownWake.descriptor, PollEvents.readable))
+            pollSet.add(rings.channel.ownWake.descriptor, events: PollEvents.readable)
             // Say we sleep, then look at the ring again (§9.5); a slot waiting for a socket message sleeps on
             // the socket alone.
             if !rings.isBlockedOnControl {
@@ -191,14 +193,13 @@ final class SubscriberConnection {
                 }
             }
         }
-        let ready: [Int16]
-        switch Syscall.poll(interests, timeout: timeout) {
-        case .success(let events): ready = events
-        case .failure(let errno):
+        if case .failure(let errno) = Syscall.poll(&pollSet, timeout: timeout) {
             return perform(.close(FrameBusError(.systemCall, "poll", errno: errno), reply: nil), descriptors: [])
         }
+        let doorbellEvents = pollSet.events(at: 0)
+        let socketEvents = pollSet.events(at: 1)
         if let rings {
-            if ready[2] != 0 {
+            if pollSet.events(at: 2) != 0 {
                 // One `recv` per wake-up: the publisher signals once per sleep, and a second signal left unread only
                 // makes the next poll return at once.
                 guard rings.reader.wokeUp(drainLimit: 1) else {
@@ -212,7 +213,7 @@ final class SubscriberConnection {
             }
             guard drainRing() else { return false }
         }
-        if ready[0] != 0 {
+        if doorbellEvents != 0 {
             core.doorbell.drain()
             core.runConnectionThreadPass()
         }
@@ -230,8 +231,8 @@ final class SubscriberConnection {
                 descriptors: []
             )
         }
-        if ready[1] & PollEvents.writable != 0 { core.sender.flush() }
-        if ready[1] & ~PollEvents.writable != 0 {
+        if socketEvents & PollEvents.writable != 0 { core.sender.flush() }
+        if socketEvents & ~PollEvents.writable != 0 {
             for _ in 0..<Self.readBatch {
                 // Control room for every descriptor a SURFACE may carry (PROTOCOL.md §1), so a 3- or 4-descriptor
                 // surface is judged by its contents rather than cut by the kernel.
@@ -438,34 +439,38 @@ final class SubscriberConnection {
             descriptorByteCounts: announcement.descriptorByteCounts.map { Int(clamping: $0) }
         )
         let surface: Surface
+        let format: PixelFormat
         do {
             // One memfd, a memfd per plane, or DMA-BUFs (CPU access then bracketed with DMA_BUF_IOCTL_SYNC in
             // lock/unlock): the import checks seals, sizes and every plane against its own descriptor.
             surface = try Surface.importing(handle)
-            _ = try PixelBuffer(surface: surface)
+            // Checked once here (the format fits the layout); every frame on it is wrapped without the check.
+            format = try PixelBuffer(surface: surface).pixelFormat
         } catch {
             return perform(
                 machine.surfaceImportFailed(surfaceID: announcement.surfaceID, reason: "\(error)"),
                 descriptors: []
             )
         }
-        surfaces[announcement.surfaceID] = ImportedSurface(surface)
+        surfaces[announcement.surfaceID] = ImportedSurface(surface, format: format)
         return true
     }
 
     /// An imported surface and what checking a frame on it needs, worked out once when it is imported.
     private struct ImportedSurface {
         let surface: Surface
+        /// Its pixel format, checked against its layout at the import.
+        let format: PixelFormat
         /// A compressed surface is read up to each frame's `bytesUsed`; a raw one over all its planes.
-        let isCompressed: Bool
+        var isCompressed: Bool { format.isCompressed }
         /// The bytes a raw frame reads: the sum of its planes (saturating; the import bounded them).
         let rawByteCount: Int
         /// The most committed memory seen so far (docs/PROTOCOL.md §5.7): it never shrinks. Nil until looked at.
         var committedBytes: Int?
 
-        init(_ surface: Surface) {
+        init(_ surface: Surface, format: PixelFormat) {
             self.surface = surface
-            isCompressed = (try? PixelFormat(fourCC: surface.layout.pixelFormat))?.isCompressed ?? false
+            self.format = format
             rawByteCount = surface.layout.planes.reduce(0 as Int) { Saturating.add($0, UInt64($1.byteCount)) }
         }
     }
@@ -508,8 +513,10 @@ final class SubscriberConnection {
             // The frame is held for as long as its pixel buffer lives: whoever keeps `sampleBuffer.imageBuffer`
             // (and drops the sample buffer) keeps the publisher from recycling the surface, as with CoreVideo.
             // Invalidating the sample buffer does not release it either, since its image buffer may still be in use.
-            let pixelBuffer = try PixelBuffer(
-                surface: surface,
+            // The import checked that the surface fits its format.
+            let pixelBuffer = PixelBuffer(
+                checkedSurface: surface,
+                pixelFormat: imported.format,
                 attachments: pixelAttachments,
                 releaseHandler: { token.release() }
             )

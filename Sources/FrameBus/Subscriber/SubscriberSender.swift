@@ -87,26 +87,28 @@ final class SubscriberSender: Sendable {
                 surfaceID: token.surfaceID,
                 flags: notDelivered ? WireRelease.notDeliveredFlag : 0
             )
-        ).encoded()
-        let viaRing = state.withLock { state -> Bool in
-            guard state.generation == token.generation else { return false }
+        )
+        enum Route { case ring, ringFailed, socket }
+        // One lock per release: the ring encodes it into a buffer of its own.
+        let route = state.withLock { state -> Route in
+            guard state.generation == token.generation else { return .socket }
             state.connectionHeld -= 1
             // Version 3: into the release ring (a full ring, which an honest publisher never lets happen, falls back
             // to the socket, where a RELEASE is as valid).
-            guard let ring = state.releaseRing, state.outbox.isEmpty, state.ringFailure == nil else { return false }
+            guard let ring = state.releaseRing, state.outbox.isEmpty, state.ringFailure == nil else { return .socket }
             switch ring.send(message) {
-            case .sent: return true
-            case .full: return false
+            case .sent: return .ring
+            case .full: return .socket
             case .violation(let reason):
                 state.ringFailure = reason
-                return true
+                return .ringFailed
             }
         }
-        if viaRing {
-            if ringFailure != nil { doorbell.ring() }
-            return
+        switch route {
+        case .ring: return
+        case .ringFailed: doorbell.ring()
+        case .socket: send(message.encoded(), generation: token.generation)
         }
-        send(message, generation: token.generation)
     }
 
     /// Sends now, or queues behind earlier messages; a full outbox marks the connection for closing.

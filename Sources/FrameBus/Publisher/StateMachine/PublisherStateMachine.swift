@@ -10,8 +10,10 @@ import Logging
 /// messages queued per connection, frames held per subscriber, surfaces announced per subscriber, log lines.
 ///
 /// `Resource` is what keeps a frame's buffer out of its pool while a subscriber holds it (a ``PixelBuffer`` in
-/// the publisher; any value in tests). The machine stores one per held frame and per queued SURFACE, and drops it
-/// when the frame is released or the connection closes.
+/// the publisher; any value in tests). The machine stores one per held frame and per queued SURFACE; when the frame
+/// is released, the SURFACE sent or the connection forgotten, it moves the value to ``released`` instead of dropping
+/// it, so the IO layer drops it after unlocking (a buffer's last reference runs its pool's surface-freed observers or
+/// its release handler: application code, which must not run under the publisher's lock).
 package struct PublisherStateMachine<Resource> {
     // MARK: Types
 
@@ -138,6 +140,10 @@ package struct PublisherStateMachine<Resource> {
     var pendingDiscontinuity = false
     var holdTimes = LatencyRecorder()
     var logLimiter = LogLimiter()
+    /// The formats of the last ``FramePlan``, kept so that planning a frame allocates no array.
+    var planFormats: [UInt32] = []
+    /// What the machine let go of and the IO layer has not taken yet (``takeReleased()``).
+    package internal(set) var released: [Resource] = []
 
     package init(limits: Limits, streamID: UInt64) {
         self.limits = limits

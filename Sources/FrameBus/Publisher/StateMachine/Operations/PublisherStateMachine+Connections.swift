@@ -57,12 +57,12 @@ extension PublisherStateMachine {
         guard count > 0, let connection = connections[id] else { return [] }
         switch connection {
         case .subscriber(let session):
-            session.outbound.removeFirst(min(count, session.outbound.count))
+            removeFirst(count, of: &session.outbound)
         case .monitor(var monitor):
-            monitor.outbound.removeFirst(min(count, monitor.outbound.count))
+            removeFirst(count, of: &monitor.outbound)
             connections[id] = .monitor(monitor)
         case .closing(let deadline, var outbound):
-            outbound.removeFirst(min(count, outbound.count))
+            removeFirst(count, of: &outbound)
             if outbound.isEmpty {
                 forget(id)
                 return [.close(id)]
@@ -72,5 +72,24 @@ extension PublisherStateMachine {
             break
         }
         return []
+    }
+
+    /// Removes the first `count` items of an outbound queue; what a SURFACE kept alive goes to ``released``.
+    mutating func removeFirst(_ count: Int, of outbound: inout [Outbound]) {
+        let count = min(count, outbound.count)
+        for case .surface(_, let resource) in outbound[..<count] { released.append(resource) }
+        outbound.removeFirst(count)
+    }
+
+    // MARK: What the machine let go of
+
+    /// Hands over everything the machine let go of since the last call (``released``): released frames' resources,
+    /// those of sent SURFACEs and of forgotten connections. The IO layer calls this before unlocking and drops the
+    /// values after, so no buffer's last reference goes away under its lock.
+    package mutating func takeReleased() -> [Resource] {
+        guard !released.isEmpty else { return [] }
+        var taken: [Resource] = []
+        swap(&taken, &released)
+        return taken
     }
 }

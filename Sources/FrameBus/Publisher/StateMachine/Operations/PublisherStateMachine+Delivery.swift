@@ -21,15 +21,16 @@ extension PublisherStateMachine {
         if let last = lastGeometry, last != (format, width, height) { flag = true }
         lastGeometry = (format, width, height)
         pendingDiscontinuity = false
-        var formats: [UInt32] = []
-        for case .subscriber(let session) in connections.values where !formats.contains(session.format) {
+        // Refilled in place: the last plan is gone by now, so its array is reused rather than a new one allocated.
+        planFormats.removeAll(keepingCapacity: true)
+        for case .subscriber(let session) in connections.values where !planFormats.contains(session.format) {
             if session.format == format {
-                formats.insert(session.format, at: 0)
+                planFormats.insert(session.format, at: 0)
             } else {
-                formats.append(session.format)
+                planFormats.append(session.format)
             }
         }
-        return FramePlan(sequence: sequence, isDiscontinuity: flag, formats: formats)
+        return FramePlan(sequence: sequence, isDiscontinuity: flag, formats: planFormats)
     }
 
     /// Sends frame `template.sequence` in `format` to every subscriber of that format that was welcomed before

@@ -84,6 +84,7 @@ extension PublisherStateMachine {
             )
         }
         session.held[release.sequence] = nil
+        released.append(held.resource)
         let holdTime = now &- held.sentAt
         session.holdTimes.record(nanoseconds: holdTime)
         holdTimes.record(nanoseconds: holdTime)

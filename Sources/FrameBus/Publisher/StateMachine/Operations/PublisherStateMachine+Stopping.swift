@@ -42,7 +42,7 @@ extension PublisherStateMachine {
 
     /// Forgets a connection after the IO layer closed it following ``stop(now:)``.
     mutating func closedAfterStop(_ id: ConnectionID) {
-        connections[id] = nil
+        forget(id)
     }
 
     // MARK: Failing
@@ -72,12 +72,15 @@ extension PublisherStateMachine {
         fail(id, .tooSlow, "stopped reading: \(queued) messages queued", now: now)
     }
 
-    /// Removes a connection's session (releasing its held frames) and fixes the counts.
+    /// Removes a connection's session and fixes the counts; its held frames and queued SURFACEs go to ``released``.
     mutating func forget(_ id: ConnectionID) {
         guard let connection = connections.removeValue(forKey: id) else { return }
         switch connection {
         case .pending: pendingCount -= 1
         case .subscriber(let session):
+            for frame in session.held.values { released.append(frame.resource) }
+            session.held.removeAll()
+            removeFirst(session.outbound.count, of: &session.outbound)
             subscriberCount -= 1
             departed.delivered.saturatingAdd(session.delivered)
             departed.bytesDelivered.saturatingAdd(session.bytesDelivered)
@@ -85,7 +88,7 @@ extension PublisherStateMachine {
             departed.droppedOutOfBuffers.saturatingAdd(session.droppedOutOfBuffers)
             departed.droppedDiscontinuity.saturatingAdd(session.droppedDiscontinuity)
         case .monitor: monitorCount -= 1
-        case .closing: break
+        case .closing(_, var outbound): removeFirst(outbound.count, of: &outbound)
         }
     }
 
