@@ -109,8 +109,9 @@ static void restore_stderr(void) {
 }
 
 /* Publishes 420v at `path` and subscribes asking for BGRA only: the publisher refuses (no common format), the
- * stream ends, and the library logs two warnings: the publisher's ("closing connection ...") before it answers, so
- * before the end event, and the subscriber's ("subscription to ... ended") on its own thread after the end event.
+ * stream ends, and the library logs two warnings: the publisher's (the refusal), which its loop thread writes after
+ * leaving its state lock, so at about the time the end event arrives, before or after it, and the subscriber's
+ * ("subscription to ... ended") on its own thread after the end event.
  * Returns once the end event came. */
 static void subscribe_refused(const char *path) {
     fb_publisher_options publisher_options;
@@ -163,6 +164,8 @@ static int logging(const char *path) {
     CHECK_OK(fb_set_log_level(FB_LOG_INFO, &last_error));
     CHECK_OK(fb_set_log_handler(NULL, NULL, &last_error));
     subscribe_refused(path);
+    /* Each side writes its warning after leaving its lock, so either may come after the end event. */
+    WAIT_FOR(captured_contains("warning framebus.publisher"));
     int publisher_line = captured_contains("warning framebus.publisher");
     WAIT_FOR(captured_contains("warning framebus.subscriber"));
     int subscriber_line = captured_contains("warning framebus.subscriber");
@@ -172,7 +175,7 @@ static int logging(const char *path) {
     printf("phase name=off\n");
     CHECK_OK(fb_set_log_level(FB_LOG_OFF, &last_error));
     capture_stderr();
-    subscribe_refused(path); /* the publisher's warning would be on stderr by the end event */
+    subscribe_refused(path); /* the publisher's warning would reach stderr at about the end event */
     int off_line = captured_contains("framebus.publisher");
     restore_stderr();
     printf("off publisher=%d\n", off_line);
