@@ -566,13 +566,13 @@ predict8_avx512(__m512i d, __m512i above, unsigned left, __m512i *previous) {
     __m512i s = _mm512_add_epi8(d, _mm512_slli_epi64(d, 8));
     s = _mm512_add_epi8(s, _mm512_slli_epi64(s, 16));
     s = _mm512_add_epi8(s, _mm512_slli_epi64(s, 32));
-    const __m512i b = _mm512_mask_blend_epi64((__mmask8)left, _mm512_add_epi8(above, d), s);
-    const __m512i sums =
-        _mm512_sad_epu8(_mm512_maskz_permutexvar_epi8((__mmask64)carryRuns[left], gatherLasts, b),
-                        _mm512_setzero_si512());
     // Every byte of the left blocks; of the run of left blocks from block 0 (which takes the sample carried in).
     const uint64_t leftBytes = _pdep_u64(left, 0x0101010101010101ULL) * 0xFF;
     const uint64_t throughBytes = (~leftBytes & (leftBytes + 1)) - 1;
+    const __m512i b = _mm512_mask_add_epi8(s, (__mmask64)~leftBytes, above, d);
+    const __m512i sums =
+        _mm512_sad_epu8(_mm512_maskz_permutexvar_epi8((__mmask64)carryRuns[left], gatherLasts, b),
+                        _mm512_setzero_si512());
     const __m512i partial = _mm512_mask_add_epi8(b, (__mmask64)leftBytes, b, _mm512_shuffle_epi8(sums, spreadLow));
     const __m512i result = _mm512_mask_add_epi8(partial, (__mmask64)throughBytes, partial, *previous);
     const __m512i last = _mm512_permutexvar_epi8(lastByte, partial);
@@ -620,14 +620,15 @@ decode_packed8_avx512(const uint8_t *payload, size_t count, size_t position, con
         for (size_t chunk = 0; chunk < blocksPerRow; chunk += 8 * AVX512_CHUNK_STEPS) {
             const size_t chunkEnd =
                 blocksPerRow - chunk < 8 * AVX512_CHUNK_STEPS ? blocksPerRow : chunk + 8 * AVX512_CHUNK_STEPS;
+            const unsigned nibbleShift = (unsigned)(firstBlock & 1) * 4;
             for (size_t column = chunk; column < chunkEnd; column += 8) {
                 const size_t block = firstBlock + column;
-                const size_t blocks = chunkEnd - column < 8 ? chunkEnd - column : 8;
                 // The step's width nibbles from the private controls (the slot has room past their end); those
-                // of blocks past the row's end are dropped.
+                // of blocks past the row's end (in its last step) are dropped.
                 uint64_t nib;
                 memcpy(&nib, nibbles + (block >> 1), 8);
-                nib = (nib >> ((block & 1) * 4)) & ((1ULL << (4 * blocks)) - 1);
+                nib >>= nibbleShift;
+                nib &= chunkEnd - column >= 8 ? 0xFFFFFFFFULL : (1ULL << (4 * (chunkEnd - column))) - 1;
                 __m512i *slot = &unpacked[(column - chunk) >> 3];
                 // Eight blocks of width 0 (flat screen content): zeros; no payload byte is read.
                 if (nib == 0) {
@@ -660,11 +661,12 @@ decode_packed8_avx512(const uint8_t *payload, size_t count, size_t position, con
                                    _mm512_gf2p8affine_epi64_epi8(
                                        fields, _mm512_permutex2var_epi64(matricesLow, widthLanes, matricesHigh), 0));
             }
+            const unsigned bitShift = (unsigned)(firstBlock & 7);
             for (size_t column = chunk; column < chunkEnd; column += 8) {
                 const size_t block = firstBlock + column;
                 uint16_t bitWord;
                 memcpy(&bitWord, bits + (block >> 3), 2);
-                const unsigned left = (((unsigned)bitWord >> (block & 7)) | forceLeft) & 0xFF;
+                const unsigned left = (((unsigned)bitWord >> bitShift) | forceLeft) & 0xFF;
                 const __m512i d = _mm512_load_si512((const void *)&unpacked[(column - chunk) >> 3]);
                 if (width - column * 8 >= 64) {
                     // Eight up-predicted blocks of residual 0 (flat screen content): the row above.
