@@ -17,7 +17,7 @@ import Testing
     static let sizes: [(Int, Int)] = [(32, 3), (40, 4), (63, 5), (96, 7), (256, 6), (517, 3), (1000, 2), (5, 9)]
 
     /// The unpackings `csck_decode_packed8_avx2_unpacking` takes: shuffles (0), pdep (1), AVX-512 (2; where the
-    /// processor lacks it, pdep or shuffles run instead, and AVX512Packed8Tests says so).
+    /// processor lacks it, pdep or shuffles run instead, and AVX512Packed8KernelTests says so).
     static let unpackings: [Int32] = [0, 1, 2]
 
 

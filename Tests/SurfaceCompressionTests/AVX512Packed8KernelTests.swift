@@ -12,7 +12,7 @@ import Testing
 /// chunk, every 8-bit predictor pattern, strided rows, payloads cut short, and the refusals. On a processor
 /// without AVX-512 VBMI, VBMI2 and GFNI these tests are skipped, saying so; with FRAMEBUS_REQUIRE_ALL=1 they run
 /// and fail there.
-@Suite(.heavyWork, .timeLimit(.minutes(10))) struct AVX512Packed8Tests {
+@Suite(.heavyWork, .timeLimit(.minutes(10))) struct AVX512Packed8KernelTests {
     static let available = csck_cpu_has_avx512_packed8() != 0
     static let required = ProcessInfo.processInfo.environment["FRAMEBUS_REQUIRE_ALL"] == "1"
     static let runs = available || required
