@@ -127,6 +127,28 @@ import Testing
         }
     }
 
+    /// Width nibbles of 9...15 (the decoder refuses them before any kernel runs; a kernel must still stay inside
+    /// its memory): the payload ends before an inaccessible page and is shorter than the widths claim, and nothing
+    /// beside the rows is written.
+    @Test(.enabled(if: runs, "the processor lacks AVX-512 VBMI, VBMI2 or GFNI")) func wideNibblesStayInside()
+        throws
+    {
+        try #require(Self.available)
+        var random = SplitMix(seed: 7500)
+        for (width, height) in [(64, 3), (131, 4), (517, 2), (2100, 2)] {
+            let blocks = blockCount(width: width, height: height)
+            let nibbles = (0..<(blocks + 1) / 2).map { _ in UInt8(truncatingIfNeeded: random.next()) | 0x99 }
+            let bits = (0..<(blocks + 7) / 8).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let residuals = (0..<Int(random.next() % 200)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let stride = width + 3
+            let plane = Self.decode(nibbles + bits + residuals, width: width, height: height, stride: stride)
+            for y in 0..<height {
+                #expect(plane[y * stride + width..<(y + 1) * stride].allSatisfy { $0 == 0xA5 }, "\(width): row \(y)")
+            }
+            #expect(plane[(stride * height)...].allSatisfy { $0 == 0xA5 }, "\(width): past the last row")
+        }
+    }
+
     /// Capacities one short (width nibbles, predictor bits, the plane), a stride below the width, a position past
     /// the payload: the call returns -1 and writes nothing.
     @Test(.enabled(if: runs, "the processor lacks AVX-512 VBMI, VBMI2 or GFNI")) func shortCapacitiesWriteNothing()
