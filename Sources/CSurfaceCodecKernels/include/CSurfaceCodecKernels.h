@@ -2,7 +2,8 @@
 //
 // Written in C because Swift cannot enable instruction sets per function. On x86-64 the AVX2 functions carry
 // __attribute__((target("avx2"))) and the SSE4.1 ones __attribute__((target("sse4.1"))); each runs only after
-// its runtime check (csck_cpu_has_avx2, csck_cpu_has_sse41), so the package still builds for baseline x86-64
+// its runtime check (csck_cpu_has_avx2, csck_cpu_has_sse41; inside the AVX2 tier, the AVX-512 packed8 decoder after
+// csck_cpu_has_avx512_packed8), so the package still builds for baseline x86-64
 // and as a dependency, with no global -march. On arm64 the NEON functions (NEON is baseline there: no check)
 // are built instead (CSCK_HAS_NEON_KERNELS). Elsewhere no kernel is built and the Swift code uses its portable
 // path. Every tier decodes and packs exactly the bytes the portable Swift code does.
