@@ -432,6 +432,265 @@ __attribute__((target("avx2"))) static void decode_packed8_shuffles(const uint8_
     decode_packed8(payload, count, position, nibbles, bits, width, height, x, stride, 0);
 }
 
+// MARK: packed8 with AVX-512 (VBMI, GFNI): eight blocks a step in one 512-bit register
+
+/// Whether the processor runs the AVX-512 packed8 decoder (cpuid and the OS's register state, once): AVX-512 F,
+/// BW, DQ, VL and VBMI, GFNI and BMI2.
+static int avx512Packed8 = -1;
+
+int csck_cpu_has_avx512_packed8(void) {
+    int has = __atomic_load_n(&avx512Packed8, __ATOMIC_RELAXED);
+    if (has >= 0) return has;
+    __builtin_cpu_init();
+    has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+          __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
+          __builtin_cpu_supports("gfni") && __builtin_cpu_supports("bmi2");
+    __atomic_store_n(&avx512Packed8, has, __ATOMIC_RELAXED);
+    return has;
+}
+
+/// Per width (0...8), the GF(2) matrix (gf2p8affineqb) that keeps a field's low w bits and undoes the zig-zag at
+/// once: output bit i (row i in byte 7 − i) is bit i + 1 (when i + 1 < w) xor bit 0 (when w > 0), so that
+/// d = ((z & (2^w − 1)) >> 1) ^ −(z & 1), as csck_decode_block8 computes it. Entries 9...15 repeat width 8.
+static const uint64_t zigzagMatrices[16] __attribute__((aligned(64))) = {
+    0x0000000000000000ULL, 0x0101010101010101ULL, 0x0301010101010101ULL, 0x0305010101010101ULL,
+    0x0305090101010101ULL, 0x0305091101010101ULL, 0x0305091121010101ULL, 0x0305091121410101ULL,
+    0x0305091121418101ULL, 0x0305091121418101ULL, 0x0305091121418101ULL, 0x0305091121418101ULL,
+    0x0305091121418101ULL, 0x0305091121418101ULL, 0x0305091121418101ULL, 0x0305091121418101ULL,
+};
+
+/// Per width (0...8), vpmultishiftqb's control: byte j selects the 8 bits at bit j·w of the block. Entries 9...15
+/// repeat width 8.
+static const uint64_t fieldShifts[16] __attribute__((aligned(64))) = {
+    0x0000000000000000ULL, 0x0706050403020100ULL, 0x0E0C0A0806040200ULL, 0x15120F0C09060300ULL,
+    0x1C1814100C080400ULL, 0x231E19140F0A0500ULL, 0x2A241E18120C0600ULL, 0x312A231C150E0700ULL,
+    0x3830282018100800ULL, 0x3830282018100800ULL, 0x3830282018100800ULL, 0x3830282018100800ULL,
+    0x3830282018100800ULL, 0x3830282018100800ULL, 0x3830282018100800ULL, 0x3830282018100800ULL,
+};
+
+/// Per 8-bit predictor pattern of a step (bit k: block k is left-predicted), which bytes of `lasts` lane k adds
+/// up to the carry into block k: with position 0 standing for the sample carried into the step and position
+/// m + 1 for x_m (block m's last sample before its carry), lane k takes positions p...k, where p − 1 is the last
+/// up-predicted block before k (p = 0 when there is none: the carried sample is then added apart, so position 0
+/// is never taken). Bit 8·k + p of the entry.
+static const uint64_t carryRuns[256] __attribute__((aligned(64))) = {
+    0x8040201008040200ULL, 0x8040201008040200ULL, 0x8040201008060200ULL, 0x8040201008060200ULL,
+    0x804020100C040200ULL, 0x804020100C040200ULL, 0x804020100E060200ULL, 0x804020100E060200ULL,
+    0x8040201808040200ULL, 0x8040201808040200ULL, 0x8040201808060200ULL, 0x8040201808060200ULL,
+    0x8040201C0C040200ULL, 0x8040201C0C040200ULL, 0x8040201E0E060200ULL, 0x8040201E0E060200ULL,
+    0x8040301008040200ULL, 0x8040301008040200ULL, 0x8040301008060200ULL, 0x8040301008060200ULL,
+    0x804030100C040200ULL, 0x804030100C040200ULL, 0x804030100E060200ULL, 0x804030100E060200ULL,
+    0x8040381808040200ULL, 0x8040381808040200ULL, 0x8040381808060200ULL, 0x8040381808060200ULL,
+    0x80403C1C0C040200ULL, 0x80403C1C0C040200ULL, 0x80403E1E0E060200ULL, 0x80403E1E0E060200ULL,
+    0x8060201008040200ULL, 0x8060201008040200ULL, 0x8060201008060200ULL, 0x8060201008060200ULL,
+    0x806020100C040200ULL, 0x806020100C040200ULL, 0x806020100E060200ULL, 0x806020100E060200ULL,
+    0x8060201808040200ULL, 0x8060201808040200ULL, 0x8060201808060200ULL, 0x8060201808060200ULL,
+    0x8060201C0C040200ULL, 0x8060201C0C040200ULL, 0x8060201E0E060200ULL, 0x8060201E0E060200ULL,
+    0x8070301008040200ULL, 0x8070301008040200ULL, 0x8070301008060200ULL, 0x8070301008060200ULL,
+    0x807030100C040200ULL, 0x807030100C040200ULL, 0x807030100E060200ULL, 0x807030100E060200ULL,
+    0x8078381808040200ULL, 0x8078381808040200ULL, 0x8078381808060200ULL, 0x8078381808060200ULL,
+    0x807C3C1C0C040200ULL, 0x807C3C1C0C040200ULL, 0x807E3E1E0E060200ULL, 0x807E3E1E0E060200ULL,
+    0xC040201008040200ULL, 0xC040201008040200ULL, 0xC040201008060200ULL, 0xC040201008060200ULL,
+    0xC04020100C040200ULL, 0xC04020100C040200ULL, 0xC04020100E060200ULL, 0xC04020100E060200ULL,
+    0xC040201808040200ULL, 0xC040201808040200ULL, 0xC040201808060200ULL, 0xC040201808060200ULL,
+    0xC040201C0C040200ULL, 0xC040201C0C040200ULL, 0xC040201E0E060200ULL, 0xC040201E0E060200ULL,
+    0xC040301008040200ULL, 0xC040301008040200ULL, 0xC040301008060200ULL, 0xC040301008060200ULL,
+    0xC04030100C040200ULL, 0xC04030100C040200ULL, 0xC04030100E060200ULL, 0xC04030100E060200ULL,
+    0xC040381808040200ULL, 0xC040381808040200ULL, 0xC040381808060200ULL, 0xC040381808060200ULL,
+    0xC0403C1C0C040200ULL, 0xC0403C1C0C040200ULL, 0xC0403E1E0E060200ULL, 0xC0403E1E0E060200ULL,
+    0xE060201008040200ULL, 0xE060201008040200ULL, 0xE060201008060200ULL, 0xE060201008060200ULL,
+    0xE06020100C040200ULL, 0xE06020100C040200ULL, 0xE06020100E060200ULL, 0xE06020100E060200ULL,
+    0xE060201808040200ULL, 0xE060201808040200ULL, 0xE060201808060200ULL, 0xE060201808060200ULL,
+    0xE060201C0C040200ULL, 0xE060201C0C040200ULL, 0xE060201E0E060200ULL, 0xE060201E0E060200ULL,
+    0xF070301008040200ULL, 0xF070301008040200ULL, 0xF070301008060200ULL, 0xF070301008060200ULL,
+    0xF07030100C040200ULL, 0xF07030100C040200ULL, 0xF07030100E060200ULL, 0xF07030100E060200ULL,
+    0xF878381808040200ULL, 0xF878381808040200ULL, 0xF878381808060200ULL, 0xF878381808060200ULL,
+    0xFC7C3C1C0C040200ULL, 0xFC7C3C1C0C040200ULL, 0xFE7E3E1E0E060200ULL, 0xFE7E3E1E0E060200ULL,
+    0x8040201008040200ULL, 0x8040201008040200ULL, 0x8040201008060200ULL, 0x8040201008060200ULL,
+    0x804020100C040200ULL, 0x804020100C040200ULL, 0x804020100E060200ULL, 0x804020100E060200ULL,
+    0x8040201808040200ULL, 0x8040201808040200ULL, 0x8040201808060200ULL, 0x8040201808060200ULL,
+    0x8040201C0C040200ULL, 0x8040201C0C040200ULL, 0x8040201E0E060200ULL, 0x8040201E0E060200ULL,
+    0x8040301008040200ULL, 0x8040301008040200ULL, 0x8040301008060200ULL, 0x8040301008060200ULL,
+    0x804030100C040200ULL, 0x804030100C040200ULL, 0x804030100E060200ULL, 0x804030100E060200ULL,
+    0x8040381808040200ULL, 0x8040381808040200ULL, 0x8040381808060200ULL, 0x8040381808060200ULL,
+    0x80403C1C0C040200ULL, 0x80403C1C0C040200ULL, 0x80403E1E0E060200ULL, 0x80403E1E0E060200ULL,
+    0x8060201008040200ULL, 0x8060201008040200ULL, 0x8060201008060200ULL, 0x8060201008060200ULL,
+    0x806020100C040200ULL, 0x806020100C040200ULL, 0x806020100E060200ULL, 0x806020100E060200ULL,
+    0x8060201808040200ULL, 0x8060201808040200ULL, 0x8060201808060200ULL, 0x8060201808060200ULL,
+    0x8060201C0C040200ULL, 0x8060201C0C040200ULL, 0x8060201E0E060200ULL, 0x8060201E0E060200ULL,
+    0x8070301008040200ULL, 0x8070301008040200ULL, 0x8070301008060200ULL, 0x8070301008060200ULL,
+    0x807030100C040200ULL, 0x807030100C040200ULL, 0x807030100E060200ULL, 0x807030100E060200ULL,
+    0x8078381808040200ULL, 0x8078381808040200ULL, 0x8078381808060200ULL, 0x8078381808060200ULL,
+    0x807C3C1C0C040200ULL, 0x807C3C1C0C040200ULL, 0x807E3E1E0E060200ULL, 0x807E3E1E0E060200ULL,
+    0xC040201008040200ULL, 0xC040201008040200ULL, 0xC040201008060200ULL, 0xC040201008060200ULL,
+    0xC04020100C040200ULL, 0xC04020100C040200ULL, 0xC04020100E060200ULL, 0xC04020100E060200ULL,
+    0xC040201808040200ULL, 0xC040201808040200ULL, 0xC040201808060200ULL, 0xC040201808060200ULL,
+    0xC040201C0C040200ULL, 0xC040201C0C040200ULL, 0xC040201E0E060200ULL, 0xC040201E0E060200ULL,
+    0xC040301008040200ULL, 0xC040301008040200ULL, 0xC040301008060200ULL, 0xC040301008060200ULL,
+    0xC04030100C040200ULL, 0xC04030100C040200ULL, 0xC04030100E060200ULL, 0xC04030100E060200ULL,
+    0xC040381808040200ULL, 0xC040381808040200ULL, 0xC040381808060200ULL, 0xC040381808060200ULL,
+    0xC0403C1C0C040200ULL, 0xC0403C1C0C040200ULL, 0xC0403E1E0E060200ULL, 0xC0403E1E0E060200ULL,
+    0xE060201008040200ULL, 0xE060201008040200ULL, 0xE060201008060200ULL, 0xE060201008060200ULL,
+    0xE06020100C040200ULL, 0xE06020100C040200ULL, 0xE06020100E060200ULL, 0xE06020100E060200ULL,
+    0xE060201808040200ULL, 0xE060201808040200ULL, 0xE060201808060200ULL, 0xE060201808060200ULL,
+    0xE060201C0C040200ULL, 0xE060201C0C040200ULL, 0xE060201E0E060200ULL, 0xE060201E0E060200ULL,
+    0xF070301008040200ULL, 0xF070301008040200ULL, 0xF070301008060200ULL, 0xF070301008060200ULL,
+    0xF07030100C040200ULL, 0xF07030100C040200ULL, 0xF07030100E060200ULL, 0xF07030100E060200ULL,
+    0xF878381808040200ULL, 0xF878381808040200ULL, 0xF878381808060200ULL, 0xF878381808060200ULL,
+    0xFC7C3C1C0C040200ULL, 0xFC7C3C1C0C040200ULL, 0xFE7E3E1E0E060200ULL, 0xFE7E3E1E0E060200ULL,
+};
+
+/// Steps (of eight blocks) a chunk of a row: 2 KiB of unpacked residuals.
+#define AVX512_CHUNK_STEPS 32
+
+#define CSCK_AVX512_PACKED8_TARGET "avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,avx512vbmi2,gfni,bmi2"
+
+/// Eight unpacked blocks (d: their residuals, block k in lane k) through the predictors: `above` holds the 64
+/// samples above, `left` has bit k set when block k is left-predicted, `previous` the sample carried in (in every
+/// byte; it receives the sample carried out). Returns the 64 samples.
+/// - Each block before its carry: above + d (up), or d's prefix sums within the block (left).
+/// - The carries: block k, when left, adds n_(k−1) = x_(p−1) + ... + x_(k−1) (x_m: block m's last sample
+///   before its carry; p − 1 the last up block before k, see carryRuns), plus the sample carried in when blocks
+///   0...k are all left. One vpermb gathers the x_m into every lane (only the run's bytes kept), one vpsadbw sums
+///   them, one vpshufb spreads each sum over its block (zeros over up blocks).
+/// - Only the last add (masked: when all eight blocks are left) depends on the previous step.
+__attribute__((target(CSCK_AVX512_PACKED8_TARGET), always_inline)) static inline __m512i
+predict8_avx512(__m512i d, __m512i above, unsigned left, __m512i *previous) {
+    // vpshufb control: byte 0 of each lane over the lane (shuffles stay in 128-bit halves).
+    const __m512i spreadLow = _mm512_set_epi64(0x0808080808080808LL, 0, 0x0808080808080808LL, 0,
+                                               0x0808080808080808LL, 0, 0x0808080808080808LL, 0);
+    // Byte p of every lane: byte 8·p − 1 (x_(p−1)); and byte 63 everywhere.
+    const __m512i gatherLasts = _mm512_set1_epi64(0x372F271F170F0700LL);
+    const __m512i lastByte = _mm512_set1_epi8(63);
+    __m512i s = _mm512_add_epi8(d, _mm512_slli_epi64(d, 8));
+    s = _mm512_add_epi8(s, _mm512_slli_epi64(s, 16));
+    s = _mm512_add_epi8(s, _mm512_slli_epi64(s, 32));
+    // Every byte of the left blocks; of the run of left blocks from block 0 (which takes the sample carried in).
+    const uint64_t leftBytes = _pdep_u64(left, 0x0101010101010101ULL) * 0xFF;
+    const uint64_t throughBytes = (~leftBytes & (leftBytes + 1)) - 1;
+    const __m512i b = _mm512_mask_add_epi8(s, (__mmask64)~leftBytes, above, d);
+    const __m512i sums =
+        _mm512_sad_epu8(_mm512_maskz_permutexvar_epi8((__mmask64)carryRuns[left], gatherLasts, b),
+                        _mm512_setzero_si512());
+    const __m512i partial = _mm512_mask_add_epi8(b, (__mmask64)leftBytes, b, _mm512_shuffle_epi8(sums, spreadLow));
+    const __m512i result = _mm512_mask_add_epi8(partial, (__mmask64)throughBytes, partial, *previous);
+    const __m512i last = _mm512_permutexvar_epi8(lastByte, partial);
+    *previous = _mm512_mask_add_epi8(last, (__mmask64)(uint64_t)((int64_t)throughBytes >> 63), last, *previous);
+    return result;
+}
+
+/// The packed8 decoder with AVX-512: eight blocks (64 samples, block k in 64-bit lane k) a step.
+/// - Unpacking: the eight widths (nibbles clamped to 8) are spread to bytes by pdep, and their prefix sums (one
+///   multiply) give each block's offset; the 64 payload bytes from the step's position (those past `count`
+///   masked off, read as zeros, never touched) are loaded once, vpermb gives each block its 8 bytes, vpmultishiftqb
+///   puts field j in byte j, and one gf2p8affineqb keeps the field's w bits and undoes the zig-zag.
+/// - Prediction: up blocks add the row above; left blocks take their prefix sums within the block, then the
+///   carries between blocks (n_k = x_k + left_k · n_(k−1), x_k the block's last sample before its carry) are a
+///   segmented scan over the lanes in three shift-and-masked-add steps. Only one add depends on the previous step.
+/// - A row's last step (fewer than eight blocks, a partial last block) masks its loads and stores to the row, so
+///   nothing is written past a row's end and no other path is needed.
+__attribute__((target(CSCK_AVX512_PACKED8_TARGET))) static void
+decode_packed8_avx512(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
+                      const uint8_t *bits, size_t width, size_t height, uint8_t *x, size_t stride) {
+    const size_t blocksPerRow = (width + 7) >> 3;
+    const __m512i matricesLow = _mm512_load_si512((const void *)zigzagMatrices);
+    const __m512i matricesHigh = _mm512_load_si512((const void *)(zigzagMatrices + 8));
+    const __m512i shiftsLow = _mm512_load_si512((const void *)fieldShifts);
+    const __m512i shiftsHigh = _mm512_load_si512((const void *)(fieldShifts + 8));
+    // Byte j of lane k: k (spreads byte k of a word over lane k), and j (a block's byte offsets).
+    const __m512i laneOfByte = _mm512_set_epi64(0x0707070707070707LL, 0x0606060606060606LL, 0x0505050505050505LL,
+                                                0x0404040404040404LL, 0x0303030303030303LL, 0x0202020202020202LL,
+                                                0x0101010101010101LL, 0);
+    const __m512i byteInLane = _mm512_set1_epi64(0x0706050403020100LL);
+    const __m512i zero = _mm512_setzero_si512();
+    // The residuals of a chunk of steps, unpacked (private: the first pass writes them, the second reads them).
+    __m512i unpacked[AVX512_CHUNK_STEPS];
+    for (size_t y = 0; y < height; y++) {
+        uint8_t *current = x + y * stride;
+        // Row 0 is left-predicted throughout; its "above" is never selected (reads stay inside x).
+        const uint8_t *above = y == 0 ? x : x + (y - 1) * stride;
+        const unsigned forceLeft = y == 0 ? 0xFF : 0;
+        // The sample carried into the next block, in every byte.
+        __m512i previous = _mm512_set1_epi8((char)(y == 0 ? 0 : above[0]));
+        const size_t firstBlock = y * blocksPerRow;
+        // A row in chunks of up to CHUNK_STEPS steps, two passes each: the first unpacks the steps' residuals
+        // into `unpacked` (steps independent of each other but for the payload position, one add), the second
+        // predicts from there. Split so, the long dependency chains of the two halves overlap across steps.
+        for (size_t chunk = 0; chunk < blocksPerRow; chunk += 8 * AVX512_CHUNK_STEPS) {
+            const size_t chunkEnd =
+                blocksPerRow - chunk < 8 * AVX512_CHUNK_STEPS ? blocksPerRow : chunk + 8 * AVX512_CHUNK_STEPS;
+            const unsigned nibbleShift = (unsigned)(firstBlock & 1) * 4;
+            for (size_t column = chunk; column < chunkEnd; column += 8) {
+                const size_t block = firstBlock + column;
+                // The step's width nibbles from the private controls (the slot has room past their end); those
+                // of blocks past the row's end (in its last step) are dropped.
+                uint64_t nib;
+                memcpy(&nib, nibbles + (block >> 1), 8);
+                nib >>= nibbleShift;
+                nib &= chunkEnd - column >= 8 ? 0xFFFFFFFFULL : (1ULL << (4 * (chunkEnd - column))) - 1;
+                __m512i *slot = &unpacked[(column - chunk) >> 3];
+                // Eight blocks of width 0 (flat screen content): zeros; no payload byte is read.
+                if (nib == 0) {
+                    _mm512_store_si512((void *)slot, zero);
+                    continue;
+                }
+                // Widths one a byte. A nibble above 8 (which the decoder refuses before any kernel runs) advances
+                // the position by its value, as the AVX2 steps do, and takes 8 bytes: wrong samples, no access
+                // outside the payload.
+                const uint64_t widths = _pdep_u64(nib, 0x0F0F0F0F0F0F0F0FULL);
+                // The step's payload bytes: 64 from `position`, those at or past `count` masked off (zeros).
+                __m512i window;
+                if (position <= count && count - position >= 64) {
+                    window = _mm512_loadu_si512((const void *)(payload + position));
+                } else {
+                    const size_t start = position < count ? position : count;
+                    window = _mm512_maskz_loadu_epi8(((__mmask64)1 << (count - start)) - 1,
+                                                     (const void *)(payload + start));
+                }
+                position += (size_t)((widths * 0x0101010101010101ULL) >> 56);
+                // Block k's w bytes, in order, to the low bytes of lane k (vpexpandb), zeros above them.
+                const __m128i widthWord = _mm_cvtsi64_si128((long long)widths);
+                const __mmask64 fieldBytes = _mm512_cmplt_epu8_mask(
+                    byteInLane, _mm512_permutexvar_epi8(laneOfByte, _mm512_castsi128_si512(widthWord)));
+                const __m512i blockBytes = _mm512_maskz_expand_epi8(fieldBytes, window);
+                const __m512i widthLanes = _mm512_cvtepu8_epi64(widthWord);
+                const __m512i fields = _mm512_multishift_epi64_epi8(
+                    _mm512_permutex2var_epi64(shiftsLow, widthLanes, shiftsHigh), blockBytes);
+                _mm512_store_si512((void *)slot,
+                                   _mm512_gf2p8affine_epi64_epi8(
+                                       fields, _mm512_permutex2var_epi64(matricesLow, widthLanes, matricesHigh), 0));
+            }
+            const unsigned bitShift = (unsigned)(firstBlock & 7);
+            for (size_t column = chunk; column < chunkEnd; column += 8) {
+                const size_t block = firstBlock + column;
+                uint16_t bitWord;
+                memcpy(&bitWord, bits + (block >> 3), 2);
+                const unsigned left = (((unsigned)bitWord >> bitShift) | forceLeft) & 0xFF;
+                const __m512i d = _mm512_load_si512((const void *)&unpacked[(column - chunk) >> 3]);
+                if (width - column * 8 >= 64) {
+                    // Eight up-predicted blocks of residual 0 (flat screen content): the row above.
+                    if (left == 0 && _mm512_test_epi64_mask(d, d) == 0) {
+                        const __m512i row = _mm512_loadu_si512((const void *)(above + column * 8));
+                        _mm512_storeu_si512((void *)(current + column * 8), row);
+                        previous = _mm512_set1_epi8((char)above[column * 8 + 63]);
+                        continue;
+                    }
+                    const __m512i aboveBytes = _mm512_loadu_si512((const void *)(above + column * 8));
+                    _mm512_storeu_si512((void *)(current + column * 8),
+                                        predict8_avx512(d, aboveBytes, left, &previous));
+                } else {
+                    // The row's last step: only the row's samples are read above and written.
+                    const __mmask64 rowBytes = _bzhi_u64(~0ULL, (unsigned)(width - column * 8));
+                    const __m512i aboveBytes = _mm512_maskz_loadu_epi8(rowBytes, (const void *)(above + column * 8));
+                    _mm512_mask_storeu_epi8((void *)(current + column * 8), rowBytes,
+                                            predict8_avx512(d, aboveBytes, left, &previous));
+                }
+            }
+        }
+    }
+}
+
 int csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
                                        const uint8_t *nibbles, size_t nibbleCapacity, const uint8_t *bits,
                                        size_t bitCapacity, size_t width, size_t height, uint8_t *x, size_t xCapacity,
@@ -439,7 +698,9 @@ int csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, siz
     if (!csck_decode_capacities_hold(count, position, nibbleCapacity, bitCapacity, width, height, stride, width,
                                      xCapacity))
         return -1;
-    if (deposit && csck_cpu_has_fast_pdep())
+    if (deposit == 2 && csck_cpu_has_avx512_packed8())
+        decode_packed8_avx512(payload, count, position, nibbles, bits, width, height, x, stride);
+    else if (deposit && csck_cpu_has_fast_pdep())
         decode_packed8_deposit(payload, count, position, nibbles, bits, width, height, x, stride);
     else
         decode_packed8_shuffles(payload, count, position, nibbles, bits, width, height, x, stride);
@@ -450,7 +711,8 @@ int csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t positi
                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
                              size_t height, uint8_t *x, size_t xCapacity, size_t stride) {
     return csck_decode_packed8_avx2_unpacking(payload, count, position, nibbles, nibbleCapacity, bits, bitCapacity,
-                                              width, height, x, xCapacity, stride, 1);
+                                              width, height, x, xCapacity, stride,
+                                              csck_cpu_has_avx512_packed8() ? 2 : 1);
 }
 
 /// Per 2-bit predictor pattern (bit k: block k is left-predicted), a mask over the 128-bit lanes of those blocks.
@@ -795,6 +1057,8 @@ size_t csck_pack8_avx2(const uint8_t *up, const uint8_t *left, size_t blockCount
 int csck_cpu_has_avx2(void) { return 0; }
 
 int csck_cpu_has_fast_pdep(void) { return 0; }
+
+int csck_cpu_has_avx512_packed8(void) { return 0; }
 
 int csck_pdep_is_fast(int hasBMI2AndAVX2, uint32_t vendorEBX, uint32_t vendorECX, uint32_t vendorEDX,
                       uint32_t signatureEAX) {

@@ -6,14 +6,19 @@ import Testing
 
 @testable import SurfaceCompression
 
-/// The AVX2 packed8 kernel unpacks blocks two ways: with BMI2's pdep where it is fast (Intel, AMD Zen 3 on) and
-/// with byte shuffles and multiplies elsewhere; the packed10 kernel with byte shuffles and shifts. Each must
+/// The AVX2 packed8 kernel unpacks blocks three ways: with AVX-512 (VBMI, VBMI2, GFNI: Intel from Ice Lake, AMD
+/// from Zen 4), with BMI2's pdep where it is fast (Intel, AMD Zen 3 on) and with byte shuffles and multiplies
+/// elsewhere; the packed10 kernel with byte shuffles and shifts. Each must
 /// decode exactly what the portable Swift decoder decodes (packed8 into strided rows without touching a byte
 /// beside them), and read nothing past the payload's end.
 @Suite(.heavyWork, .timeLimit(.minutes(10))) struct KernelUnpackingTests {
     /// Sizes with whole groups of four blocks, partial groups and partial blocks, and rows long enough that the
     /// vector loop does most of the work.
     static let sizes: [(Int, Int)] = [(32, 3), (40, 4), (63, 5), (96, 7), (256, 6), (517, 3), (1000, 2), (5, 9)]
+
+    /// The unpackings `csck_decode_packed8_avx2_unpacking` takes: shuffles (0), pdep (1), AVX-512 (2; where the
+    /// processor lacks it, pdep or shuffles run instead, and AVX512Packed8KernelTests says so).
+    static let unpackings: [Int32] = [0, 1, 2]
 
 
     /// The portable decoder's samples (contiguous rows), or nil for a refusal.
@@ -40,10 +45,10 @@ import Testing
         return ok ? Array(output.prefix(width * height)) : nil
     }
 
-    /// Decodes `payload` with the kernel's chosen unpacking into rows `stride` bytes apart of a plane filled
-    /// with a canary. The payload is copied to the end of a page followed by an inaccessible page, so a read
-    /// past its end faults.
-    static func kernel(_ payload: [UInt8], width: Int, height: Int, stride: Int, deposit: Bool) -> [UInt8] {
+    /// Decodes `payload` with the kernel's chosen unpacking (see ``unpackings``) into rows `stride` bytes apart of a
+    /// plane filled with a canary. The payload is copied to the end of a page followed by an inaccessible page, so
+    /// a read past its end faults.
+    static func kernel(_ payload: [UInt8], width: Int, height: Int, stride: Int, unpacking: Int32) -> [UInt8] {
         let blocks = (width + 7) / 8 * height
         let controlBytes = (blocks + 1) / 2 + (blocks + 7) / 8
         // Private controls, readable CSCK_CONTROL_SLACK (8) bytes past their end.
@@ -72,7 +77,7 @@ import Testing
                     x.baseAddress!,
                     x.count,
                     stride,
-                    deposit ? 1 : 0
+                    unpacking
                 )
             }
         }
@@ -117,9 +122,9 @@ import Testing
         if csck_cpu_has_fast_pdep() != 0 { #expect(csck_cpu_has_avx2() != 0) }
     }
 
-    /// Random payloads (widths 0...8, and all 8), both unpackings, strided: byte for byte the portable samples.
+    /// Random payloads (widths 0...8, and all 8), every unpacking, strided: byte for byte the portable samples.
     @Test(arguments: sizes.indices)
-    func bothUnpackingsMatchThePortableDecoder(index: Int) throws {
+    func everyUnpackingMatchesThePortableDecoder(index: Int) throws {
         try #require(csck_cpu_has_avx2() != 0, "the kernel needs AVX2")
         let (width, height) = Self.sizes[index]
         var random = SplitMix(seed: UInt64(900 + index))
@@ -131,18 +136,18 @@ import Testing
                 random: &random
             )
             let expected = try #require(Self.portable(payload, width: width, height: height))
-            for deposit in [false, true] {
+            for unpacking in Self.unpackings {
                 let stride = width + 1 + round
-                let plane = Self.kernel(payload, width: width, height: height, stride: stride, deposit: deposit)
-                Self.expectSame(plane, expected, width: width, height: height, stride: stride, "deposit \(deposit)")
+                let plane = Self.kernel(payload, width: width, height: height, stride: stride, unpacking: unpacking)
+                Self.expectSame(plane, expected, width: width, height: height, stride: stride, "unpacking \(unpacking)")
             }
         }
     }
 
     /// Encoded photographs-like components (smooth gradients with noise, so both predictors and every width
-    /// occur) decode to the original samples with both unpackings.
+    /// occur) decode to the original samples with every unpacking.
     @Test(arguments: sizes.indices)
-    func bothUnpackingsRoundTripEncodedComponents(index: Int) throws {
+    func everyUnpackingRoundTripsEncodedComponents(index: Int) throws {
         try #require(csck_cpu_has_avx2() != 0, "the kernel needs AVX2")
         let (width, height) = Self.sizes[index]
         var random = SplitMix(seed: UInt64(950 + index))
@@ -175,18 +180,25 @@ import Testing
                 return Array(UnsafeRawBufferPointer(start: choice.payload, count: choice.byteCount))
             }
             guard let payload else { continue }
-            for deposit in [false, true] {
-                let plane = Self.kernel(payload, width: width, height: height, stride: width + 3, deposit: deposit)
-                Self.expectSame(plane, original, width: width, height: height, stride: width + 3, "style \(style)")
+            for unpacking in Self.unpackings {
+                let plane = Self.kernel(payload, width: width, height: height, stride: width + 3, unpacking: unpacking)
+                Self.expectSame(
+                    plane,
+                    original,
+                    width: width,
+                    height: height,
+                    stride: width + 3,
+                    "style \(style), unpacking \(unpacking)"
+                )
             }
         }
     }
 
     /// A payload cut short (its widths claim more bytes than there are, as a rewritten shared payload may):
-    /// neither unpacking reads past the end (the page after it is inaccessible), and bytes past the end count as
+    /// no unpacking reads past the end (the page after it is inaccessible), and bytes past the end count as
     /// zeros: the samples are those of the payload completed with zeros, which the portable decoder accepts.
     @Test(arguments: sizes.indices)
-    func bothUnpackingsStayInsideAShortPayload(index: Int) throws {
+    func everyUnpackingStaysInsideAShortPayload(index: Int) throws {
         try #require(csck_cpu_has_avx2() != 0, "the kernel needs AVX2")
         let (width, height) = Self.sizes[index]
         var random = SplitMix(seed: UInt64(990 + index))
@@ -202,13 +214,13 @@ import Testing
             let cut = controlBytes + Int(random.next() % UInt64(full.count - controlBytes + 1))
             let completed = Array(full.prefix(cut)) + [UInt8](repeating: 0, count: full.count - cut)
             let expected = try #require(Self.portable(completed, width: width, height: height))
-            for deposit in [false, true] {
+            for unpacking in Self.unpackings {
                 let plane = Self.kernel(
                     Array(full.prefix(cut)),
                     width: width,
                     height: height,
                     stride: width,
-                    deposit: deposit
+                    unpacking: unpacking
                 )
                 Self.expectSame(
                     plane,
@@ -216,7 +228,7 @@ import Testing
                     width: width,
                     height: height,
                     stride: width,
-                    "cut at \(cut), deposit \(deposit)"
+                    "cut at \(cut), unpacking \(unpacking)"
                 )
             }
         }

@@ -2,7 +2,8 @@
 //
 // Written in C because Swift cannot enable instruction sets per function. On x86-64 the AVX2 functions carry
 // __attribute__((target("avx2"))) and the SSE4.1 ones __attribute__((target("sse4.1"))); each runs only after
-// its runtime check (csck_cpu_has_avx2, csck_cpu_has_sse41), so the package still builds for baseline x86-64
+// its runtime check (csck_cpu_has_avx2, csck_cpu_has_sse41; inside the AVX2 tier, the AVX-512 packed8 decoder after
+// csck_cpu_has_avx512_packed8), so the package still builds for baseline x86-64
 // and as a dependency, with no global -march. On arm64 the NEON functions (NEON is baseline there: no check)
 // are built instead (CSCK_HAS_NEON_KERNELS). Elsewhere no kernel is built and the Swift code uses its portable
 // path. Every tier decodes and packs exactly the bytes the portable Swift code does.
@@ -49,7 +50,8 @@ int csck_cpu_has_avx2(void);
 ///   clamped to 8 and every load is bounded by `count`, so a change gives wrong samples, never an out-of-bounds
 ///   access.
 ///
-/// `position` is where the residual blocks start. Call only when csck_cpu_has_avx2() returned 1.
+/// `position` is where the residual blocks start. Call only when csck_cpu_has_avx2() returned 1. Where
+/// csck_cpu_has_avx512_packed8() returns 1 the blocks are decoded eight a step with AVX-512 (the same samples).
 int csck_decode_packed8_avx2(const uint8_t *payload, size_t count, size_t position, const uint8_t *nibbles,
                              size_t nibbleCapacity, const uint8_t *bits, size_t bitCapacity, size_t width,
                              size_t height, uint8_t *x, size_t xCapacity, size_t stride);
@@ -63,9 +65,15 @@ int csck_cpu_has_fast_pdep(void);
 int csck_pdep_is_fast(int hasBMI2AndAVX2, uint32_t vendorEBX, uint32_t vendorECX, uint32_t vendorEDX,
                       uint32_t signatureEAX);
 
-/// csck_decode_packed8_avx2 with a chosen way to unpack the blocks: with pdep (`deposit` = 1, used only where
-/// csck_cpu_has_fast_pdep() returned 1, otherwise as 0) or with byte shuffles and multiplies (`deposit` = 0).
-/// The same samples either way; csck_decode_packed8_avx2 uses pdep where it is fast. For tests and benchmarks.
+/// Whether the processor runs the AVX-512 packed8 decoder (cpuid and the OS's register state, once): AVX-512 F,
+/// BW, DQ, VL and VBMI, GFNI and BMI2 (Intel from Ice Lake, AMD from Zen 4). On other architectures, 0.
+int csck_cpu_has_avx512_packed8(void);
+
+/// csck_decode_packed8_avx2 with a chosen way to unpack the blocks: with AVX-512 (`deposit` = 2: vpermb,
+/// vpmultishiftqb and gf2p8affineqb, eight blocks a step; used only where csck_cpu_has_avx512_packed8() returned
+/// 1, otherwise as 1), with pdep (`deposit` = 1, used only where csck_cpu_has_fast_pdep() returned 1, otherwise
+/// as 0) or with byte shuffles and multiplies (`deposit` = 0). The same samples every way;
+/// csck_decode_packed8_avx2 uses AVX-512 where it runs, else pdep where it is fast. For tests and benchmarks.
 int csck_decode_packed8_avx2_unpacking(const uint8_t *payload, size_t count, size_t position,
                                        const uint8_t *nibbles, size_t nibbleCapacity, const uint8_t *bits,
                                        size_t bitCapacity, size_t width, size_t height, uint8_t *x, size_t xCapacity,
