@@ -75,7 +75,9 @@ package struct BenchCodecCommand: ParsableCommand {
         // The codec's kernel tier: the best this processor runs, or the one FRAMEBUS_CODEC_KERNELS names
         // (docs/BENCHMARKS.md).
         let available = Kernels.availableTiers.map(\.rawValue).joined(separator: ", ")
-        print("Codec kernels: \(Kernels.selectedTier.rawValue) (available here: \(available))")
+        let avx512 =
+            Kernels.selectedTier == .avx2 && Kernels.decodesPacked8WithAVX512 ? "; packed8 decode: AVX-512" : ""
+        print("Codec kernels: \(Kernels.selectedTier.rawValue) (available here: \(available))\(avx512)")
         var results: [Result] = []
         for (setName, files) in sets {
             let images = try files.map { try RGBImage(contentsOfPNGFile: $0) }

@@ -34,6 +34,9 @@ import TestSupport
         let (line, json) = try await Self.bench(kernels: tier.rawValue)
         #expect(line.hasPrefix("Codec kernels: \(tier.rawValue) "), "\(line)")
         #expect(json == tier.rawValue)
+        // The AVX2 tier's packed8 decoder runs its AVX-512 variant where the processor has VBMI, VBMI2 and GFNI.
+        let avx512 = tier == .avx2 && Kernels.decodesPacked8WithAVX512
+        #expect(line.hasSuffix("; packed8 decode: AVX-512") == avx512, "\(line)")
     }
 
     @Test func aTierNotAvailableHereIsIgnored() async throws {

@@ -34,6 +34,16 @@ package enum Kernels {
     /// Whether this processor runs the AVX2 kernels (cpuid, checked once); whether they are in use is `tier`.
     static var hasAVX2: Bool { availableTiers.contains(.avx2) }
 
+    /// Whether the AVX2 tier's packed8 decoder runs its AVX-512 variant here (VBMI, VBMI2 and GFNI; chosen inside
+    /// `csck_decode_packed8_avx2`), so that a benchmark can say which kernel it measured.
+    package static let decodesPacked8WithAVX512: Bool = {
+        #if arch(x86_64)
+        return hasAVX2 && csck_cpu_has_avx512_packed8() != 0
+        #else
+        return false
+        #endif
+    }()
+
     /// The tier the codec uses: the best available one, unless `FRAMEBUS_CODEC_KERNELS` names another available
     /// one (a name that is not available here is ignored).
     package static let selectedTier: Tier = {
