@@ -165,6 +165,28 @@ void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, u
 /// The same for 16-bit samples (x420, xf20): `cbcr[2i] = cb[i]`, `cbcr[2i + 1] = cr[i]` (2 × count samples).
 void csck_interleave_cbcr16(const uint16_t *cb, const uint16_t *cr, size_t count, uint16_t *cbcr);
 
+/// One payload to checksum: `count` bytes at `bytes` (not read when `count` is 0).
+typedef struct {
+    const uint8_t *bytes;
+    size_t count;
+} csck_payload;
+
+/// The checksum H (docs/COMPRESSED-LAYOUT.md §8) of each of the `n` payloads, with the same `seed`, into
+/// `hashes[0..<n]`: the values of the Swift reference `Checksum.hash`. Reads exactly the payloads' bytes, each
+/// once (none past its `count`), so a payload may be shared memory that changes meanwhile (its hash is then
+/// whatever the bytes read give). Two payloads a step, scalar; every architecture.
+void csck_checksums_scalar(const csck_payload *payloads, size_t n, uint64_t seed, uint64_t *hashes);
+
+/// Whether the processor runs csck_checksums_avx512 (AVX-512 F, DQ and VL; cpuid, once). 0 on other architectures.
+int csck_cpu_has_avx512_checksums(void);
+
+#if defined(__x86_64__)
+/// csck_checksums_scalar's contract with AVX-512 (vpmullq, vprolq on 256-bit registers): the 32-byte stripes of
+/// up to eight payloads a step, each payload's last < 32 bytes and fold scalar. Call only when
+/// csck_cpu_has_avx512_checksums() returned 1.
+void csck_checksums_avx512(const csck_payload *payloads, size_t n, uint64_t seed, uint64_t *hashes);
+#endif
+
 /// LZ4 blocks with Huffman-coded literals (docs/COMPRESSED-LAYOUT.md §6.6): the longest code, in bits.
 #define CSCK_HUFF_MAX_BITS 11
 /// The fixed part of a coded block's header: literal count (u32), sequence byte count (u32), a 32-byte bitmap of

@@ -44,6 +44,16 @@ package enum Kernels {
         #endif
     }()
 
+    /// Whether the AVX2 tier hashes payloads with AVX-512 here (F, DQ and VL: `vpmullq`, `vprolq`; see
+    /// `csck_checksums_avx512`), eight payloads a step; otherwise the vector tiers hash two a step, scalar.
+    package static let hashesWithAVX512: Bool = {
+        #if arch(x86_64)
+        return hasAVX2 && csck_cpu_has_avx512_checksums() != 0
+        #else
+        return false
+        #endif
+    }()
+
     /// The tier the codec uses: the best available one, unless `FRAMEBUS_CODEC_KERNELS` names another available
     /// one (a name that is not available here is ignored).
     package static let selectedTier: Tier = {
@@ -243,5 +253,31 @@ package enum Kernels {
         size = written
         zeroBlocks = zeros
         return true
+    }
+
+    /// The checksums (docs/COMPRESSED-LAYOUT.md §8) of `count` payloads with one `seed`, into `hashes`, with the
+    /// tier in effect: several payloads at once (`csck_checksums_avx512` under the AVX2 tier where AVX-512 runs,
+    /// else `csck_checksums_scalar`, on x86-64). Each payload is read once and nowhere past its count. Returns
+    /// false, having done nothing, under the portable tier and off x86-64 (``Checksum/hash(_:count:seed:)`` is the
+    /// reference there).
+    static func checksums(
+        _ payloads: UnsafePointer<csck_payload>,
+        count: Int,
+        seed: UInt64,
+        into hashes: UnsafeMutablePointer<UInt64>
+    ) -> Bool {
+        #if arch(x86_64)
+        switch tier {
+        case .avx2 where hashesWithAVX512:
+            unsafe csck_checksums_avx512(payloads, count, seed, hashes)
+        case .avx2, .sse41:
+            unsafe csck_checksums_scalar(payloads, count, seed, hashes)
+        default:
+            return false
+        }
+        return true
+        #else
+        return false
+        #endif
     }
 }

@@ -75,22 +75,25 @@
         let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
         var inner = TileCodec.InnerPayloads(enabled: keepsInnerPayloads, areaPayloads: innerAreaPayloads)
         defer { unsafe tallies[worker] = inner.tally }
-        for tile in first..<end {
-            do throws(CompressionError) {
-                try unsafe TileCodec.decodeTile(
-                    grid,
-                    tile: tile,
-                    entries: entries,
-                    from: surface,
-                    scratch: scratch[worker],
-                    stride: stride,
-                    into: image,
-                    verifyChecksums: verifyChecksums,
-                    inner: &inner
-                )
-            } catch {
-                unsafe failures[worker] = error
-                return
+        // The payload checksums of this worker's next entries are computed a batch at a time, several at once.
+        PayloadChecksums.withChecksums(verifies: verifyChecksums, limit: end * grid.componentCount) { checksums in
+            for tile in first..<end {
+                do throws(CompressionError) {
+                    try unsafe TileCodec.decodeTile(
+                        grid,
+                        tile: tile,
+                        entries: entries,
+                        from: surface,
+                        scratch: scratch[worker],
+                        stride: stride,
+                        into: image,
+                        checksums: &checksums,
+                        inner: &inner
+                    )
+                } catch {
+                    unsafe failures[worker] = error
+                    return
+                }
             }
         }
     }

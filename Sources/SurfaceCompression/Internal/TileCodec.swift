@@ -966,9 +966,10 @@ enum TileCodec {
         scratch: UnsafeMutableRawPointer,
         stride: Int,
         into image: ImagePlanes,
-        verifyChecksums: Bool,
+        checksums: inout PayloadChecksums,
         inner: inout InnerPayloads
     ) throws(CompressionError) {
+        let verifyChecksums = checksums.verifies
         var pointers = unsafe ComponentPointers(c0: scratch, c1: scratch, c2: scratch, c3: scratch)
         let bytesPerSample = grid.format.bytesPerSample
         // The Y of an 8-bit 4:2:0 band (a tile as wide as the image) is decoded straight into the plane (its rows
@@ -999,7 +1000,8 @@ enum TileCodec {
             let n = extent.width * extent.height
             func where_() -> String { "SurfaceCodec.decode: tile \(tile) component \(c)" }
             if verifyChecksums {
-                let computed = unsafe Checksum.hash(payload, count: e.byteCount)
+                // Computed ahead with the next entries' (PayloadChecksums), checked here as if just computed.
+                let computed = unsafe checksums.checksum(ofEntry: tile * grid.componentCount + c, entries: entries, surface: p)
                 guard (computed ^ e.checksum) & checksumMask == 0 else {
                     throw CompressionError(.checksumMismatch, where_())
                 }
