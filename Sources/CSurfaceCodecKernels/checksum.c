@@ -64,13 +64,42 @@ static uint64_t checksum1(const uint8_t *p, size_t count, uint64_t seed) {
     return finish(l, p, count % 32, count);
 }
 
-void csck_checksums_scalar(const csck_payload *payloads, size_t n, uint64_t seed, uint64_t *hashes) {
+/// Payloads ordered at once (longest first); a longer call goes in groups of this many.
+#define GROUP 64
+
+/// Hashes the payloads shorter than a stripe (alone, into `hashes`) and puts the indices of the others into
+/// `order`, longest first (insertion sort: n <= GROUP); returns how many there are.
+static size_t order_longest_first(const csck_payload *payloads, size_t n, uint64_t seed, uint64_t *hashes,
+                                  uint8_t order[GROUP]) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t count = payloads[i].count;
+        if (count < 32) {
+            hashes[i] = checksum1(payloads[i].bytes, count, seed);
+            continue;
+        }
+        size_t at = m++;
+        while (at > 0 && payloads[order[at - 1]].count < count) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = (uint8_t)i;
+    }
+    return m;
+}
+
+/// csck_checksums_scalar for at most GROUP payloads: longest first, two payloads of near lengths a step, so that
+/// their common stripes are most of both.
+static void checksums_scalar_group(const csck_payload *payloads, size_t n, uint64_t seed, uint64_t *hashes) {
+    uint8_t order[GROUP];
+    const size_t m = order_longest_first(payloads, n, seed, hashes, order);
     size_t i = 0;
     // Two payloads a step: eight multiply chains instead of four, which fill a 64-bit multiplier that one
     // payload's four chains leave idle between their dependent steps.
-    for (; i + 2 <= n; i += 2) {
-        const uint8_t *p = payloads[i].bytes, *q = payloads[i + 1].bytes;
-        const size_t pc = payloads[i].count, qc = payloads[i + 1].count;
+    for (; i + 2 <= m; i += 2) {
+        const size_t x = order[i], y = order[i + 1];
+        const uint8_t *p = payloads[x].bytes, *q = payloads[y].bytes;
+        const size_t pc = payloads[x].count, qc = payloads[y].count;
         uint64_t a[4] = {seed ^ K0, seed ^ K1, seed ^ K2, seed ^ K3};
         uint64_t b[4] = {seed ^ K0, seed ^ K1, seed ^ K2, seed ^ K3};
         size_t ps = pc / 32, qs = qc / 32;
@@ -99,10 +128,17 @@ void csck_checksums_scalar(const csck_payload *payloads, size_t n, uint64_t seed
             b[2] = step(b[2], load64(q + 16), K2);
             b[3] = step(b[3], load64(q + 24), K3);
         }
-        hashes[i] = finish(a, p, pc % 32, pc);
-        hashes[i + 1] = finish(b, q, qc % 32, qc);
+        hashes[x] = finish(a, p, pc % 32, pc);
+        hashes[y] = finish(b, q, qc % 32, qc);
     }
-    if (i < n) hashes[i] = checksum1(payloads[i].bytes, payloads[i].count, seed);
+    if (i < m) hashes[order[i]] = checksum1(payloads[order[i]].bytes, payloads[order[i]].count, seed);
+}
+
+void csck_checksums_scalar(const csck_payload *payloads, size_t n, uint64_t seed, uint64_t *hashes) {
+    for (size_t i = 0; i < n; i += GROUP) {
+        const size_t group = n - i < GROUP ? n - i : GROUP;
+        checksums_scalar_group(payloads + i, group, seed, hashes + i);
+    }
 }
 
 #if defined(__x86_64__)
@@ -151,9 +187,6 @@ __attribute__((target(AVX512_TARGET))) static void run_stripes(__m256i s[SLOTS],
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
 
-/// Payloads csck_checksums_avx512 orders at once (longest first); a longer call goes in groups of this many.
-#define GROUP 64
-
 /// csck_checksums_avx512 for at most GROUP payloads. The slots take the payloads longest first (the longest
 /// payload bounds the time; short ones fill in beside it), each payload of at least one stripe; the shorter ones
 /// are finished alone.
@@ -161,22 +194,8 @@ __attribute__((target(AVX512_TARGET))) static void checksums_group(const csck_pa
                                                                    uint64_t seed, uint64_t *hashes) {
     const __m256i k = _mm256_setr_epi64x((long long)K0, (long long)K1, (long long)K2, (long long)K3);
     const __m256i start = _mm256_xor_si256(_mm256_set1_epi64x((long long)seed), k);
-    // order[0..<m]: the payloads of at least one stripe, longest first (insertion sort: m <= GROUP).
     uint8_t order[GROUP];
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        const size_t count = payloads[i].count;
-        if (count < 32) {
-            hashes[i] = checksum1(payloads[i].bytes, count, seed);
-            continue;
-        }
-        size_t at = m++;
-        while (at > 0 && payloads[order[at - 1]].count < count) {
-            order[at] = order[at - 1];
-            at--;
-        }
-        order[at] = (uint8_t)i;
-    }
+    const size_t m = order_longest_first(payloads, n, seed, hashes, order);
     __m256i s[SLOTS];
     const uint8_t *base[SLOTS];
     size_t left[SLOTS];   // whole stripes still to step
