@@ -104,7 +104,9 @@ import Testing
         }
         // Recompute from the §8 definition, step by step, independently of Checksum.swift's code.
         func h(_ n: Int) -> UInt64 {
-            let k: [UInt64] = [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x85EB_CA77_C2B2_AE63]
+            let k: [UInt64] = [
+                0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x85EB_CA77_C2B2_AE63,
+            ]
             var lane = k
             func word(_ at: Int, _ count: Int) -> UInt64 {
                 (0..<count).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * UInt64($1)) }

@@ -65,7 +65,11 @@ import Testing
         }
 
         /// Decodes `compressed`; returns the error (nil on success) and the output's packed bytes.
-        func decode(_ compressed: PixelBuffer, threads: Int, verifies: Bool = true) throws -> (CompressionError?, [UInt8]) {
+        func decode(
+            _ compressed: PixelBuffer,
+            threads: Int,
+            verifies: Bool = true
+        ) throws -> (CompressionError?, [UInt8]) {
             let output = try PixelBuffer(width: width, height: height, pixelFormat: .yuv420BiPlanarVideoRange8)
             var failure: CompressionError? = nil
             do {

@@ -103,7 +103,12 @@ enum Checksum {
     private var first = 0
     private var end = 0
 
-    private init(verifies: Bool, limit: Int, payloads: UnsafeMutablePointer<csck_payload>, hashes: UnsafeMutablePointer<UInt64>) {
+    private init(
+        verifies: Bool,
+        limit: Int,
+        payloads: UnsafeMutablePointer<csck_payload>,
+        hashes: UnsafeMutablePointer<UInt64>
+    ) {
         self.verifies = verifies
         self.limit = limit
         unsafe self.payloads = payloads
@@ -132,9 +137,11 @@ enum Checksum {
 
     /// The computed checksum of the payload of entry `index` (< the limit), hashing a batch from it on when this
     /// entry is not in the current one. `entries` are the validated entries; `p` the surface.
-    mutating func checksum(ofEntry index: Int, entries: UnsafeBufferPointer<TileCodec.Entry>, surface p: UnsafeRawPointer)
-        -> UInt64
-    {
+    mutating func checksum(
+        ofEntry index: Int,
+        entries: UnsafeBufferPointer<TileCodec.Entry>,
+        surface p: UnsafeRawPointer
+    ) -> UInt64 {
         if index < first || index >= end {
             var count = 0
             var bytes = 0

@@ -1001,7 +1001,11 @@ enum TileCodec {
             func where_() -> String { "SurfaceCodec.decode: tile \(tile) component \(c)" }
             if verifyChecksums {
                 // Computed ahead with the next entries' (PayloadChecksums), checked here as if just computed.
-                let computed = unsafe checksums.checksum(ofEntry: tile * grid.componentCount + c, entries: entries, surface: p)
+                let computed = unsafe checksums.checksum(
+                    ofEntry: tile * grid.componentCount + c,
+                    entries: entries,
+                    surface: p
+                )
                 guard (computed ^ e.checksum) & checksumMask == 0 else {
                     throw CompressionError(.checksumMismatch, where_())
                 }
