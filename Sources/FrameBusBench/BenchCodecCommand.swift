@@ -75,9 +75,11 @@ package struct BenchCodecCommand: ParsableCommand {
         // The codec's kernel tier: the best this processor runs, or the one FRAMEBUS_CODEC_KERNELS names
         // (docs/BENCHMARKS.md).
         let available = Kernels.availableTiers.map(\.rawValue).joined(separator: ", ")
-        let avx512 =
-            Kernels.selectedTier == .avx2 && Kernels.decodesPacked8WithAVX512 ? "; packed8 decode: AVX-512" : ""
-        print("Codec kernels: \(Kernels.selectedTier.rawValue) (available here: \(available))\(avx512)")
+        // Within the AVX2 tier, two kernels have AVX-512 variants, each chosen where the processor runs it.
+        let avx2 = Kernels.selectedTier == .avx2
+        let packed8 = avx2 && Kernels.decodesPacked8WithAVX512 ? "; packed8 decode: AVX-512" : ""
+        let checksums = avx2 && Kernels.hashesWithAVX512 ? "; checksums: AVX-512" : ""
+        print("Codec kernels: \(Kernels.selectedTier.rawValue) (available here: \(available))\(packed8)\(checksums)")
         var results: [Result] = []
         for (setName, files) in sets {
             let images = try files.map { try RGBImage(contentsOfPNGFile: $0) }

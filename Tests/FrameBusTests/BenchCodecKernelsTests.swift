@@ -34,9 +34,13 @@ import TestSupport
         let (line, json) = try await Self.bench(kernels: tier.rawValue)
         #expect(line.hasPrefix("Codec kernels: \(tier.rawValue) "), "\(line)")
         #expect(json == tier.rawValue)
-        // The AVX2 tier's packed8 decoder runs its AVX-512 variant where the processor has VBMI, VBMI2 and GFNI.
-        let avx512 = tier == .avx2 && Kernels.decodesPacked8WithAVX512
-        #expect(line.hasSuffix("; packed8 decode: AVX-512") == avx512, "\(line)")
+        // The AVX2 tier's packed8 decoder runs its AVX-512 variant where the processor has VBMI, VBMI2 and GFNI,
+        // and its payload checksums theirs where it has AVX-512 F, DQ and VL.
+        let packed8 = tier == .avx2 && Kernels.decodesPacked8WithAVX512
+        let checksums = tier == .avx2 && Kernels.hashesWithAVX512
+        #expect(line.contains("; packed8 decode: AVX-512") == packed8, "\(line)")
+        #expect(line.contains("; checksums: AVX-512") == checksums, "\(line)")
+        #expect(!checksums || line.hasSuffix("; checksums: AVX-512"), "\(line)")
     }
 
     @Test func aTierNotAvailableHereIsIgnored() async throws {
