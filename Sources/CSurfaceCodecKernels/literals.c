@@ -971,7 +971,8 @@ static size_t write_huffman(const uint8_t *data, size_t n, const uint8_t lengths
     return out;
 }
 
-size_t csck_seq_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity, uint8_t *scratch) {
+size_t csck_seq_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity, uint8_t *scratch,
+                           unsigned streamSaving) {
     if (count == 0 || count > UINT32_MAX || capacity < CSCK_SEQ_HEADER_BYTES) return 0;
     // Pass 1: the counts (and a parse check). Pass 2: the streams into `scratch` (count bytes: they partition B).
     size_t L = 0, Q = 0, E = 0;
@@ -1042,7 +1043,9 @@ size_t csck_seq_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, siz
                 present += lengths[s][v] > 0;
             }
             const size_t coded = 32 + (present + 1) / 2 + (size_t)((bits + 7) / 8);
-            if (coded < symbols[s]) {
+            // Coded only when it saves at least `streamSaving` % of the stream's symbols: each coded symbol costs
+            // decode time, a stored stream none (it is used where it is).
+            if (coded < symbols[s] && (uint64_t)(symbols[s] - coded) * 100 >= (uint64_t)symbols[s] * streamSaving) {
                 size[s] = coded;
                 kind[s] = 1;
             }

@@ -215,9 +215,11 @@ ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t 
 #define CSCK_SEQ_HEADER_BYTES 37
 
 /// Splits the LZ4 block `block` (`count` bytes, as liblz4 writes it) into a sequence-coded block in `out`, each
-/// stream Huffman-coded where that is smaller, else stored. `scratch`: `count` private bytes. Returns the block's
-/// size, or 0 when the block does not parse or the result would not fit in `capacity` bytes.
-size_t csck_seq_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity, uint8_t *scratch);
+/// stream Huffman-coded where that makes it at least `streamSaving` percent smaller, else stored. `scratch`: `count`
+/// private bytes. Returns the block's size, or 0 when the block does not parse or the result would not fit in
+/// `capacity` bytes (`out` is written only when it fits).
+size_t csck_seq_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity, uint8_t *scratch,
+                           unsigned streamSaving);
 
 /// Rebuilds the LZ4 block B of the sequence-coded block `payload` (`count` bytes, private memory) into `out`
 /// (`capacity` bytes; B must fit), its five streams first decoded into `scratch` (`scratchCapacity` bytes, private;

@@ -285,16 +285,30 @@ extension LZ4Block {
 /// LZ4 blocks stored as coded sequences (layout version 7, docs/COMPRESSED-LAYOUT.md §6.7), in C.
 extension LZ4Block {
     /// How much smaller, in percent of the LZ4 block, a sequence-coded block must be than the best of the block and
-    /// its coded-literals form to be kept (3 by default): decoding its token, offset and length streams costs time
-    /// per sequence. `FRAMEBUS_CODEC_SEQUENCE_SAVING` sets it (0...100, 100 turns coded sequences off), read once per
-    /// process.
+    /// its coded-literals form to be kept (20 by default): decoding its streams costs time per block and per symbol.
+    /// On the screen corpus (one thread, medians of five alternating rounds, each stream coded where it saves 20 %),
+    /// 3 gave 420v / x420 / BGRA 33.59 / 44.73 / 58.24 decoding at 0.51 / 0.57 / 0.57× LZ4, 20 gives 32.01 / 43.19 /
+    /// 55.68 at 0.61 / 0.62 / 0.67× (version 6 in the same runs: 30.22 / 40.50 / 50.47 at 0.66 / 0.62 / 0.62×).
+    /// `FRAMEBUS_CODEC_SEQUENCE_SAVING` sets it (0...100, 100 turns coded sequences off), read once per process.
     static let codedSequencesMinimumSaving: Int = {
         if let value = unsafe getenv("FRAMEBUS_CODEC_SEQUENCE_SAVING"),
             let percent = Int(unsafe String(cString: value))
         {
             return max(0, min(percent, 100))
         }
-        return 3
+        return 20
+    }()
+
+    /// How much smaller, in percent of its symbol count, a stream of a sequence-coded block must be Huffman-coded to
+    /// be stored that way (20 by default; else it is stored and the decoder uses it where it is): decoding costs time
+    /// per symbol, and the streams differ in what coding saves per symbol (on the screen corpus, about 50 % for the
+    /// length bytes, 38 % for the offset high bytes, 19 % for the tokens, 10 % for the offset low bytes and 7 % for
+    /// the literals). `FRAMEBUS_CODEC_STREAM_SAVING` sets it (0...100), read once per process.
+    static let codedSequencesStreamSaving: Int = {
+        if let value = unsafe getenv("FRAMEBUS_CODEC_STREAM_SAVING"), let percent = Int(unsafe String(cString: value)) {
+            return max(0, min(percent, 100))
+        }
+        return 20
     }()
 
     /// Codes the LZ4 block `block` (`count` bytes, written by liblz4) as coded sequences into at most `capacity`
@@ -313,7 +327,8 @@ extension LZ4Block {
             count,
             destination.assumingMemoryBound(to: UInt8.self),
             capacity,
-            scratch.assumingMemoryBound(to: UInt8.self)
+            scratch.assumingMemoryBound(to: UInt8.self),
+            UInt32(codedSequencesStreamSaving)
         )
     }
 
