@@ -16,6 +16,7 @@ enum MakeSeeds {
         var version4Seeds = 0
         var version5Seeds = 0
         var version6Seeds = 0
+        var version7Seeds = 0
         for (fourCC, kind) in formats {
             for version in TileGrid.supportedLayoutVersions {
                 for (width, height, tileWidth, tileHeight, style) in [
@@ -23,7 +24,8 @@ enum MakeSeeds {
                     (64, 32, 64, 32, 5), (64, 32, 32, 16, 6),
                     // Bands of 8 rows: Up entries (version 5) in tile rows 1 to 7, and again after row 8.
                     (64, 80, 64, 8, 5), (64, 80, 64, 8, 6),
-                    // Sparse ink on a flat page: LZ4 blocks full of skewed literals, coded (version 6).
+                    // Sparse ink on a flat page: LZ4 blocks full of skewed literals, coded (version 6), their
+                    // sequences too (version 7).
                     (128, 64, 128, 32, 7),
                 ] {
                     let format = CodecFormat(kind: kind)
@@ -78,6 +80,7 @@ enum MakeSeeds {
                     if stated == 4 { version4Seeds += 1 }
                     if stated == 5 { version5Seeds += 1 }
                     if stated == 6 { version6Seeds += 1 }
+                    if stated == 7 { version7Seeds += 1 }
                     let file = fopen("\(directory)/seed\(index)", "wb")!
                     fwrite(output, 1, used, file)
                     fclose(file)
@@ -92,8 +95,11 @@ enum MakeSeeds {
         // Version 5 seeds carry Up entries (the banded screen-like images).
         print(
             "\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4, "
-                + "\(version5Seeds) of layout version 5, \(version6Seeds) of layout version 6 (coded literals)"
+                + "\(version5Seeds) of layout version 5, \(version6Seeds) of layout version 6 (coded literals), "
+                + "\(version7Seeds) of layout version 7 (coded sequences)"
         )
-        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 || version6Seeds == 0 { exit(1) }
+        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 || version6Seeds == 0 || version7Seeds == 0 {
+            exit(1)
+        }
     }
 }

@@ -98,15 +98,17 @@ func race(
     let throughLZ4: Set<UInt8> = [
         TileMode.packed8LZ4, .packed10LZ4, .packed16LZ4, .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up,
     ].map(\.rawValue).reduce(into: []) { $0.insert($1) }
-    // Mode bytes without the coded-literals flag (layout version 6 adds 16 to an LZ4-block mode).
+    // Mode bytes without the coded-literals flag (layout version 6 adds 16 to an LZ4-block mode) or the
+    // coded-sequences flag (version 7 adds 32).
     let baseModes = (0..<grid.entryCount).map {
         let mode = scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self)
+        if mode >= TileMode.codedSequencesFlag { return mode - TileMode.codedSequencesFlag }
         return mode >= TileMode.codedLiteralsFlag ? mode - TileMode.codedLiteralsFlag : mode
     }
     // Up entries (layout version 5): their LZ4 reaches into the tile above's inner payload.
     let up = baseModes.filter { TileMode(rawValue: $0)?.usesTileAbove == true }.count
     let packed8LZ4 = baseModes.filter { throughLZ4.contains($0) }.count
-    // Entries whose LZ4 block has Huffman-coded literals (layout version 6).
+    // Entries whose LZ4 block has Huffman-coded literals (layout version 6) or coded sequences (version 7).
     let coded = (0..<grid.entryCount).filter {
         scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self) >= TileMode.codedLiteralsFlag
     }.count
@@ -127,7 +129,8 @@ func race(
                 hostile = [1, 0, 0xFFFF_FFF0, 0x7FFF_FFFF][Int(random.next() % 4)]
             case 1:  // the mode (v2: at byte 4 of the entry)
                 offset = 64 + entryBytes * Int(random.next() % UInt64(entries)) + 4
-                hostile = UInt32(truncatingIfNeeded: random.next() % 30)  // 16...29: coded-literals modes
+                // 16...29: coded-literals modes, 32...45: coded-sequences modes
+                hostile = UInt32(truncatingIfNeeded: random.next() % 46)
             case 2:
                 offset = Int(random.next() % UInt64(64)) & ~3
                 hostile = UInt32(truncatingIfNeeded: random.next())
@@ -232,7 +235,7 @@ enum RaceDecoder {
                 "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
                     + "\(result.decodes) decodes, \(result.errors) errors, \(result.writes) rewrites, "
                     + "\(result.packed8LZ4) packed-through-LZ4 entries, \(result.up) Up entries, "
-                    + "\(result.coded) coded-literals entries, \(result.inPlane) in-plane Up decodes; no crash"
+                    + "\(result.coded) coded-literals or coded-sequences entries, \(result.inPlane) in-plane Up decodes; no crash"
             )
             codedEntries += result.coded
             inPlaneDecodes += result.inPlane
@@ -250,7 +253,7 @@ enum RaceDecoder {
             }
         }
         guard codedEntries > 0 else {
-            print("no surface has a coded-literals entry (layout version 6) to race")
+            print("no surface has a coded-literals or coded-sequences entry (layout version 6 or 7) to race")
             exit(1)
         }
         guard inPlaneDecodes > 0 else {

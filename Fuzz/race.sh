@@ -30,4 +30,4 @@ swiftc -O -g -sanitize=address -parse-as-library -package-name framebus -module-
 fi
 echo "racing for $SECONDS_TO_RUN s"
 # Coded literals wherever smaller (not only 6 % smaller, and in any tile): the small surfaces would otherwise have few.
-FRAMEBUS_CODEC_CODED_SAVING=0 FRAMEBUS_CODEC_CODED_RATIO=1 "$WORK/race-decoder" "$SECONDS_TO_RUN"
+FRAMEBUS_CODEC_CODED_SAVING=0 FRAMEBUS_CODEC_SEQUENCE_SAVING=0 FRAMEBUS_CODEC_CODED_RATIO=1 "$WORK/race-decoder" "$SECONDS_TO_RUN"

@@ -1,5 +1,5 @@
-# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-6, modes
-# 0-12 and 18, 22-28, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
+# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-7, modes
+# 0-12, 18, 22-28 and 34, 38-44, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
 # code with SurfaceCompression. Slow (Python loops): for small surfaces.
 #
 #   python3 Tests/OutsideDecoder/compressed_layout.py SURFACE OUTPUT
@@ -81,6 +81,82 @@ def coded_block(p, raw):
     if used != L: raise ValueError("literals left")
     return bytes(out)
 
+def huffman_stream(p, n):
+    # §6.7 (§6.6's code description and bit stream): a 32-byte bitmap, ceil(k/2) length nibbles, then exactly n codes.
+    if len(p) < 32: raise ValueError("stream size")
+    symbols = [s for s in range(256) if (p[s // 8] >> (s % 8)) & 1]
+    k = len(symbols)
+    header = 32 + (k + 1) // 2
+    if len(p) < header: raise ValueError("stream size")
+    lengths = {}
+    for i, s in enumerate(symbols):
+        l = (p[32 + i // 2] >> (4 * (i % 2))) & 15
+        if not 1 <= l <= 11: raise ValueError("code length")
+        lengths[s] = l
+    if k % 2 == 1 and p[32 + k // 2] >> 4: raise ValueError("unused nibble")
+    if sum(2 ** (11 - l) for l in lengths.values()) > 2 ** 11: raise ValueError("over-subscribed code")
+    codes = {}
+    code, previous = 0, None
+    for s in sorted(lengths, key=lambda s: (lengths[s], s)):
+        if previous is not None: code = (code + 1) << (lengths[s] - previous)
+        previous = lengths[s]
+        codes[(lengths[s], code)] = s
+    stream = p[header:]; N = len(stream)
+    pos = 0; out = []
+    for _ in range(n):
+        c, l = 0, 0
+        while True:
+            if pos >= 8 * N: raise ValueError("bit stream too short")
+            c = (c << 1) | ((stream[pos // 8] >> (pos % 8)) & 1); pos += 1; l += 1
+            if (l, c) in codes: out.append(codes[(l, c)]); break
+            if l == 11: raise ValueError("no code")
+    if 8 * N - pos >= 8: raise ValueError("bit stream too long")
+    for q in range(pos, 8 * N):
+        if (stream[q // 8] >> (q % 8)) & 1: raise ValueError("padding bit")
+    return out
+
+def sequence_coded_block(p, raw):
+    # §6.7: rebuild the LZ4 block B from its five streams (literals, tokens, offset low, offset high, length bytes).
+    if len(p) < 37: raise ValueError("size")
+    L, Q, E = struct.unpack_from('<III', p, 0)
+    sizes = struct.unpack_from('<5I', p, 12)
+    kinds = p[32:37]
+    if Q < 1 or 37 + sum(sizes) != len(p): raise ValueError("size")
+    S = 3 * Q - 2 + E
+    if S + L > raw: raise ValueError("size")
+    counts = [L, Q, Q - 1, Q - 1, E]
+    streams = []; at = 37
+    for i in range(5):
+        data = p[at:at + sizes[i]]; at += sizes[i]
+        if kinds[i] == 0:
+            if sizes[i] != counts[i]: raise ValueError("stored size")
+            streams.append(list(data))
+        elif kinds[i] == 1:
+            streams.append(huffman_stream(data, counts[i]))
+        else:
+            raise ValueError("kind")
+    lit, tok, low, high, lens = streams
+    out = bytearray(); used = 0; e = 0
+    def length_bytes():
+        nonlocal e
+        total = 0
+        while True:
+            if e >= E: raise ValueError("length bytes")
+            b = lens[e]; e += 1; out.append(b); total += b
+            if b != 255: return total
+    for j in range(Q):
+        T = tok[j]; out.append(T)
+        run = T >> 4
+        if run == 15: run += length_bytes()
+        if run > L - used: raise ValueError("literals")
+        out += bytes(lit[used:used + run]); used += run
+        if j == Q - 1: break
+        out.append(low[j]); out.append(high[j])
+        if T & 15 == 15: length_bytes()
+    if used != L or e != E: raise ValueError("streams left")
+    assert len(out) == S + L
+    return bytes(out)
+
 FORMATS = {0x34323076: 'yuv8', 0x34323066: 'yuv8', 0x78343230: 'yuv16', 0x78663230: 'yuv16', 0x42475241: 'bgra'}
 
 def packed(payload, w, h, bits16, ten):
@@ -119,7 +195,7 @@ def packed(payload, w, h, bits16, ten):
 
 def decode(buf):
     magic, version, hb, fourcc, W, H, TW, TH, entries, used = struct.unpack_from('<IHHIIIIIIQ', buf, 0)
-    assert magic == 0x43534246 and version in (2, 3, 4, 5, 6) and hb == 64
+    assert magic == 0x43534246 and version in (2, 3, 4, 5, 6, 7) and hb == 64
     kind = FORMATS[fourcc]
     comps = 4 if kind == 'bgra' else 3
     bps = 2 if kind == 'yuv16' else 1
@@ -138,12 +214,17 @@ def decode(buf):
             sub = 1 if (kind == 'bgra' or c == 0) else 2
             w, h = tw // sub, th // sub
             payload = bytes(buf[off:off + size]); off += size
-            if mode >= 16:
+            if mode >= 32:
+                # §6.7 (version 7): mode m - 32's LZ4 block, stored as a sequence-coded block.
+                assert version >= 7 and mode - 32 in (2, 6, 7, 8, 9, 10, 11, 12)
+                payload = sequence_coded_block(payload, w * h * bps)
+                mode -= 32
+            elif mode >= 16:
                 # §6.6 (version 6): mode m - 16's LZ4 block, stored as a coded block.
                 assert version >= 6 and mode - 16 in (2, 6, 7, 8, 9, 10, 11, 12)
                 payload = coded_block(payload, w * h * bps)
                 mode -= 16
-            maxmode = {2: 5, 3: 6, 4: 8, 5: 12, 6: 12}[version]
+            maxmode = {2: 5, 3: 6, 4: 8, 5: 12, 6: 12, 7: 12}[version]
             assert mode <= maxmode
             blocks = ((w + 7) // 8) * h
             if mode >= 9:

@@ -7,7 +7,7 @@ import Testing
 
 /// docs/COMPRESSED-LAYOUT.md against the codec: a decoder written from the document alone, in Python
 /// (Tests/OutsideDecoder/compressed_layout.py, liblz4 through ctypes, no code shared with this module), decodes
-/// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 to 6, to exactly
+/// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 to 7, to exactly
 /// the source bytes.
 @Suite(.heavyWork, .timeLimit(.minutes(5))) struct OutsideDecoderTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -73,6 +73,17 @@ import Testing
             byteCount: screen.statistics.compressedByteCount,
             screen.bytes
         )
+    }
+
+    /// Version 7 (coded sequences, docs §6.7): the same screen at version 7, whose LZ4 blocks are split into five
+    /// streams where that saves enough.
+    @Test(arguments: [PixelFormat.yuv420BiPlanarVideoRange8, .bgra8, .yuv420BiPlanarVideoRange10])
+    func aDecoderWrittenFromTheLayoutDocumentDecodesCodedSequencesExactly(_ format: PixelFormat) async throws {
+        let (bytes, compressed, used, _) = try CodedSequencesTests.screen(format)
+        let modes = try SurfaceCodec.modeCounts(of: compressed)
+        #expect(modes["codedSequences", default: 0] > 0, "\(modes)")
+        #expect(try ScreenContentTests.statedVersion(compressed) == 7)
+        try await Self.expectOutsideDecoderAgrees(compressed, byteCount: used, bytes)
     }
 
     static func expectOutsideDecoderAgrees(_ compressed: PixelBuffer, byteCount: Int, _ bytes: [UInt8]) async throws {

@@ -230,6 +230,33 @@ ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t 
                                    size_t dictionaryCount, size_t capacity, uint8_t *scratch,
                                    size_t scratchCapacity);
 
+/// LZ4 blocks with coded sequences (docs/COMPRESSED-LAYOUT.md §6.7, layout version 7): the fixed header of a
+/// sequence-coded block: literal count L, sequence count Q, length byte count E (u32 each), the stored byte count
+/// of each of the five streams (literals, tokens, offset low bytes, offset high bytes, length bytes; u32 each), then
+/// each stream's kind (u8: 0 stored, 1 Huffman-coded as §6.6). The streams follow in that order.
+#define CSCK_SEQ_HEADER_BYTES 37
+
+/// Splits the LZ4 block `block` (`count` bytes, as liblz4 writes it) into a sequence-coded block in `out`, each
+/// stream Huffman-coded where that makes it at least `streamSaving` percent smaller, else stored. `scratch`: `count`
+/// private bytes. Returns the block's size, or 0 when the block does not parse or the result would not fit in
+/// `capacity` bytes (`out` is written only when it fits).
+size_t csck_seq_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity, uint8_t *scratch,
+                           unsigned streamSaving);
+
+/// Rebuilds the LZ4 block B of the sequence-coded block `payload` (`count` bytes, private memory) into `out`
+/// (`capacity` bytes; B must fit), its five streams first decoded into `scratch` (`scratchCapacity` bytes, private;
+/// B's size suffices). Returns B's size, or a negative CSCK_HUFF_ error. Every bound comes from `count`,
+/// `capacity` and `scratchCapacity`.
+ptrdiff_t csck_seq_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out, size_t capacity,
+                              uint8_t *scratch, size_t scratchCapacity);
+
+/// csck_huff_lz4_decompress for a sequence-coded block: its five streams decoded into `scratch` (L + S bytes ≤
+/// `blockCapacity` ≤ `scratchCapacity`), then the sequences executed into `out` with the same checks, the same
+/// CSCK_HUFF_UNDECIDED cases (the caller then rebuilds B with csck_seq_lz4_decode for liblz4) and the same bounds.
+ptrdiff_t csck_seq_lz4_decompress(const uint8_t *payload, size_t count, size_t blockCapacity, uint8_t *out,
+                                  size_t dictionaryCount, size_t capacity, uint8_t *scratch,
+                                  size_t scratchCapacity);
+
 #pragma clang assume_nonnull end
 
 #endif

@@ -76,6 +76,14 @@ enum TileMode: UInt8, Sendable, CaseIterable {
     /// The lowest layout version with coded literals.
     static let codedLiteralsLayoutVersion = 6
 
+    /// Added to the mode byte of an entry whose LZ4 block is stored as coded sequences (layout version 7,
+    /// docs/COMPRESSED-LAYOUT.md §6.7: literals, tokens, offset bytes and length bytes in separate streams, each
+    /// Huffman-coded or stored): allowed on the modes whose payload is an LZ4 block (``isLZ4Block``).
+    static let codedSequencesFlag: UInt8 = 32
+
+    /// The lowest layout version with coded sequences.
+    static let codedSequencesLayoutVersion = 7
+
     /// Whether this mode's payload is an LZ4 block (lz4, the packed-through-LZ4 modes and the Up modes).
     var isLZ4Block: Bool {
         switch self {

@@ -281,3 +281,106 @@ extension LZ4Block {
     /// for a block liblz4 must judge.
     static let undecided = Int(CSCK_HUFF_UNDECIDED)
 }
+
+/// LZ4 blocks stored as coded sequences (layout version 7, docs/COMPRESSED-LAYOUT.md §6.7), in C.
+extension LZ4Block {
+    /// How much smaller, in percent of the LZ4 block, a sequence-coded block must be than the best of the block and
+    /// its coded-literals form to be kept (20 by default): decoding its streams costs time per block and per symbol.
+    /// On the screen corpus (one thread, medians of five alternating rounds, each stream coded where it saves 20 %),
+    /// 3 gave 420v / x420 / BGRA 33.59 / 44.73 / 58.24 decoding at 0.51 / 0.57 / 0.57× LZ4, 20 gives 32.01 / 43.19 /
+    /// 55.68 at 0.61 / 0.62 / 0.67× (version 6 in the same runs: 30.22 / 40.50 / 50.47 at 0.66 / 0.62 / 0.62×).
+    /// `FRAMEBUS_CODEC_SEQUENCE_SAVING` sets it (0...100, 100 turns coded sequences off), read once per process.
+    static let codedSequencesMinimumSaving: Int = {
+        if let value = unsafe getenv("FRAMEBUS_CODEC_SEQUENCE_SAVING"),
+            let percent = Int(unsafe String(cString: value))
+        {
+            return max(0, min(percent, 100))
+        }
+        return 20
+    }()
+
+    /// How much smaller, in percent of its symbol count, a stream of a sequence-coded block must be Huffman-coded to
+    /// be stored that way (20 by default; else it is stored and the decoder uses it where it is): decoding costs time
+    /// per symbol, and the streams differ in what coding saves per symbol (on the screen corpus, about 50 % for the
+    /// length bytes, 38 % for the offset high bytes, 19 % for the tokens, 10 % for the offset low bytes and 7 % for
+    /// the literals). `FRAMEBUS_CODEC_STREAM_SAVING` sets it (0...100), read once per process.
+    static let codedSequencesStreamSaving: Int = {
+        if let value = unsafe getenv("FRAMEBUS_CODEC_STREAM_SAVING"), let percent = Int(unsafe String(cString: value)) {
+            return max(0, min(percent, 100))
+        }
+        return 20
+    }()
+
+    /// Codes the LZ4 block `block` (`count` bytes, written by liblz4) as coded sequences into at most `capacity`
+    /// bytes of `destination` (written only when it fits), the streams gathered in `scratch` (`count` private bytes,
+    /// apart from both). Returns the coded size, or 0 when it would not fit.
+    static func codeSequences(
+        _ block: UnsafeRawPointer,
+        count: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int,
+        scratch: UnsafeMutableRawPointer
+    ) -> Int {
+        guard count > 0, capacity > 0 else { return 0 }
+        return unsafe csck_seq_lz4_encode(
+            block.assumingMemoryBound(to: UInt8.self),
+            count,
+            destination.assumingMemoryBound(to: UInt8.self),
+            capacity,
+            scratch.assumingMemoryBound(to: UInt8.self),
+            UInt32(codedSequencesStreamSaving)
+        )
+    }
+
+    /// Rebuilds the LZ4 block of the sequence-coded block `payload` (`count` bytes of private memory) into
+    /// `destination` (`capacity` bytes; it may be `payload` itself: the streams are decoded into `scratch`, private,
+    /// `scratchCapacity` bytes, before the block is written). Returns the block's size, or a negative number when the
+    /// coded block is invalid.
+    static func decodeSequences(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int,
+        scratch: UnsafeMutableRawPointer,
+        scratchCapacity: Int
+    ) -> Int {
+        guard count > 0, capacity > 0, scratchCapacity > 0 else { return -1 }
+        return unsafe csck_seq_lz4_decode(
+            payload.assumingMemoryBound(to: UInt8.self),
+            count,
+            destination.assumingMemoryBound(to: UInt8.self),
+            capacity,
+            scratch.assumingMemoryBound(to: UInt8.self),
+            scratchCapacity
+        )
+    }
+
+    /// ``decompressCoded(_:count:blockCapacity:dictionaryCount:into:capacity:scratch:scratchCapacity:)`` for a
+    /// sequence-coded block (csck_seq_lz4_decompress): its streams decoded into `scratch`, the sequences executed
+    /// into `destination`; ``undecided`` when only liblz4 can judge the block (rebuild it with
+    /// ``decodeSequences(_:count:into:capacity:scratch:scratchCapacity:)``).
+    static func decompressSequenceCoded(
+        _ payload: UnsafeRawPointer,
+        count: Int,
+        blockCapacity: Int,
+        dictionaryCount: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int,
+        scratch: UnsafeMutableRawPointer,
+        scratchCapacity: Int
+    ) -> Int {
+        guard count > 0, blockCapacity > 0, capacity > 0, dictionaryCount >= 0, scratchCapacity >= blockCapacity
+        else { return -1 }
+        guard decodesCodedBlocksInOnePass else { return undecided }
+        return unsafe csck_seq_lz4_decompress(
+            payload.assumingMemoryBound(to: UInt8.self),
+            count,
+            blockCapacity,
+            destination.assumingMemoryBound(to: UInt8.self),
+            dictionaryCount,
+            capacity,
+            scratch.assumingMemoryBound(to: UInt8.self),
+            scratchCapacity
+        )
+    }
+}

@@ -255,11 +255,13 @@ enum CodecDriver {
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
         defer { PixelBufferAccess.unlock(compressed, readOnly: true) }
         let header = try header(of: compressed, verifyChecksums: false, workspace: CodecWorkspace(), op)
-        // Per mode, then the entries with coded literals (layout version 6; also counted under their mode).
-        var counts = [Int](repeating: 0, count: TileMode.allCases.count + 1)
+        // Per mode, then the entries with coded literals (layout version 6) and with coded sequences (version 7; both
+        // also counted under their mode).
+        var counts = [Int](repeating: 0, count: TileMode.allCases.count + 2)
         for entry in header.entries {
             counts[Int(entry.mode.rawValue)] += 1
             if entry.codedLiterals { counts[TileMode.allCases.count] += 1 }
+            if entry.codedSequences { counts[TileMode.allCases.count + 1] += 1 }
         }
         return counts
     }

@@ -33,9 +33,15 @@ enum TileCodec {
         /// Layout version 6: the payload is the mode's LZ4 block with its literals Huffman-coded (§6.6); the mode
         /// byte is `mode` + ``TileMode/codedLiteralsFlag``.
         var codedLiterals = false
+        /// Layout version 7: the payload is the mode's LZ4 block split into Huffman-coded streams (§6.7); the mode
+        /// byte is `mode` + ``TileMode/codedSequencesFlag``.
+        var codedSequences = false
 
         /// The mode byte as stored.
-        var modeByte: UInt8 { mode.rawValue + (codedLiterals ? TileMode.codedLiteralsFlag : 0) }
+        var modeByte: UInt8 {
+            mode.rawValue + (codedLiterals ? TileMode.codedLiteralsFlag : 0)
+                + (codedSequences ? TileMode.codedSequencesFlag : 0)
+        }
     }
 
     // MARK: Header
@@ -75,7 +81,9 @@ enum TileCodec {
                 fromByteOffset: TileGrid.headerByteCount + index * grid.entryByteCount + 4,
                 as: UInt8.self
             )
-            if mode >= TileMode.codedLiteralsFlag {
+            if mode >= TileMode.codedSequencesFlag {
+                version = max(version, TileMode.codedSequencesLayoutVersion)
+            } else if mode >= TileMode.codedLiteralsFlag {
                 version = max(version, TileMode.codedLiteralsLayoutVersion)
             } else if let mode = TileMode(rawValue: mode) {
                 version = max(version, mode.minimumLayoutVersion)
@@ -328,11 +336,17 @@ enum TileCodec {
             }
             guard e.offset == expected else { throw CompressionError(.overlappingTiles, where_()) }
             // Layout version 6: an LZ4-block mode plus codedLiteralsFlag is that mode with Huffman-coded literals.
-            let codedLiterals = e.mode >= UInt32(TileMode.codedLiteralsFlag)
-            let baseMode = codedLiterals ? e.mode &- UInt32(TileMode.codedLiteralsFlag) : e.mode
+            // Layout version 7: plus codedSequencesFlag, that mode with its whole block split into coded streams.
+            let codedSequences = e.mode >= UInt32(TileMode.codedSequencesFlag)
+            let codedLiterals = !codedSequences && e.mode >= UInt32(TileMode.codedLiteralsFlag)
+            let baseMode =
+                codedSequences
+                ? e.mode &- UInt32(TileMode.codedSequencesFlag)
+                : codedLiterals ? e.mode &- UInt32(TileMode.codedLiteralsFlag) : e.mode
             guard baseMode <= 0xFF, let mode = TileMode(rawValue: UInt8(baseMode)),
                 mode.isValid(bytesPerSample: bytesPerSample, layoutVersion: grid.layoutVersion),
-                !codedLiterals || mode.isLZ4Block && grid.layoutVersion >= TileMode.codedLiteralsLayoutVersion
+                !codedLiterals || mode.isLZ4Block && grid.layoutVersion >= TileMode.codedLiteralsLayoutVersion,
+                !codedSequences || mode.isLZ4Block && grid.layoutVersion >= TileMode.codedSequencesLayoutVersion
             else { throw CompressionError(.invalidTileMode, where_()) }
             if mode.usesTileAbove {
                 // The tile above is in the same chain (chains restart every TileMode.chainRows tile rows, so
@@ -354,7 +368,8 @@ enum TileCodec {
                     byteCount: e.byteCount,
                     mode: mode,
                     checksum: e.checksum,
-                    codedLiterals: codedLiterals
+                    codedLiterals: codedLiterals,
+                    codedSequences: codedSequences
                 )
             )
             expected += e.byteCount
@@ -593,11 +608,14 @@ enum TileCodec {
             // slot 4 or 6, whichever the choice is not in (both free now: the dictionary for the tile below was
             // copied above).
             var codedLiterals = false
+            var codedSequences = false
             if grid.layoutVersion >= TileMode.codedLiteralsLayoutVersion, unsafe choice.mode.isLZ4Block,
                 unsafe choice.byteCount > 1,
                 unsafe choice.byteCount.multipliedReportingOverflow(by: LZ4Block.codedLiteralsMinimumRatio).partialValue
                     <= rawBytes
             {
+                let block = unsafe choice.payload
+                let blockCount = unsafe choice.byteCount
                 let output = unsafe choice.payload == UnsafeRawPointer(residuals) ? alternative : residuals
                 let saving = unsafe max(1, choice.byteCount * LZ4Block.codedLiteralsMinimumSaving / 100)
                 let written = unsafe LZ4Block.codeLiterals(
@@ -611,6 +629,32 @@ enum TileCodec {
                     unsafe choice.byteCount = written
                     codedLiterals = true
                 }
+                // Layout version 7: the whole block split into streams, each Huffman-coded where that pays (§6.7),
+                // kept when smaller than the best so far by `codedSequencesMinimumSaving` percent of the block. Into
+                // `output` too (written only when it wins, so a coded-literals block there is replaced only then),
+                // the streams gathered first in whichever of slots 4, 6 and 7 holds neither the block nor `output`.
+                if grid.layoutVersion >= TileMode.codedSequencesLayoutVersion {
+                    let slot7 = unsafe scratch + 7 * stride
+                    let streams =
+                        unsafe block != UnsafeRawPointer(slot7) && output != slot7
+                        ? slot7 : block != UnsafeRawPointer(residuals) && output != residuals ? residuals : alternative
+                    let sequenceSaving = max(1, blockCount * LZ4Block.codedSequencesMinimumSaving / 100)
+                    let capacity = unsafe choice.byteCount - sequenceSaving
+                    let sequenced = unsafe capacity > 0
+                        ? LZ4Block.codeSequences(
+                            block,
+                            count: blockCount,
+                            into: output,
+                            capacity: capacity,
+                            scratch: streams
+                        ) : 0
+                    if sequenced > 0 {
+                        unsafe choice.payload = UnsafeRawPointer(output)
+                        unsafe choice.byteCount = sequenced
+                        codedLiterals = false
+                        codedSequences = true
+                    }
+                }
             }
             let target = unsafe destination + cursor
             unsafe target.copyMemory(from: choice.payload, byteCount: choice.byteCount)
@@ -621,7 +665,8 @@ enum TileCodec {
                 byteCount: choice.byteCount,
                 mode: choice.mode,
                 checksum: checksum,
-                codedLiterals: codedLiterals
+                codedLiterals: codedLiterals,
+                codedSequences: codedSequences
             )
             unsafe writeEntry(entry, index: tile * grid.componentCount + c, of: grid, into: table)
             cursor += unsafe choice.byteCount
@@ -657,8 +702,39 @@ enum TileCodec {
         where where_: () -> String
     ) throws(CompressionError) -> Int {
         let privateCopy = unsafe scratch + 5 * stride
+        var block = unsafe privateCopy
         var blockCount = e.byteCount
-        if e.codedLiterals {
+        if e.codedSequences {
+            // §6.7: the same steps on a sequence-coded block; when liblz4 must judge, the rebuilt block goes over
+            // the private copy (slot 8), whose streams are decoded into slot 5 first.
+            let coded = unsafe scratch + 8 * stride
+            unsafe coded.copyMemory(from: payload, byteCount: e.byteCount)
+            let blockCapacity = min(rawBytes, stride)
+            let count = unsafe LZ4Block.decompressSequenceCoded(
+                UnsafeRawPointer(coded),
+                count: e.byteCount,
+                blockCapacity: blockCapacity,
+                dictionaryCount: dictionaryCount,
+                into: output,
+                capacity: capacity,
+                scratch: privateCopy,
+                scratchCapacity: stride
+            )
+            if count >= 0 { return count }
+            guard count == LZ4Block.undecided else {
+                throw CompressionError(.corruptPayload, where_() + " (coded sequences)")
+            }
+            blockCount = unsafe LZ4Block.decodeSequences(
+                UnsafeRawPointer(coded),
+                count: e.byteCount,
+                into: coded,
+                capacity: blockCapacity,
+                scratch: privateCopy,
+                scratchCapacity: stride
+            )
+            guard blockCount > 0 else { throw CompressionError(.corruptPayload, where_() + " (coded sequences)") }
+            unsafe block = coded
+        } else if e.codedLiterals {
             let coded = unsafe scratch + 8 * stride
             unsafe coded.copyMemory(from: payload, byteCount: e.byteCount)
             let blockCapacity = min(rawBytes, stride)
@@ -687,10 +763,10 @@ enum TileCodec {
             unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
         }
         guard dictionaryCount > 0 else {
-            return unsafe LZ4Block.decompress(privateCopy, count: blockCount, into: output, capacity: capacity)
+            return unsafe LZ4Block.decompress(block, count: blockCount, into: output, capacity: capacity)
         }
         return unsafe LZ4Block.decompress(
-            privateCopy,
+            block,
             count: blockCount,
             dictionary: UnsafeRawPointer(output - dictionaryCount),
             dictionaryCount: dictionaryCount,

@@ -47,13 +47,14 @@ struct TileGrid: Hashable, Sendable {
     /// (entries without offsets, which are implied, and with 64-bit payload checksums; both 16 bytes an entry) or
     /// 3 (version 2 plus the packed8LZ4 mode) or 4 (version 3 plus packed10LZ4 and packed16LZ4) or 5 (version 4 plus
     /// the Up modes, whose LZ4 reaches into the tile above) or 6 (version 5 plus LZ4 blocks with Huffman-coded
-    /// literals, mode byte + ``TileMode/codedLiteralsFlag``). The encoder encodes with ``currentLayoutVersion`` and states 2 in
+    /// literals, mode byte + ``TileMode/codedLiteralsFlag``) or 7 (version 6 plus LZ4 blocks split into coded streams,
+    /// mode byte + ``TileMode/codedSequencesFlag``). The encoder encodes with ``currentLayoutVersion`` and states 2 in
     /// the header when no entry needs a later one, else the lowest that has every mode used (`TileCodec.writtenLayoutVersion`).
     let layoutVersion: Int
 
     static let headerByteCount = 64
-    static let currentLayoutVersion = 6
-    static let supportedLayoutVersions = 1...6
+    static let currentLayoutVersion = 7
+    static let supportedLayoutVersions = 1...7
     /// Bytes of one table entry.
     var entryByteCount: Int { 16 }
     /// The largest tile, in pixels; it bounds every scratch buffer.
