@@ -159,8 +159,18 @@ void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg
                           uint8_t *bgra);
 
 /// Interleaves `count` chroma pairs of an 8-bit 4:2:0 tile row: `cbcr[2i] = cb[i]`, `cbcr[2i + 1] = cr[i]` (2 × count
-/// bytes). Every architecture (SSE2 on x86-64, baseline there).
+/// bytes; reads exactly `count` bytes of each input, writes exactly 2 × count). Every architecture: with AVX-512
+/// VBMI where csck_cpu_has_avx512_interleave() returns 1 (64 pairs a step, the rest masked), else SSE2 on x86-64
+/// (baseline there), else pair by pair.
 void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr);
+
+/// Whether the processor runs the AVX-512 chroma interleave (AVX-512 F, BW, VBMI and BMI2; cpuid, once). 0 on
+/// other architectures.
+int csck_cpu_has_avx512_interleave(void);
+
+/// csck_interleave_cbcr8 with a chosen path: AVX-512 when `avx512` is 1 and csck_cpu_has_avx512_interleave()
+/// returns 1, otherwise SSE2 (x86-64) or pair by pair. The same bytes either way. For tests and benchmarks.
+void csck_interleave_cbcr8_using(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr, int avx512);
 
 /// The same for 16-bit samples (x420, xf20): `cbcr[2i] = cb[i]`, `cbcr[2i + 1] = cr[i]` (2 × count samples).
 void csck_interleave_cbcr16(const uint16_t *cb, const uint16_t *cr, size_t count, uint16_t *cbcr);
