@@ -1229,6 +1229,42 @@ int csck_cpu_has_avx512_interleave(void) {
     return has;
 }
 
+/// Whether the processor runs csck_packed8_widths_avx512 (AVX-512 F and BW, BMI2; cpuid and the OS's register
+/// state, once).
+static int avx512BW = -1;
+
+int csck_cpu_has_avx512bw(void) {
+    int has = __atomic_load_n(&avx512BW, __ATOMIC_RELAXED);
+    if (has >= 0) return has;
+    __builtin_cpu_init();
+    has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2");
+    __atomic_store_n(&avx512BW, has, __ATOMIC_RELAXED);
+    return has;
+}
+
+/// 128 width nibbles a step: the low and high nibbles of 64 bytes apart (and, shift), their byte sums (at most
+/// 30) summed by vpsadbw into four 64-bit lanes, and their running maximum; the last < 64 bytes by a masked load
+/// (lanes past `count` read as zeros, never touched).
+__attribute__((target("avx512f,avx512bw,bmi2"))) int csck_packed8_widths_avx512(const uint8_t *nibbles,
+                                                                                size_t count, uint64_t *total) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i sums = zero, widest = zero;
+    size_t i = 0;
+    for (; i < count; i += 64) {
+        const __m512i pairs = count - i >= 64
+                                  ? _mm512_loadu_si512((const void *)(nibbles + i))
+                                  : _mm512_maskz_loadu_epi8(_bzhi_u64(~0ULL, (unsigned)(count - i)),
+                                                            (const void *)(nibbles + i));
+        const __m512i low = _mm512_and_si512(pairs, low4);
+        const __m512i high = _mm512_and_si512(_mm512_srli_epi16(pairs, 4), low4);
+        widest = _mm512_max_epu8(widest, _mm512_max_epu8(low, high));
+        sums = _mm512_add_epi64(sums, _mm512_sad_epu8(_mm512_add_epi8(low, high), zero));
+    }
+    *total = (uint64_t)_mm512_reduce_add_epi64(sums);
+    return _mm512_cmpgt_epu8_mask(widest, _mm512_set1_epi8(8)) != 0;
+}
+
 /// vpermt2b's controls for the chroma interleave: output byte 2i takes cb[i] (index i), byte 2i + 1 takes cr[i]
 /// (index 64 + i); pairs 0...31 make the first 64 bytes, pairs 32...63 the second.
 static const uint8_t cbcrLowPairs[64] __attribute__((aligned(64))) = {
@@ -1272,6 +1308,8 @@ interleave_cbcr8_avx512(const uint8_t *cb, const uint8_t *cr, size_t count, uint
 }
 #else
 int csck_cpu_has_avx512_interleave(void) { return 0; }
+
+int csck_cpu_has_avx512bw(void) { return 0; }
 #endif
 
 /// The chroma interleave with SSE2 (baseline x86-64) 32 pairs a step, then 16; the rest, and every other

@@ -152,6 +152,18 @@ size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount
                         size_t *zeroBlocks);
 #endif
 
+/// Whether the processor runs csck_packed8_widths_avx512 (AVX-512 F and BW, BMI2; cpuid, once). 0 on other
+/// architectures.
+int csck_cpu_has_avx512bw(void);
+
+#if defined(__x86_64__)
+/// The width nibbles of a packed8 payload (docs/COMPRESSED-LAYOUT.md §6.1) checked before its blocks are decoded:
+/// the `count` bytes at `nibbles` (private memory; two nibbles a byte, low first) hold 2 × count widths. Writes
+/// their sum to `total` and returns 1 when any exceeds 8, else 0. Reads exactly the `count` bytes (the last < 64
+/// with a masked load). Call only when csck_cpu_has_avx512bw() returned 1.
+int csck_packed8_widths_avx512(const uint8_t *nibbles, size_t count, uint64_t *total);
+#endif
+
 /// Interleaves `count` BGRA pixels from a tile's components (docs/COMPRESSED-LAYOUT.md §5): B = bg + g, G = g,
 /// R = rg + g (modulo 256), A = a, stored as the bytes B, G, R, A at `bgra` (4 × count bytes). Every
 /// architecture (SSE2 on x86-64, baseline there).
