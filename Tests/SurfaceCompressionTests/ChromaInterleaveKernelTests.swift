@@ -10,8 +10,13 @@ import Testing
 /// (`csck_interleave_cbcr8_using`: AVX-512 where the processor has it, SSE2) and as dispatched.
 @Suite(.heavyWork, .timeLimit(.minutes(1))) struct ChromaInterleaveKernelTests {
     /// The 8-bit interleave under test: 0 SSE2, 1 AVX-512 (SSE2 where the processor lacks it), 2 as dispatched.
-    static func interleave8(_ path: Int, _ cb: UnsafePointer<UInt8>, _ cr: UnsafePointer<UInt8>, _ count: Int,
-                            _ out: UnsafeMutablePointer<UInt8>) {
+    static func interleave8(
+        _ path: Int,
+        _ cb: UnsafePointer<UInt8>,
+        _ cr: UnsafePointer<UInt8>,
+        _ count: Int,
+        _ out: UnsafeMutablePointer<UInt8>
+    ) {
         if path == 2 {
             csck_interleave_cbcr8(cb, cr, count, out)
         } else {
@@ -46,8 +51,12 @@ import Testing
             var output = [UInt8](repeating: 0, count: 2 * count)
             output.withUnsafeMutableBufferPointer { out in
                 Self.interleave8(
-                    path, fencedCb.start.assumingMemoryBound(to: UInt8.self),
-                    fencedCr.start.assumingMemoryBound(to: UInt8.self), count, out.baseAddress!)
+                    path,
+                    fencedCb.start.assumingMemoryBound(to: UInt8.self),
+                    fencedCr.start.assumingMemoryBound(to: UInt8.self),
+                    count,
+                    out.baseAddress!
+                )
             }
             #expect(output == zip(cb, cr).flatMap { [$0, $1] }, "path \(path): \(count) pairs")
             withExtendedLifetime((fencedCb, fencedCr)) {}

@@ -120,9 +120,15 @@ import Testing
                         controls.withUnsafeMutableBufferPointer { c in
                             x.withUnsafeMutableBufferPointer { out in
                                 ComponentCodec.decodePacked8(
-                                    p.baseAddress!, count: p.count, width: width, height: height,
-                                    controls: c.baseAddress!, controlsCapacity: c.count, into: out.baseAddress!,
-                                    capacity: out.count)
+                                    p.baseAddress!,
+                                    count: p.count,
+                                    width: width,
+                                    height: height,
+                                    controls: c.baseAddress!,
+                                    controlsCapacity: c.count,
+                                    into: out.baseAddress!,
+                                    capacity: out.count
+                                )
                             }
                         }
                     }
