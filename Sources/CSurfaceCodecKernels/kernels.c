@@ -511,6 +511,144 @@ static const uint64_t carryRuns[128] __attribute__((aligned(64))) = {
     0xFC7C3C1C0C040200ULL, 0xFC7C3C1C0C040200ULL, 0xFE7E3E1E0E060200ULL, 0xFE7E3E1E0E060200ULL,
 };
 
+/// Per 8-bit predictor pattern of a step (bit k: block k is left-predicted), 0xFF over the bytes of the left blocks
+/// (a load where pdep and a multiply were: measured, a step's scalar work is part of its cost).
+static const uint64_t leftBlockBytes[256] __attribute__((aligned(64))) = {
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x000000000000FF00ULL, 0x000000000000FFFFULL,
+    0x0000000000FF0000ULL, 0x0000000000FF00FFULL, 0x0000000000FFFF00ULL, 0x0000000000FFFFFFULL,
+    0x00000000FF000000ULL, 0x00000000FF0000FFULL, 0x00000000FF00FF00ULL, 0x00000000FF00FFFFULL,
+    0x00000000FFFF0000ULL, 0x00000000FFFF00FFULL, 0x00000000FFFFFF00ULL, 0x00000000FFFFFFFFULL,
+    0x000000FF00000000ULL, 0x000000FF000000FFULL, 0x000000FF0000FF00ULL, 0x000000FF0000FFFFULL,
+    0x000000FF00FF0000ULL, 0x000000FF00FF00FFULL, 0x000000FF00FFFF00ULL, 0x000000FF00FFFFFFULL,
+    0x000000FFFF000000ULL, 0x000000FFFF0000FFULL, 0x000000FFFF00FF00ULL, 0x000000FFFF00FFFFULL,
+    0x000000FFFFFF0000ULL, 0x000000FFFFFF00FFULL, 0x000000FFFFFFFF00ULL, 0x000000FFFFFFFFFFULL,
+    0x0000FF0000000000ULL, 0x0000FF00000000FFULL, 0x0000FF000000FF00ULL, 0x0000FF000000FFFFULL,
+    0x0000FF0000FF0000ULL, 0x0000FF0000FF00FFULL, 0x0000FF0000FFFF00ULL, 0x0000FF0000FFFFFFULL,
+    0x0000FF00FF000000ULL, 0x0000FF00FF0000FFULL, 0x0000FF00FF00FF00ULL, 0x0000FF00FF00FFFFULL,
+    0x0000FF00FFFF0000ULL, 0x0000FF00FFFF00FFULL, 0x0000FF00FFFFFF00ULL, 0x0000FF00FFFFFFFFULL,
+    0x0000FFFF00000000ULL, 0x0000FFFF000000FFULL, 0x0000FFFF0000FF00ULL, 0x0000FFFF0000FFFFULL,
+    0x0000FFFF00FF0000ULL, 0x0000FFFF00FF00FFULL, 0x0000FFFF00FFFF00ULL, 0x0000FFFF00FFFFFFULL,
+    0x0000FFFFFF000000ULL, 0x0000FFFFFF0000FFULL, 0x0000FFFFFF00FF00ULL, 0x0000FFFFFF00FFFFULL,
+    0x0000FFFFFFFF0000ULL, 0x0000FFFFFFFF00FFULL, 0x0000FFFFFFFFFF00ULL, 0x0000FFFFFFFFFFFFULL,
+    0x00FF000000000000ULL, 0x00FF0000000000FFULL, 0x00FF00000000FF00ULL, 0x00FF00000000FFFFULL,
+    0x00FF000000FF0000ULL, 0x00FF000000FF00FFULL, 0x00FF000000FFFF00ULL, 0x00FF000000FFFFFFULL,
+    0x00FF0000FF000000ULL, 0x00FF0000FF0000FFULL, 0x00FF0000FF00FF00ULL, 0x00FF0000FF00FFFFULL,
+    0x00FF0000FFFF0000ULL, 0x00FF0000FFFF00FFULL, 0x00FF0000FFFFFF00ULL, 0x00FF0000FFFFFFFFULL,
+    0x00FF00FF00000000ULL, 0x00FF00FF000000FFULL, 0x00FF00FF0000FF00ULL, 0x00FF00FF0000FFFFULL,
+    0x00FF00FF00FF0000ULL, 0x00FF00FF00FF00FFULL, 0x00FF00FF00FFFF00ULL, 0x00FF00FF00FFFFFFULL,
+    0x00FF00FFFF000000ULL, 0x00FF00FFFF0000FFULL, 0x00FF00FFFF00FF00ULL, 0x00FF00FFFF00FFFFULL,
+    0x00FF00FFFFFF0000ULL, 0x00FF00FFFFFF00FFULL, 0x00FF00FFFFFFFF00ULL, 0x00FF00FFFFFFFFFFULL,
+    0x00FFFF0000000000ULL, 0x00FFFF00000000FFULL, 0x00FFFF000000FF00ULL, 0x00FFFF000000FFFFULL,
+    0x00FFFF0000FF0000ULL, 0x00FFFF0000FF00FFULL, 0x00FFFF0000FFFF00ULL, 0x00FFFF0000FFFFFFULL,
+    0x00FFFF00FF000000ULL, 0x00FFFF00FF0000FFULL, 0x00FFFF00FF00FF00ULL, 0x00FFFF00FF00FFFFULL,
+    0x00FFFF00FFFF0000ULL, 0x00FFFF00FFFF00FFULL, 0x00FFFF00FFFFFF00ULL, 0x00FFFF00FFFFFFFFULL,
+    0x00FFFFFF00000000ULL, 0x00FFFFFF000000FFULL, 0x00FFFFFF0000FF00ULL, 0x00FFFFFF0000FFFFULL,
+    0x00FFFFFF00FF0000ULL, 0x00FFFFFF00FF00FFULL, 0x00FFFFFF00FFFF00ULL, 0x00FFFFFF00FFFFFFULL,
+    0x00FFFFFFFF000000ULL, 0x00FFFFFFFF0000FFULL, 0x00FFFFFFFF00FF00ULL, 0x00FFFFFFFF00FFFFULL,
+    0x00FFFFFFFFFF0000ULL, 0x00FFFFFFFFFF00FFULL, 0x00FFFFFFFFFFFF00ULL, 0x00FFFFFFFFFFFFFFULL,
+    0xFF00000000000000ULL, 0xFF000000000000FFULL, 0xFF0000000000FF00ULL, 0xFF0000000000FFFFULL,
+    0xFF00000000FF0000ULL, 0xFF00000000FF00FFULL, 0xFF00000000FFFF00ULL, 0xFF00000000FFFFFFULL,
+    0xFF000000FF000000ULL, 0xFF000000FF0000FFULL, 0xFF000000FF00FF00ULL, 0xFF000000FF00FFFFULL,
+    0xFF000000FFFF0000ULL, 0xFF000000FFFF00FFULL, 0xFF000000FFFFFF00ULL, 0xFF000000FFFFFFFFULL,
+    0xFF0000FF00000000ULL, 0xFF0000FF000000FFULL, 0xFF0000FF0000FF00ULL, 0xFF0000FF0000FFFFULL,
+    0xFF0000FF00FF0000ULL, 0xFF0000FF00FF00FFULL, 0xFF0000FF00FFFF00ULL, 0xFF0000FF00FFFFFFULL,
+    0xFF0000FFFF000000ULL, 0xFF0000FFFF0000FFULL, 0xFF0000FFFF00FF00ULL, 0xFF0000FFFF00FFFFULL,
+    0xFF0000FFFFFF0000ULL, 0xFF0000FFFFFF00FFULL, 0xFF0000FFFFFFFF00ULL, 0xFF0000FFFFFFFFFFULL,
+    0xFF00FF0000000000ULL, 0xFF00FF00000000FFULL, 0xFF00FF000000FF00ULL, 0xFF00FF000000FFFFULL,
+    0xFF00FF0000FF0000ULL, 0xFF00FF0000FF00FFULL, 0xFF00FF0000FFFF00ULL, 0xFF00FF0000FFFFFFULL,
+    0xFF00FF00FF000000ULL, 0xFF00FF00FF0000FFULL, 0xFF00FF00FF00FF00ULL, 0xFF00FF00FF00FFFFULL,
+    0xFF00FF00FFFF0000ULL, 0xFF00FF00FFFF00FFULL, 0xFF00FF00FFFFFF00ULL, 0xFF00FF00FFFFFFFFULL,
+    0xFF00FFFF00000000ULL, 0xFF00FFFF000000FFULL, 0xFF00FFFF0000FF00ULL, 0xFF00FFFF0000FFFFULL,
+    0xFF00FFFF00FF0000ULL, 0xFF00FFFF00FF00FFULL, 0xFF00FFFF00FFFF00ULL, 0xFF00FFFF00FFFFFFULL,
+    0xFF00FFFFFF000000ULL, 0xFF00FFFFFF0000FFULL, 0xFF00FFFFFF00FF00ULL, 0xFF00FFFFFF00FFFFULL,
+    0xFF00FFFFFFFF0000ULL, 0xFF00FFFFFFFF00FFULL, 0xFF00FFFFFFFFFF00ULL, 0xFF00FFFFFFFFFFFFULL,
+    0xFFFF000000000000ULL, 0xFFFF0000000000FFULL, 0xFFFF00000000FF00ULL, 0xFFFF00000000FFFFULL,
+    0xFFFF000000FF0000ULL, 0xFFFF000000FF00FFULL, 0xFFFF000000FFFF00ULL, 0xFFFF000000FFFFFFULL,
+    0xFFFF0000FF000000ULL, 0xFFFF0000FF0000FFULL, 0xFFFF0000FF00FF00ULL, 0xFFFF0000FF00FFFFULL,
+    0xFFFF0000FFFF0000ULL, 0xFFFF0000FFFF00FFULL, 0xFFFF0000FFFFFF00ULL, 0xFFFF0000FFFFFFFFULL,
+    0xFFFF00FF00000000ULL, 0xFFFF00FF000000FFULL, 0xFFFF00FF0000FF00ULL, 0xFFFF00FF0000FFFFULL,
+    0xFFFF00FF00FF0000ULL, 0xFFFF00FF00FF00FFULL, 0xFFFF00FF00FFFF00ULL, 0xFFFF00FF00FFFFFFULL,
+    0xFFFF00FFFF000000ULL, 0xFFFF00FFFF0000FFULL, 0xFFFF00FFFF00FF00ULL, 0xFFFF00FFFF00FFFFULL,
+    0xFFFF00FFFFFF0000ULL, 0xFFFF00FFFFFF00FFULL, 0xFFFF00FFFFFFFF00ULL, 0xFFFF00FFFFFFFFFFULL,
+    0xFFFFFF0000000000ULL, 0xFFFFFF00000000FFULL, 0xFFFFFF000000FF00ULL, 0xFFFFFF000000FFFFULL,
+    0xFFFFFF0000FF0000ULL, 0xFFFFFF0000FF00FFULL, 0xFFFFFF0000FFFF00ULL, 0xFFFFFF0000FFFFFFULL,
+    0xFFFFFF00FF000000ULL, 0xFFFFFF00FF0000FFULL, 0xFFFFFF00FF00FF00ULL, 0xFFFFFF00FF00FFFFULL,
+    0xFFFFFF00FFFF0000ULL, 0xFFFFFF00FFFF00FFULL, 0xFFFFFF00FFFFFF00ULL, 0xFFFFFF00FFFFFFFFULL,
+    0xFFFFFFFF00000000ULL, 0xFFFFFFFF000000FFULL, 0xFFFFFFFF0000FF00ULL, 0xFFFFFFFF0000FFFFULL,
+    0xFFFFFFFF00FF0000ULL, 0xFFFFFFFF00FF00FFULL, 0xFFFFFFFF00FFFF00ULL, 0xFFFFFFFF00FFFFFFULL,
+    0xFFFFFFFFFF000000ULL, 0xFFFFFFFFFF0000FFULL, 0xFFFFFFFFFF00FF00ULL, 0xFFFFFFFFFF00FFFFULL,
+    0xFFFFFFFFFFFF0000ULL, 0xFFFFFFFFFFFF00FFULL, 0xFFFFFFFFFFFFFF00ULL, 0xFFFFFFFFFFFFFFFFULL,
+};
+
+/// Per 8-bit predictor pattern, 0xFF over the bytes of the run of left blocks from block 0 (the blocks that take the
+/// sample carried into the step).
+static const uint64_t leftRunBytes[256] __attribute__((aligned(64))) = {
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000FFFFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000FFFFFFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000FFFFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00FFFFFFFFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000FFFFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000FFFFFFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000FFFFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x00000000FFFFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x0000000000FFFFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0x000000000000FFFFULL,
+    0x0000000000000000ULL, 0x00000000000000FFULL, 0x0000000000000000ULL, 0xFFFFFFFFFFFFFFFFULL,
+};
+
 /// Steps (of eight blocks) a chunk of a row: 2 KiB of unpacked residuals.
 #define AVX512_CHUNK_STEPS 32
 
@@ -524,7 +662,10 @@ static const uint64_t carryRuns[128] __attribute__((aligned(64))) = {
 ///   before its carry; p − 1 the last up block before k, see carryRuns), plus the sample carried in when blocks
 ///   0...k are all left. One vpermb gathers the x_m into every lane (only the run's bytes kept), one vpsadbw sums
 ///   them, one vpshufb spreads each sum over its block (zeros over up blocks).
-/// - Only the last add (masked: when all eight blocks are left) depends on the previous step.
+/// - The sample carried out is byte 63 of the result, spread by one vpermb. Only that vpermb and the last add
+///   (masked: the run of left blocks from block 0) depend on the previous step; measured, the one operation fewer
+///   a step outweighs the longer chain (while a version that also gathered the carried sample into the sums, one
+///   add fewer again but four operations on the chain, was slower).
 __attribute__((target(CSCK_AVX512_PACKED8_TARGET), always_inline)) static inline __m512i
 predict8_avx512(__m512i d, __m512i above, unsigned left, __m512i *previous) {
     // vpshufb control: byte 0 of each lane over the lane (shuffles stay in 128-bit halves).
@@ -537,16 +678,17 @@ predict8_avx512(__m512i d, __m512i above, unsigned left, __m512i *previous) {
     s = _mm512_add_epi8(s, _mm512_slli_epi64(s, 16));
     s = _mm512_add_epi8(s, _mm512_slli_epi64(s, 32));
     // Every byte of the left blocks; of the run of left blocks from block 0 (which takes the sample carried in).
-    const uint64_t leftBytes = _pdep_u64(left, 0x0101010101010101ULL) * 0xFF;
-    const uint64_t throughBytes = (~leftBytes & (leftBytes + 1)) - 1;
+    const uint64_t leftBytes = leftBlockBytes[left];
+    const uint64_t throughBytes = leftRunBytes[left];
     const __m512i b = _mm512_mask_add_epi8(s, (__mmask64)~leftBytes, above, d);
     const __m512i sums =
         _mm512_sad_epu8(_mm512_maskz_permutexvar_epi8((__mmask64)carryRuns[left & 0x7F], gatherLasts, b),
                         _mm512_setzero_si512());
     const __m512i partial = _mm512_mask_add_epi8(b, (__mmask64)leftBytes, b, _mm512_shuffle_epi8(sums, spreadLow));
     const __m512i result = _mm512_mask_add_epi8(partial, (__mmask64)throughBytes, partial, *previous);
-    const __m512i last = _mm512_permutexvar_epi8(lastByte, partial);
-    *previous = _mm512_mask_add_epi8(last, (__mmask64)(uint64_t)((int64_t)throughBytes >> 63), last, *previous);
+    // The sample carried out is the step's last sample (which has taken the sample carried in when all eight
+    // blocks are left): one vpermb, not a permute and a masked add.
+    *previous = _mm512_permutexvar_epi8(lastByte, result);
     return result;
 }
 
@@ -557,7 +699,8 @@ predict8_avx512(__m512i d, __m512i above, unsigned left, __m512i *previous) {
 ///   puts field j in byte j, and one gf2p8affineqb keeps the field's w bits and undoes the zig-zag.
 /// - Prediction: up blocks add the row above; left blocks take their prefix sums within the block, then the
 ///   carries between blocks (n_k = x_k + left_k · n_(k−1), x_k the block's last sample before its carry) are a
-///   segmented scan over the lanes in three shift-and-masked-add steps. Only one add depends on the previous step.
+///   segmented scan over the lanes in three shift-and-masked-add steps. One add and one vpermb depend on the
+///   previous step.
 /// - A row's last step (fewer than eight blocks, a partial last block) masks its loads and stores to the row, so
 ///   nothing is written past a row's end and no other path is needed.
 __attribute__((target(CSCK_AVX512_PACKED8_TARGET))) static void
@@ -1071,7 +1214,107 @@ void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg
     }
 }
 
-void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr) {
+#if defined(__x86_64__)
+/// Whether the processor runs the AVX-512 chroma interleave (AVX-512 F, BW and VBMI, BMI2; cpuid and the OS's
+/// register state, once).
+static int avx512Interleave = -1;
+
+int csck_cpu_has_avx512_interleave(void) {
+    int has = __atomic_load_n(&avx512Interleave, __ATOMIC_RELAXED);
+    if (has >= 0) return has;
+    __builtin_cpu_init();
+    has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("bmi2");
+    __atomic_store_n(&avx512Interleave, has, __ATOMIC_RELAXED);
+    return has;
+}
+
+/// Whether the processor runs csck_packed8_widths_avx512 (AVX-512 F and BW, BMI2; cpuid and the OS's register
+/// state, once).
+static int avx512BW = -1;
+
+int csck_cpu_has_avx512bw(void) {
+    int has = __atomic_load_n(&avx512BW, __ATOMIC_RELAXED);
+    if (has >= 0) return has;
+    __builtin_cpu_init();
+    has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2");
+    __atomic_store_n(&avx512BW, has, __ATOMIC_RELAXED);
+    return has;
+}
+
+/// 128 width nibbles a step: the low and high nibbles of 64 bytes apart (and, shift), their byte sums (at most
+/// 30) summed by vpsadbw into four 64-bit lanes, and their running maximum; the last < 64 bytes by a masked load
+/// (lanes past `count` read as zeros, never touched).
+__attribute__((target("avx512f,avx512bw,bmi2"))) int csck_packed8_widths_avx512(const uint8_t *nibbles,
+                                                                                size_t count, uint64_t *total) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i sums = zero, widest = zero;
+    size_t i = 0;
+    for (; i < count; i += 64) {
+        const __m512i pairs = count - i >= 64
+                                  ? _mm512_loadu_si512((const void *)(nibbles + i))
+                                  : _mm512_maskz_loadu_epi8(_bzhi_u64(~0ULL, (unsigned)(count - i)),
+                                                            (const void *)(nibbles + i));
+        const __m512i low = _mm512_and_si512(pairs, low4);
+        const __m512i high = _mm512_and_si512(_mm512_srli_epi16(pairs, 4), low4);
+        widest = _mm512_max_epu8(widest, _mm512_max_epu8(low, high));
+        sums = _mm512_add_epi64(sums, _mm512_sad_epu8(_mm512_add_epi8(low, high), zero));
+    }
+    *total = (uint64_t)_mm512_reduce_add_epi64(sums);
+    return _mm512_cmpgt_epu8_mask(widest, _mm512_set1_epi8(8)) != 0;
+}
+
+/// vpermt2b's controls for the chroma interleave: output byte 2i takes cb[i] (index i), byte 2i + 1 takes cr[i]
+/// (index 64 + i); pairs 0...31 make the first 64 bytes, pairs 32...63 the second.
+static const uint8_t cbcrLowPairs[64] __attribute__((aligned(64))) = {
+    0, 64, 1, 65, 2, 66, 3, 67, 4, 68, 5, 69, 6, 70, 7, 71,
+    8, 72, 9, 73, 10, 74, 11, 75, 12, 76, 13, 77, 14, 78, 15, 79,
+    16, 80, 17, 81, 18, 82, 19, 83, 20, 84, 21, 85, 22, 86, 23, 87,
+    24, 88, 25, 89, 26, 90, 27, 91, 28, 92, 29, 93, 30, 94, 31, 95,
+};
+static const uint8_t cbcrHighPairs[64] __attribute__((aligned(64))) = {
+    32, 96, 33, 97, 34, 98, 35, 99, 36, 100, 37, 101, 38, 102, 39, 103,
+    40, 104, 41, 105, 42, 106, 43, 107, 44, 108, 45, 109, 46, 110, 47, 111,
+    48, 112, 49, 113, 50, 114, 51, 115, 52, 116, 53, 117, 54, 118, 55, 119,
+    56, 120, 57, 121, 58, 122, 59, 123, 60, 124, 61, 125, 62, 126, 63, 127,
+};
+
+/// The chroma interleave with AVX-512 VBMI: 64 pairs a step (two loads, two vpermt2b, two stores); the last < 64
+/// pairs the same way with masked loads and stores, so nothing is read past `count` bytes of `cb` and `cr` (masked
+/// lanes never fault) and nothing is written past the 2 × count bytes of `cbcr`.
+__attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) static void
+interleave_cbcr8_avx512(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr) {
+    const __m512i lowPairs = _mm512_load_si512((const void *)cbcrLowPairs);
+    const __m512i highPairs = _mm512_load_si512((const void *)cbcrHighPairs);
+    size_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+        const __m512i b = _mm512_loadu_si512((const void *)(cb + i));
+        const __m512i r = _mm512_loadu_si512((const void *)(cr + i));
+        _mm512_storeu_si512((void *)(cbcr + 2 * i), _mm512_permutex2var_epi8(b, lowPairs, r));
+        _mm512_storeu_si512((void *)(cbcr + 2 * i + 64), _mm512_permutex2var_epi8(b, highPairs, r));
+    }
+    if (i < count) {
+        const unsigned rest = (unsigned)(count - i);
+        const __mmask64 pairs = _bzhi_u64(~0ULL, rest);
+        const __m512i b = _mm512_maskz_loadu_epi8(pairs, (const void *)(cb + i));
+        const __m512i r = _mm512_maskz_loadu_epi8(pairs, (const void *)(cr + i));
+        _mm512_mask_storeu_epi8((void *)(cbcr + 2 * i), _bzhi_u64(~0ULL, rest >= 32 ? 64 : 2 * rest),
+                                _mm512_permutex2var_epi8(b, lowPairs, r));
+        if (rest > 32)
+            _mm512_mask_storeu_epi8((void *)(cbcr + 2 * i + 64), _bzhi_u64(~0ULL, 2 * rest - 64),
+                                    _mm512_permutex2var_epi8(b, highPairs, r));
+    }
+}
+#else
+int csck_cpu_has_avx512_interleave(void) { return 0; }
+
+int csck_cpu_has_avx512bw(void) { return 0; }
+#endif
+
+/// The chroma interleave with SSE2 (baseline x86-64) 32 pairs a step, then 16; the rest, and every other
+/// architecture, pair by pair.
+static void interleave_cbcr8_sse2(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr) {
     size_t i = 0;
 #if defined(__x86_64__)
     for (; i + 32 <= count; i += 32) {
@@ -1095,6 +1338,22 @@ void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, u
         cbcr[2 * i] = cb[i];
         cbcr[2 * i + 1] = cr[i];
     }
+}
+
+void csck_interleave_cbcr8_using(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr, int avx512) {
+#if defined(__x86_64__)
+    if (avx512 && csck_cpu_has_avx512_interleave()) {
+        interleave_cbcr8_avx512(cb, cr, count, cbcr);
+        return;
+    }
+#else
+    (void)avx512;
+#endif
+    interleave_cbcr8_sse2(cb, cr, count, cbcr);
+}
+
+void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr) {
+    csck_interleave_cbcr8_using(cb, cr, count, cbcr, 1);
 }
 
 void csck_interleave_cbcr16(const uint16_t *cb, const uint16_t *cr, size_t count, uint16_t *cbcr) {

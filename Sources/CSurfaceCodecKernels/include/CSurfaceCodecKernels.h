@@ -152,6 +152,18 @@ size_t csck_pack8_neon(const uint8_t *up, const uint8_t *left, size_t blockCount
                         size_t *zeroBlocks);
 #endif
 
+/// Whether the processor runs csck_packed8_widths_avx512 (AVX-512 F and BW, BMI2; cpuid, once). 0 on other
+/// architectures.
+int csck_cpu_has_avx512bw(void);
+
+#if defined(__x86_64__)
+/// The width nibbles of a packed8 payload (docs/COMPRESSED-LAYOUT.md §6.1) checked before its blocks are decoded:
+/// the `count` bytes at `nibbles` (private memory; two nibbles a byte, low first) hold 2 × count widths. Writes
+/// their sum to `total` and returns 1 when any exceeds 8, else 0. Reads exactly the `count` bytes (the last < 64
+/// with a masked load). Call only when csck_cpu_has_avx512bw() returned 1.
+int csck_packed8_widths_avx512(const uint8_t *nibbles, size_t count, uint64_t *total);
+#endif
+
 /// Interleaves `count` BGRA pixels from a tile's components (docs/COMPRESSED-LAYOUT.md §5): B = bg + g, G = g,
 /// R = rg + g (modulo 256), A = a, stored as the bytes B, G, R, A at `bgra` (4 × count bytes). Every
 /// architecture (SSE2 on x86-64, baseline there).
@@ -159,8 +171,18 @@ void csck_interleave_bgra(const uint8_t *g, const uint8_t *bg, const uint8_t *rg
                           uint8_t *bgra);
 
 /// Interleaves `count` chroma pairs of an 8-bit 4:2:0 tile row: `cbcr[2i] = cb[i]`, `cbcr[2i + 1] = cr[i]` (2 × count
-/// bytes). Every architecture (SSE2 on x86-64, baseline there).
+/// bytes; reads exactly `count` bytes of each input, writes exactly 2 × count). Every architecture: with AVX-512
+/// VBMI where csck_cpu_has_avx512_interleave() returns 1 (64 pairs a step, the rest masked), else SSE2 on x86-64
+/// (baseline there), else pair by pair.
 void csck_interleave_cbcr8(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr);
+
+/// Whether the processor runs the AVX-512 chroma interleave (AVX-512 F, BW, VBMI and BMI2; cpuid, once). 0 on
+/// other architectures.
+int csck_cpu_has_avx512_interleave(void);
+
+/// csck_interleave_cbcr8 with a chosen path: AVX-512 when `avx512` is 1 and csck_cpu_has_avx512_interleave()
+/// returns 1, otherwise SSE2 (x86-64) or pair by pair. The same bytes either way. For tests and benchmarks.
+void csck_interleave_cbcr8_using(const uint8_t *cb, const uint8_t *cr, size_t count, uint8_t *cbcr, int avx512);
 
 /// The same for 16-bit samples (x420, xf20): `cbcr[2i] = cb[i]`, `cbcr[2i + 1] = cr[i]` (2 × count samples).
 void csck_interleave_cbcr16(const uint16_t *cb, const uint16_t *cr, size_t count, uint16_t *cbcr);

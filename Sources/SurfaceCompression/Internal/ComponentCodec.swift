@@ -445,6 +445,12 @@ enum ComponentCodec {
         var total = nibbleBytes &+ bitBytes
         var tooWide: UInt64 = 0
         var i = 0
+        // With AVX-512 (the AVX2 tier), 128 nibbles a step; the loops below are then skipped.
+        if usesVectorKernels, let widths = unsafe Kernels.packed8Widths(nibbles, count: nibbleBytes) {
+            total &+= widths.total
+            tooWide = widths.tooWide ? 1 : 0
+            i = nibbleBytes
+        }
         while i &+ 8 <= nibbleBytes {
             let word = unsafe UnsafeRawPointer(nibbles + i).loadUnaligned(as: UInt64.self)
             tooWide |= word & 0x8888_8888_8888_8888 & ((word & 0x7777_7777_7777_7777) &+ 0x7777_7777_7777_7777)

@@ -133,6 +133,29 @@ package enum Kernels {
         return true
     }
 
+    /// Whether the AVX2 tier checks packed8 width nibbles with AVX-512 here (F and BW; `csck_packed8_widths_avx512`).
+    static let checksWidthsWithAVX512: Bool = {
+        #if arch(x86_64)
+        return hasAVX2 && csck_cpu_has_avx512bw() != 0
+        #else
+        return false
+        #endif
+    }()
+
+    /// The sum of the 2 × `count` width nibbles at `nibbles` (private memory) and whether any exceeds 8, with
+    /// AVX-512 under the AVX2 tier where the processor has it (`csck_packed8_widths_avx512`, 128 nibbles a step);
+    /// nil otherwise, for the caller's portable loop (the reference, giving the same answer).
+    static func packed8Widths(_ nibbles: UnsafePointer<UInt8>, count: Int) -> (total: Int, tooWide: Bool)? {
+        #if arch(x86_64)
+        guard tier == .avx2, checksWidthsWithAVX512 else { return nil }
+        var total: UInt64 = 0
+        let tooWide = unsafe csck_packed8_widths_avx512(nibbles, count, &total) != 0
+        return (Int(truncatingIfNeeded: total), tooWide)
+        #else
+        return nil
+        #endif
+    }
+
     /// The packed10 residual blocks with the tier in effect (see `csck_decode_packed10_avx2`); `capacity` is in
     /// samples, the other capacities as for ``decodePacked8(_:count:position:nibbles:nibbleCapacity:bits:bitCapacity:width:height:into:capacity:rowStride:)``.
     /// Returns false, having done nothing, under the portable tier.

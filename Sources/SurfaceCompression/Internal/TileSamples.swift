@@ -130,7 +130,7 @@ enum TileSamples {
             for row in 0..<rect.height / 2 {
                 let dst = unsafe (image.plane1 + ((rect.y - image.originY) / 2 + row) * image.bytesPerRow1 + rect.x)
                     .assumingMemoryBound(to: UInt8.self)
-                // The C kernel (SSE2 on x86-64): byte unpacking, which this loop in Swift did not become.
+                // The C kernel (AVX-512 or SSE2 on x86-64): byte unpacking, which this loop in Swift did not become.
                 unsafe csck_interleave_cbcr8(cb + row * cw, cr + row * cw, cw, dst)
             }
         case .yuv16:
