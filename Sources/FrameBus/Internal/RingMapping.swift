@@ -135,7 +135,7 @@ import SystemPackage
     }
 
     /// Adds 1 to a 32-bit header word of our own file (wrapping; sequentially consistent).
-    func increment32(_ offset: Int) {
+    package func increment32(_ offset: Int) {
         precondition(isWritable, "store into a peer's ring")
         word(offset).wrappingIncrement(ordering: .sequentiallyConsistent)
     }

@@ -35,6 +35,7 @@ package final class PublisherRings {
         }
     }
 
+    @discardableResult
     /// A socket message was sent; false if a futex-woken subscriber's wake-up failed (§9.8).
     func sentOnSocket(_ message: WireMessage) -> Bool {
         if case .welcome = message {

@@ -25,7 +25,7 @@ package final class RingChannel: Sendable {
     }
 
     /// We are the publisher of a futex-woken session: our wake-ups go through the announce ring's wake count.
-    let wakesPeerByFutex: Bool
+    package let wakesPeerByFutex: Bool
 
     /// Wakes the peer (docs/PROTOCOL.md §9.5, §9.8): the publisher of a futex-woken session adds 1 to its
     /// announce ring's wake count and `FUTEX_WAKE`s it; everyone else sends one datagram on the peer's end B. False

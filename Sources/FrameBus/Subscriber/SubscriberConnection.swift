@@ -328,6 +328,7 @@ final class SubscriberConnection {
 
     /// Reads up to ``readBatch`` datagrams (until the socket would block); returns false when the connection ended.
     private func readSocket(_ socket: Socket) -> Bool {
+        core.wakeUpCounts.update { $0.socketReads &+= 1 }
         for _ in 0..<Self.readBatch {
                 // Control room for every descriptor a SURFACE may carry (PROTOCOL.md §1), so a 3- or 4-descriptor
                 // surface is judged by its contents rather than cut by the kernel.
@@ -354,6 +355,7 @@ final class SubscriberConnection {
                         descriptors: []
                     )
                 case .success(.datagram(let datagram)):
+                    core.wakeUpCounts.update { $0.socketMessages &+= 1 }
                     guard handle(datagram) else { return false }
                 }
         }

@@ -389,6 +389,10 @@ package struct WakeUpCounts: Hashable, Sendable {
     package var futexWakeUps: UInt64 = 0
     /// Of those, the liveness interval ended it (the socket was then read).
     package var futexTimeouts: UInt64 = 0
+    /// Times the session socket was read until it would block (or ended).
+    package var socketReads: UInt64 = 0
+    /// Datagrams read from the session socket.
+    package var socketMessages: UInt64 = 0
 }
 
 /// ``WakeUpCounts`` kept by the connection thread, read from anywhere.
