@@ -75,14 +75,20 @@ import Testing
         #expect(await peer.waitForOutput("listening"))
         let subscriber = try Self.subscriber(path)
         defer { subscriber.cancel() }
-        let (frames, _) = try await Self.take(subscriber, count: 60)
-        #expect(frames == 60)
+        #expect(await eventually { subscriber.session != nil })
         #expect(subscriber.session?.usesFutexWakeUps == true)
+        // Until the publisher's END_OF_STREAM (how many frames the consumer takes depends on scheduling: a busy
+        // machine drops some for it, announced by DROP messages in the ring).
+        let (frames, end) = try await Self.take(subscriber, count: 60)
+        #expect(frames >= 1)
+        #expect(frames == 60 || end?.code == .endOfStream)
+        // The connection thread adds each batch of ring messages to its counts after delivering the batch.
+        #expect(await eventually { subscriber.wakeUpCounts.ringMessages >= UInt64(frames) })
         let counts = subscriber.wakeUpCounts
-        // Each FRAME and each socket message raises the wake count once and wakes at most once; a wake-up that
-        // finds nothing new would show as more wake-ups than both together.
+        // Each ring message (FRAME, DROP) and each socket message raises the wake count once and is followed by at most
+        // one FUTEX_WAKE, and so is the end of the session: more wake-ups than that would be wake-ups without cause.
         #expect(counts.futexWakeUps >= 1)
-        #expect(counts.futexWakeUps <= UInt64(frames) &+ counts.socketMessages)
+        #expect(counts.futexWakeUps <= counts.ringMessages &+ counts.socketMessages &+ 1)
         #expect(counts.socketSleeps == 0 && counts.socketWakeUps == 0)
         _ = try await peer.exitStatus(within: 120)
     }

@@ -28,6 +28,8 @@ final class SubscriberConnection {
     private var retryNow = false
     /// The doorbell's ring count when the connection thread last answered it (futex sleeps, §9.8).
     private var lastDoorbellRing: UInt32 = 0
+    /// Announce ring messages read in the current ``drainRing()`` (added to the wake-up counts once per batch).
+    private var ringMessagesRead: UInt64 = 0
     /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
     /// same way on every reconnect (every 100 ms by default) must not flood the log.
     private var lastWarning: (text: String, time: UInt64, suppressed: Int)?
@@ -410,12 +412,18 @@ final class SubscriberConnection {
                     break reading
                 }
                 rings.reader.advance()
+                ringMessagesRead &+= 1
                 let held = core.sender.connectionHeld
                 guard perform(machine.receivedFromRing(entry.message, heldFrames: held), descriptors: []) else {
                     return false
                 }
                 guard self.rings != nil else { return false }
             }
+        }
+        if ringMessagesRead > 0 {
+            let read = ringMessagesRead
+            ringMessagesRead = 0
+            core.wakeUpCounts.update { $0.ringMessages &+= read }
         }
         guard rings.reader.publishHead() else {
             return perform(machine.ringViolation("the publisher's wake-up socket is no longer usable"), descriptors: [])

@@ -393,6 +393,8 @@ package struct WakeUpCounts: Hashable, Sendable {
     package var socketReads: UInt64 = 0
     /// Datagrams read from the session socket.
     package var socketMessages: UInt64 = 0
+    /// Messages read from the announce ring (FRAME and DROP).
+    package var ringMessages: UInt64 = 0
 }
 
 /// ``WakeUpCounts`` kept by the connection thread, read from anywhere.
