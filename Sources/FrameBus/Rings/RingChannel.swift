@@ -231,7 +231,7 @@ package struct RingReader: ~Copyable {
     /// then looks at the ring's `tail` and `controlSent` again. Returns the wake count to sleep on, or nil (the flag
     /// cleared again) if a message is waiting in the ring, or `hasNews` says `controlSent` announces socket messages
     /// not looked for yet.
-    mutating func prepareToSleepOnFutex(hasNews: (UInt64) -> Bool) -> Result<UInt32?, RingViolation> {
+    package mutating func prepareToSleepOnFutex(hasNews: (UInt64) -> Bool) -> Result<UInt32?, RingViolation> {
         guard pending == nil else { return .success(nil) }
         channel.own.store(1, RingLayout.sleepingOffset)
         let seen = channel.peer.load32(RingLayout.wakeCountOffset)
@@ -253,7 +253,7 @@ package struct RingReader: ~Copyable {
     func controlSent() -> UInt64 { channel.peer.load(RingLayout.controlSentOffset) }
 
     /// We are awake and our wake-up socket did not fire: clears the sleeping flag.
-    func clearSleeping() { channel.own.store(0, RingLayout.sleepingOffset) }
+    package func clearSleeping() { channel.own.store(0, RingLayout.sleepingOffset) }
 
     /// We are awake: clears the sleeping flag and drains our wake-up socket (at most `drainLimit` wake-ups). False if
     /// it broke.
