@@ -71,7 +71,9 @@ import Testing
 
     @Test func aPacedStreamFromAnotherProcessWakesTheSubscriberAtMostOncePerFrameAndNeverByDatagram() async throws {
         let path = temporaryBusPath("futex-paced")
-        let peer = try await startPeer(["bus-publisher", path, "--fps", "100", "--frames", "60", "--wait-for-subscriber"])
+        let peer = try await startPeer([
+            "bus-publisher", path, "--fps", "100", "--frames", "60", "--wait-for-subscriber",
+        ])
         #expect(await peer.waitForOutput("listening"))
         let subscriber = try Self.subscriber(path)
         defer { subscriber.cancel() }

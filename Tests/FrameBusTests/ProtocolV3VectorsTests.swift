@@ -146,7 +146,11 @@ import TestSupport
             let publisherHalf = try RingChannel.Half(role: .announce, futexWake: accepts)
             let offered = offers && Syscall.hasFutexWaitv
             let releaseHeader = subscriberHalf.ring.copy(offset: 0, count: 20)
-            if offered { #expect(releaseHeader == documented) } else { #expect(releaseHeader[16..<20].allSatisfy { $0 == 0 }) }
+            if offered {
+                #expect(releaseHeader == documented)
+            } else {
+                #expect(releaseHeader[16..<20].allSatisfy { $0 == 0 })
+            }
             let publisher = try publisherHalf.joining(
                 peerRing: RingChannelTests.duplicate(subscriberHalf.descriptors[0]),
                 peerWake: RingChannelTests.duplicate(subscriberHalf.descriptors[1]),

@@ -23,7 +23,12 @@ import SystemPackage
     /// The ring it carries (known privately: ours as made, the peer's as expected and checked at the import).
     let role: RingLayout.Role
 
-    private init(address: UnsafeMutableRawPointer, descriptor: FileDescriptor, isWritable: Bool, role: RingLayout.Role) {
+    private init(
+        address: UnsafeMutableRawPointer,
+        descriptor: FileDescriptor,
+        isWritable: Bool,
+        role: RingLayout.Role
+    ) {
         unsafe self.address = address
         self.descriptor = descriptor
         self.isWritable = isWritable

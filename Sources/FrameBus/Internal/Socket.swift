@@ -350,7 +350,9 @@ package struct ReceivedDatagram {
     func ring() {
         Syscall.signal(eventFD: descriptor)
         count.wrappingIncrement(ordering: .sequentiallyConsistent)
-        if sleeper.load(ordering: .sequentiallyConsistent) != 0 { _ = unsafe Syscall.futexWake(futexWord, isPrivate: true) }
+        if sleeper.load(ordering: .sequentiallyConsistent) != 0 {
+            _ = unsafe Syscall.futexWake(futexWord, isPrivate: true)
+        }
     }
     func drain() { Syscall.drain(eventFD: descriptor) }
 }

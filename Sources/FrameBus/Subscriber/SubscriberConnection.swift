@@ -332,34 +332,34 @@ final class SubscriberConnection {
     private func readSocket(_ socket: Socket) -> Bool {
         core.wakeUpCounts.update { $0.socketReads &+= 1 }
         for _ in 0..<Self.readBatch {
-                // Control room for every descriptor a SURFACE may carry (PROTOCOL.md §1), so a 3- or 4-descriptor
-                // surface is judged by its contents rather than cut by the kernel.
-                switch socket.receive(
-                    maximumSize: WireProtocol.maximumMessageSize,
-                    maximumDescriptors: WireProtocol.maximumDescriptorCount
-                ) {
-                case .success(.wouldBlock):
-                    return checkHandshakeDeadline()
-                case .success(.endOfFile):
-                    return perform(
-                        .close(
-                            FrameBusError(.endOfStream, "Subscriber", message: "the publisher closed the connection"),
-                            reply: nil
-                        ),
-                        descriptors: []
-                    )
-                case .failure(let errno):
-                    return perform(
-                        .close(
-                            FrameBusError(.endOfStream, "Subscriber", errno: errno, message: "receive failed"),
-                            reply: nil
-                        ),
-                        descriptors: []
-                    )
-                case .success(.datagram(let datagram)):
-                    core.wakeUpCounts.update { $0.socketMessages &+= 1 }
-                    guard handle(datagram) else { return false }
-                }
+            // Control room for every descriptor a SURFACE may carry (PROTOCOL.md §1), so a 3- or 4-descriptor
+            // surface is judged by its contents rather than cut by the kernel.
+            switch socket.receive(
+                maximumSize: WireProtocol.maximumMessageSize,
+                maximumDescriptors: WireProtocol.maximumDescriptorCount
+            ) {
+            case .success(.wouldBlock):
+                return checkHandshakeDeadline()
+            case .success(.endOfFile):
+                return perform(
+                    .close(
+                        FrameBusError(.endOfStream, "Subscriber", message: "the publisher closed the connection"),
+                        reply: nil
+                    ),
+                    descriptors: []
+                )
+            case .failure(let errno):
+                return perform(
+                    .close(
+                        FrameBusError(.endOfStream, "Subscriber", errno: errno, message: "receive failed"),
+                        reply: nil
+                    ),
+                    descriptors: []
+                )
+            case .success(.datagram(let datagram)):
+                core.wakeUpCounts.update { $0.socketMessages &+= 1 }
+                guard handle(datagram) else { return false }
+            }
         }
         guard drainRing() else { return false }
         return checkHandshakeDeadline()
