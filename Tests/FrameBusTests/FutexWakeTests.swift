@@ -37,6 +37,84 @@ import Testing
         return (frames, nil)
     }
 
+    /// The ring level of §9.8 on real ring files: a reader that never said it sleeps costs the writer no wake call
+    /// (the wake count still moves); one that said so gets exactly one `FUTEX_WAKE` per commit; a wake that comes
+    /// between the reader's recheck and its `futex_waitv` is not lost (the count changed, so the wait returns at once);
+    /// and a reader asleep on another thread is woken by the commit, not by its timeout.
+    @Test func aReaderThatNeverSleepsCostsNoWakeCallAndASleeperGetsOnePerCommit() async throws {
+        let (publisher, subscriber) = try RingChannelTests.pair(futex: Syscall.hasFutexWaitv)
+        try #require(publisher.wakesPeerByFutex, "futex_waitv (Linux 5.16+) is needed for futex wake-ups")
+        var writer = RingWriter(channel: publisher)
+        var reader = RingReader(channel: subscriber)
+        let frame = WireMessage.drop(WireDrop(firstSequence: 0, lastSequence: 0, reason: 1)).encoded()
+        // Never sleeping: ten messages, no wake call, the wake count raised ten times.
+        for _ in 0..<10 {
+            let appended = writer.append(frame)
+            #expect(appended == .success(true))
+            let committed = writer.commit()
+            #expect(committed)
+        }
+        #expect(publisher.futexWakeCalls.load(ordering: .relaxed) == 0)
+        #expect(publisher.own.load32(RingLayout.wakeCountOffset) == 10)
+        for _ in 0..<10 {
+            guard case .success(_?) = reader.peek() else {
+                Issue.record("a message is missing")
+                return
+            }
+            reader.advance()
+        }
+        // Saying it sleeps: one wake call per commit while the flag stays set.
+        let doorbell = try Doorbell()
+        guard case .success(let seen?) = reader.prepareToSleepOnFutex(hasNews: { _ in false }) else {
+            Issue.record("an empty ring refused the sleep")
+            return
+        }
+        let appended2 = writer.append(frame)
+        #expect(appended2 == .success(true))
+        let committed2 = writer.commit()
+        #expect(committed2)
+        #expect(publisher.futexWakeCalls.load(ordering: .relaxed) == 1)
+        // The wake came before the wait: the word changed, so the wait returns at once instead of sleeping.
+        let early = subscriber.peer.futexWait(
+            RingLayout.wakeCountOffset,
+            seen: seen,
+            doorbell: doorbell,
+            rang: doorbell.ringCount,
+            timeoutNanoseconds: 10_000_000_000
+        )
+        #expect(early == .changed)
+        reader.clearSleeping()
+        guard case .success(_?) = reader.peek() else {
+            Issue.record("the message that woke us is missing")
+            return
+        }
+        reader.advance()
+        // Asleep on another thread: the commit wakes it (not the 60 s timeout).
+        guard case .success(let asleep?) = reader.prepareToSleepOnFutex(hasNews: { _ in false }) else {
+            Issue.record("an empty ring refused the sleep")
+            return
+        }
+        let rang = doorbell.ringCount
+        let peer = subscriber.peer
+        async let outcome = onDedicatedThread("futex-sleeper") {
+            peer.futexWait(
+                RingLayout.wakeCountOffset,
+                seen: asleep,
+                doorbell: doorbell,
+                rang: rang,
+                timeoutNanoseconds: 60_000_000_000
+            )
+        }
+        let appended3 = writer.append(frame)
+        #expect(appended3 == .success(true))
+        let committed3 = writer.commit()
+        #expect(committed3)
+        let woke = try await outcome
+        #expect(woke == .woken || woke == .changed, "woken by the commit (or it came before the wait began)")
+        #expect(publisher.futexWakeCalls.load(ordering: .relaxed) == 2)
+        reader.clearSleeping()
+    }
+
     @Test(arguments: [(true, true), (true, false), (false, true), (false, false)])
     func theWakeKindIsFutexOnlyWhenBothSidesSaySo(_ sides: (publisher: Bool, subscriber: Bool)) async throws {
         let path = temporaryBusPath("futex-negotiation")

@@ -1,3 +1,4 @@
+import Atomics
 import SystemPackage
 
 /// Both rings of one version-3 session, as one side sees them (docs/PROTOCOL.md §9): our own ring file, which we
@@ -32,8 +33,12 @@ package final class RingChannel: Sendable {
     /// if the wake-up descriptor became unusable.
     package func wakePeer() -> Bool {
         guard wakesPeerByFutex else { return peerWake.signal() }
+        futexWakeCalls.wrappingIncrement(ordering: .relaxed)
         return own.futexWake(RingLayout.wakeCountOffset)
     }
+
+    /// `FUTEX_WAKE` calls made to wake the peer (a count the code keeps, for tests).
+    package let futexWakeCalls = ManagedAtomic<Int>(0)
 
     /// The publisher of a futex-woken session sent a socket message: records it in the announce header (§9.8) and,
     /// if the subscriber sleeps, wakes it. False if the kernel refused the wake-up.
@@ -41,7 +46,7 @@ package final class RingChannel: Sendable {
         guard wakesPeerByFutex else { return true }
         own.store(controlSent, RingLayout.controlSentOffset)
         own.increment32(RingLayout.wakeCountOffset)
-        if peer.load(RingLayout.sleepingOffset) != 0 { return own.futexWake(RingLayout.wakeCountOffset) }
+        if peer.load(RingLayout.sleepingOffset) != 0 { return wakePeer() }
         return true
     }
 
