@@ -153,3 +153,26 @@ int cfb_futex_publish(uint32_t *word, uint64_t *stamp, uint64_t value) {
 uint64_t cfb_load_acquire_u64(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
 void cfb_store_release_u64(uint64_t *word, uint64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+
+int cfb_futex_wake(uint32_t *word, int count, int isPrivate) {
+    return (int)syscall(SYS_futex, word, isPrivate ? FUTEX_WAKE_PRIVATE : FUTEX_WAKE, count, NULL, NULL, 0);
+}
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+int cfb_futex_waitv2(const uint32_t *shared, uint32_t sharedSeen, uint32_t *local, uint32_t localSeen,
+                     int64_t timeoutNanoseconds) {
+    // struct futex_waitv and FUTEX2_* from <linux/futex.h> (Linux 5.16 UAPI), spelled out for older headers.
+    struct { uint64_t val; uint64_t uaddr; uint32_t flags; uint32_t reserved; } waiters[2] = {
+        { sharedSeen, (uint64_t)(uintptr_t)shared, 0x02 /* FUTEX2_SIZE_U32 */, 0 },
+        { localSeen, (uint64_t)(uintptr_t)local, 0x02 | 128 /* FUTEX2_SIZE_U32 | FUTEX2_PRIVATE */, 0 },
+    };
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeoutNanoseconds / 1000000000L;
+    deadline.tv_nsec += timeoutNanoseconds % 1000000000L;
+    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec += 1; deadline.tv_nsec -= 1000000000L; }
+    return (int)syscall(SYS_futex_waitv, waiters, 2, 0, &deadline, CLOCK_MONOTONIC);
+}

@@ -15,6 +15,10 @@
 //   slot-garbage     one slot of random bytes
 //   unknown-surface  a well-formed FRAME on a surface never announced
 //   control-ahead    a FRAME that says 5 socket messages came before it, then END_OF_STREAM on the socket
+//   wake-flood       (futex wake-ups, §9.8) 10 000 wake-ups with nothing to read, then END_OF_STREAM
+//   wake-garbage     1 000 random values stored into the wake count, each with a wake-up, then END_OF_STREAM
+//   control-garbage  a `controlSent` that claims 2⁶⁴ − 2 socket messages, left for 200 ms, then END_OF_STREAM
+//   (the wake scenarios print "futex=B" first, and "done" once END_OF_STREAM is sent)
 //   Prints "listening", "welcomed", then "error code=C" (the subscriber's ERROR) or "closed".
 import CFrameBusShims
 import Foundation
@@ -101,6 +105,18 @@ func runRingHostilePublisher(_ arguments: [String]) -> Int32 {
     case "control-ahead":
         peer.append(frame(surface: 77), controlCount: 5)
         peer.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))
+    case "wake-flood", "wake-garbage", "control-garbage":
+        emit("futex=\(peer.usesFutexWake)")
+        if scenario == "wake-flood" {
+            for _ in 0..<10_000 { peer.wake() }
+        } else if scenario == "wake-garbage" {
+            for _ in 0..<1_000 { peer.scribble32(UInt32.random(in: 0...UInt32.max), at: RingLayout.wakeCountOffset) }
+        } else {
+            peer.scribble64(UInt64.max - 1, at: RingLayout.controlSentOffset)
+            usleep(200_000)
+        }
+        peer.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))
+        emit("done")
     default: return 2
     }
     reportEnding(peer)

@@ -116,13 +116,35 @@ package final class HostileRingPeer: @unchecked Sendable {
     /// Stores any value as our tail and wakes the other side.
     package func setTail(_ tail: UInt64) {
         channel.own.store(tail, RingLayout.tailOffset)
-        _ = channel.peerWake.signal()
+        wake()
     }
 
     /// Stores any value as our head of the other side's ring and wakes it.
     package func setPeerHead(_ head: UInt64) {
         channel.own.store(head, RingLayout.peerHeadOffset)
-        _ = channel.peerWake.signal()
+        wake()
+    }
+
+    /// Wakes the other side the way the session agreed (§9.5, §9.8): a publisher of a futex-woken session raises
+    /// its wake count and `FUTEX_WAKE`s it; otherwise one datagram.
+    package func wake() {
+        if channel.wakesPeerByFutex { channel.own.increment32(RingLayout.wakeCountOffset) }
+        _ = channel.wakePeer()
+    }
+
+    /// Whether the subscriber accepted futex wake-ups (§9.8).
+    package var usesFutexWake: Bool { channel.usesFutexWake }
+
+    /// Stores any 32-bit value at a header offset of our own file (e.g. the wake count) and wakes the other side.
+    package func scribble32(_ value: UInt32, at offset: Int) {
+        channel.own.store32(value, offset)
+        _ = channel.wakePeer()
+    }
+
+    /// Stores any 64-bit value at a header offset of our own file (e.g. `controlSent`) and wakes the other side.
+    package func scribble64(_ value: UInt64, at offset: Int) {
+        channel.own.store(value, offset)
+        _ = channel.wakePeer()
     }
 
     /// Sends a datagram on the socket (with no descriptors).

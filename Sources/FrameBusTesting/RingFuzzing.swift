@@ -81,6 +81,15 @@ public enum RingFuzzing {
                 if outcome.subscriberEnded { break reading }
             }
         }
+        // Futex wake-ups (§9.8): the hostile publisher's wake count and `controlSent` (from the tails' bits), read by
+        // a subscriber going to sleep; a sleep that would block is not taken (the words only decide whether to).
+        publisherSide.own.store32(UInt32(truncatingIfNeeded: u64(0) >> 16), RingLayout.wakeCountOffset)
+        publisherSide.own.store(u64(1) >> 8, RingLayout.controlSentOffset)
+        if case .success(_?) = reader.prepareToSleepOnFutex(hasNews: { $0 != 0 && $0 != u64(2) }) {
+            // Allowed to sleep only with nothing to read: nobody writes the files meanwhile in this single thread.
+            if case .success(_?) = reader.peek() { preconditionFailure("would sleep with a message waiting") }
+        }
+        reader.clearSleeping()
         precondition(outcome.subscriberEntries <= RingLayout.slotCount, "read more than a ring of slots")
         precondition(held <= 8, "held \(held) frames past maximumHeldFrames 8")
 
@@ -195,12 +204,15 @@ public enum RingFuzzing {
             var generator = SystemRandomNumberGenerator()
             while !stop.load(ordering: .relaxed) {
                 for side in [publisherSide, subscriberSide] {
-                    let choice = UInt8.random(in: 0...5, using: &generator)
+                    let choice = UInt8.random(in: 0...7, using: &generator)
                     switch choice {
                     case 0: side.own.store(UInt64.random(in: 0...600, using: &generator), RingLayout.tailOffset)
                     case 1: side.own.store(.random(in: 0...UInt64.max, using: &generator), RingLayout.tailOffset)
                     case 2: side.own.store(UInt64.random(in: 0...600, using: &generator), RingLayout.peerHeadOffset)
                     case 3: side.own.store(UInt64.random(in: 0...1, using: &generator), RingLayout.sleepingOffset)
+                    // Futex wake-ups (§9.8): the wake count and `controlSent`, any value, at any moment.
+                    case 4: side.own.store32(.random(in: 0...UInt32.max, using: &generator), RingLayout.wakeCountOffset)
+                    case 5: side.own.store(.random(in: 0...UInt64.max, using: &generator), RingLayout.controlSentOffset)
                     default:
                         let slot = Int.random(in: 0..<RingLayout.slotCount, using: &generator)
                         let bytes = (0..<RingLayout.slotSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -237,6 +249,9 @@ public enum RingFuzzing {
                 _ = releaseWriter.commit()
                 _ = announceReader.publishHead()
                 _ = releaseReader.prepareToSleep()
+                // The subscriber going to sleep on the futex reads the hostile wake count, tail and `controlSent`.
+                _ = announceReader.prepareToSleepOnFutex(hasNews: { $0 != 0 })
+                announceReader.clearSleeping()
             }
             rounds += 1
         }

@@ -135,6 +135,40 @@ import TestSupport
         #expect(imported.copy(offset: 0, count: 16) == header)
     }
 
+    /// §9.8 and B.2: the offer is bit 0 of the release ring's `wakeKinds` (offset 16), the answer the same bit of the
+    /// announce ring's, written at the join, before WELCOME; either side without it leaves both at 0.
+    @Test func theFutexOfferAndAnswerAreTheDocumentsHeaderBytes() throws {
+        let text = try Self.appendix()
+        let documented = hexBytes("47 52 42 46 03 00 02 00 00 01 00 00 80 00 00 00 01 00 00 00")
+        #expect(text.contains("`47 52 42 46 03 00 02 00 00 01 00 00 80 00 00 00 01 00 00 00`"))
+        for (offers, accepts) in [(true, true), (true, false), (false, true)] {
+            let subscriberHalf = try RingChannel.Half(role: .release, futexWake: offers)
+            let publisherHalf = try RingChannel.Half(role: .announce, futexWake: accepts)
+            let offered = offers && Syscall.hasFutexWaitv
+            let releaseHeader = subscriberHalf.ring.copy(offset: 0, count: 20)
+            if offered {
+                #expect(releaseHeader == documented)
+            } else {
+                #expect(releaseHeader[16..<20].allSatisfy { $0 == 0 })
+            }
+            let publisher = try publisherHalf.joining(
+                peerRing: RingChannelTests.duplicate(subscriberHalf.descriptors[0]),
+                peerWake: RingChannelTests.duplicate(subscriberHalf.descriptors[1]),
+                peerRole: .release
+            )
+            let answer: [UInt8] = offered && accepts ? [1, 0, 0, 0] : [0, 0, 0, 0]
+            #expect(publisherHalf.ring.copy(offset: 16, count: 4) == answer)
+            let subscriber = try subscriberHalf.joining(
+                peerRing: RingChannelTests.duplicate(publisherHalf.descriptors[0]),
+                peerWake: RingChannelTests.duplicate(publisherHalf.descriptors[1]),
+                peerRole: .announce
+            )
+            #expect(publisher.usesFutexWake == (offered && accepts))
+            #expect(subscriber.usesFutexWake == (offered && accepts))
+            #expect(publisher.wakesPeerByFutex == (offered && accepts) && !subscriber.wakesPeerByFutex)
+        }
+    }
+
     @Test func theRingWritersProduceTheDocumentsSlotsAndTheReadersReadThemAsStated() throws {
         let blocks = try Self.blocks()
         let (frameSlot, releaseSlot) = (blocks[3], blocks[4])

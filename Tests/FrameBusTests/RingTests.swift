@@ -284,9 +284,11 @@ import Testing
     }
 
     /// A publisher's and a subscriber's channel joined to each other.
-    static func pair() throws -> (publisher: RingChannel, subscriber: RingChannel) {
-        let publisherHalf = try RingChannel.Half(role: .announce)
-        let subscriberHalf = try RingChannel.Half(role: .release)
+    /// Both ends of one session in this process; `futex`: the subscriber offers and the publisher accepts futex
+    /// wake-ups (§9.8), else the datagram wake-ups of §9.5.
+    static func pair(futex: Bool = false) throws -> (publisher: RingChannel, subscriber: RingChannel) {
+        let publisherHalf = try RingChannel.Half(role: .announce, futexWake: futex)
+        let subscriberHalf = try RingChannel.Half(role: .release, futexWake: futex)
         let publisher = try publisherHalf.joining(
             peerRing: duplicate(subscriberHalf.descriptors[0]),
             peerWake: duplicate(subscriberHalf.descriptors[1]),

@@ -109,6 +109,18 @@ uint64_t cfb_load_acquire_u64(const uint64_t *word);
 /// Writes a 64-bit word with release ordering.
 void cfb_store_release_u64(uint64_t *word, uint64_t value);
 
+// MARK: futex wake-ups of protocol version 3 (docs/PROTOCOL.md §9.8)
+
+/// FUTEX_WAKE of at most `count` waiters on the 32-bit word at `word`; `isPrivate` for a word in private memory
+/// (FUTEX_PRIVATE_FLAG), else a word in a shared mapping. Never blocks. Returns the number woken, or -1 with errno set.
+int cfb_futex_wake(uint32_t *word, int count, int isPrivate);
+/// futex_waitv(2) (Linux 5.16+) on two 32-bit words: sleeps while `shared` (in a shared mapping, possibly read-only)
+/// holds `sharedSeen` and `local` (private memory) holds `localSeen`, until either is woken or `timeoutNanoseconds`
+/// (relative, CLOCK_MONOTONIC) pass. Returns the index woken (0 or 1), or -1 with errno set (EAGAIN: a word differed
+/// already; ETIMEDOUT; EINTR; ENOSYS: the kernel lacks futex_waitv).
+int cfb_futex_waitv2(const uint32_t *shared, uint32_t sharedSeen, uint32_t *local, uint32_t localSeen,
+                     int64_t timeoutNanoseconds);
+
 #pragma clang assume_nonnull end
 
 #endif

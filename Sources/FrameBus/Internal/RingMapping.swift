@@ -20,11 +20,19 @@ import SystemPackage
     /// The file's descriptor (ours: sent to the peer at the handshake; the peer's: kept until the mapping goes).
     let descriptor: FileDescriptor
     let isWritable: Bool
+    /// The ring it carries (known privately: ours as made, the peer's as expected and checked at the import).
+    let role: RingLayout.Role
 
-    private init(address: UnsafeMutableRawPointer, descriptor: FileDescriptor, isWritable: Bool) {
+    private init(
+        address: UnsafeMutableRawPointer,
+        descriptor: FileDescriptor,
+        isWritable: Bool,
+        role: RingLayout.Role
+    ) {
         unsafe self.address = address
         self.descriptor = descriptor
         self.isWritable = isWritable
+        self.role = role
     }
 
     deinit {
@@ -59,7 +67,7 @@ import SystemPackage
             unsafe Syscall.unmap(address, byteCount: RingLayout.byteCount)
             throw fail("fcntl(F_ADD_SEALS)", errno)
         }
-        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: true)
+        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: true, role: role)
         let header = RingLayout.header(role: role)
         unsafe header.withUnsafeBytes { unsafe mapping.address.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         return mapping
@@ -90,7 +98,7 @@ import SystemPackage
         case .success(let mapped): unsafe address = mapped
         case .failure(let errno): throw refuse("mmap", errno: errno)
         }
-        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: false)
+        let mapping = unsafe RingMapping(address: address, descriptor: fd, isWritable: false, role: role)
         if let violation = RingLayout.checkHeader(mapping.copy(offset: 0, count: 16), role: role) {
             throw FrameBusError(.protocolViolation, "ring import", message: violation.description)
         }
@@ -112,6 +120,55 @@ import SystemPackage
     package func store(_ value: UInt64, _ offset: Int) {
         precondition(isWritable, "store into a peer's ring")
         counter(offset).store(value, ordering: .sequentiallyConsistent)
+    }
+
+    private func word(_ offset: Int) -> UnsafeAtomic<UInt32> {
+        unsafe UnsafeAtomic<UInt32>(
+            at: unsafe (address + offset).assumingMemoryBound(to: UInt32.AtomicRepresentation.self)
+        )
+    }
+
+    /// Loads a 32-bit header word (sequentially consistent), e.g. the futex wake count (§9.8).
+    package func load32(_ offset: Int) -> UInt32 {
+        word(offset).load(ordering: .sequentiallyConsistent)
+    }
+
+    /// Stores a 32-bit header word of our own file.
+    package func store32(_ value: UInt32, _ offset: Int) {
+        precondition(isWritable, "store into a peer's ring")
+        word(offset).store(value, ordering: .sequentiallyConsistent)
+    }
+
+    /// Adds 1 to a 32-bit header word of our own file (wrapping; sequentially consistent).
+    package func increment32(_ offset: Int) {
+        precondition(isWritable, "store into a peer's ring")
+        word(offset).wrappingIncrement(ordering: .sequentiallyConsistent)
+    }
+
+    /// `FUTEX_WAKE` (shared) of one waiter on a 32-bit header word; false if the kernel refused (never blocks).
+    func futexWake(_ offset: Int) -> Bool {
+        unsafe Syscall.futexWake(unsafe (address + offset).assumingMemoryBound(to: UInt32.self), isPrivate: false)
+    }
+
+    /// Sleeps while the 32-bit header word at `offset` (this mapping, shared) still holds `seen` and `doorbell`'s
+    /// word still holds `rang`, at most `timeoutNanoseconds` (`futex_waitv`, §9.8).
+    func futexWait(_ offset: Int, seen: UInt32, doorbell: Doorbell, rang: UInt32, timeoutNanoseconds: Int64)
+        -> FutexWaitOutcome
+    {
+        let result = unsafe Syscall.futexWaitTwo(
+            shared: unsafe UnsafePointer((address + offset).assumingMemoryBound(to: UInt32.self)),
+            sharedSeen: seen,
+            local: unsafe doorbell.futexWord,
+            localSeen: rang,
+            timeoutNanoseconds: timeoutNanoseconds
+        )
+        switch result {
+        case .success(0): return .woken
+        case .success: return .doorbell
+        case .failure(.resourceTemporarilyUnavailable), .failure(.interrupted): return .changed
+        case .failure(.timedOut): return .timedOut
+        case .failure(let errno): return .failed(errno)
+        }
     }
 
     /// Copies bytes out of the mapping into private memory (one copy; the peer may rewrite them meanwhile).
@@ -180,6 +237,19 @@ import SystemPackage
         precondition(isWritable && offset >= 0 && offset + bytes.count <= RingLayout.byteCount)
         unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
     }
+}
+
+/// How a `futex_waitv` sleep ended (docs/PROTOCOL.md §9.8).
+enum FutexWaitOutcome: Equatable {
+    /// The peer woke the ring word.
+    case woken
+    /// The doorbell word was woken.
+    case doorbell
+    /// A word had changed already, or a signal interrupted the sleep: look again.
+    case changed
+    /// The liveness interval passed.
+    case timedOut
+    case failed(Errno)
 }
 
 /// A wake-up channel (docs/PROTOCOL.md §9.5): a Unix datagram socket pair of ours, or the end of the peer's pair

@@ -1,5 +1,6 @@
 // A Unix SOCK_SEQPACKET socket: listen at a path (replacing a stale socket file), connect, accept, peer
 // credentials, and one-datagram send/receive with SCM_RIGHTS.
+import Atomics
 import Glibc
 import Surfaces
 import SystemPackage
@@ -305,23 +306,54 @@ package struct ReceivedDatagram {
 
 /// Wakes a poll loop from another thread: a non-blocking `eventfd`, readable while rung; one descriptor, and rings
 /// that pile up before the loop wakes cost it one `read`.
-final class Doorbell: @unchecked Sendable {
-    // `@unchecked Sendable`: the descriptor is immutable; the kernel serialises writes and reads of the counter.
+///
+/// A thread that sleeps on a futex instead (a subscriber's connection thread in a futex-woken session,
+/// docs/PROTOCOL.md §9.8) watches ``futexWord`` too: every ring adds 1 to it, and wakes it while
+/// ``armFutex()`` says someone sleeps on it (store-then-load on both sides, so no ring is missed).
+@safe final class Doorbell: @unchecked Sendable {
+    // `@unchecked Sendable`: the descriptor and the word's address are immutable; the kernel serialises writes and
+    // reads of the counter, and the word and flag are only touched atomically.
     /// Poll this one for `POLLIN`.
     let descriptor: Int32
+    /// Private memory of ours: a 32-bit ring count (wraps) and the "a futex sleeper waits" flag.
+    private let storage: UnsafeMutablePointer<UnsafeAtomic<UInt32>.Storage>
 
     init() throws(FrameBusError) {
         switch Syscall.makeEventFD() {
         case .success(let descriptor): self.descriptor = descriptor
         case .failure(let errno): throw .systemCall("eventfd", errno)
         }
+        unsafe storage = .allocate(capacity: 2)
+        unsafe storage.initialize(repeating: UnsafeAtomic<UInt32>.Storage(0), count: 2)
     }
 
     deinit {
         Syscall.close(descriptor)
+        unsafe storage.deallocate()
     }
 
-    func ring() { Syscall.signal(eventFD: descriptor) }
+    private var count: UnsafeAtomic<UInt32> { unsafe UnsafeAtomic(at: storage) }
+    private var sleeper: UnsafeAtomic<UInt32> { unsafe UnsafeAtomic(at: storage + 1) }
+
+    /// The ring count's address, for `futex_waitv` (private).
+    var futexWord: UnsafeMutablePointer<UInt32> {
+        unsafe UnsafeMutableRawPointer(storage).assumingMemoryBound(to: UInt32.self)
+    }
+
+    /// Rings so far (wrapping): a futex sleeper compares it before and after.
+    var ringCount: UInt32 { count.load(ordering: .sequentiallyConsistent) }
+
+    /// Says a thread is about to sleep on ``futexWord`` (load ``ringCount`` after this, then sleep on that value).
+    func armFutex() { sleeper.store(1, ordering: .sequentiallyConsistent) }
+    func disarmFutex() { sleeper.store(0, ordering: .sequentiallyConsistent) }
+
+    func ring() {
+        Syscall.signal(eventFD: descriptor)
+        count.wrappingIncrement(ordering: .sequentiallyConsistent)
+        if sleeper.load(ordering: .sequentiallyConsistent) != 0 {
+            _ = unsafe Syscall.futexWake(futexWord, isPrivate: true)
+        }
+    }
     func drain() { Syscall.drain(eventFD: descriptor) }
 }
 

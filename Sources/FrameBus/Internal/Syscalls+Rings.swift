@@ -1,6 +1,7 @@
 // FrameBus's system calls for protocol version 3's wake-up sockets (sending and draining wake-ups, checking a
 // descriptor's socket kind), as an extension of the package's one syscall layer (`Syscall` in
 // Surfaces/Internal/Syscalls.swift). The socket pair itself is `makeDoorbellPair()` (Syscalls+Sockets.swift).
+import CFrameBusShims
 import Glibc
 import Surfaces
 import SystemPackage
@@ -45,4 +46,36 @@ extension Syscall {
         }
         return .success(())
     }
+
+    /// `FUTEX_WAKE` of at most one waiter on the 32-bit word at `word` (`isPrivate`: private memory, else a shared
+    /// mapping): never blocks, whoever else maps the word. False if the kernel refused (`EFAULT`, `EINVAL`).
+    static func futexWake(_ word: UnsafeMutablePointer<UInt32>, isPrivate: Bool) -> Bool {
+        unsafe cfb_futex_wake(word, 1, isPrivate ? 1 : 0) >= 0
+    }
+
+    /// `futex_waitv` on a word of a shared mapping (read-only is enough) and a word of private memory: sleeps while
+    /// they hold `sharedSeen` and `localSeen`, at most `timeoutNanoseconds`. `.success(0)` or `.success(1)`: that
+    /// word was woken; `EAGAIN` (a word differed), `ETIMEDOUT`, `EINTR` as errors.
+    static func futexWaitTwo(
+        shared: UnsafePointer<UInt32>,
+        sharedSeen: UInt32,
+        local: UnsafeMutablePointer<UInt32>,
+        localSeen: UInt32,
+        timeoutNanoseconds: Int64
+    ) -> Result<Int32, Errno> {
+        valueOrErrno { unsafe cfb_futex_waitv2(shared, sharedSeen, local, localSeen, timeoutNanoseconds) }
+    }
+
+    /// Whether this kernel has `futex_waitv` (Linux 5.16+): probed once with no waiters (`EINVAL` where it exists,
+    /// `ENOSYS` where it does not). A subscriber offers futex wake-ups (docs/PROTOCOL.md §9.8) only if it does.
+    static let hasFutexWaitv: Bool = {
+        var shared: UInt32 = 0
+        var local: UInt32 = 0
+        let result = valueOrErrno {
+            unsafe cfb_futex_waitv2(&shared, 1, &local, 1, 0)
+        }
+        // Both words differ from the values given (0 ≠ 1): a kernel with the call answers EAGAIN at once.
+        if case .failure(.noFunction) = result { return false }
+        return true
+    }()
 }

@@ -66,6 +66,10 @@ extension Publisher {
         /// thread that calls ``Publisher/publish(_:timing:)``; more split each frame across that many threads, which
         /// the publisher keeps for its lifetime. Conversion allocates nothing per frame either way.
         public var conversionThreadCount = 1
+        /// Whether a version-3 subscriber that offers futex wake-ups (docs/PROTOCOL.md §9.8) is woken by a
+        /// `FUTEX_WAKE` on its announce ring instead of a datagram. Off: every subscriber gets wake-up datagrams
+        /// (§9.5).
+        public var usesFutexWakeUps = true
         /// Where diagnostics go (closed connections and their reasons, rate-limited).
         public var logger: Logger
 

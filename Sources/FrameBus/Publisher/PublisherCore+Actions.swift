@@ -20,7 +20,7 @@ extension PublisherCore {
                 flush(id, &state, now: now ?? ProcessInfoShim.monotonicNanoseconds())
             case .close(let id):
                 state.sockets.removeValue(forKey: id)?.shutdown()
-                state.rings[id] = nil
+                state.rings.removeValue(forKey: id)?.closing()
                 state.machine.closedAfterStop(id)
             case .log(let level, let line):
                 state.log(level, line)
@@ -69,7 +69,10 @@ extension PublisherCore {
                 switch outcome {
                 case .success(.sent):
                     sent += 1
-                    rings?.sentOnSocket(item.message)
+                    if let rings, !rings.sentOnSocket(item.message) {
+                        ringFailure = "the subscriber's ring file refused a futex wake-up"
+                        break sending
+                    }
                 case .success(.wouldBlock):
                     break sending
                 case .failure(let error):
@@ -83,9 +86,9 @@ extension PublisherCore {
         if let failure {
             perform(state.machine.connectionClosed(id, reason: failure, now: now), &state)
             state.sockets.removeValue(forKey: id)?.shutdown()
-            state.rings[id] = nil
+            state.rings.removeValue(forKey: id)?.closing()
         } else if let ringFailure {
-            state.rings[id] = nil
+            state.rings.removeValue(forKey: id)?.closing()
             perform(state.machine.ringViolation(ringFailure, from: id, now: now), &state)
         } else if state.machine.hasOutbound(id) && !(rings?.isBlockedOnRing ?? false) {
             doorbell.ring()  // the loop must poll this socket for room to write

@@ -87,7 +87,7 @@ extension PublisherCore {
             for (index, id) in ringPolled.enumerated() where ready[ringOffset + index] != 0 {
                 state.rings[id]?.isArmed = false
                 if let reason = state.rings[id]?.wokeUp() {
-                    state.rings[id] = nil
+                    state.rings.removeValue(forKey: id)?.closing()
                     perform(state.machine.ringViolation(reason, from: id, now: ProcessInfoShim.monotonicNanoseconds()), &state)
                 }
             }
@@ -166,12 +166,12 @@ extension PublisherCore {
             case .success(.endOfFile):
                 perform(state.machine.connectionClosed(id, reason: "end of file", now: now), &state)
                 state.sockets.removeValue(forKey: id)?.shutdown()
-                state.rings[id] = nil
+                state.rings.removeValue(forKey: id)?.closing()
                 return
             case .failure(let errno):
                 perform(state.machine.connectionClosed(id, reason: "receive failed: \(errno)", now: now), &state)
                 state.sockets.removeValue(forKey: id)?.shutdown()
-                state.rings[id] = nil
+                state.rings.removeValue(forKey: id)?.closing()
                 return
             case .success(.datagram(let datagram)):
                 // Any fds that came with it are closed when `datagram` goes away, except a version-3 HELLO's two,

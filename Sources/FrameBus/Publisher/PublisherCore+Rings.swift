@@ -23,7 +23,7 @@ extension PublisherCore {
             hello.version >= WireProtocol.ringVersion, hello.kind == .subscriber
         else { return (.none, nil) }
         let half: RingChannel.Half
-        do { half = try RingChannel.Half(role: .announce) } catch {
+        do { half = try RingChannel.Half(role: .announce, futexWake: configuration.usesFutexWakeUps) } catch {
             state.log(.warning, "cannot make rings for subscriber \(id), serving version 2: \(error)")
             return (.none, nil)
         }
@@ -85,7 +85,7 @@ extension PublisherCore {
         }
         perform(actions, &state, now: now)
         if let violation, state.rings[id] != nil {
-            state.rings[id] = nil
+            state.rings.removeValue(forKey: id)?.closing()
             perform(state.machine.ringViolation(violation, from: id, now: now), &state)
             return
         }

@@ -35,9 +35,24 @@ package final class PublisherRings {
         }
     }
 
-    /// A socket message was sent.
-    func sentOnSocket(_ message: WireMessage) {
-        if case .welcome = message { isWelcomed = true } else if isWelcomed { controlSent &+= 1 }
+    @discardableResult
+    /// A socket message was sent; false if a futex-woken subscriber's wake-up failed (§9.8).
+    func sentOnSocket(_ message: WireMessage) -> Bool {
+        if case .welcome = message {
+            isWelcomed = true
+        } else if isWelcomed {
+            controlSent &+= 1
+            return channel.sentOnSocket(controlSent: controlSent)
+        }
+        return true
+    }
+
+    /// The session is being closed by us: a futex-woken subscriber is woken so it reads the end of file at once
+    /// (a datagram-woken one polls its socket and sees it by itself).
+    func closing() {
+        guard channel.wakesPeerByFutex else { return }
+        channel.own.increment32(RingLayout.wakeCountOffset)
+        _ = channel.wakePeer()
     }
 
     package enum AppendOutcome {

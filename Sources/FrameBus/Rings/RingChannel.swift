@@ -1,3 +1,4 @@
+import Atomics
 import SystemPackage
 
 /// Both rings of one version-3 session, as one side sees them (docs/PROTOCOL.md §9): our own ring file, which we
@@ -10,12 +11,43 @@ package final class RingChannel: Sendable {
     let ownWake: WakeSocket
     /// The peer's end B: we send on it to wake the peer.
     package let peerWake: WakeSocket
+    /// The session wakes the subscriber with a futex on the announce ring's wake count instead of a datagram
+    /// (docs/PROTOCOL.md §9.8): both sides said so in their ring file headers at the handshake.
+    package let usesFutexWake: Bool
 
-    init(own: RingMapping, peer: RingMapping, ownWake: WakeSocket, peerWake: WakeSocket) {
+    init(own: RingMapping, peer: RingMapping, ownWake: WakeSocket, peerWake: WakeSocket, usesFutexWake: Bool = false) {
         self.own = own
         self.peer = peer
         self.ownWake = ownWake
         self.peerWake = peerWake
+        self.usesFutexWake = usesFutexWake
+        // Only the announce ring's owner (the publisher) wakes by futex; the subscriber still wakes it by datagram.
+        self.wakesPeerByFutex = usesFutexWake && peer.role == .release
+    }
+
+    /// We are the publisher of a futex-woken session: our wake-ups go through the announce ring's wake count.
+    package let wakesPeerByFutex: Bool
+
+    /// Wakes the peer (docs/PROTOCOL.md §9.5, §9.8): the publisher of a futex-woken session adds 1 to its
+    /// announce ring's wake count and `FUTEX_WAKE`s it; everyone else sends one datagram on the peer's end B. False
+    /// if the wake-up descriptor became unusable.
+    package func wakePeer() -> Bool {
+        guard wakesPeerByFutex else { return peerWake.signal() }
+        futexWakeCalls.wrappingIncrement(ordering: .relaxed)
+        return own.futexWake(RingLayout.wakeCountOffset)
+    }
+
+    /// `FUTEX_WAKE` calls made to wake the peer (a count the code keeps, for tests).
+    package let futexWakeCalls = ManagedAtomic<Int>(0)
+
+    /// The publisher of a futex-woken session sent a socket message: records it in the announce header (§9.8) and,
+    /// if the subscriber sleeps, wakes it. False if the kernel refused the wake-up.
+    func sentOnSocket(controlSent: UInt64) -> Bool {
+        guard wakesPeerByFutex else { return true }
+        own.store(controlSent, RingLayout.controlSentOffset)
+        own.increment32(RingLayout.wakeCountOffset)
+        if peer.load(RingLayout.sleepingOffset) != 0 { return wakePeer() }
+        return true
     }
 
     /// Our half, made before the handshake: our ring file and our wake-up socket pair (the ring file and the pair's
@@ -23,10 +55,18 @@ package final class RingChannel: Sendable {
     package struct Half: Sendable {
         let ring: RingMapping
         let wake: WakeSocket
+        /// Subscriber: offers futex wake-ups (written into the release ring's header); publisher: accepts them.
+        let futexWake: Bool
 
-        package init(role: RingLayout.Role) throws(FrameBusError) {
+        /// `futexWake`: a subscriber offers futex wake-ups (§9.8; only where the kernel has `futex_waitv`), a
+        /// publisher accepts a subscriber's offer.
+        package init(role: RingLayout.Role, futexWake: Bool = true) throws(FrameBusError) {
             ring = try RingMapping.create(role: role)
             wake = try WakeSocket.create()
+            self.futexWake = futexWake && (role == .announce || Syscall.hasFutexWaitv)
+            if role == .release && self.futexWake {
+                ring.store32(RingLayout.futexWakeKind, RingLayout.wakeKindsOffset)
+            }
         }
 
         /// The descriptors to send with HELLO or WELCOME: the ring file, then our wake-up pair's end B.
@@ -44,7 +84,12 @@ package final class RingChannel: Sendable {
                 throw error
             }
             let peerSocket = try WakeSocket.importing(peerWake)
-            return RingChannel(own: ring, peer: mapping, ownWake: wake, peerWake: peerSocket)
+            // §9.8: the subscriber's offer is read once here; the publisher's answer is written before WELCOME
+            // carries its file, and read once by the subscriber here. Either side's later rewrites change nothing.
+            let peerKinds = mapping.load32(RingLayout.wakeKindsOffset)
+            let futex = futexWake && peerKinds & RingLayout.futexWakeKind != 0
+            if futex && peerRole == .release { ring.store32(RingLayout.futexWakeKind, RingLayout.wakeKindsOffset) }
+            return RingChannel(own: ring, peer: mapping, ownWake: wake, peerWake: peerSocket, usesFutexWake: futex)
         }
     }
 }
@@ -88,7 +133,9 @@ package struct RingWriter: ~Copyable {
         guard written != published else { return true }
         published = written
         channel.own.store(written, RingLayout.tailOffset)
-        if channel.peer.load(RingLayout.sleepingOffset) != 0 { return channel.peerWake.signal() }
+        // §9.8: the wake count changes with every tail a futex-woken subscriber may be sleeping on.
+        if channel.wakesPeerByFutex { channel.own.increment32(RingLayout.wakeCountOffset) }
+        if channel.peer.load(RingLayout.sleepingOffset) != 0 { return channel.wakePeer() }
         // A reader that reaps lazily (the publisher, §9.5) is woken once when this many messages wait unread, so the
         // ring never fills while it is busy elsewhere. `lastPeerHead` was checked by `append` (within `written`).
         if let wakeThreshold {
@@ -97,7 +144,7 @@ package struct RingWriter: ~Copyable {
                 isThresholdWakeSent = false
             } else if !isThresholdWakeSent {
                 isThresholdWakeSent = true
-                return channel.peerWake.signal()
+                return channel.wakePeer()
             }
         }
         return true
@@ -163,7 +210,10 @@ package struct RingReader: ~Copyable {
         guard head != publishedHead else { return true }
         publishedHead = head
         channel.own.store(head, RingLayout.peerHeadOffset)
-        if channel.peer.load(RingLayout.wantsRoomOffset) != 0 { return channel.peerWake.signal() }
+        if channel.peer.load(RingLayout.wantsRoomOffset) != 0 {
+            if channel.wakesPeerByFutex { channel.own.increment32(RingLayout.wakeCountOffset) }
+            return channel.wakePeer()
+        }
         return true
     }
 
@@ -182,8 +232,33 @@ package struct RingReader: ~Copyable {
         }
     }
 
+    /// A futex-woken subscriber (§9.8) is going to sleep: stores `sleeping` = 1, loads the publisher's wake count,
+    /// then looks at the ring's `tail` and `controlSent` again. Returns the wake count to sleep on, or nil (the flag
+    /// cleared again) if a message is waiting in the ring, or `hasNews` says `controlSent` announces socket messages
+    /// not looked for yet.
+    package mutating func prepareToSleepOnFutex(hasNews: (UInt64) -> Bool) -> Result<UInt32?, RingViolation> {
+        guard pending == nil else { return .success(nil) }
+        channel.own.store(1, RingLayout.sleepingOffset)
+        let seen = channel.peer.load32(RingLayout.wakeCountOffset)
+        switch RingLayout.readable(head: head, tail: channel.peer.load(RingLayout.tailOffset)) {
+        case .failure(let violation):
+            channel.own.store(0, RingLayout.sleepingOffset)
+            return .failure(violation)
+        case .success(let count):
+            if count > 0 || hasNews(channel.peer.load(RingLayout.controlSentOffset)) {
+                channel.own.store(0, RingLayout.sleepingOffset)
+                return .success(nil)
+            }
+            return .success(seen)
+        }
+    }
+
+    /// The publisher's `controlSent` (§9.8): socket messages it says it sent after WELCOME. Any value is possible
+    /// from a hostile publisher: it only decides whether we look at the socket before the next liveness check.
+    func controlSent() -> UInt64 { channel.peer.load(RingLayout.controlSentOffset) }
+
     /// We are awake and our wake-up socket did not fire: clears the sleeping flag.
-    func clearSleeping() { channel.own.store(0, RingLayout.sleepingOffset) }
+    package func clearSleeping() { channel.own.store(0, RingLayout.sleepingOffset) }
 
     /// We are awake: clears the sleeping flag and drains our wake-up socket (at most `drainLimit` wake-ups). False if
     /// it broke.
@@ -241,6 +316,15 @@ final class SubscriberRings {
     var controlReceived: UInt64 = 0
     /// The next slot waits for a socket message: sleep on the session socket, not on the wake-up socket.
     var isBlockedOnControl = false
+    /// Futex-woken sessions (§9.8): the publisher's `controlSent` when we last read the socket because of it. A value
+    /// that differs from `controlReceived` but not from this one was looked at already (the socket had nothing
+    /// more): it does not keep us awake, so a publisher that writes a wrong count cannot make us spin.
+    var controlSentLooked: UInt64 = 0
+
+    /// Whether `controlSent` (just loaded) says the socket has messages we have not looked for.
+    func hasNews(_ controlSent: UInt64) -> Bool {
+        controlSent != controlReceived && controlSent != controlSentLooked
+    }
 
     init(channel: RingChannel) {
         self.channel = channel

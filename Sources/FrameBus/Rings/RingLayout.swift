@@ -42,6 +42,17 @@ package enum RingLayout {
     public static let sleepingOffset = 192
     /// u64: 1 while the owner waits for room in its own ring (the other side must wake it when it reads).
     public static let wantsRoomOffset = 256
+    /// u32, written once before the file is shared (§9.8): the release ring's bit 0 says its owner (the subscriber)
+    /// can be woken by a futex; the announce ring's bit 0 says the publisher will wake this subscriber that way.
+    public static let wakeKindsOffset = 16
+    /// Bit 0 of ``wakeKindsOffset``: futex wake-ups.
+    public static let futexWakeKind: UInt32 = 1
+    /// u32, announce ring of a futex-woken session only (§9.8): the publisher adds 1 before every wake-up; the
+    /// subscriber sleeps on this word (`futex_waitv`).
+    public static let wakeCountOffset = 320
+    /// u64, announce ring of a futex-woken session only (§9.8): socket messages the publisher sent after WELCOME
+    /// (so a woken subscriber knows whether its socket has something to read).
+    public static let controlSentOffset = 384
 
     // Slot offsets.
     /// u64: socket messages the owner had sent on the connection after WELCOME before it wrote this slot.

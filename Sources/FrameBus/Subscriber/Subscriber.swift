@@ -67,6 +67,10 @@ public final class Subscriber: Sendable {
         /// rings with wake-up sockets instead of datagrams (docs/PROTOCOL.md §9). A publisher that does not speak
         /// it refuses the HELLO with `unsupportedVersion` and the subscriber connects again with version 2 at once.
         public var usesSharedMemoryRings = true
+        /// Whether a version-3 session may wake this subscriber with a futex on the publisher's ring file instead of
+        /// a datagram (docs/PROTOCOL.md §9.8): offered in the release ring's header where the kernel has
+        /// `futex_waitv` (Linux 5.16+), used if the publisher accepts. Off: wake-up datagrams, as §9.5 describes.
+        public var usesFutexWakeUps = true
         /// User ids allowed to be the publisher, checked with `SO_PEERCRED` right after connecting: whoever can
         /// bind the path could otherwise pose as the publisher. Default: only our own user id.
         public var allowedPublisherUserIDs: Set<UInt32> = [ProcessInfoShim.userID]
@@ -108,6 +112,8 @@ public final class Subscriber: Sendable {
         /// The queue depth the publisher granted (WELCOME's `queueDepth`): 1 for latest-only; for
         /// ``Delivery/queue(depth:)`` at most the depth asked for and at most ``maximumHeldFrames``, so it may be less.
         public var grantedQueueDepth: Int = 1
+        /// Whether the publisher wakes this subscriber with a futex (docs/PROTOCOL.md §9.8) rather than a datagram.
+        public var usesFutexWakeUps = false
     }
 
     let core: SubscriberCore
@@ -175,6 +181,10 @@ public final class Subscriber: Sendable {
     ///
     /// - Throws: ``FrameBusError/Code-swift.struct/concurrentConsumer`` if an iteration or a delegate consumes the
     ///   events.
+    /// How the connection thread has slept and woken so far (every session of this subscriber), for tests and
+    /// benchmarks: counts the code keeps, not timings.
+    package var wakeUpCounts: WakeUpCounts { core.wakeUpCounts.snapshot }
+
     package func makePoller(wake: @escaping @Sendable () -> Void) throws(FrameBusError) -> Poller {
         Poller(core: core, claim: try core.claimPoller(wake: wake))
     }

@@ -26,6 +26,10 @@ final class SubscriberConnection {
     private var pollSet = PollSet()
     /// The publisher refused version 3: connect again at once with version 2.
     private var retryNow = false
+    /// The doorbell's ring count when the connection thread last answered it (futex sleeps, §9.8).
+    private var lastDoorbellRing: UInt32 = 0
+    /// Announce ring messages read in the current ``drainRing()`` (added to the wake-up counts once per batch).
+    private var ringMessagesRead: UInt64 = 0
     /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
     /// same way on every reconnect (every 100 ms by default) must not flood the log.
     private var lastWarning: (text: String, time: UInt64, suppressed: Int)?
@@ -157,7 +161,7 @@ final class SubscriberConnection {
         // A refused peer may find the socket already closed; the ERROR is still there to read.
         var half: RingChannel.Half?
         if configuration.usesSharedMemoryRings && !machine.retriesWithoutRings {
-            do { half = try RingChannel.Half(role: .release) } catch {
+            do { half = try RingChannel.Half(role: .release, futexWake: configuration.usesFutexWakeUps) } catch {
                 warn("cannot make shared-memory rings, asking for version 2: \(error)")
             }
         }
@@ -176,11 +180,14 @@ final class SubscriberConnection {
             timeout = Int32(clamping: min(1000, left / 1_000_000 + 1))
         }
         let writable = core.sender.hasOutbound ? PollEvents.writable : 0
+        if let rings, rings.channel.usesFutexWake, !awaiting, !rings.isBlockedOnControl, writable == 0 {
+            return serviceOnFutex(socket, rings)
+        }
         pollSet.removeAll()
         pollSet.add(core.doorbell.descriptor, events: PollEvents.readable)
         pollSet.add(socket.descriptor, events: PollEvents.readable | writable)
         var sleptOnRing = false
-        if let rings {
+        if let rings, !rings.channel.usesFutexWake {
             pollSet.add(rings.channel.ownWake.descriptor, events: PollEvents.readable)
             // Say we sleep, then look at the ring again (§9.5); a slot waiting for a socket message sleeps on
             // the socket alone.
@@ -188,7 +195,9 @@ final class SubscriberConnection {
                 switch rings.reader.prepareToSleep() {
                 case .failure(let violation):
                     return perform(machine.ringViolation(violation.description), descriptors: [])
-                case .success(true): sleptOnRing = true
+                case .success(true):
+                    sleptOnRing = true
+                    core.wakeUpCounts.update { $0.socketSleeps &+= 1 }
                 case .success(false): timeout = 0
                 }
             }
@@ -198,8 +207,15 @@ final class SubscriberConnection {
         }
         let doorbellEvents = pollSet.events(at: 0)
         let socketEvents = pollSet.events(at: 1)
-        if let rings {
+        if let rings, rings.channel.usesFutexWake {
+            // Polling (a socket message awaited, or outbound waiting for room) rather than sleeping on the futex.
+            if let reason = core.sender.ringFailure {
+                return perform(machine.ringViolation(reason), descriptors: [])
+            }
+            guard drainRing() else { return false }
+        } else if let rings {
             if pollSet.events(at: 2) != 0 {
+                core.wakeUpCounts.update { $0.socketWakeUps &+= 1 }
                 // One `recv` per wake-up: the publisher signals once per sleep, and a second signal left unread only
                 // makes the next poll return at once.
                 guard rings.reader.wokeUp(drainLimit: 1) else {
@@ -233,34 +249,116 @@ final class SubscriberConnection {
         }
         if socketEvents & PollEvents.writable != 0 { core.sender.flush() }
         if socketEvents & ~PollEvents.writable != 0 {
-            for _ in 0..<Self.readBatch {
-                // Control room for every descriptor a SURFACE may carry (PROTOCOL.md §1), so a 3- or 4-descriptor
-                // surface is judged by its contents rather than cut by the kernel.
-                switch socket.receive(
-                    maximumSize: WireProtocol.maximumMessageSize,
-                    maximumDescriptors: WireProtocol.maximumDescriptorCount
-                ) {
-                case .success(.wouldBlock):
-                    return checkHandshakeDeadline()
-                case .success(.endOfFile):
-                    return perform(
-                        .close(
-                            FrameBusError(.endOfStream, "Subscriber", message: "the publisher closed the connection"),
-                            reply: nil
-                        ),
-                        descriptors: []
-                    )
-                case .failure(let errno):
-                    return perform(
-                        .close(
-                            FrameBusError(.endOfStream, "Subscriber", errno: errno, message: "receive failed"),
-                            reply: nil
-                        ),
-                        descriptors: []
-                    )
-                case .success(.datagram(let datagram)):
-                    guard handle(datagram) else { return false }
+            guard readSocket(socket) else { return false }
+        }
+        guard drainRing() else { return false }
+        return checkHandshakeDeadline()
+    }
+
+    /// Version 3 with futex wake-ups (docs/PROTOCOL.md §9.8): says it sleeps, then sleeps on the publisher's wake
+    /// count and the doorbell's ring count (`futex_waitv`) for at most ``futexLivenessInterval``; on waking handles
+    /// the ring first (the frame is what someone waits for), then the doorbell, then the socket when the publisher
+    /// says it sent something there or the interval passed (so a publisher that died unannounced is noticed within
+    /// the interval: a dead peer's socket reads as end of file). Returns false when the connection ended.
+    private func serviceOnFutex(_ socket: Socket, _ rings: SubscriberRings) -> Bool {
+        let doorbell = core.doorbell
+        doorbell.armFutex()
+        let rang = doorbell.ringCount
+        var outcome = FutexWaitOutcome.changed
+        if rang == lastDoorbellRing {
+            switch rings.reader.prepareToSleepOnFutex(hasNews: rings.hasNews) {
+            case .failure(let violation):
+                doorbell.disarmFutex()
+                return perform(machine.ringViolation(violation.description), descriptors: [])
+            case .success(let seen?):
+                outcome = rings.channel.peer.futexWait(
+                    RingLayout.wakeCountOffset,
+                    seen: seen,
+                    doorbell: doorbell,
+                    rang: rang,
+                    timeoutNanoseconds: Self.futexLivenessInterval
+                )
+                rings.reader.clearSleeping()
+                core.wakeUpCounts.update {
+                    $0.futexSleeps &+= 1
+                    if outcome == .woken { $0.futexWakeUps &+= 1 }
+                    if outcome == .timedOut { $0.futexTimeouts &+= 1 }
                 }
+            case .success(nil):
+                break
+            }
+        }
+        doorbell.disarmFutex()
+        if case .failed(let errno) = outcome {
+            return perform(.close(FrameBusError(.systemCall, "futex_waitv", errno: errno), reply: nil), descriptors: [])
+        }
+        if let reason = core.sender.ringFailure {
+            return perform(machine.ringViolation(reason), descriptors: [])
+        }
+        guard drainRing() else { return false }
+        let ringCount = doorbell.ringCount
+        if ringCount != lastDoorbellRing {
+            lastDoorbellRing = ringCount
+            doorbell.drain()
+            core.runConnectionThreadPass()
+        }
+        if core.isCancelled { return true }
+        if core.sender.hasOverflowed {
+            return perform(
+                .close(
+                    FrameBusError(
+                        .protocolViolation,
+                        "Subscriber",
+                        message: "the publisher stopped reading: \(SubscriberOutbox.defaultCapacity) messages unsent"
+                    ),
+                    reply: nil
+                ),
+                descriptors: []
+            )
+        }
+        let controlSent = rings.reader.controlSent()
+        if outcome == .timedOut || rings.hasNews(controlSent) {
+            rings.controlSentLooked = controlSent
+            guard readSocket(socket) else { return false }
+        }
+        return drainRing()
+    }
+
+    /// How long a futex-woken subscriber sleeps at most before it looks at its socket anyway (§9.8): the bound on
+    /// noticing a publisher that died without a word.
+    static let futexLivenessInterval: Int64 = 20_000_000
+
+    /// Reads up to ``readBatch`` datagrams (until the socket would block); returns false when the connection ended.
+    private func readSocket(_ socket: Socket) -> Bool {
+        core.wakeUpCounts.update { $0.socketReads &+= 1 }
+        for _ in 0..<Self.readBatch {
+            // Control room for every descriptor a SURFACE may carry (PROTOCOL.md §1), so a 3- or 4-descriptor
+            // surface is judged by its contents rather than cut by the kernel.
+            switch socket.receive(
+                maximumSize: WireProtocol.maximumMessageSize,
+                maximumDescriptors: WireProtocol.maximumDescriptorCount
+            ) {
+            case .success(.wouldBlock):
+                return checkHandshakeDeadline()
+            case .success(.endOfFile):
+                return perform(
+                    .close(
+                        FrameBusError(.endOfStream, "Subscriber", message: "the publisher closed the connection"),
+                        reply: nil
+                    ),
+                    descriptors: []
+                )
+            case .failure(let errno):
+                return perform(
+                    .close(
+                        FrameBusError(.endOfStream, "Subscriber", errno: errno, message: "receive failed"),
+                        reply: nil
+                    ),
+                    descriptors: []
+                )
+            case .success(.datagram(let datagram)):
+                core.wakeUpCounts.update { $0.socketMessages &+= 1 }
+                guard handle(datagram) else { return false }
             }
         }
         guard drainRing() else { return false }
@@ -314,12 +412,18 @@ final class SubscriberConnection {
                     break reading
                 }
                 rings.reader.advance()
+                ringMessagesRead &+= 1
                 let held = core.sender.connectionHeld
                 guard perform(machine.receivedFromRing(entry.message, heldFrames: held), descriptors: []) else {
                     return false
                 }
                 guard self.rings != nil else { return false }
             }
+        }
+        if ringMessagesRead > 0 {
+            let read = ringMessagesRead
+            ringMessagesRead = 0
+            core.wakeUpCounts.update { $0.ringMessages &+= read }
         }
         guard rings.reader.publishHead() else {
             return perform(machine.ringViolation("the publisher's wake-up socket is no longer usable"), descriptors: [])
@@ -354,6 +458,8 @@ final class SubscriberConnection {
             } else {
                 core.sender.attach(socket, generation: generation)
             }
+            var session = session
+            session.usesFutexWakeUps = rings?.channel.usesFutexWake ?? false
             core.established(session, isReconnect: isReconnect)
             return true
         case .importSurface(let announcement):

@@ -58,6 +58,8 @@ final class SubscriberCore: Sendable {
     let configuration: Subscriber.Configuration
     let state: Mutex<State>
     let doorbell: Doorbell
+    /// How the connection thread slept and woke (written by it only; read by anyone).
+    let wakeUpCounts = WakeUpCounters()
     /// The connection thread, once it runs.
     let connectionThread = Mutex<pthread_t?>(nil)
 
@@ -373,4 +375,31 @@ final class SubscriberCore: Sendable {
         action.pollerWake?()
         doorbell.ring()
     }
+}
+
+/// How a subscriber's connection thread slept and woke, as counts (docs/PROTOCOL.md §9.5, §9.8).
+package struct WakeUpCounts: Hashable, Sendable {
+    /// Sleeps on the ring with the wake-up socket polled (datagram-woken sessions).
+    package var socketSleeps: UInt64 = 0
+    /// Of those, the wake-up socket was readable when `poll` returned.
+    package var socketWakeUps: UInt64 = 0
+    /// Sleeps on the ring's futex word (futex-woken sessions).
+    package var futexSleeps: UInt64 = 0
+    /// Of those, the publisher's `FUTEX_WAKE` ended it.
+    package var futexWakeUps: UInt64 = 0
+    /// Of those, the liveness interval ended it (the socket was then read).
+    package var futexTimeouts: UInt64 = 0
+    /// Times the session socket was read until it would block (or ended).
+    package var socketReads: UInt64 = 0
+    /// Datagrams read from the session socket.
+    package var socketMessages: UInt64 = 0
+    /// Messages read from the announce ring (FRAME and DROP).
+    package var ringMessages: UInt64 = 0
+}
+
+/// ``WakeUpCounts`` kept by the connection thread, read from anywhere.
+final class WakeUpCounters: Sendable {
+    private let counts = Mutex(WakeUpCounts())
+    var snapshot: WakeUpCounts { counts.withLock { $0 } }
+    func update(_ body: (inout WakeUpCounts) -> Void) { counts.withLock { body(&$0) } }
 }
