@@ -66,16 +66,19 @@ extension Syscall {
         valueOrErrno { unsafe cfb_futex_waitv2(shared, sharedSeen, local, localSeen, timeoutNanoseconds) }
     }
 
-    /// Whether this kernel has `futex_waitv` (Linux 5.16+): probed once with no waiters (`EINVAL` where it exists,
-    /// `ENOSYS` where it does not). A subscriber offers futex wake-ups (docs/PROTOCOL.md §9.8) only if it does.
+    /// Whether this process can sleep in `futex_waitv` (Linux 5.16+), probed once. A subscriber offers futex
+    /// wake-ups (docs/PROTOCOL.md §9.8) only if it can.
     static let hasFutexWaitv: Bool = {
         var shared: UInt32 = 0
         var local: UInt32 = 0
         let result = valueOrErrno {
             unsafe cfb_futex_waitv2(&shared, 1, &local, 1, 0)
         }
-        // Both words differ from the values given (0 ≠ 1): a kernel with the call answers EAGAIN at once.
-        if case .failure(.noFunction) = result { return false }
-        return true
+        // Both words differ from the values given (0 ≠ 1): a kernel with the call answers EAGAIN at once. Anything
+        // else means no: ENOSYS on an older kernel, EPERM (or another errno) where a seccomp filter that predates
+        // the call refuses it, as container runtimes' default profiles did; offering then would end every session
+        // at its first sleep.
+        if case .failure(.resourceTemporarilyUnavailable) = result { return true }
+        return false
     }()
 }
