@@ -202,6 +202,64 @@ import Testing
         #expect(await peer.waitForExit(timeout: 60))
     }
 
+    /// §9.8's back-off: after each sleep that only timed out the liveness interval doubles, up to the ceiling; any
+    /// other end of a sleep (a wake-up, a changed word, a signal, the doorbell) brings it back to the base.
+    @Test func theLivenessIntervalDoublesOnlyWhileSleepsTimeOutAndIsCapped() {
+        let base = SubscriberConnection.futexLivenessInterval
+        let ceiling = SubscriberConnection.futexLivenessCeiling
+        var interval = base
+        var seen: [Int64] = []
+        for _ in 0..<7 {
+            interval = SubscriberConnection.livenessInterval(after: .timedOut, current: interval)
+            seen.append(interval)
+        }
+        #expect(seen == [40, 80, 160, 200, 200, 200, 200].map { Int64($0) * 1_000_000 })
+        #expect(seen.last == ceiling)
+        for outcome: FutexWaitOutcome in [.woken, .doorbell, .changed, .failed(.interrupted)] {
+            #expect(SubscriberConnection.livenessInterval(after: outcome, current: ceiling) == base)
+            #expect(SubscriberConnection.livenessInterval(after: outcome, current: base) == base)
+        }
+        // Whatever it was (even a value it never takes), a timeout never passes the ceiling nor goes below twice the base.
+        for current in [Int64.min, -1, 0, 1, base - 1, ceiling - 1, ceiling, ceiling + 1, Int64.max] {
+            let next = SubscriberConnection.livenessInterval(after: .timedOut, current: current)
+            #expect(next <= ceiling && next >= min(2 * base, ceiling))
+        }
+    }
+
+    /// An idle futex-woken subscriber of a publisher in another process backs its liveness interval off to the
+    /// ceiling (the counts the connection thread keeps: the timeouts it slept through and the last timeout it used),
+    /// and still notices that publisher's SIGKILL (end of file read after at most one backed-off interval).
+    @Test func anIdleSubscriberBacksOffItsLivenessIntervalAndStillNoticesAKilledPublisher() async throws {
+        let path = temporaryBusPath("futex-idle")
+        let peer = try await startPeer([
+            "bus-publisher", path, "--fps", "100", "--frames", "3", "--wait-for-subscriber", "--stay",
+        ])
+        #expect(await peer.waitForOutput("listening"))
+        let subscriber = try Self.subscriber(path)
+        defer { subscriber.cancel() }
+        #expect(await eventually { subscriber.session != nil })
+        try #require(subscriber.session?.usesFutexWakeUps == true)
+        #expect(await peer.waitForOutput("idle"))
+        // 20 + 40 + 80 + 160 ms of timeouts reach the ceiling; nothing else wakes the idle connection thread.
+        #expect(
+            await eventually(timeout: 120) {
+                subscriber.wakeUpCounts.lastLivenessInterval == SubscriberConnection.futexLivenessCeiling
+            }
+        )
+        let counts = subscriber.wakeUpCounts
+        #expect(counts.futexTimeouts >= 4)
+        peer.send(SIGKILL)
+        var ended: FrameBusError?
+        for try await event in subscriber.events {
+            if case .ended(let error) = event {
+                ended = error
+                break
+            }
+        }
+        #expect(ended?.code == .endOfStream)
+        #expect(await peer.waitForExit(timeout: 60))
+    }
+
     @Test(arguments: ["wake-flood", "control-garbage", "wake-garbage"])
     func aPublisherThatAbusesTheWakeWordsOnlyMakesItsSubscriberLookAgain(_ scenario: String) async throws {
         let path = temporaryBusPath("futex-hostile")
