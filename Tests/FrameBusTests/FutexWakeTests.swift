@@ -22,17 +22,23 @@ import Testing
         return try Subscriber(configuration: configuration)
     }
 
-    /// Takes `count` frames (or the end) from `subscriber`; the frames taken and how it ended.
+    /// Takes events from `subscriber` until `count` sequence numbers are accounted for (frames taken plus frames
+    /// reported dropped: a busy machine may drop some for a slow consumer, and a drop is never silent) or the end;
+    /// the frames taken and how it ended.
     static func take(_ subscriber: Subscriber, count: Int) async throws -> (frames: Int, end: FrameBusError?) {
         var frames = 0
+        var accounted = 0
         for try await event in subscriber.events {
             switch event {
             case .frame:
                 frames += 1
-                if frames >= count { return (frames, nil) }
+                accounted += 1
+            case .dropped(let drop):
+                accounted += Int(clamping: drop.frameCount)
             case .ended(let error): return (frames, error)
             default: break
             }
+            if accounted >= count { return (frames, nil) }
         }
         return (frames, nil)
     }
@@ -136,7 +142,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(20))
         }
         let (frames, end) = try await taken
-        #expect(frames == 5 && end == nil)
+        #expect(frames >= 1 && end == nil)
         let counts = subscriber.wakeUpCounts
         if session.usesFutexWakeUps {
             #expect(counts.socketSleeps == 0 && counts.socketWakeUps == 0, "no datagram wake-up in a futex session")
@@ -161,7 +167,7 @@ import Testing
         // machine drops some for it, announced by DROP messages in the ring).
         let (frames, end) = try await Self.take(subscriber, count: 60)
         #expect(frames >= 1)
-        #expect(frames == 60 || end?.code == .endOfStream)
+        #expect(end == nil || end?.code == .endOfStream)
         // The connection thread adds each batch of ring messages to its counts after delivering the batch.
         #expect(await eventually { subscriber.wakeUpCounts.ringMessages >= UInt64(frames) })
         let counts = subscriber.wakeUpCounts

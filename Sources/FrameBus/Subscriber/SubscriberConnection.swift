@@ -211,9 +211,7 @@ final class SubscriberConnection {
         let socketEvents = pollSet.events(at: 1)
         if let rings, rings.channel.usesFutexWake {
             // Polling (a socket message awaited, or outbound waiting for room) rather than sleeping on the futex.
-            if let reason = core.sender.ringFailure {
-                return perform(machine.ringViolation(reason), descriptors: [])
-            }
+            if let reason = core.sender.ringFailure { return wakeUpFailed(reason, socket) }
             guard drainRing() else { return false }
         } else if let rings {
             if pollSet.events(at: 2) != 0 {
@@ -226,9 +224,7 @@ final class SubscriberConnection {
             } else if sleptOnRing {
                 rings.reader.clearSleeping()
             }
-            if let reason = core.sender.ringFailure {
-                return perform(machine.ringViolation(reason), descriptors: [])
-            }
+            if let reason = core.sender.ringFailure { return wakeUpFailed(reason, socket) }
             guard drainRing() else { return false }
         }
         if doorbellEvents != 0 {
@@ -298,9 +294,7 @@ final class SubscriberConnection {
         if case .failed(let errno) = outcome {
             return perform(.close(FrameBusError(.systemCall, "futex_waitv", errno: errno), reply: nil), descriptors: [])
         }
-        if let reason = core.sender.ringFailure {
-            return perform(machine.ringViolation(reason), descriptors: [])
-        }
+        if let reason = core.sender.ringFailure { return wakeUpFailed(reason, socket) }
         guard drainRing() else { return false }
         let ringCount = doorbell.ringCount
         if ringCount != lastDoorbellRing {
@@ -345,6 +339,14 @@ final class SubscriberConnection {
     static func livenessInterval(after outcome: FutexWaitOutcome, current: Int64) -> Int64 {
         guard outcome == .timedOut else { return futexLivenessInterval }
         return current >= futexLivenessCeiling / 2 ? futexLivenessCeiling : max(current, futexLivenessInterval) * 2
+    }
+
+    /// Waking the publisher failed (`reason`, §9.6). A publisher that died makes its wake-up socket refuse datagrams
+    /// before its session socket has been read to its end of file: the socket is read first, so a dead publisher ends
+    /// the stream (`endOfStream`, as a closed socket always means) rather than being reported as a violation.
+    private func wakeUpFailed(_ reason: String, _ socket: Socket) -> Bool {
+        guard readSocket(socket) else { return false }
+        return perform(machine.ringViolation(reason), descriptors: [])
     }
 
     /// Reads up to ``readBatch`` datagrams (until the socket would block); returns false when the connection ended.
