@@ -19,8 +19,10 @@ import Foundation
 //   --publisher-uid UID also trusts a publisher running as UID (SO_PEERCRED; by default only our own uid).
 //
 // bus-publisher PATH [--format 420v] [--size 320x240] [--fps 100] [--frames N] [--compressed] [--wait-for-subscriber]
+//   [--stay]
 //   Publishes the moving test pattern until killed or N frames; prints "listening" once ready. With
 //   --wait-for-subscriber the first frame waits for a subscriber.
+//   --stay: after N frames, prints "idle" and keeps the bus open, publishing nothing, until killed.
 import FrameBus
 import Glibc
 import ImageSources
@@ -57,7 +59,7 @@ struct PeerOptions {
         while let argument = iterator.next() {
             guard argument.hasPrefix("--") else { continue }
             let name = String(argument.dropFirst(2))
-            if ["checksum", "reconnect", "compressed", "wait-for-subscriber"].contains(name) {
+            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay"].contains(name) {
                 flags.insert(name)
             } else if let value = iterator.next() {
                 values[name] = value
@@ -220,6 +222,11 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
             }
             index += 1
             usleep(interval)
+        }
+        if options.flags.contains("stay") {
+            emit("idle")
+            // Until killed (a test's SIGKILL, or the lifeline when the test goes away).
+            while true { pause() }
         }
         publisher.stop()
         return 0

@@ -28,6 +28,8 @@ final class SubscriberConnection {
     private var retryNow = false
     /// The doorbell's ring count when the connection thread last answered it (futex sleeps, §9.8).
     private var lastDoorbellRing: UInt32 = 0
+    /// The timeout of the next futex sleep (§9.8): ``futexLivenessInterval``, backed off while nothing comes.
+    private var livenessInterval = SubscriberConnection.futexLivenessInterval
     /// Announce ring messages read in the current ``drainRing()`` (added to the wake-up counts once per batch).
     private var ringMessagesRead: UInt64 = 0
     /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
@@ -209,9 +211,7 @@ final class SubscriberConnection {
         let socketEvents = pollSet.events(at: 1)
         if let rings, rings.channel.usesFutexWake {
             // Polling (a socket message awaited, or outbound waiting for room) rather than sleeping on the futex.
-            if let reason = core.sender.ringFailure {
-                return perform(machine.ringViolation(reason), descriptors: [])
-            }
+            if let reason = core.sender.ringFailure { return wakeUpFailed(reason, socket) }
             guard drainRing() else { return false }
         } else if let rings {
             if pollSet.events(at: 2) != 0 {
@@ -224,9 +224,7 @@ final class SubscriberConnection {
             } else if sleptOnRing {
                 rings.reader.clearSleeping()
             }
-            if let reason = core.sender.ringFailure {
-                return perform(machine.ringViolation(reason), descriptors: [])
-            }
+            if let reason = core.sender.ringFailure { return wakeUpFailed(reason, socket) }
             guard drainRing() else { return false }
         }
         if doorbellEvents != 0 {
@@ -256,7 +254,8 @@ final class SubscriberConnection {
     }
 
     /// Version 3 with futex wake-ups (docs/PROTOCOL.md §9.8): says it sleeps, then sleeps on the publisher's wake
-    /// count and the doorbell's ring count (`futex_waitv`) for at most ``futexLivenessInterval``; on waking handles
+    /// count and the doorbell's ring count (`futex_waitv`) for at most the liveness interval (backed off while idle,
+    /// ``livenessInterval(after:current:)``); on waking handles
     /// the ring first (the frame is what someone waits for), then the doorbell, then the socket when the publisher
     /// says it sent something there or the interval passed (so a publisher that died unannounced is noticed within
     /// the interval: a dead peer's socket reads as end of file). Returns false when the connection ended.
@@ -276,13 +275,16 @@ final class SubscriberConnection {
                     seen: seen,
                     doorbell: doorbell,
                     rang: rang,
-                    timeoutNanoseconds: Self.futexLivenessInterval
+                    timeoutNanoseconds: livenessInterval
                 )
                 rings.reader.clearSleeping()
+                let slept = livenessInterval
+                livenessInterval = Self.livenessInterval(after: outcome, current: livenessInterval)
                 core.wakeUpCounts.update {
                     $0.futexSleeps &+= 1
                     if outcome == .woken { $0.futexWakeUps &+= 1 }
                     if outcome == .timedOut { $0.futexTimeouts &+= 1 }
+                    $0.lastLivenessInterval = slept
                 }
             case .success(nil):
                 break
@@ -292,9 +294,7 @@ final class SubscriberConnection {
         if case .failed(let errno) = outcome {
             return perform(.close(FrameBusError(.systemCall, "futex_waitv", errno: errno), reply: nil), descriptors: [])
         }
-        if let reason = core.sender.ringFailure {
-            return perform(machine.ringViolation(reason), descriptors: [])
-        }
+        if let reason = core.sender.ringFailure { return wakeUpFailed(reason, socket) }
         guard drainRing() else { return false }
         let ringCount = doorbell.ringCount
         if ringCount != lastDoorbellRing {
@@ -327,6 +327,27 @@ final class SubscriberConnection {
     /// How long a futex-woken subscriber sleeps at most before it looks at its socket anyway (§9.8): the bound on
     /// noticing a publisher that died without a word.
     static let futexLivenessInterval: Int64 = 20_000_000
+
+    /// The longest an idle futex-woken subscriber sleeps before it looks at its socket (§9.8): the liveness interval
+    /// doubles after each sleep that only timed out, up to this, so an idle subscriber costs 5 timer wake-ups a
+    /// second rather than 50, and a publisher that died without a word is noticed at most this long after.
+    static let futexLivenessCeiling: Int64 = 200_000_000
+
+    /// The liveness interval of the next futex sleep, after one that ended with `outcome` and lasted at most
+    /// `current`: doubled (up to ``futexLivenessCeiling``) after a timeout, back to ``futexLivenessInterval`` after
+    /// anything else (a wake-up, a changed word, a signal, the doorbell).
+    static func livenessInterval(after outcome: FutexWaitOutcome, current: Int64) -> Int64 {
+        guard outcome == .timedOut else { return futexLivenessInterval }
+        return current >= futexLivenessCeiling / 2 ? futexLivenessCeiling : max(current, futexLivenessInterval) * 2
+    }
+
+    /// Waking the publisher failed (`reason`, §9.6). A publisher that died makes its wake-up socket refuse datagrams
+    /// before its session socket has been read to its end of file: the socket is read first, so a dead publisher ends
+    /// the stream (`endOfStream`, as a closed socket always means) rather than being reported as a violation.
+    private func wakeUpFailed(_ reason: String, _ socket: Socket) -> Bool {
+        guard readSocket(socket) else { return false }
+        return perform(machine.ringViolation(reason), descriptors: [])
+    }
 
     /// Reads up to ``readBatch`` datagrams (until the socket would block); returns false when the connection ended.
     private func readSocket(_ socket: Socket) -> Bool {

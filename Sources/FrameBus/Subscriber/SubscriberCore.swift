@@ -389,6 +389,8 @@ package struct WakeUpCounts: Hashable, Sendable {
     package var futexWakeUps: UInt64 = 0
     /// Of those, the liveness interval ended it (the socket was then read).
     package var futexTimeouts: UInt64 = 0
+    /// The timeout of the last futex sleep, in nanoseconds (the liveness interval, backed off while idle, §9.8).
+    package var lastLivenessInterval: Int64 = 0
     /// Times the session socket was read until it would block (or ended).
     package var socketReads: UInt64 = 0
     /// Datagrams read from the session socket.
