@@ -941,6 +941,10 @@ ptrdiff_t csck_seq_lz4_decompress(const uint8_t *payload, size_t count, size_t b
             if (run > room || room - run < 12 || blockEnd - (s + used) < run + 8) return CSCK_HUFF_UNDECIDED;
             if (run <= 16 && room >= 16 && used + 16 <= L) {
                 memcpy(out + o, literals + used, 16);
+            } else if (run <= 32 && room >= 32 && used + 32 <= L) {
+                // Two 16-byte copies, the extra bytes written over later, as above.
+                memcpy(out + o, literals + used, 16);
+                memcpy(out + o + 16, literals + used + 16, 16);
             } else {
                 memcpy(out + o, literals + used, run);
             }
