@@ -285,6 +285,33 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
         }                                                                 \
     } while (0)
 
+/// Fills a decoding table of 2^`bits` entries (entry = symbol << 8 | length; INVALID_ENTRY where no code starts) for
+/// the canonical code of the `k` symbols `symbols` (increasing) with lengths `lengths` (1...bits), `perLength[l]` of
+/// length `l`, whose first codes `first[l]` the caller computed (and checked: Kraft sum at most 1). Built by length,
+/// doubling: the table for the first `l` bits, copied after itself, is the table for `l + 1` bits except at the
+/// patterns that start with a code of length `l + 1`, which no shorter code starts (a prefix code) and which were
+/// still INVALID_ENTRY. So each entry is written about once, by whole-block copies, with one store per symbol.
+static void fill_table(uint16_t *table, const uint8_t *symbols, const uint8_t *lengths, unsigned k,
+                       const uint32_t perLength[CSCK_HUFF_MAX_BITS + 1], const uint32_t first[CSCK_HUFF_MAX_BITS + 1],
+                       unsigned bits) {
+    // The symbols ordered by (length, symbol): a stable counting sort.
+    uint32_t at[CSCK_HUFF_MAX_BITS + 2];
+    at[1] = 0;
+    for (unsigned l = 1; l <= CSCK_HUFF_MAX_BITS; l++) at[l + 1] = at[l] + perLength[l];
+    uint8_t ordered[256];
+    for (unsigned i = 0; i < k; i++) ordered[at[lengths[i]]++] = symbols[i];
+    table[0] = INVALID_ENTRY;
+    uint32_t size = 1;
+    unsigned i = 0;
+    for (unsigned l = 1; l <= bits; l++) {
+        memcpy(table + size, table, size * sizeof table[0]);
+        size *= 2;
+        const uint32_t code = first[l];
+        for (uint32_t j = 0; j < perLength[l]; j++, i++)
+            table[reverse_bits(code + j, l)] = (uint16_t)(ordered[i] << 8 | l);
+    }
+}
+
 /// A coded block's header, checked (rules 1 and 2 of §6.6), and its decoding table.
 typedef struct {
     size_t literalCount;
@@ -350,16 +377,8 @@ static ptrdiff_t read_header(const uint8_t *payload, size_t count, size_t blockC
     if (space > TABLE_SIZE) return CSCK_HUFF_BAD_TABLE;
     // The table, indexed by the next `bits` bits (a small table for a small alphabet: building it is a fixed cost
     // per block): entry = symbol << 8 | length; INVALID_ENTRY (length 0) marks a bit pattern no code starts with.
-    // A complete code (what Huffman's algorithm gives) fills every entry; else the others are marked first.
-    const uint32_t size = 1u << bits;
-    if (space < TABLE_SIZE)
-        for (uint32_t c = 0; c < size; c++) b->table[c] = INVALID_ENTRY;
-    for (unsigned i = 0; i < k; i++) {
-        const unsigned l = lengths[i];
-        const uint16_t entry = (uint16_t)(symbols[i] << 8 | l);
-        for (uint32_t c = reverse_bits(next[l]++, l); c < size; c += 1u << l) b->table[c] = entry;
-    }
-    b->mask = size - 1;
+    fill_table(b->table, symbols, lengths, k, perLength, next, bits);
+    b->mask = (1u << bits) - 1;
     return 0;
 }
 
@@ -441,7 +460,29 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
 static inline __attribute__((always_inline)) void copy_match_wide(uint8_t *d, size_t offset, size_t length) {
     const uint8_t *m = d - offset;
     uint8_t *const end = d + length;
-    if (offset >= 16) {
+    if (offset >= 128 && length >= 128) {
+        // Long matches from far back (screen rows repeated from a row or more above): chunks of at most `offset`
+        // bytes, none overlapping its source, with the C library's copy (its widest stores); nothing past the end.
+        while (d < end) {
+            const size_t chunk = (size_t)(end - d) < offset ? (size_t)(end - d) : offset;
+            memcpy(d, m, chunk);
+            d += chunk;
+            m += chunk;
+        }
+    } else if (offset >= 32) {
+        // 32 bytes per step, both loads before both stores (each load ends at or before `d`); the last step writes
+        // at most 15 bytes past the end, as the 16-byte steps below.
+        while (end - d > 16) {
+            uint8_t a[16], b[16];
+            memcpy(a, m, 16);
+            memcpy(b, m + 16, 16);
+            memcpy(d, a, 16);
+            memcpy(d + 16, b, 16);
+            d += 32;
+            m += 32;
+        }
+        if (d < end) memcpy(d, m, 16);
+    } else if (offset >= 16) {
         // Each 16-byte load ends at or before the store that overlaps it began: earlier stores are complete.
         do {
             memcpy(d, m, 16);
@@ -654,15 +695,8 @@ static ptrdiff_t build_table(const uint8_t *p, size_t size, huff_table *t, size_
         space += perLength[l] << (CSCK_HUFF_MAX_BITS - l);
     }
     if (space > TABLE_SIZE) return CSCK_HUFF_BAD_TABLE;
-    const uint32_t size_ = 1u << bits;
-    if (space < TABLE_SIZE)
-        for (uint32_t c = 0; c < size_; c++) t->table[c] = INVALID_ENTRY;
-    for (unsigned i = 0; i < k; i++) {
-        const unsigned l = lengths[i];
-        const uint16_t entry = (uint16_t)(symbols[i] << 8 | l);
-        for (uint32_t c = reverse_bits(next[l]++, l); c < size_; c += 1u << l) t->table[c] = entry;
-    }
-    t->mask = size_ - 1;
+    fill_table(t->table, symbols, lengths, k, perLength, next, bits);
+    t->mask = (1u << bits) - 1;
     *descriptionBytes = description;
     return 0;
 }
@@ -907,6 +941,10 @@ ptrdiff_t csck_seq_lz4_decompress(const uint8_t *payload, size_t count, size_t b
             if (run > room || room - run < 12 || blockEnd - (s + used) < run + 8) return CSCK_HUFF_UNDECIDED;
             if (run <= 16 && room >= 16 && used + 16 <= L) {
                 memcpy(out + o, literals + used, 16);
+            } else if (run <= 32 && room >= 32 && used + 32 <= L) {
+                // Two 16-byte copies, the extra bytes written over later, as above.
+                memcpy(out + o, literals + used, 16);
+                memcpy(out + o + 16, literals + used + 16, 16);
             } else {
                 memcpy(out + o, literals + used, run);
             }

@@ -289,6 +289,8 @@ extension LZ4Block {
     /// On the screen corpus (one thread, medians of five alternating rounds, each stream coded where it saves 20 %),
     /// 3 gave 420v / x420 / BGRA 33.59 / 44.73 / 58.24 decoding at 0.51 / 0.57 / 0.57× LZ4, 20 gives 32.01 / 43.19 /
     /// 55.68 at 0.61 / 0.62 / 0.67× (version 6 in the same runs: 30.22 / 40.50 / 50.47 at 0.66 / 0.62 / 0.62×).
+    /// Swept again with the faster stream decoder and match copies (docs/BENCHMARKS.md): 12, 8 and 5 gave 420v 33.02 /
+    /// 33.43 / 33.54 but decoding at 0.57 / 0.52 / 0.50× LZ4, against 0.65× at 20, so 20 stays.
     /// `FRAMEBUS_CODEC_SEQUENCE_SAVING` sets it (0...100, 100 turns coded sequences off), read once per process.
     static let codedSequencesMinimumSaving: Int = {
         if let value = unsafe getenv("FRAMEBUS_CODEC_SEQUENCE_SAVING"),
