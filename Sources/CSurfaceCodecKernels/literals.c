@@ -312,6 +312,55 @@ static void fill_table(uint16_t *table, const uint8_t *symbols, const uint8_t *l
     }
 }
 
+/// A Huffman decoding table (§6.6's format) and the bytes its description took.
+typedef struct {
+    uint64_t mask;
+    uint16_t table[TABLE_SIZE];
+} huff_table;
+
+/// Reads a code description (32-byte symbol bitmap, then one length nibble per symbol) from `p` (`size` bytes
+/// available) and builds its table. Sets `*descriptionBytes`. Returns 0 or a CSCK_HUFF_ error.
+static ptrdiff_t build_table(const uint8_t *p, size_t size, huff_table *t, size_t *descriptionBytes) {
+    if (size < 32) return CSCK_HUFF_BAD_SIZE;
+    unsigned present = 0;
+    for (unsigned k = 0; k < 32; k++) present += (unsigned)__builtin_popcount(p[k]);
+    const size_t description = 32 + (present + 1) / 2;
+    if (size < description) return CSCK_HUFF_BAD_SIZE;
+    uint8_t symbols[256];
+    uint8_t lengths[256];
+    unsigned k = 0;
+    unsigned bits = 1;
+    uint32_t perLength[CSCK_HUFF_MAX_BITS + 1] = {0};
+    for (unsigned byte = 0; byte < 32; byte++) {
+        unsigned set = p[byte];
+        while (set != 0) {
+            const unsigned symbol = byte * 8 + (unsigned)__builtin_ctz(set);
+            set &= set - 1;
+            const unsigned l = (p[32 + k / 2] >> (4 * (k % 2))) & 15;
+            if (l == 0 || l > CSCK_HUFF_MAX_BITS) return CSCK_HUFF_BAD_TABLE;
+            symbols[k] = (uint8_t)symbol;
+            lengths[k] = (uint8_t)l;
+            perLength[l] += 1;
+            if (l > bits) bits = l;
+            k += 1;
+        }
+    }
+    if (present % 2 == 1 && (p[32 + present / 2] >> 4) != 0) return CSCK_HUFF_BAD_TABLE;
+    uint32_t next[CSCK_HUFF_MAX_BITS + 1] = {0};
+    uint32_t code = 0;
+    uint32_t space = 0;
+    for (unsigned l = 1; l <= CSCK_HUFF_MAX_BITS; l++) {
+        code = (code + perLength[l - 1]) << 1;
+        next[l] = code;
+        space += perLength[l] << (CSCK_HUFF_MAX_BITS - l);
+    }
+    if (space > TABLE_SIZE) return CSCK_HUFF_BAD_TABLE;
+    fill_table(t->table, symbols, lengths, k, perLength, next, bits);
+    t->mask = (1u << bits) - 1;
+    *descriptionBytes = description;
+    return 0;
+}
+
 /// A coded block's header, checked (rules 1 and 2 of §6.6), and its decoding table.
 typedef struct {
     size_t literalCount;
@@ -319,8 +368,7 @@ typedef struct {
     size_t bitBytes;
     const uint8_t *bitStream;
     const uint8_t *sequences;
-    uint64_t mask;
-    uint16_t table[TABLE_SIZE];
+    huff_table code;
 } coded_block;
 
 /// Reads and checks the header of `payload` (`count` bytes, private): sizes (with `S + L ≤ blockCapacity`) and
@@ -344,42 +392,9 @@ static ptrdiff_t read_header(const uint8_t *payload, size_t count, size_t blockC
     b->bitStream = payload + header;
     b->sequences = b->bitStream + b->bitBytes;
 
-    // The present symbols in increasing order (the bitmap's set bits) and their lengths, checked (rule 2).
-    uint8_t symbols[256];
-    uint8_t lengths[256];
-    unsigned k = 0;
-    unsigned bits = 1;  // the longest length
-    uint32_t perLength[CSCK_HUFF_MAX_BITS + 1] = {0};
-    for (unsigned byte = 0; byte < 32; byte++) {
-        unsigned set = payload[8 + byte];
-        while (set != 0) {
-            const unsigned symbol = byte * 8 + (unsigned)__builtin_ctz(set);
-            set &= set - 1;
-            const unsigned l = (payload[40 + k / 2] >> (4 * (k % 2))) & 15;
-            if (l == 0 || l > CSCK_HUFF_MAX_BITS) return CSCK_HUFF_BAD_TABLE;
-            symbols[k] = (uint8_t)symbol;
-            lengths[k] = (uint8_t)l;
-            perLength[l] += 1;
-            if (l > bits) bits = l;
-            k += 1;
-        }
-    }
-    if (present % 2 == 1 && (payload[40 + present / 2] >> 4) != 0) return CSCK_HUFF_BAD_TABLE;
-    // Canonical codes (as canonical_codes): the first code of each length, then symbols in order take the next.
-    uint32_t next[CSCK_HUFF_MAX_BITS + 1] = {0};
-    uint32_t code = 0;
-    uint32_t space = 0;  // Kraft sum in units of 2^-MAX_BITS
-    for (unsigned l = 1; l <= CSCK_HUFF_MAX_BITS; l++) {
-        code = (code + perLength[l - 1]) << 1;
-        next[l] = code;
-        space += perLength[l] << (CSCK_HUFF_MAX_BITS - l);
-    }
-    if (space > TABLE_SIZE) return CSCK_HUFF_BAD_TABLE;
-    // The table, indexed by the next `bits` bits (a small table for a small alphabet: building it is a fixed cost
-    // per block): entry = symbol << 8 | length; INVALID_ENTRY (length 0) marks a bit pattern no code starts with.
-    fill_table(b->table, symbols, lengths, k, perLength, next, bits);
-    b->mask = (1u << bits) - 1;
-    return 0;
+    // The code (rule 2), after every size check so that a refusal's reason is the first rule broken.
+    size_t description;
+    return build_table(payload + 8, count - 8, &b->code, &description);
 }
 
 /// Rule 3's end of the bit stream: exactly its bytes used (the last code ends in its last byte) and the bits
@@ -400,8 +415,8 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
     const size_t bitBytes = block.bitBytes;
     const uint8_t *const bitStream = block.bitStream;
     const uint8_t *const sequences = block.sequences;
-    const uint16_t *const table = block.table;
-    const uint64_t mask = block.mask;
+    const uint16_t *const table = block.code.table;
+    const uint64_t mask = block.code.mask;
 
     // One pass over the sequence stream: each sequence's token (and literal length bytes), its literals decoded
     // straight into place, then its offset and match length bytes; the last sequence ends after its literals.
@@ -555,8 +570,8 @@ ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t 
     const size_t bitBytes = block.bitBytes;
     const uint8_t *const bitStream = block.bitStream;
     const uint8_t *const sequences = block.sequences;
-    const uint16_t *const table = block.table;
-    const uint64_t mask = block.mask;
+    const uint16_t *const table = block.code.table;
+    const uint64_t mask = block.code.mask;
     if (literalCount > scratchCapacity) return CSCK_HUFF_BAD_SIZE;  // L < blockCapacity ≤ scratchCapacity
 
     // 1. All L literals, in one run of the bit reader (no per-sequence stops), into `scratch`; then rule 3's end.
@@ -652,54 +667,6 @@ enum { SEQ_LITERALS = 0, SEQ_TOKENS = 1, SEQ_OFFSET_LOW = 2, SEQ_OFFSET_HIGH = 3
 #define SEQ_LITERAL_BITS 9
 #define SEQ_OTHER_BITS 8
 
-/// A Huffman decoding table (§6.6's format) and the bytes its description took.
-typedef struct {
-    uint64_t mask;
-    uint16_t table[TABLE_SIZE];
-} huff_table;
-
-/// Reads a code description (32-byte symbol bitmap, then one length nibble per symbol) from `p` (`size` bytes
-/// available) and builds its table. Sets `*descriptionBytes`. Returns 0 or a CSCK_HUFF_ error.
-static ptrdiff_t build_table(const uint8_t *p, size_t size, huff_table *t, size_t *descriptionBytes) {
-    if (size < 32) return CSCK_HUFF_BAD_SIZE;
-    unsigned present = 0;
-    for (unsigned k = 0; k < 32; k++) present += (unsigned)__builtin_popcount(p[k]);
-    const size_t description = 32 + (present + 1) / 2;
-    if (size < description) return CSCK_HUFF_BAD_SIZE;
-    uint8_t symbols[256];
-    uint8_t lengths[256];
-    unsigned k = 0;
-    unsigned bits = 1;
-    uint32_t perLength[CSCK_HUFF_MAX_BITS + 1] = {0};
-    for (unsigned byte = 0; byte < 32; byte++) {
-        unsigned set = p[byte];
-        while (set != 0) {
-            const unsigned symbol = byte * 8 + (unsigned)__builtin_ctz(set);
-            set &= set - 1;
-            const unsigned l = (p[32 + k / 2] >> (4 * (k % 2))) & 15;
-            if (l == 0 || l > CSCK_HUFF_MAX_BITS) return CSCK_HUFF_BAD_TABLE;
-            symbols[k] = (uint8_t)symbol;
-            lengths[k] = (uint8_t)l;
-            perLength[l] += 1;
-            if (l > bits) bits = l;
-            k += 1;
-        }
-    }
-    if (present % 2 == 1 && (p[32 + present / 2] >> 4) != 0) return CSCK_HUFF_BAD_TABLE;
-    uint32_t next[CSCK_HUFF_MAX_BITS + 1] = {0};
-    uint32_t code = 0;
-    uint32_t space = 0;
-    for (unsigned l = 1; l <= CSCK_HUFF_MAX_BITS; l++) {
-        code = (code + perLength[l - 1]) << 1;
-        next[l] = code;
-        space += perLength[l] << (CSCK_HUFF_MAX_BITS - l);
-    }
-    if (space > TABLE_SIZE) return CSCK_HUFF_BAD_TABLE;
-    fill_table(t->table, symbols, lengths, k, perLength, next, bits);
-    t->mask = (1u << bits) - 1;
-    *descriptionBytes = description;
-    return 0;
-}
 
 /// The checked header of a sequence-coded block: counts, and each stream's kind, start and stored size.
 typedef struct {
