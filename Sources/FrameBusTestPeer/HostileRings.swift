@@ -113,6 +113,8 @@ func runRingHostilePublisher(_ arguments: [String]) -> Int32 {
             for _ in 0..<1_000 { peer.scribble32(UInt32.random(in: 0...UInt32.max), at: RingLayout.wakeCountOffset) }
         } else {
             peer.scribble64(UInt64.max - 1, at: RingLayout.controlSentOffset)
+            // Not a wait for an event: the scenario is the garbage left in place for a fixed 200 ms, several of the
+            // subscriber's 20 ms liveness intervals, over which the test counts its socket reads (a spin: thousands).
             usleep(200_000)
         }
         peer.send(.endOfStream(WireEndOfStream(lastSequence: 0, reason: 0)))

@@ -138,8 +138,10 @@ import Testing
         // Frames flow either way; publishing paced by delivery, so the subscriber sleeps between them.
         async let taken = Self.take(subscriber, count: 5)
         for _ in 0..<5 {
+            let read = subscriber.wakeUpCounts.ringMessages
             try publisher.publish(try publisher.makePixelBuffer(from: pool))
-            try await Task.sleep(for: .milliseconds(20))
+            // The next frame only after this one reached the subscriber's ring reader (bounded by `eventually`).
+            _ = await eventually { subscriber.wakeUpCounts.ringMessages > read }
         }
         let (frames, end) = try await taken
         #expect(frames >= 1 && end == nil)

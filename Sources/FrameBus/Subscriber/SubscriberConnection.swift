@@ -232,19 +232,7 @@ final class SubscriberConnection {
             core.runConnectionThreadPass()
         }
         if core.isCancelled { return true }
-        if core.sender.hasOverflowed {
-            return perform(
-                .close(
-                    FrameBusError(
-                        .protocolViolation,
-                        "Subscriber",
-                        message: "the publisher stopped reading: \(SubscriberOutbox.defaultCapacity) messages unsent"
-                    ),
-                    reply: nil
-                ),
-                descriptors: []
-            )
-        }
+        if core.sender.hasOverflowed { return closeBecauseThePublisherStoppedReading() }
         if socketEvents & PollEvents.writable != 0 { core.sender.flush() }
         if socketEvents & ~PollEvents.writable != 0 {
             guard readSocket(socket) else { return false }
@@ -303,25 +291,29 @@ final class SubscriberConnection {
             core.runConnectionThreadPass()
         }
         if core.isCancelled { return true }
-        if core.sender.hasOverflowed {
-            return perform(
-                .close(
-                    FrameBusError(
-                        .protocolViolation,
-                        "Subscriber",
-                        message: "the publisher stopped reading: \(SubscriberOutbox.defaultCapacity) messages unsent"
-                    ),
-                    reply: nil
-                ),
-                descriptors: []
-            )
-        }
+        if core.sender.hasOverflowed { return closeBecauseThePublisherStoppedReading() }
         let controlSent = rings.reader.controlSent()
         if outcome == .timedOut || rings.hasNews(controlSent) {
             rings.controlSentLooked = controlSent
             guard readSocket(socket) else { return false }
         }
         return drainRing()
+    }
+
+    /// Ends the session when our outbox filled up because the publisher no longer reads its socket (either way of
+    /// sleeping). Returns ``perform(_:descriptors:)``'s result.
+    private func closeBecauseThePublisherStoppedReading() -> Bool {
+        perform(
+            .close(
+                FrameBusError(
+                    .protocolViolation,
+                    "Subscriber",
+                    message: "the publisher stopped reading: \(SubscriberOutbox.defaultCapacity) messages unsent"
+                ),
+                reply: nil
+            ),
+            descriptors: []
+        )
     }
 
     /// How long a futex-woken subscriber sleeps at most before it looks at its socket anyway (§9.8): the bound on
