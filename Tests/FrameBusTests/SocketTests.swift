@@ -21,13 +21,17 @@ func temporarySocketPath(_ tag: String = "t") -> String {
         _ = listener
     }
 
+    /// A dead publisher's file: a socket inode nobody listens on. It is made by a socket that was bound and closed
+    /// without ever listening, not by a closed listener: a child another test spawns at the same moment holds a copy
+    /// of every descriptor until its exec closes them, and a listener held that way is live to `connect` (this test
+    /// failed so once in CI beside the hostile-peer tests).
     @Test func staleSocketFileIsReplaced() throws {
         let path = temporarySocketPath()
         defer { unlink(path) }
         do {
-            let dead = try Socket.listen(path: path, mode: 0o600).get()
-            _ = dead
-        }  // closed without unlinking: a dead publisher's file
+            let dead = Socket(adopting: try Syscall.unixSocket().get())
+            try Syscall.bind(dead.descriptor, path: path).get()
+        }  // closed without unlinking
         #expect(FileManager.default.fileExists(atPath: path))
         let second = try Socket.listen(path: path, mode: 0o600).get()
         let client = try Socket.connect(path: path, timeoutNanoseconds: 1_000_000_000).get()
