@@ -159,6 +159,9 @@ func temporarySocketPath(_ tag: String = "t") -> String {
         let receiver = Socket(adopting: b)
         _ = sender
         sender = nil
+        // Waited for, not read at once: a child another test spawns at this moment holds a copy of `a` until its
+        // exec closes it, and until then the end of file has not happened yet.
+        #expect(try receiver.waitReadable(timeoutMilliseconds: 10_000).get())
         guard case .endOfFile = try receiver.receive(maximumSize: 100).get() else {
             Issue.record("expected end of file")
             return
