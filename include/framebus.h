@@ -257,7 +257,8 @@ typedef struct fb_plane {
     /** Width in elements and height in rows of this plane (a 4:2:0 chroma plane is half the image size). */
     uint32_t width;
     uint32_t height;
-    /** Bytes per element: 1 (Y of 420v), 2 (CbCr of 420v, Y of x420), 4 (CbCr of x420, BGRA). */
+    /** Bytes per element: 1 (Y of 420v), 2 (CbCr of 420v, Y of x420), 4 (CbCr of x420, BGRA). A 16-bit sample
+     *  of x420/xf20 is little-endian, its 10 bits in the high bits (P010); BGRA's bytes are B, G, R, A in order. */
     uint32_t bytes_per_element;
     uint32_t reserved;
 } fb_plane;
