@@ -58,6 +58,8 @@ public enum SurfaceCodec {
         public var verifiesChecksums: Bool
         /// The layout version the encoder writes in (tests: an older version's modes only).
         var layoutVersion = TileGrid.currentLayoutVersion
+        /// When a call splits its work between threads (tests: ``ParallelPolicy/alwaysSplit`` on small images).
+        var parallelPolicy = ParallelPolicy.default
 
         public init(threadCount: Int = 0, tileSize: TileSize = .default, verifiesChecksums: Bool = true) {
             self.threadCount = threadCount
@@ -243,7 +245,7 @@ public enum SurfaceCodec {
             into: destination,
             grid: grid,
             threads: options.resolvedThreads,
-            workspace: CodecWorkspace()
+            workspace: CodecWorkspace(policy: options.parallelPolicy)
         )
         return Statistics(rawByteCount: grid.rawImageByteCount, compressedByteCount: used)
     }
@@ -267,7 +269,7 @@ public enum SurfaceCodec {
             into: destination,
             threads: options.resolvedThreads,
             verifyChecksums: options.verifiesChecksums,
-            workspace: CodecWorkspace()
+            workspace: CodecWorkspace(policy: options.parallelPolicy)
         )
     }
 
@@ -297,7 +299,7 @@ public enum SurfaceCodec {
             into: scratch,
             threads: options.resolvedThreads,
             verifyChecksums: options.verifiesChecksums,
-            workspace: CodecWorkspace(),
+            workspace: CodecWorkspace(policy: options.parallelPolicy),
             body
         )
     }

@@ -33,10 +33,15 @@ public final class SurfaceCodecContext: Sendable {
     ///   - threadCount: worker threads per call; 0 uses every online processor, 1 (the default) runs on the
     ///     calling thread.
     ///   - tileSize: the tile size the encoder uses (the decoder reads it from each surface).
-    public init(threadCount: Int = 1, tileSize: SurfaceCodec.TileSize = .default) {
+    public convenience init(threadCount: Int = 1, tileSize: SurfaceCodec.TileSize = .default) {
+        self.init(threadCount: threadCount, tileSize: tileSize, policy: .default)
+    }
+
+    /// Makes a context whose calls split their work as `policy` says (tests: ``ParallelPolicy/alwaysSplit``).
+    init(threadCount: Int, tileSize: SurfaceCodec.TileSize = .default, policy: ParallelPolicy) {
         self.threadCount = threadCount > 0 ? threadCount : System.processorCount
         self.tileSize = tileSize
-        self.workspace = Mutex(CodecWorkspace(threads: self.threadCount))
+        self.workspace = Mutex(CodecWorkspace(threads: self.threadCount, policy: policy))
     }
 
     /// Compresses a base-format buffer into a buffer of its compressed variant, losslessly; as

@@ -1,7 +1,7 @@
 import Foundation
 import ImageSources
 import PixelBuffers
-import SurfaceCompression
+@testable import SurfaceCompression
 import Testing
 import TestSupport
 
@@ -29,7 +29,7 @@ import TestSupport
             var roundTrips = 0
             var failures: [String] = []
             for geometry in Self.geometries {
-                let codec = SurfaceCodecContext(threadCount: threads, tileSize: geometry)
+                let codec = SurfaceCodecContext(threadCount: threads, tileSize: geometry, policy: .alwaysSplit)
                 for image in images {
                     for format in PixelFormat.baseFormats {
                         let what = "\(format) \(image.width)x\(image.height) \(geometry)"
@@ -67,7 +67,7 @@ import TestSupport
         let bytes = syntheticBytes(format, width: width, height: height, seed: 21)
         let source = try makeBuffer(bytes, width: width, height: height, format: format)
         let tiles = SurfaceCodec.TileSize(width: 64, height: 16)
-        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles)
+        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles, policy: .alwaysSplit)
         let compressed = try SurfaceCodec.makeCompressedBuffer(
             width: width,
             height: height,
@@ -105,7 +105,7 @@ import TestSupport
         let compressed = try SurfaceCodec.makeCompressedBuffer(width: 128, height: 128, format: format, tileSize: tiles)
         let output = try PixelBuffer(width: 128, height: 128, pixelFormat: format)
         for round in 0..<40 {
-            let codec = SurfaceCodecContext(threadCount: 2 + round % 3, tileSize: tiles)
+            let codec = SurfaceCodecContext(threadCount: 2 + round % 3, tileSize: tiles, policy: .alwaysSplit)
             try codec.compress(source, into: compressed)
             try codec.decompress(compressed, into: output)
         }
@@ -144,7 +144,7 @@ import TestSupport
         let tiles = SurfaceCodec.TileSize(width: nil, height: 16)
         let compressed = try SurfaceCodec.makeCompressedBuffer(width: 64, height: 64, format: format, tileSize: tiles)
         let other = try SurfaceCodec.makeCompressedBuffer(width: 64, height: 64, format: format, tileSize: tiles)
-        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles)
+        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles, policy: .alwaysSplit)
         let second = SurfaceCodecContext(threadCount: 1, tileSize: tiles)
         try codec.compress(source, into: compressed)
         let scratch = try PixelBuffer(width: 64, height: 16, pixelFormat: format)
