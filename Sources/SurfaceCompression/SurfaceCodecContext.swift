@@ -33,8 +33,10 @@ public final class SurfaceCodecContext: Sendable {
     ///   - threadCount: worker threads per call; 0 uses every online processor, 1 (the default) runs on the
     ///     calling thread.
     ///   - tileSize: the tile size the encoder uses (the decoder reads it from each surface).
-    public convenience init(threadCount: Int = 1, tileSize: SurfaceCodec.TileSize = .default) {
-        self.init(threadCount: threadCount, tileSize: tileSize, policy: .default)
+    public init(threadCount: Int = 1, tileSize: SurfaceCodec.TileSize = .default) {
+        self.threadCount = threadCount > 0 ? threadCount : System.processorCount
+        self.tileSize = tileSize
+        self.workspace = Mutex(CodecWorkspace(threads: self.threadCount))
     }
 
     /// Makes a context whose calls split their work as `policy` says (tests: ``ParallelPolicy/alwaysSplit``).
