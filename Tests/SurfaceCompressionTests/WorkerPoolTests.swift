@@ -40,19 +40,14 @@ private final class CountingJob: ParallelWork, @unchecked Sendable {
     }
 }
 
-/// The codec's worker pool: every call runs each asked-for worker exactly once with that call's job, whether the
-/// threads spin between calls or sleep at once; a pool is released (its threads joined) and a new one made many
-/// times without a hang.
+/// The codec's worker pool: every call runs each asked-for worker exactly once with that call's job; a pool is
+/// released (its threads joined) and a new one made many times without a hang.
 @Suite(.heavyWork, .timeLimit(.minutes(5))) struct WorkerPoolTests {
-    static let spins: [WorkerPool.Spin] = [
-        .none, .default, .init(workerNanoseconds: 5_000_000, callerNanoseconds: 5_000_000),
-    ]
 
     /// 3 threads (4 workers), 2,000 calls with 1 to 4 workers in turn (some threads asked, others not), half of
     /// them with a slow worker 1: each asked worker ran once per call and saw the call's job; the others did not run.
-    @Test(arguments: spins)
-    func everyCallRunsEachAskedWorkerOnceWithItsJob(spin: WorkerPool.Spin) throws {
-        let pool = WorkerPool(threadCount: 3, spin: spin)
+    @Test func everyCallRunsEachAskedWorkerOnceWithItsJob() throws {
+        let pool = WorkerPool(threadCount: 3)
         #expect(pool.availableWorkers == 4)
         let job = CountingJob(workers: 4)
         var expected = [0, 0, 0, 0]
@@ -71,13 +66,12 @@ private final class CountingJob: ParallelWork, @unchecked Sendable {
         #expect(stale == 0)
     }
 
-    /// A pool is made, used for a few calls and released, 200 times, spinning or not: each release ends its
-    /// threads (the joins return; the time limit catches a hang) and each new pool works.
-    @Test(arguments: spins)
-    func poolsAreReleasedAndMadeAgainWithoutAHang(spin: WorkerPool.Spin) throws {
+    /// A pool is made, used for a few calls and released, 200 times: each release ends its threads (the joins
+    /// return; the time limit catches a hang) and each new pool works.
+    @Test func poolsAreReleasedAndMadeAgainWithoutAHang() throws {
         var total = 0
         for round in 0..<200 {
-            let pool = WorkerPool(threadCount: 1 + round % 2, spin: spin)
+            let pool = WorkerPool(threadCount: 1 + round % 2)
             let job = CountingJob(workers: pool.availableWorkers)
             for call in 0..<(round % 5) {
                 job.call = call

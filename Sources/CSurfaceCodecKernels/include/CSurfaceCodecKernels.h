@@ -279,15 +279,6 @@ ptrdiff_t csck_seq_lz4_decompress(const uint8_t *payload, size_t count, size_t b
                                   size_t dictionaryCount, size_t capacity, uint8_t *scratch,
                                   size_t scratchCapacity);
 
-/// A spin-wait hint for the codec's worker threads (x86 `pause`, Arm `yield`), between two polls of a flag.
-static inline void csck_spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 #pragma clang assume_nonnull end
 
 #endif

@@ -98,13 +98,13 @@
 /// How many workers an encode or a decode uses: the one place the codec decides whether a frame is worth
 /// splitting between threads.
 ///
-/// Handing work to a second thread and learning that it has finished costs a wake-up each way (a futex wake
-/// and the scheduler placing the thread: about 2–5 µs on an idle 2-vCPU VM, 20–60 µs when the other vCPU is
-/// busy with other processes), and the second worker of a decode with Up modes first decodes again the inner
-/// payload of the tile above its first tile. A one-thread decode of a 768 × 512 420v frame takes about 75 µs,
-/// so a second worker is added only when each worker gets at least ``minimumDecodeBytesPerWorker`` raw bytes
+/// Handing work to a second thread and learning that it has finished costs a wake-up each way (a futex wake, then
+/// the hypervisor waking a halted vCPU: about 20–25 µs each way on an idle 2-vCPU VM), and the second worker of a
+/// decode with Up modes first decodes again the inner payload of the tile above its first tile. A one-thread decode
+/// of a 768 × 512 420v frame (576 KiB raw) takes about 75 µs and was slower on two threads (0.68–0.92×), so a second
+/// worker is added only when each worker gets at least ``minimumDecodeBytesPerWorker`` raw bytes
 /// (``minimumEncodeBytesPerWorker`` for an encode, which costs about 15 times more per byte). Measured in
-/// docs/BENCHMARKS.md ("Threads").
+/// docs/BENCHMARKS.md ("The codec on two threads").
 struct ParallelPolicy: Hashable, Sendable {
     /// Raw bytes (of the tiles decoded) each decoding worker must get; 0 splits whenever there are threads.
     var minimumDecodeBytesPerWorker: Int
