@@ -49,7 +49,8 @@ public enum SurfaceCodec {
 
     /// How to run the codec.
     public struct Options: Hashable, Sendable {
-        /// Worker threads; 0 uses every online processor, 1 runs on the calling thread.
+        /// Worker threads at most; 0 uses every online processor, 1 runs on the calling thread. A frame too small
+        /// to pay for the hand-off to another thread runs on fewer (docs/BENCHMARKS.md, "The codec on two threads").
         public var threadCount: Int
         /// The tile size the encoder uses (the decoder reads it from the header).
         public var tileSize: TileSize

@@ -19,7 +19,8 @@ import Synchronization
 /// try codec.decompress(compressed, into: output)
 /// ```
 public final class SurfaceCodecContext: Sendable {
-    /// Worker threads per call; 1 runs on the calling thread.
+    /// Worker threads per call at most (a frame too small to pay for the hand-off runs on fewer); 1 runs on the
+    /// calling thread.
     public let threadCount: Int
     /// The tile size the encoder uses.
     public let tileSize: SurfaceCodec.TileSize

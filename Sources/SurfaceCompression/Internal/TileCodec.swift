@@ -781,7 +781,8 @@ enum TileCodec {
         )
     }
 
-    /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
+    /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1 and the tiles are
+    /// worth splitting (the workspace's ``ParallelPolicy``).
     ///
     /// Every offset, size and mode comes from `header.entries` (private, validated); `p` is read only for
     /// payload bytes, within those bounds, so a surface rewritten meanwhile gives wrong pixels or an error.
