@@ -48,6 +48,9 @@ import TestSupport
                         let output = try PixelBuffer(width: image.width, height: image.height, pixelFormat: format)
                         try codec.decompress(compressed, into: output)
                         if try packed(output) != bytes { failures.append("\(what): not bit-exact") }
+                        // The split is forced: every image here has at least 3 tiles, so every thread decodes.
+                        let workers = codec.workspace.withLock { $0.lastDecodeWorkers }
+                        if workers != threads { failures.append("\(what): decoded by \(workers) workers") }
                         roundTrips += 1
                     }
                 }
@@ -93,6 +96,8 @@ import TestSupport
         }
         // 134 rows in tile rows of 16: 9 tile rows, in batches of 3 (the last one short).
         #expect(batches == [0..<48, 48..<96, 96..<134])
+        // The last batch's 12 tiles were split between both workers (the split is forced).
+        #expect(codec.workspace.withLock { $0.lastDecodeWorkers } == 2)
         #expect(assembled.flatMap { $0 } == bytes)
     }
 
