@@ -49,7 +49,8 @@ public enum SurfaceCodec {
 
     /// How to run the codec.
     public struct Options: Hashable, Sendable {
-        /// Worker threads; 0 uses every online processor, 1 runs on the calling thread.
+        /// Worker threads at most; 0 uses every online processor, 1 runs on the calling thread. A frame too small
+        /// to pay for the hand-off to another thread runs on fewer (docs/BENCHMARKS.md, "The codec on two threads").
         public var threadCount: Int
         /// The tile size the encoder uses (the decoder reads it from the header).
         public var tileSize: TileSize
@@ -58,6 +59,8 @@ public enum SurfaceCodec {
         public var verifiesChecksums: Bool
         /// The layout version the encoder writes in (tests: an older version's modes only).
         var layoutVersion = TileGrid.currentLayoutVersion
+        /// When a call splits its work between threads (tests: ``ParallelPolicy/alwaysSplit`` on small images).
+        var parallelPolicy = ParallelPolicy.default
 
         public init(threadCount: Int = 0, tileSize: TileSize = .default, verifiesChecksums: Bool = true) {
             self.threadCount = threadCount
@@ -243,7 +246,7 @@ public enum SurfaceCodec {
             into: destination,
             grid: grid,
             threads: options.resolvedThreads,
-            workspace: CodecWorkspace()
+            workspace: CodecWorkspace(policy: options.parallelPolicy)
         )
         return Statistics(rawByteCount: grid.rawImageByteCount, compressedByteCount: used)
     }
@@ -267,7 +270,7 @@ public enum SurfaceCodec {
             into: destination,
             threads: options.resolvedThreads,
             verifyChecksums: options.verifiesChecksums,
-            workspace: CodecWorkspace()
+            workspace: CodecWorkspace(policy: options.parallelPolicy)
         )
     }
 
@@ -297,7 +300,7 @@ public enum SurfaceCodec {
             into: scratch,
             threads: options.resolvedThreads,
             verifyChecksums: options.verifiesChecksums,
-            workspace: CodecWorkspace(),
+            workspace: CodecWorkspace(policy: options.parallelPolicy),
             body
         )
     }

@@ -19,7 +19,8 @@ import Synchronization
 /// try codec.decompress(compressed, into: output)
 /// ```
 public final class SurfaceCodecContext: Sendable {
-    /// Worker threads per call; 1 runs on the calling thread.
+    /// Worker threads per call at most (a frame too small to pay for the hand-off runs on fewer); 1 runs on the
+    /// calling thread.
     public let threadCount: Int
     /// The tile size the encoder uses.
     public let tileSize: SurfaceCodec.TileSize
@@ -37,6 +38,13 @@ public final class SurfaceCodecContext: Sendable {
         self.threadCount = threadCount > 0 ? threadCount : System.processorCount
         self.tileSize = tileSize
         self.workspace = Mutex(CodecWorkspace(threads: self.threadCount))
+    }
+
+    /// Makes a context whose calls split their work as `policy` says (tests: ``ParallelPolicy/alwaysSplit``).
+    init(threadCount: Int, tileSize: SurfaceCodec.TileSize = .default, policy: ParallelPolicy) {
+        self.threadCount = threadCount > 0 ? threadCount : System.processorCount
+        self.tileSize = tileSize
+        self.workspace = Mutex(CodecWorkspace(threads: self.threadCount, policy: policy))
     }
 
     /// Compresses a base-format buffer into a buffer of its compressed variant, losslessly; as

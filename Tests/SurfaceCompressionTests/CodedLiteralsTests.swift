@@ -25,7 +25,7 @@ import Testing
         #expect(coded.compressedByteCount < plainUsed)
         for threads in [1, 2] {
             let output = try PixelBuffer(width: width, height: height, pixelFormat: format)
-            try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+            try SurfaceCodec.decompress(compressed, into: output, options: .split(threads))
             #expect(try packed(output) == bytes)
         }
         // Tile rows decoded in batches: each batch's Up chain is rebuilt from coded blocks above it.

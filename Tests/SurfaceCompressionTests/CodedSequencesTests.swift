@@ -37,7 +37,7 @@ import Testing
         #expect(used < v6Used)
         for threads in [1, 2] {
             let output = try PixelBuffer(width: CodedScreen.width, height: CodedScreen.height, pixelFormat: format)
-            try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+            try SurfaceCodec.decompress(compressed, into: output, options: .split(threads))
             #expect(try packed(output) == bytes, "threads \(threads)")
         }
         // Batches of tile rows: each one's Up chain is rebuilt from the sequence-coded blocks above it.
@@ -58,7 +58,7 @@ import Testing
         let width = CodedScreen.width
         let scratch = try PixelBuffer(width: width, height: 64 * rowsAtOnce, pixelFormat: format)
         var assembled = [[UInt8]](repeating: [], count: 2)
-        try SurfaceCodec.decodeTileRows(of: compressed, into: scratch, options: .init(threadCount: 2)) { rows in
+        try SurfaceCodec.decodeTileRows(of: compressed, into: scratch, options: .split(2)) { rows in
             for (index, plane) in format.planes.enumerated() {
                 let rowBytes = width / plane.horizontalSubsampling * plane.bytesPerElement
                 let bytesPerRow = scratch.bytesPerRow(ofPlane: index)
@@ -79,9 +79,9 @@ import Testing
         let bytes = syntheticBytes(format, width: 320, height: 192, seed: 77, noise: 24)
         let source = try makeBuffer(bytes, width: 320, height: 192, format: format)
         for threads in [1, 2] {
-            var options = SurfaceCodec.Options(threadCount: threads)
+            var options = SurfaceCodec.Options.split(threads)
             options.layoutVersion = 7
-            let (_, _, output) = try roundTrip(source, options: options, decodeOptions: .init(threadCount: threads))
+            let (_, _, output) = try roundTrip(source, options: options, decodeOptions: .split(threads))
             #expect(try packed(output) == bytes)
         }
     }

@@ -36,7 +36,7 @@ import Testing
         let compressed = try pool.makePixelBuffer()
         // Not pre-populated: nothing is resident before the first encode (the old pool touched every page).
         #expect(try Self.residentByteCount(compressed) == 0)
-        let statistics = try SurfaceCodec.compress(source, into: compressed, options: .init(threadCount: threads))
+        let statistics = try SurfaceCodec.compress(source, into: compressed, options: .split(threads))
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let used = statistics.compressedByteCount
         #expect(used < compressed.surface.allocationSize * 3 / 4)

@@ -76,7 +76,7 @@ import Testing
                 try SurfaceCodec.decompress(
                     compressed,
                     into: output,
-                    options: .init(threadCount: threads, verifiesChecksums: verifies)
+                    options: .split(threads, verifiesChecksums: verifies)
                 )
             } catch {
                 failure = error

@@ -54,7 +54,7 @@ import Testing
         #expect(try Self.statedVersion(compressed) == 3)
         for threads in [1, 2] {
             let output = try PixelBuffer(width: 640, height: 256, pixelFormat: format)
-            try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+            try SurfaceCodec.decompress(compressed, into: output, options: .split(threads))
             #expect(try packed(output) == bytes)
         }
     }
@@ -104,7 +104,7 @@ import Testing
         #expect(modes.filter { $0.key.hasPrefix("packed10") }.map(\.value).reduce(0, +) > 0, "\(modes)")
         for threads in [1, 2] {
             let output = try PixelBuffer(width: width, height: height, pixelFormat: format)
-            try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+            try SurfaceCodec.decompress(compressed, into: output, options: .split(threads))
             #expect(try packed(output) == bytes, "\(threads) threads")
         }
         let scratch = try PixelBuffer(width: width, height: 64, pixelFormat: format)
@@ -203,7 +203,7 @@ import Testing
             #expect(try Self.statedVersion(compressed) == 4)
             for threads in [1, 2] {
                 let output = try PixelBuffer(width: 640, height: 256, pixelFormat: format)
-                try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+                try SurfaceCodec.decompress(compressed, into: output, options: .split(threads))
                 #expect(try packed(output) == bytes)
             }
         }

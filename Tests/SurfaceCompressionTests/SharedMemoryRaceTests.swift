@@ -62,7 +62,8 @@ import TestSupport
                         from: bytes.baseAddress!,
                         tiles: 0..<header.grid.tileCount,
                         into: planes,
-                        threads: 2
+                        threads: 2,
+                        workspace: CodecWorkspace(policy: .alwaysSplit)
                     )
                 }
             }
@@ -163,8 +164,8 @@ import TestSupport
         // Iteration-bounded, not timed: enough decodes to overlap many rewrites.
         for iteration in 0..<3000 {
             do {
-                let options = SurfaceCodec.Options(
-                    threadCount: 1 + iteration % 2,
+                let options = SurfaceCodec.Options.split(
+                    1 + iteration % 2,
                     verifiesChecksums: iteration % 3 != 0
                 )
                 try SurfaceCodec.decompress(compressed, into: output, options: options)

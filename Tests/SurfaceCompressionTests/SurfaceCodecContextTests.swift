@@ -1,7 +1,7 @@
 import Foundation
 import ImageSources
 import PixelBuffers
-import SurfaceCompression
+@testable import SurfaceCompression
 import Testing
 import TestSupport
 
@@ -29,7 +29,7 @@ import TestSupport
             var roundTrips = 0
             var failures: [String] = []
             for geometry in Self.geometries {
-                let codec = SurfaceCodecContext(threadCount: threads, tileSize: geometry)
+                let codec = SurfaceCodecContext(threadCount: threads, tileSize: geometry, policy: .alwaysSplit)
                 for image in images {
                     for format in PixelFormat.baseFormats {
                         let what = "\(format) \(image.width)x\(image.height) \(geometry)"
@@ -48,6 +48,9 @@ import TestSupport
                         let output = try PixelBuffer(width: image.width, height: image.height, pixelFormat: format)
                         try codec.decompress(compressed, into: output)
                         if try packed(output) != bytes { failures.append("\(what): not bit-exact") }
+                        // The split is forced: every image here has at least 3 tiles, so every thread decodes.
+                        let workers = codec.workspace.withLock { $0.lastDecodeWorkers }
+                        if workers != threads { failures.append("\(what): decoded by \(workers) workers") }
                         roundTrips += 1
                     }
                 }
@@ -67,7 +70,7 @@ import TestSupport
         let bytes = syntheticBytes(format, width: width, height: height, seed: 21)
         let source = try makeBuffer(bytes, width: width, height: height, format: format)
         let tiles = SurfaceCodec.TileSize(width: 64, height: 16)
-        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles)
+        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles, policy: .alwaysSplit)
         let compressed = try SurfaceCodec.makeCompressedBuffer(
             width: width,
             height: height,
@@ -93,6 +96,8 @@ import TestSupport
         }
         // 134 rows in tile rows of 16: 9 tile rows, in batches of 3 (the last one short).
         #expect(batches == [0..<48, 48..<96, 96..<134])
+        // The last batch's 12 tiles were split between both workers (the split is forced).
+        #expect(codec.workspace.withLock { $0.lastDecodeWorkers } == 2)
         #expect(assembled.flatMap { $0 } == bytes)
     }
 
@@ -105,7 +110,7 @@ import TestSupport
         let compressed = try SurfaceCodec.makeCompressedBuffer(width: 128, height: 128, format: format, tileSize: tiles)
         let output = try PixelBuffer(width: 128, height: 128, pixelFormat: format)
         for round in 0..<40 {
-            let codec = SurfaceCodecContext(threadCount: 2 + round % 3, tileSize: tiles)
+            let codec = SurfaceCodecContext(threadCount: 2 + round % 3, tileSize: tiles, policy: .alwaysSplit)
             try codec.compress(source, into: compressed)
             try codec.decompress(compressed, into: output)
         }
@@ -144,7 +149,7 @@ import TestSupport
         let tiles = SurfaceCodec.TileSize(width: nil, height: 16)
         let compressed = try SurfaceCodec.makeCompressedBuffer(width: 64, height: 64, format: format, tileSize: tiles)
         let other = try SurfaceCodec.makeCompressedBuffer(width: 64, height: 64, format: format, tileSize: tiles)
-        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles)
+        let codec = SurfaceCodecContext(threadCount: 2, tileSize: tiles, policy: .alwaysSplit)
         let second = SurfaceCodecContext(threadCount: 1, tileSize: tiles)
         try codec.compress(source, into: compressed)
         let scratch = try PixelBuffer(width: 64, height: 16, pixelFormat: format)

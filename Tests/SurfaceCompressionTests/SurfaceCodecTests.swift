@@ -1,6 +1,6 @@
 import ImageSources
 import PixelBuffers
-import SurfaceCompression
+@testable import SurfaceCompression
 import Testing
 import TestSupport
 
@@ -42,7 +42,7 @@ import TestSupport
             let bytes = syntheticBytes(format, width: width, height: height, seed: UInt64(width * 1000 + height))
             let source = try makeBuffer(bytes, width: width, height: height, format: format)
             for tileSize in Self.tileSizes {
-                let result = try roundTrip(source, options: .init(threadCount: 2, tileSize: tileSize))
+                let result = try roundTrip(source, options: .split(2, tileSize: tileSize))
                 #expect(try packed(result.output) == bytes, "\(format) \(width)x\(height) tiles \(tileSize)")
             }
         }
@@ -120,8 +120,8 @@ import TestSupport
         for threads in [1, 2, 3, 8] {
             let result = try roundTrip(
                 source,
-                options: .init(threadCount: threads, tileSize: .init(width: 64, height: 16)),
-                decodeOptions: .init(threadCount: threads)
+                options: .split(threads, tileSize: .init(width: 64, height: 16)),
+                decodeOptions: .split(threads)
             )
             #expect(try packed(result.output) == bytes)
             try result.compressed.lock([.readOnly])

@@ -61,7 +61,7 @@ import Testing
         into output: PixelBuffer,
         threads: Int = 1
     ) throws -> TileCodec.DecodeTally {
-        let workspace = CodecWorkspace()
+        let workspace = CodecWorkspace(policy: .alwaysSplit)
         try TileAboveTests.decode(compressed, tiles: tiles, into: output, threads: threads, workspace: workspace)
         return workspace.decodeTally
     }
@@ -156,7 +156,7 @@ import Testing
         )
         let yModes = try Self.yModes(compressed, components: 3)
         for threads in [1, 2] {
-            let workspace = CodecWorkspace()
+            let workspace = CodecWorkspace(policy: .alwaysSplit)
             let scratch = try PixelBuffer(width: width, height: 64 * 4, pixelFormat: format)
             var assembled = [[UInt8]](repeating: [], count: 2)
             var count = 0

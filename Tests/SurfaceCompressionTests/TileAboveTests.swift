@@ -33,7 +33,7 @@ import Testing
         threads: Int = 1,
         verifiesChecksums: Bool = true,
         innerAreaPayloads: Int = TileCodec.innerAreaPayloads,
-        workspace: CodecWorkspace = CodecWorkspace()
+        workspace: CodecWorkspace = CodecWorkspace(policy: .alwaysSplit)
     ) throws {
         let op = "test"
         try PixelBufferAccess.lock(compressed, readOnly: true, op)
@@ -58,6 +58,10 @@ import Testing
                     workspace: workspace,
                     innerAreaPayloads: innerAreaPayloads
                 )
+                // The split is forced: as many workers as threads and tiles allow.
+                if workspace.policy == .alwaysSplit {
+                    #expect(workspace.lastDecodeWorkers == min(max(threads, 1), tiles.count))
+                }
             }
         }
     }
@@ -99,13 +103,13 @@ import Testing
         // Two encoding threads: chunks are whole chains, so the same bytes.
         let source = try makeBuffer(bytes, width: width, height: height, format: format)
         let twice = try SurfaceCodec.makeCompressedBuffer(width: width, height: height, format: format)
-        var options = SurfaceCodec.Options(threadCount: 2)
+        var options = SurfaceCodec.Options.split(2)
         options.layoutVersion = 5
         try SurfaceCodec.compress(source, into: twice, options: options)
         #expect(try packed(twice) == packed(compressed))
         for threads in [1, 2] {
             let output = try PixelBuffer(width: width, height: height, pixelFormat: format)
-            try SurfaceCodec.decompress(compressed, into: output, options: .init(threadCount: threads))
+            try SurfaceCodec.decompress(compressed, into: output, options: .split(threads))
             #expect(try packed(output) == bytes)
         }
         let scratch = try PixelBuffer(width: width, height: 64, pixelFormat: format)

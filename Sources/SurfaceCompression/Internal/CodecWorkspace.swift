@@ -30,10 +30,16 @@
     let decodeJob = DecodeTilesJob()
     /// A context's threads; nil for the one-shot API, which uses libdispatch.
     let pool: WorkerPool?
+    /// When a call splits its work between workers (``ParallelPolicy``).
+    let policy: ParallelPolicy
+    /// The workers the last encode and the last decode used (tests check that a split happened, or not).
+    var lastEncodeWorkers = 0
+    var lastDecodeWorkers = 0
 
     /// A workspace; with `threads` > 1 it keeps `threads - 1` threads of its own for parallel calls.
-    init(threads: Int = 1) {
+    init(threads: Int = 1, policy: ParallelPolicy = .default) {
         pool = threads > 1 ? WorkerPool(threadCount: threads - 1) : nil
+        self.policy = policy
     }
 
     /// Runs `job` for `workers` workers: on this workspace's threads if it has them (no allocation), else
@@ -87,4 +93,46 @@
     let areas: [UnsafeMutableRawPointer]
 
     subscript(worker: Int) -> UnsafeMutableRawPointer { unsafe areas[worker] }
+}
+
+/// How many workers an encode or a decode uses: the one place the codec decides whether a frame is worth
+/// splitting between threads.
+///
+/// Handing work to a second thread and learning that it has finished costs a wake-up each way (a futex wake, then
+/// the hypervisor waking a halted vCPU: about 20–25 µs each way on an idle 2-vCPU VM), and the second worker of a
+/// decode with Up modes first decodes again the inner payload of the tile above its first tile. A one-thread decode
+/// of a 768 × 512 420v frame (576 KiB raw) takes about 75 µs and was slower on two threads (0.68–0.92×), so a second
+/// worker is added only when each worker gets at least ``minimumDecodeBytesPerWorker`` raw bytes
+/// (``minimumEncodeBytesPerWorker`` for an encode, which costs about 15 times more per byte). Measured in
+/// docs/BENCHMARKS.md ("The codec on two threads").
+struct ParallelPolicy: Hashable, Sendable {
+    /// Raw bytes (of the tiles decoded) each decoding worker must get; 0 splits whenever there are threads.
+    var minimumDecodeBytesPerWorker: Int
+    /// Raw bytes (of the image) each encoding worker must get; 0 splits whenever there are threads.
+    var minimumEncodeBytesPerWorker: Int
+
+    /// The measured thresholds.
+    static let `default` = ParallelPolicy(
+        minimumDecodeBytesPerWorker: 768 * 1024,
+        minimumEncodeBytesPerWorker: 128 * 1024
+    )
+    /// Splits every call between as many workers as there are threads and units of work (tests: the
+    /// multi-worker path on small images).
+    static let alwaysSplit = ParallelPolicy(minimumDecodeBytesPerWorker: 0, minimumEncodeBytesPerWorker: 0)
+
+    /// The workers of a decode of `tiles` tiles holding `rawBytes` raw bytes, on at most `threads` threads.
+    func decodeWorkers(threads: Int, tiles: Int, rawBytes: Int) -> Int {
+        Self.workers(threads: threads, units: tiles, rawBytes: rawBytes, perWorker: minimumDecodeBytesPerWorker)
+    }
+
+    /// The workers of an encode in `chunks` chunks of an image of `rawBytes` raw bytes, on at most `threads`
+    /// threads.
+    func encodeWorkers(threads: Int, chunks: Int, rawBytes: Int) -> Int {
+        Self.workers(threads: threads, units: chunks, rawBytes: rawBytes, perWorker: minimumEncodeBytesPerWorker)
+    }
+
+    private static func workers(threads: Int, units: Int, rawBytes: Int, perWorker: Int) -> Int {
+        let byWork = perWorker > 0 ? max(1, rawBytes / perWorker) : Int.max
+        return max(1, min(threads, units, byWork))
+    }
 }

@@ -403,9 +403,15 @@ enum TileCodec {
         // With Up modes, chunks are whole chains (TileMode.chainRows bands), so that the tile above a tile is
         // encoded just before it by the same worker and the bytes do not depend on the number of threads.
         let chains = grid.encodesTileAbove
-        let chunkCount =
-            threads <= 1 ? 1 : chains ? (tileCount + TileMode.chainRows - 1) / TileMode.chainRows : min(tileCount, threads * 4)
-        let workers = min(chunkCount, max(1, threads))
+        let chainCount = (tileCount + TileMode.chainRows - 1) / TileMode.chainRows
+        let split = workspace.policy.encodeWorkers(
+            threads: threads,
+            chunks: chains ? chainCount : tileCount,
+            rawBytes: grid.rawImageByteCount
+        )
+        let chunkCount = split <= 1 ? 1 : chains ? chainCount : min(tileCount, split * 4)
+        let workers = min(chunkCount, split)
+        workspace.lastEncodeWorkers = workers
         let stride = grid.scratchComponentStride
         let scratch = unsafe workspace.scratch(workers: workers, byteCount: encodeScratchByteCount(grid))
         if chunkCount == 1 {
@@ -775,7 +781,8 @@ enum TileCodec {
         )
     }
 
-    /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1.
+    /// Decodes tiles `tiles` (a range of tile indices) into `image`, in parallel when `threads` > 1 and the tiles are
+    /// worth splitting (the workspace's ``ParallelPolicy``).
     ///
     /// Every offset, size and mode comes from `header.entries` (private, validated); `p` is read only for
     /// payload bytes, within those bounds, so a surface rewritten meanwhile gives wrong pixels or an error.
@@ -793,8 +800,14 @@ enum TileCodec {
     ) throws(CompressionError) {
         let grid = header.grid
         precondition(header.entries.count == grid.entryCount, "decode needs a parsed header")
-        let workers = min(tiles.count, max(1, threads))
-        guard workers > 0 else { return }
+        guard !tiles.isEmpty else {
+            workspace.lastDecodeWorkers = 0
+            return
+        }
+        var rawBytes = tiles == 0..<grid.tileCount ? grid.rawImageByteCount : 0
+        if rawBytes == 0 { for tile in tiles { rawBytes += grid.rawByteCount(tile: tile) } }
+        let workers = workspace.policy.decodeWorkers(threads: threads, tiles: tiles.count, rawBytes: rawBytes)
+        workspace.lastDecodeWorkers = workers
         let stride = grid.scratchComponentStride
         // Up entries: each worker keeps two inner-payload areas per component (the tile above's, the tile's own).
         let keepsInner = header.entries.contains { $0.mode.usesTileAbove }
