@@ -803,7 +803,8 @@ fb_status fb_publisher_get_statistics(
 /* Codec                                                                                                        */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/** A reusable lossless codec with its workspace. Created by fb_codec_create, freed by fb_codec_destroy. */
+/** A reusable lossless codec with its workspace. Created by fb_codec_create or fb_codec_create_with_options,
+ *  freed by fb_codec_destroy. */
 typedef struct fb_codec fb_codec;
 
 /** An image in the caller's memory: planes of a base format, each `bytes_per_row` apart (at least the plane's
@@ -827,11 +828,49 @@ typedef struct fb_image {
 } fb_image;
 
 /**
- * Makes a codec. `thread_count`: worker threads per call; 0 uses every online processor, 1 runs on the calling
- * thread. Ownership: on FB_OK, *out_codec is yours; free it with fb_codec_destroy. Thread-safe.
+ * Makes a codec with the default options: `thread_count` worker threads per call (0 uses every online processor,
+ * 1 runs on the calling thread, at most 256) and the default tile size (full-width bands of 64 rows). The same as
+ * fb_codec_create_with_options with fb_codec_options_init's options and this thread_count.
+ * Ownership: on FB_OK, *out_codec is yours; free it with fb_codec_destroy. Thread-safe.
  */
 fb_status fb_codec_create(
     uint32_t thread_count,
+    fb_codec *FB_NULLABLE *FB_NULLABLE out_codec,
+    fb_error *FB_NULLABLE error
+);
+
+/** How to make a codec. Fill with fb_codec_options_init, then set what you need. */
+typedef struct fb_codec_options {
+    /** Worker threads per call: 0 (default) uses every online processor, 1 runs on the calling thread. At most
+     *  256. */
+    uint32_t thread_count;
+    /** The tile width in pixels the encoder writes (docs/COMPRESSED-LAYOUT.md section 4): even and at least 2,
+     *  or 0 (default) for tiles as wide as the image (full-width bands). Smaller tiles give finer random access
+     *  and usually a lower ratio. The decoder reads the tile size from the data, whatever this says. */
+    uint32_t tile_width;
+    /** The tile height in pixels: even and at least 2, or 0 (default) for 64. A tile row is the fewest rows
+     *  fb_codec_decode_rows hands over at once. When both are set, tile_width x tile_height must be at most
+     *  4194304 (2^22, the layout's limit), checked as given. Either is clamped to the image's width or height
+     *  rounded up to even, as every FrameBus encoder does (so the bytes equal Swift's for the same tile size); a
+     *  full-width tile whose clamped area is over 2^22 makes fb_codec_compress fail (FB_ERROR_INVALID_ARGUMENT). */
+    uint32_t tile_height;
+    /** Set to 0 (fb_codec_options_init does); reserved for fields to come, refused when not 0. */
+    uint32_t reserved[5];
+} fb_codec_options;
+
+/** Sets defaults: every online processor, full-width bands of 64 rows, reserved fields 0. Call it before setting
+ *  fields. Thread-safe. Does nothing for NULL. */
+void fb_codec_options_init(fb_codec_options *FB_NULLABLE options);
+
+/**
+ * Makes a codec with `options` (NULL: the defaults of fb_codec_options_init), which are copied.
+ * Ownership: on FB_OK, *out_codec is yours; free it with fb_codec_destroy.
+ * Errors: FB_ERROR_INVALID_ARGUMENT (thread_count over 256; a tile width or height that is odd or 1; both set and
+ * their product over 2^22; a reserved field not 0), with a message, and nothing is made.
+ * Thread-safe.
+ */
+fb_status fb_codec_create_with_options(
+    const fb_codec_options *FB_NULLABLE options,
     fb_codec *FB_NULLABLE *FB_NULLABLE out_codec,
     fb_error *FB_NULLABLE error
 );
@@ -840,8 +879,21 @@ fb_status fb_codec_create(
 void fb_codec_destroy(fb_codec *FB_NULLABLE codec);
 
 /** The most bytes compressing a `width` x `height` image of `format` (base or compressed) can produce: the
- *  capacity to give fb_codec_compress. Thread-safe. */
+ *  capacity to give fb_codec_compress of a codec with the default tile size (fb_codec_create). For another tile
+ *  size use fb_codec_compressed_capacity: smaller tiles need more. Thread-safe. */
 fb_status fb_codec_maximum_compressed_size(
+    uint32_t format,
+    uint32_t width,
+    uint32_t height,
+    uint64_t *FB_NULLABLE out_size,
+    fb_error *FB_NULLABLE error
+);
+
+/** The most bytes `codec`'s fb_codec_compress can produce for a `width` x `height` image of `format` (base or
+ *  compressed), with the codec's tile size: the capacity to give it. FB_ERROR_INVALID_ARGUMENT when the codec's
+ *  tile size does not fit this image (a full-width tile over 2^22 pixels). Thread-safe. */
+fb_status fb_codec_compressed_capacity(
+    fb_codec *FB_NULLABLE codec,
     uint32_t format,
     uint32_t width,
     uint32_t height,
@@ -851,8 +903,9 @@ fb_status fb_codec_maximum_compressed_size(
 
 /**
  * Compresses `source` (a base-format image) losslessly into `destination` (`capacity` bytes; give it
- * fb_codec_maximum_compressed_size bytes). On FB_OK *out_bytes_used receives the bytes written: the compressed
- * image, which fb_codec_decompress turns back into `source` bit for bit.
+ * fb_codec_compressed_capacity bytes, which is fb_codec_maximum_compressed_size for the default tile size). On
+ * FB_OK *out_bytes_used receives the bytes written: the compressed image, which fb_codec_decompress turns back
+ * into `source` bit for bit, with the codec's tile size in its header.
  * Errors: FB_ERROR_INVALID_ARGUMENT, FB_ERROR_FORMAT_MISMATCH, FB_ERROR_BUFFER_TOO_SMALL.
  * Thread safety: thread-safe (calls on one codec are serialised; use one codec per thread for parallelism).
  */

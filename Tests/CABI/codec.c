@@ -1,9 +1,12 @@
 /* The codec through the C ABI: for each base format, compress an image in caller memory, decompress it whole and
  * band by band, and compare every byte; then damaged, truncated and mismatched input, small buffers and NULLs.
  *
- * usage: codec WIDTH HEIGHT
+ * usage: codec WIDTH HEIGHT [TILE_WIDTH TILE_HEIGHT]
  *
- * Prints "ok FORMAT ratio=R" per format and "FAIL ..." for every failed check; exits 0 when nothing failed.
+ * With a tile size the codec is made by fb_codec_create_with_options with it (0 meaning the default), and every
+ * compressed image's header must state that size as docs/COMPRESSED-LAYOUT.md section 4 clamps it.
+ *
+ * Prints "ok FORMAT used=N raw=N" per format and "FAIL ..." for every failed check; exits 0 when nothing failed.
  */
 #include "common.h"
 
@@ -147,15 +150,39 @@ static void decompress_into_odd_planes(fb_codec *codec, const uint8_t *compresse
            (unsigned long long)touched);
 }
 
-static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint32_t width, uint32_t height) {
+/* A little-endian u32 of the compressed header (docs/COMPRESSED-LAYOUT.md section 2). */
+static uint32_t header_u32(const uint8_t *bytes, uint32_t offset) {
+    return (uint32_t)bytes[offset] | (uint32_t)bytes[offset + 1] << 8 | (uint32_t)bytes[offset + 2] << 16 |
+           (uint32_t)bytes[offset + 3] << 24;
+}
+
+/* The tile size the codec was asked for (0: the default) and the one its headers must state. */
+typedef struct tiles {
+    uint32_t width;
+    uint32_t height;
+    uint32_t expected_width;
+    uint32_t expected_height;
+} tiles;
+
+static void round_trip(fb_codec *codec, const tiles *tile, uint32_t format, const char *name, uint32_t width,
+                       uint32_t height) {
     image source = image_make(format, width, height, 40);
     image_fill(&source, 7);
     uint64_t capacity = 0;
-    CHECK_OK(fb_codec_maximum_compressed_size(format, width, height, &capacity, &last_error));
+    CHECK_OK(fb_codec_compressed_capacity(codec, format, width, height, &capacity, &last_error));
+    uint64_t default_capacity = 0;
+    CHECK_OK(fb_codec_maximum_compressed_size(format, width, height, &default_capacity, &last_error));
+    if (tile->width == 0 && tile->height == 0) {
+        EXPECT(capacity == default_capacity, "%s: capacity %llu, default maximum %llu", name,
+               (unsigned long long)capacity, (unsigned long long)default_capacity);
+    }
     uint8_t *compressed = malloc(capacity);
     uint64_t used = 0;
     CHECK_OK(fb_codec_compress(codec, &source.image, compressed, capacity, &used, &last_error));
     EXPECT(used > 0 && used <= capacity, "%s used %llu of %llu", name, (unsigned long long)used, (unsigned long long)capacity);
+    EXPECT(header_u32(compressed, 20) == tile->expected_width && header_u32(compressed, 24) == tile->expected_height,
+           "%s: header states %ux%u tiles, expected %ux%u", name, header_u32(compressed, 20),
+           header_u32(compressed, 24), tile->expected_width, tile->expected_height);
 
     /* Whole frame, into rows with other padding. */
     image output = image_make(format, width, height, 8);
@@ -180,6 +207,8 @@ static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint3
     uint32_t tile_rows = 0;
     CHECK_OK(fb_codec_tile_row_height(codec, compressed, used, format, width, height, &tile_rows, &last_error));
     EXPECT(tile_rows > 0 && tile_rows <= height, "%s: tile row height %u", name, tile_rows);
+    EXPECT(tile_rows == (tile->expected_height < height ? tile->expected_height : height),
+           "%s: tile row height %u, expected the tile height %u", name, tile_rows, tile->expected_height);
     image band = image_make(format, width, tile_rows, 16);
     image whole = image_make(format, width, height, 0);
     bands state = {&band, &whole, 0, 0, 0, 0, NULL, FB_OK};
@@ -254,16 +283,105 @@ static void round_trip(fb_codec *codec, uint32_t format, const char *name, uint3
     image_free(&whole);
 }
 
+/* Makes a codec with these options; returns its status, with the message in `error`. */
+static fb_status create_with(uint32_t threads, uint32_t tile_width, uint32_t tile_height, uint32_t reserved,
+                             fb_codec **codec, fb_error *error) {
+    fb_codec_options options;
+    memset(&options, 0x5A, sizeof options);
+    fb_codec_options_init(&options);
+    options.thread_count = threads;
+    options.tile_width = tile_width;
+    options.tile_height = tile_height;
+    options.reserved[4] = reserved;
+    *codec = NULL;
+    return fb_codec_create_with_options(&options, codec, error);
+}
+
+/* Every tile size no image could use is refused at creation with FB_ERROR_INVALID_ARGUMENT and a message, and
+ * nothing is made; the edges of what is valid are accepted. */
+static void refuses_invalid_options(void) {
+    const struct {
+        uint32_t threads, width, height, reserved;
+        fb_status expected;
+    } cases[] = {
+        {1, 3, 64, 0, FB_ERROR_INVALID_ARGUMENT},          /* odd width */
+        {1, 64, 5, 0, FB_ERROR_INVALID_ARGUMENT},          /* odd height */
+        {1, 1, 2, 0, FB_ERROR_INVALID_ARGUMENT},           /* below 2 */
+        {1, 2, 1, 0, FB_ERROR_INVALID_ARGUMENT},           /* below 2 */
+        {1, 0, 1, 0, FB_ERROR_INVALID_ARGUMENT},           /* below 2, with a full width */
+        {1, 4097, 0, 0, FB_ERROR_INVALID_ARGUMENT},        /* odd, with the default height */
+        {1, 4096, 1026, 0, FB_ERROR_INVALID_ARGUMENT},     /* 2^22 + 8192 pixels */
+        {1, 4096, 2048, 0, FB_ERROR_INVALID_ARGUMENT},     /* 2^23 pixels */
+        {1, UINT32_MAX - 1, UINT32_MAX - 1, 0, FB_ERROR_INVALID_ARGUMENT}, /* the product overflows 32 bits */
+        {1, UINT32_MAX, 2, 0, FB_ERROR_INVALID_ARGUMENT},  /* odd and huge */
+        {257, 0, 0, 0, FB_ERROR_INVALID_ARGUMENT},         /* too many threads */
+        {1, 0, 0, 1, FB_ERROR_INVALID_ARGUMENT},           /* a reserved field set */
+        {1, 4096, 1024, 0, FB_OK},                         /* exactly 2^22 */
+        {1, 2, 2, 0, FB_OK},                               /* the smallest */
+        {1, 0, 1u << 30, 0, FB_OK},                        /* full width, clamped per image */
+        {256, 0, 0, 0, FB_OK},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fb_codec *codec = NULL;
+        fb_error error;
+        memset(&error, 0, sizeof error);
+        fb_status status = create_with(cases[i].threads, cases[i].width, cases[i].height, cases[i].reserved, &codec,
+                                       &error);
+        EXPECT(status == cases[i].expected, "options %u threads %ux%u reserved %u gave %s", cases[i].threads,
+               cases[i].width, cases[i].height, cases[i].reserved, fb_status_name(status));
+        if (cases[i].expected != FB_OK) {
+            EXPECT(error.code == FB_ERROR_INVALID_ARGUMENT && error.message[0] != 0 && codec == NULL,
+                   "options %ux%u: code %d message \"%s\"", cases[i].width, cases[i].height, error.code,
+                   error.message);
+        } else {
+            EXPECT(codec != NULL, "options %ux%u: no codec", cases[i].width, cases[i].height);
+        }
+        if (status == FB_OK) fb_codec_destroy(codec);
+    }
+    fb_codec *codec = NULL;
+    EXPECT(fb_codec_create_with_options(NULL, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL out_codec");
+    /* NULL options: the defaults. */
+    CHECK_OK(fb_codec_create_with_options(NULL, &codec, &last_error));
+    fb_codec_destroy(codec);
+    uint64_t size = 0;
+    EXPECT(fb_codec_compressed_capacity(NULL, FB_FORMAT_420V, 64, 64, &size, NULL) == FB_ERROR_INVALID_ARGUMENT,
+           "capacity of NULL codec");
+    fb_codec_options_init(NULL);
+    fb_codec_options defaults;
+    memset(&defaults, 0xFF, sizeof defaults);
+    fb_codec_options_init(&defaults);
+    fb_codec_options zero;
+    memset(&zero, 0, sizeof zero);
+    EXPECT(memcmp(&defaults, &zero, sizeof zero) == 0, "fb_codec_options_init leaves something not 0");
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: codec WIDTH HEIGHT\n");
+    if (argc != 3 && argc != 5) {
+        fprintf(stderr, "usage: codec WIDTH HEIGHT [TILE_WIDTH TILE_HEIGHT]\n");
         return 64;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     const uint32_t width = (uint32_t)strtoul(argv[1], NULL, 10);
     const uint32_t height = (uint32_t)strtoul(argv[2], NULL, 10);
+    tiles tile = {0, 0, 0, 0};
     fb_codec *codec = NULL;
-    CHECK_OK(fb_codec_create(2, &codec, &last_error));
+    if (argc == 5) {
+        tile.width = (uint32_t)strtoul(argv[3], NULL, 10);
+        tile.height = (uint32_t)strtoul(argv[4], NULL, 10);
+        fb_codec_options options;
+        fb_codec_options_init(&options);
+        options.thread_count = 2;
+        options.tile_width = tile.width;
+        options.tile_height = tile.height;
+        CHECK_OK(fb_codec_create_with_options(&options, &codec, &last_error));
+    } else {
+        CHECK_OK(fb_codec_create(2, &codec, &last_error));
+    }
+    /* docs/COMPRESSED-LAYOUT.md section 4: each side clamped to the image's, rounded up to even. */
+    const uint32_t even_width = (width + 1) & ~1u, even_height = (height + 1) & ~1u;
+    tile.expected_width = tile.width == 0 || tile.width > even_width ? even_width : tile.width;
+    const uint32_t asked_height = tile.height == 0 ? 64 : tile.height;
+    tile.expected_height = asked_height > even_height ? even_height : asked_height;
 
     const struct {
         uint32_t format;
@@ -271,7 +389,7 @@ int main(int argc, char **argv) {
     } formats[] = {{FB_FORMAT_420V, "420v"}, {FB_FORMAT_420F, "420f"}, {FB_FORMAT_X420, "x420"},
                    {FB_FORMAT_XF20, "xf20"}, {FB_FORMAT_BGRA, "BGRA"}};
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-        round_trip(codec, formats[i].format, formats[i].name, width, height);
+        round_trip(codec, &tile, formats[i].format, formats[i].name, width, height);
     }
 
     /* Arguments. */
@@ -311,6 +429,7 @@ int main(int argc, char **argv) {
     EXPECT(fb_codec_maximum_compressed_size(FB_FORMAT_420V, 0, 0, &size, NULL) == FB_ERROR_INVALID_ARGUMENT, "zero size");
     EXPECT(fb_codec_maximum_compressed_size(FB_FORMAT_420V, 1u << 31, 2, &size, NULL) == FB_ERROR_INVALID_ARGUMENT, "huge size");
     EXPECT(fb_codec_create(1, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL out_codec");
+    refuses_invalid_options();
     fb_codec_destroy(NULL);
     image_free(&source);
     image_free(&odd);

@@ -173,6 +173,18 @@ import TestSupport
         #expect(run.output.contains("failures=0"))
     }
 
+    /// A codec made by fb_codec_create_with_options with a tile size (0: the default side) round-trips every format
+    /// bit-exact, whole and band by band, and its headers state the size clamped as the layout's section 4 says.
+    @Test(arguments: [(130, 66, 128, 64), (130, 66, 2, 2), (130, 66, 0, 16), (64, 64, 4096, 1024), (66, 130, 34, 0)])
+    func aCodecWithATileSizeRoundTripsBitExactFromC(size: (Int, Int, Int, Int)) async throws {
+        let scratch = try ScratchDirectory()
+        let program = try await CProgram.build("codec")
+        let run = try await program.start(["\(size.0)", "\(size.1)", "\(size.2)", "\(size.3)"], in: scratch)
+        #expect(try await run.exitStatus(within: 300) == 0, "\(run.output)")
+        #expect(run.records("ok").count == 5, "\(run.output)")
+        #expect(run.output.contains("failures=0"))
+    }
+
     @Test func theABIRefusesBadArgumentsHonoursTimeoutsAndInterrupts() async throws {
         let scratch = try ScratchDirectory()
         let program = try await CProgram.build("checks")

@@ -25,8 +25,8 @@ final class CodecHandle: Sendable {
     /// on `buffers`, which that thread holds, for ever. Such a call is refused instead.
     private let callbackThread = Mutex<pthread_t?>(nil)
 
-    init(threadCount: Int) {
-        context = SurfaceCodecContext(threadCount: threadCount)
+    init(threadCount: Int, tileSize: SurfaceCodec.TileSize = .default) {
+        context = SurfaceCodecContext(threadCount: threadCount, tileSize: tileSize)
     }
 
     // MARK: Operations

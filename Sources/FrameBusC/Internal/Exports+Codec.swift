@@ -12,10 +12,35 @@ public func fbCodecCreate(
 ) -> fb_status {
     unsafe boundary(error) { () throws(ABIError) in
         guard let outCodec = unsafe outCodec else { throw .null("out_codec", in: "fb_codec_create") }
-        guard threadCount <= 256 else {
-            throw ABIError(.invalidArgument, "fb_codec_create: thread_count \(threadCount) is over 256")
-        }
-        unsafe outCodec.pointee = Handle.make(CodecHandle(threadCount: Int(threadCount)))
+        var options = fb_codec_options()
+        options.thread_count = threadCount
+        let settings = try CodecSettings(options, "fb_codec_create")
+        unsafe outCodec.pointee = Handle.make(settings.makeHandle())
+    }
+}
+
+/// `fb_codec_options_init`.
+@_cdecl("fb_codec_options_init")
+public func fbCodecOptionsInit(_ options: UnsafeMutablePointer<fb_codec_options>?) {
+    guard let options = unsafe options else { return }
+    // Every default is 0: every online processor, full-width tiles, 64 rows, reserved fields clear.
+    unsafe options.pointee = fb_codec_options()
+}
+
+/// `fb_codec_create_with_options`.
+@_cdecl("fb_codec_create_with_options")
+public func fbCodecCreateWithOptions(
+    _ options: UnsafePointer<fb_codec_options>?,
+    _ outCodec: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_codec_create_with_options"
+        guard let outCodec = unsafe outCodec else { throw .null("out_codec", in: function) }
+        // One copy of the caller's struct, validated before it bounds anything.
+        let copy = unsafe options?.pointee ?? fb_codec_options()
+        let settings = try CodecSettings(copy, function)
+        unsafe outCodec.pointee = Handle.make(settings.makeHandle())
     }
 }
 
@@ -45,6 +70,37 @@ public func fbCodecMaximumCompressedSize(
                 width: Int(width),
                 height: Int(height),
                 format: format
+            )
+            unsafe outSize.pointee = UInt64(size)
+        } catch {
+            throw ABIError(any: error)
+        }
+    }
+}
+
+/// `fb_codec_compressed_capacity`.
+@_cdecl("fb_codec_compressed_capacity")
+public func fbCodecCompressedCapacity(
+    _ codec: OpaquePointer?,
+    _ code: UInt32,
+    _ width: UInt32,
+    _ height: UInt32,
+    _ outSize: UnsafeMutablePointer<UInt64>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_codec_compressed_capacity"
+        guard let codec = unsafe codec else { throw .null("codec", in: function) }
+        guard let outSize = unsafe outSize else { throw .null("out_size", in: function) }
+        let format = try callerFormat(code, function)
+        try checkCallerSize(Int(width), Int(height), fit: format, function)
+        let tileSize = unsafe Handle.borrow(codec, as: CodecHandle.self).context.tileSize
+        do {
+            let size = try SurfaceCodec.maximumCompressedByteCount(
+                width: Int(width),
+                height: Int(height),
+                format: format,
+                tileSize: tileSize
             )
             unsafe outSize.pointee = UInt64(size)
         } catch {
