@@ -63,18 +63,7 @@ public func fbCodecMaximumCompressedSize(
     unsafe boundary(error) { () throws(ABIError) in
         let function = "fb_codec_maximum_compressed_size"
         guard let outSize = unsafe outSize else { throw .null("out_size", in: function) }
-        let format = try callerFormat(code, function)
-        try checkCallerSize(Int(width), Int(height), fit: format, function)
-        do {
-            let size = try SurfaceCodec.maximumCompressedByteCount(
-                width: Int(width),
-                height: Int(height),
-                format: format
-            )
-            unsafe outSize.pointee = UInt64(size)
-        } catch {
-            throw ABIError(any: error)
-        }
+        unsafe outSize.pointee = try maximumCompressedSize(code, width, height, tileSize: .default, function)
     }
 }
 
@@ -92,20 +81,33 @@ public func fbCodecCompressedCapacity(
         let function = "fb_codec_compressed_capacity"
         guard let codec = unsafe codec else { throw .null("codec", in: function) }
         guard let outSize = unsafe outSize else { throw .null("out_size", in: function) }
-        let format = try callerFormat(code, function)
-        try checkCallerSize(Int(width), Int(height), fit: format, function)
         let tileSize = unsafe Handle.borrow(codec, as: CodecHandle.self).context.tileSize
-        do {
-            let size = try SurfaceCodec.maximumCompressedByteCount(
+        unsafe outSize.pointee = try maximumCompressedSize(code, width, height, tileSize: tileSize, function)
+    }
+}
+
+/// The most bytes compressing a caller's `width` x `height` image of format `code` with `tileSize` can produce
+/// (both capacity functions).
+private func maximumCompressedSize(
+    _ code: UInt32,
+    _ width: UInt32,
+    _ height: UInt32,
+    tileSize: SurfaceCodec.TileSize,
+    _ function: String
+) throws(ABIError) -> UInt64 {
+    let format = try callerFormat(code, function)
+    try checkCallerSize(Int(width), Int(height), fit: format, function)
+    do {
+        return UInt64(
+            try SurfaceCodec.maximumCompressedByteCount(
                 width: Int(width),
                 height: Int(height),
                 format: format,
                 tileSize: tileSize
             )
-            unsafe outSize.pointee = UInt64(size)
-        } catch {
-            throw ABIError(any: error)
-        }
+        )
+    } catch {
+        throw ABIError(any: error)
     }
 }
 
