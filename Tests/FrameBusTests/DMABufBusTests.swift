@@ -231,7 +231,9 @@ enum BusDeviceRequirement {
     func expectRefusal(_ scenario: String, reason: String) async throws {
         let hostile = HostilePublisherTests()
         let (events, peer, _) = try await hostile.run(scenario)
-        #expect(peer.output.contains("sent 3"), "\(peer.output)")
+        // Waited for: the peer prints "sent 3" after its send returns, and the subscriber may refuse the surface
+        // and end before that line reaches the peer's output file (this failed so once in the guest).
+        #expect(await eventually(timeout: Self.patience) { peer.output.contains("sent 3") }, "\(peer.output)")
         #expect(hostile.frames(events).isEmpty, "\(events)")
         let ending = hostile.ending(events)
         #expect(ending?.code == .surfaceRejected, "\(events)")
