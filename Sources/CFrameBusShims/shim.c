@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <sched.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -176,3 +178,47 @@ int cfb_futex_waitv2(const uint32_t *shared, uint32_t sharedSeen, uint32_t *loca
     if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec += 1; deadline.tv_nsec -= 1000000000L; }
     return (int)syscall(SYS_futex_waitv, waiters, 2, 0, &deadline, CLOCK_MONOTONIC);
 }
+
+// struct sched_attr (sched_setattr(2), SCHED_ATTR_SIZE_VER1), spelled out: glibc 2.36's headers do not declare it.
+struct cfb_sched_attr {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime;
+    uint64_t sched_deadline;
+    uint64_t sched_period;
+    uint32_t sched_util_min;
+    uint32_t sched_util_max;
+};
+_Static_assert(sizeof(struct cfb_sched_attr) == 56, "SCHED_ATTR_SIZE_VER1");
+
+#define CFB_SCHED_FLAG_RESET_ON_FORK 0x01
+
+static int cfb_get_sched_attr(int tid, struct cfb_sched_attr *attr) {
+    memset(attr, 0, sizeof *attr);
+    return (int)syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0);
+}
+
+int cfb_set_scheduler_slice(uint64_t nanoseconds) {
+    struct cfb_sched_attr attr;
+    if (cfb_get_sched_attr(0, &attr) != 0) return -errno;
+    if (attr.sched_policy != SCHED_OTHER) return 1;
+    struct cfb_sched_attr wanted;
+    memset(&wanted, 0, sizeof wanted);
+    wanted.size = sizeof wanted;
+    wanted.sched_policy = SCHED_OTHER;
+    wanted.sched_flags = attr.sched_flags & CFB_SCHED_FLAG_RESET_ON_FORK;
+    wanted.sched_nice = attr.sched_nice;
+    wanted.sched_runtime = nanoseconds;
+    return syscall(SYS_sched_setattr, 0, &wanted, 0) == 0 ? 0 : -errno;
+}
+
+int64_t cfb_scheduler_slice(int tid) {
+    struct cfb_sched_attr attr;
+    if (cfb_get_sched_attr(tid, &attr) != 0) return -errno;
+    return (int64_t)attr.sched_runtime;
+}
+
+int cfb_thread_id(void) { return (int)syscall(SYS_gettid); }

@@ -101,7 +101,11 @@ import TestSupport
         let subscriber: Subscriber
         let pool: PixelBufferPool
 
-        init(_ tag: String, delivery: Subscriber.Delivery) throws {
+        init(
+            _ tag: String,
+            delivery: Subscriber.Delivery,
+            configure: (inout Subscriber.Configuration) -> Void = { _ in }
+        ) throws {
             let path = temporaryBusPath(tag)
             var configuration = Publisher.Configuration(path: path, formats: [SubscriberDelegateTests.format])
             // The only subscriber: its share of the pool is the whole budget.
@@ -115,9 +119,13 @@ import TestSupport
                     allocationThreshold: 16
                 )
             )
-            subscriber = try Subscriber(
-                configuration: .init(path: path, acceptedFormats: [SubscriberDelegateTests.format], delivery: delivery)
+            var subscriberConfiguration = Subscriber.Configuration(
+                path: path,
+                acceptedFormats: [SubscriberDelegateTests.format],
+                delivery: delivery
             )
+            configure(&subscriberConfiguration)
+            subscriber = try Subscriber(configuration: subscriberConfiguration)
         }
 
         func publish(_ index: Int) throws {

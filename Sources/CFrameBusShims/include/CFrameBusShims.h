@@ -121,6 +121,19 @@ int cfb_futex_wake(uint32_t *word, int count, int isPrivate);
 int cfb_futex_waitv2(const uint32_t *shared, uint32_t sharedSeen, uint32_t *local, uint32_t localSeen,
                      int64_t timeoutNanoseconds);
 
+// MARK: the connection thread's scheduler slice (Subscriber.Configuration.connectionThreadSlice)
+
+/// Asks the scheduler to give the calling thread a slice of `nanoseconds` (sched_setattr(2): SCHED_OTHER with
+/// `sched_runtime`, which Linux 6.12+ reads as the EEVDF slice it requests; 0 returns to the kernel's default; older
+/// kernels ignore it). Keeps the thread's nice value and reset-on-fork flag; does nothing to a thread whose policy is
+/// not SCHED_OTHER (someone chose another on purpose). Returns 0, 1 if the policy was left alone, or -errno.
+int cfb_set_scheduler_slice(uint64_t nanoseconds);
+/// The slice thread `tid` of this process runs with, in nanoseconds (sched_getattr(2)'s `sched_runtime` for a
+/// SCHED_OTHER thread: Linux 6.12+), or -errno.
+int64_t cfb_scheduler_slice(int tid);
+/// gettid(2).
+int cfb_thread_id(void);
+
 #pragma clang assume_nonnull end
 
 #endif

@@ -71,6 +71,20 @@ public final class Subscriber: Sendable {
         /// a datagram (docs/PROTOCOL.md §9.8): offered in the release ring's header where the kernel has
         /// `futex_waitv` (Linux 5.16+), used if the publisher accepts. Off: wake-up datagrams, as §9.5 describes.
         public var usesFutexWakeUps = true
+        /// The scheduler slice the connection thread asks for while frames are consumed on it (a delegate set with
+        /// ``Subscriber/setDelegateOnConnectionThread(_:)``, or ``Subscriber/events`` iterated under
+        /// ``Subscriber/executor``); nil: never asked.
+        ///
+        /// Linux 6.12's scheduler (EEVDF) lets a woken thread that asked for a shorter slice than the running one's
+        /// preempt it. The publisher's wake-up usually lands the connection thread on the publisher's own CPU, where
+        /// it would otherwise wait until the publisher's thread sleeps: with the short slice the frame is handled
+        /// as soon as the wake-up arrives. The thread's share of the CPU does not change, only how soon it runs;
+        /// no privilege is needed, and older kernels ignore it. The kernel clamps it to 100 µs…100 ms.
+        ///
+        /// While frames go on to another thread (a delegate's queue, a poller's consumer, an iteration on Swift's
+        /// cooperative pool) the thread keeps the kernel's default: preempting the publisher there only moves the
+        /// wait, and measured it made those paths slower (docs/BENCHMARKS.md, "A short scheduler slice").
+        public var connectionThreadSlice: Duration? = .microseconds(100)
         /// User ids allowed to be the publisher, checked with `SO_PEERCRED` right after connecting: whoever can
         /// bind the path could otherwise pose as the publisher. Default: only our own user id.
         public var allowedPublisherUserIDs: Set<UInt32> = [ProcessInfoShim.userID]

@@ -32,6 +32,13 @@ final class SubscriberConnection {
     private var livenessInterval = SubscriberConnection.futexLivenessInterval
     /// Announce ring messages read in the current ``drainRing()`` (added to the wake-up counts once per batch).
     private var ringMessagesRead: UInt64 = 0
+    /// Whether the last frame's consumer ran on this thread (``SubscriberCore/deliver(_:sequence:)``): only then
+    /// does the thread ask for ``Subscriber/Configuration/connectionThreadSlice``.
+    private var lastFrameConsumedHere = false
+    /// The slice asked for last, in nanoseconds (0: the kernel's default, as every thread starts).
+    private var requestedSlice: UInt64 = 0
+    /// The kernel refused a slice once: not asked again.
+    private var sliceRefused = false
     /// The last warning logged, when, and how many identical ones were left out since: a publisher that fails the
     /// same way on every reconnect (every 100 ms by default) must not flood the log.
     private var lastWarning: (text: String, time: UInt64, suppressed: Int)?
@@ -172,8 +179,22 @@ final class SubscriberConnection {
         return .connected
     }
 
+    /// Asks for ``Subscriber/Configuration/connectionThreadSlice`` while frames are consumed on this thread, and
+    /// for the kernel's default slice again when they go elsewhere: one `sched_setattr` per change, none per frame.
+    private func adjustSchedulerSlice() {
+        guard !sliceRefused, let slice = configuration.connectionThreadSlice else { return }
+        let wanted = lastFrameConsumedHere ? UInt64(clamping: max(slice.nanoseconds, 1)) : 0
+        guard wanted != requestedSlice else { return }
+        requestedSlice = wanted
+        if case .failure(let errno) = Syscall.setSchedulerSlice(nanoseconds: wanted) {
+            sliceRefused = true
+            configuration.logger.debug("cannot ask for a scheduler slice of \(wanted) ns: \(errno)")
+        }
+    }
+
     /// Polls and handles one batch; returns false when the connection ended.
     private func service(_ socket: Socket) -> Bool {
+        adjustSchedulerSlice()
         let awaiting: Bool
         if case .awaitingWelcome = machine.state { awaiting = true } else { awaiting = false }
         var timeout: Int32 = 1000
@@ -649,7 +670,7 @@ final class SubscriberConnection {
             token.release(notDelivered: true)
             return perform(machine.frameRefused("surface \(frame.surfaceID): \(error)"), descriptors: [])
         }
-        core.deliver(
+        lastFrameConsumedHere = core.deliver(
             PendingFrame(sample: sample, token: token, publishTime: frame.publishTime, bytesUsed: frame.bytesUsed),
             sequence: frame.sequence
         )

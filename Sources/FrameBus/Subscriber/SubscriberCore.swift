@@ -62,6 +62,12 @@ final class SubscriberCore: Sendable {
     let wakeUpCounts = WakeUpCounters()
     /// The connection thread, once it runs.
     let connectionThread = Mutex<pthread_t?>(nil)
+    /// The connection thread's kernel id (`gettid`), once it runs; 0 before (tests read its scheduler slice).
+    let connectionThreadID = Atomic<Int32>(0)
+    /// Delegate calls with a frame made on the connection thread (written by it only): the connection thread
+    /// compares it around each delivery to learn whether the frame's consumer runs there
+    /// (``Subscriber/Configuration/connectionThreadSlice``).
+    let framesConsumedOnConnectionThread = Atomic<UInt64>(0)
 
     /// Whether the caller runs on this subscriber's connection thread.
     var isOnConnectionThread: Bool {
@@ -85,6 +91,7 @@ final class SubscriberCore: Sendable {
         state.withLock { $0.owner = owner }
         let thread = Thread { [self] in
             connectionThread.withLock { $0 = pthread_self() }
+            connectionThreadID.store(Syscall.currentThreadID, ordering: .relaxed)
             executor.attachCurrentThread()
             SubscriberConnection(core: self).run()
         }
@@ -141,7 +148,12 @@ final class SubscriberCore: Sendable {
         perform(wake, onConnectionThread: true)
     }
 
-    func deliver(_ frame: PendingFrame, sequence: UInt64) {
+    /// Hands a frame to the consumers (on the connection thread). Returns whether its consumer ran right here: a
+    /// delegate on the connection thread, or an iteration under ``executor`` (its jobs ran in the hand-over).
+    @discardableResult
+    func deliver(_ frame: PendingFrame, sequence: UInt64) -> Bool {
+        let calls = framesConsumedOnConnectionThread.load(ordering: .relaxed)
+        let jobs = executor.jobsRun.load(ordering: .relaxed)
         let (released, wake) = state.withLock { state in
             let (released, late, wake) = state.consumers.frame(frame, sequence: sequence, onConnectionThread: true)
             state.statistics.dropped[.frameWasLate, default: 0] = Saturating.add(
@@ -153,6 +165,8 @@ final class SubscriberCore: Sendable {
         }
         for frame in released { frame.token.release(notDelivered: true) }
         perform(wake, onConnectionThread: true)
+        return framesConsumedOnConnectionThread.load(ordering: .relaxed) != calls
+            || executor.jobsRun.load(ordering: .relaxed) != jobs
     }
 
     func report(_ drop: SubscriberDrop) {
@@ -334,7 +348,11 @@ final class SubscriberCore: Sendable {
                 guard let owner else { preconditionFailure("a delegate call for a subscriber that is gone") }
                 switch entry {
                 case .connected(let session, _): delegate.subscriber(owner, didConnect: session)
-                case .frame(let frame, _): delegate.subscriber(owner, didOutput: frame.sample)
+                case .frame(let frame, _):
+                    if case .connectionThread = current {
+                        framesConsumedOnConnectionThread.add(1, ordering: .relaxed)
+                    }
+                    delegate.subscriber(owner, didOutput: frame.sample)
                 case .dropped(let drop): delegate.subscriber(owner, didDrop: Self.marker(for: drop))
                 case .ended(let error): delegate.subscriber(owner, didEndWith: error)
                 }

@@ -24,6 +24,9 @@ final class SubscriberExecutor: TaskExecutor, Sendable {
 
     private let state = Mutex(State())
     private let doorbell: Doorbell
+    /// Jobs run on the connection thread so far (``SubscriberCore/deliver(_:sequence:)`` compares it around a
+    /// delivery: an iteration that prefers this executor consumes frames on the connection thread).
+    let jobsRun = Atomic<UInt64>(0)
 
     init(doorbell: Doorbell) { self.doorbell = doorbell }
 
@@ -76,6 +79,7 @@ final class SubscriberExecutor: TaskExecutor, Sendable {
             }
             return state.jobs.removeFirst()
         }) {
+            jobsRun.add(1, ordering: .relaxed)
             unsafe job.runSynchronously(on: asUnownedTaskExecutor())
         }
     }
