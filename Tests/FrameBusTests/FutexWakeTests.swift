@@ -181,6 +181,33 @@ import Testing
         _ = try await peer.exitStatus(within: 120)
     }
 
+    /// A paced frame's wake-up comes before the publisher reaps the releases waiting in the rings (docs/PROTOCOL.md
+    /// §9.5) whenever they cannot change what the frame's delivery admits: here every frame, since the subscriber in
+    /// another process holds none when the next is published. Each frame is still delivered, none dropped.
+    @Test func aPacedFrameIsAnnouncedBeforeTheReleasesAreReaped() async throws {
+        let path = temporaryBusPath("reap-after-waking")
+        let publisher = try Publisher(
+            configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8])
+        )
+        defer { publisher.stop() }
+        let total = 20
+        let peer = try await startPeer([
+            "bus-subscriber", path, "--queue", "4", "--frames", "\(total)", "--timeout", "600",
+        ])
+        try #require(await eventually(timeout: 120) { publisher.subscriberCount == 1 })
+        let pool = try PublisherFairnessTests.pool(threshold: 16)
+        for _ in 0..<total {
+            try publisher.publish(try publisher.makePixelBuffer(from: pool))
+            // The next frame once this one came back (the loop thread reaps an idle stream's releases itself).
+            try #require(await eventually(timeout: 120) { publisher.heldFrameCount == 0 })
+        }
+        #expect(publisher.core.reapsAfterWaking == total)
+        #expect(await peer.waitForExit(timeout: 120))
+        let stats = try #require(peer.records("stats").first, "\(peer.output)")
+        #expect(stats["delivered"] == "\(total)")
+        #expect(stats["outOfBuffers"] == "0")
+    }
+
     @Test func aSubscriberSleepingOnTheFutexNoticesAPublisherKilledWithSIGKILL() async throws {
         let path = temporaryBusPath("futex-kill")
         let peer = try await startPeer(["bus-publisher", path, "--fps", "50", "--wait-for-subscriber"])

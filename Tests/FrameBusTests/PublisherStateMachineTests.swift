@@ -611,3 +611,105 @@ struct MachineHarness {
 extension WireWelcome {
     var encodedSize: Int { WireMessage.welcome(self).encoded().count }
 }
+
+/// The publisher reaps the subscribers' release rings after a frame's wake-ups when the machine says the releases
+/// waiting there cannot change what it admits (docs/PROTOCOL.md §9.5). Checked against the order it replaces:
+/// two machines get the same publishes and releases, one handling the releases first always, the other after the
+/// frame whenever ``PublisherStateMachine/admitsRegardlessOfReleases(sequence:format:surfaceID:isConversion:)``
+/// says so; every subscriber must receive the same messages from both.
+@Suite(.heavyWork, .timeLimit(.minutes(5))) struct ReapAfterWakingTests {
+    typealias Harness = MachineHarness
+
+    /// One frame on `surface`: `releases` handled before it (`first`), or after it when the machine allows.
+    /// Returns whether the releases were handled after the frame.
+    @discardableResult
+    static func publish(
+        _ harness: inout Harness,
+        on surface: UInt64,
+        releasing releases: [(Harness.ID, WireRelease)],
+        reapAfterWhenAllowed: Bool
+    ) -> Bool {
+        let plan = harness.machine.beginFrame(format: Harness.nv12, width: 4, height: 2, discontinuity: false)!
+        let template = WireFrame(
+            sequence: plan.sequence,
+            surfaceID: 0,
+            presentationTime: .invalid,
+            duration: .invalid,
+            publishTime: harness.now,
+            bytesUsed: 0,
+            flags: plan.isDiscontinuity ? WireFrame.discontinuityFlag : 0
+        )
+        let after =
+            reapAfterWhenAllowed
+            && harness.machine.admitsRegardlessOfReleases(
+                sequence: plan.sequence,
+                format: Harness.nv12,
+                surfaceID: surface,
+                isConversion: false
+            )
+        if !after { for (id, release) in releases { harness.receive(.release(release), from: id) } }
+        harness.perform(
+            harness.machine.deliver(
+                template,
+                format: Harness.nv12,
+                representation: Harness.representation(surface),
+                isConversion: false,
+                now: harness.now
+            )
+        )
+        if after { for (id, release) in releases { harness.receive(.release(release), from: id) } }
+        return after
+    }
+
+    @Test(arguments: [(1 as UInt16, 2 as UInt16), (1, 4), (0, 1)])
+    func reapingAfterTheFrameChangesNothingASubscriberSees(mode: UInt16, depth: UInt16) {
+        func make() -> Harness {
+            Harness {
+                $0.maximumAnnouncedSurfaces = 3
+                $0.extraHeldFramesPerSubscriber = 0
+            }
+        }
+        var first = make()
+        var later = make()
+        let ids = (0..<3).map { _ in first.subscribe(mode: mode, depth: depth) }
+        #expect((0..<3).map { _ in later.subscribe(mode: mode, depth: depth) } == ids)
+        var generator = SplitMix64(seed: 13 &+ UInt64(depth))
+        // What each subscriber holds (sequence, surface), the same in both machines.
+        var held: [Harness.ID: [(UInt64, UInt64)]] = [:]
+        var pending: [(Harness.ID, WireRelease)] = []
+        var reapedAfter = 0
+        var reapedFirst = 0
+        for _ in 0..<3_000 {
+            let surface = 1 + generator.next() % 7
+            let releases = pending
+            pending = []
+            Self.publish(&first, on: surface, releasing: releases, reapAfterWhenAllowed: false)
+            if Self.publish(&later, on: surface, releasing: releases, reapAfterWhenAllowed: true) {
+                if !releases.isEmpty { reapedAfter += 1 }
+            } else if !releases.isEmpty {
+                reapedFirst += 1
+            }
+            for id in ids {
+                if let frame = first.frames(id).last, frame.sequence == later.frames(id).last?.sequence,
+                    !(held[id] ?? []).contains(where: { $0.0 == frame.sequence })
+                {
+                    held[id, default: []].append((frame.sequence, frame.surfaceID))
+                }
+                // Each subscriber releases a random share of what it holds; the releases wait for the next frame.
+                while let list = held[id], !list.isEmpty, generator.next() % 3 != 0 {
+                    let (sequence, surfaceID) = held[id]!.remove(at: Int(generator.next() % UInt64(list.count)))
+                    pending.append((id, WireRelease(sequence: sequence, surfaceID: surfaceID, flags: 0)))
+                }
+            }
+            first.advance(milliseconds: 1)
+            later.advance(milliseconds: 1)
+        }
+        for id in ids {
+            #expect(first.messages(id) == later.messages(id))
+            #expect(first.errors(id).isEmpty)
+        }
+        // Both orders occurred: the predicate let most frames reap afterwards and refused where it mattered.
+        #expect(reapedAfter > 100)
+        #expect(reapedFirst > 10)
+    }
+}

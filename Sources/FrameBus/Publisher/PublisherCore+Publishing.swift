@@ -118,10 +118,19 @@ extension PublisherCore {
                 withState(releasingInto: &released) { state in
                     // One clock read for the reaping, the delivery and the sends.
                     let now = ProcessInfoShim.monotonicNanoseconds()
-                    reapBeforePublishing(&state, now: now)
                     let described = converted.flatMap {
                         representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
                     }
+                    // The releases waiting in the subscribers' rings are reaped before the frame is handed to the
+                    // machine only when they could change what it admits; otherwise after its wake-ups, which then
+                    // come sooner (docs/PROTOCOL.md §9.5).
+                    let reapsFirst = !state.machine.admitsRegardlessOfReleases(
+                        sequence: template.sequence,
+                        format: fourCC,
+                        surfaceID: described?.surfaceID,
+                        isConversion: format != source
+                    )
+                    reapBeforePublishing(&state, now: now, reaping: reapsFirst)
                     // The kept action array is taken out of the state while it is filled and carried out.
                     var actions: [Machine.Action] = []
                     swap(&actions, &state.deliveryActions)
@@ -136,6 +145,10 @@ extension PublisherCore {
                     perform(actions, &state, now: now)
                     actions.removeAll(keepingCapacity: true)
                     swap(&actions, &state.deliveryActions)
+                    if !reapsFirst {
+                        state.reapsAfterWaking &+= 1
+                        serviceRings(&state, now: now)
+                    }
                 }
             }
             return plan.sequence

@@ -40,17 +40,17 @@ extension PublisherCore {
     /// How long after the last publish the loop thread goes back to being woken for every release (§9.5).
     static let lazyReapingPeriod: UInt64 = 100_000_000
 
-    /// Before a frame is published: reaps every release ring, and (unless someone waits for a buffer) stops asking
-    /// subscribers to wake the loop thread for releases. If a ring was armed, the loop thread is told, so it sleeps
-    /// at most until publishing pauses.
-    func reapBeforePublishing(_ state: inout State, now: UInt64) {
+    /// Before a frame is published: reaps every release ring (unless `reaping` is false: the caller reaps them after
+    /// the frame's wake-ups), and (unless someone waits for a buffer) stops asking subscribers to wake the loop thread
+    /// for releases. If a ring was armed, the loop thread is told, so it sleeps at most until publishing pauses.
+    func reapBeforePublishing(_ state: inout State, now: UInt64, reaping: Bool = true) {
         state.lastPublishTime = now
         if state.buffersWanted == 0 {
             var disarmed = false
             for rings in state.rings.values where rings.disarm() { disarmed = true }
             if disarmed { doorbell.ring() }
         }
-        serviceRings(&state, now: now)
+        if reaping { serviceRings(&state, now: now) }
     }
 
     /// Reads every version-3 subscriber's release ring (each slot copied once, fed to the machine as a RELEASE would

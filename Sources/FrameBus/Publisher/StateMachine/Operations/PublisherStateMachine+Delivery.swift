@@ -54,6 +54,31 @@ extension PublisherStateMachine {
         return actions
     }
 
+    /// Whether ``deliver(_:format:representation:isConversion:now:into:)`` of frame `sequence` in `format` on surface
+    /// `surfaceID` decides the same whatever releases the subscribers' rings still hold: every subscriber it goes to
+    /// is below its held-frame limit and knows the surface already (or has room to announce it without retiring an
+    /// idle one), and the format's pool does not start being pinned by this frame. Releases only lower held counts and
+    /// make surfaces idle, so then reaping them after the frame's wake-ups admits exactly what reaping them first
+    /// would have (the publisher reaps after waking then, docs/PROTOCOL.md §9.5).
+    package func admitsRegardlessOfReleases(
+        sequence: UInt64,
+        format: UInt32,
+        surfaceID: UInt64?,
+        isConversion: Bool
+    ) -> Bool {
+        if isConversion, conversionBudget != nil, !convertedFormats.contains(format) { return false }
+        for case .subscriber(let session) in connections.values
+        where session.format == format && session.firstSequence <= sequence {
+            // No representation: a DROP for everyone, whatever they hold.
+            guard let surfaceID else { continue }
+            guard session.held.count < session.heldLimit else { return false }
+            if session.announced[surfaceID] == nil && session.announced.count >= session.maximumAnnouncedSurfaces {
+                return false
+            }
+        }
+        return true
+    }
+
     /// ``deliver(_:format:representation:isConversion:now:)``, appending its actions to `actions`: the publisher
     /// passes an array it keeps (emptied, its capacity kept), so a frame allocates no array for its actions.
     package mutating func deliver(
