@@ -64,8 +64,8 @@ final class SubscriberCore: Sendable {
     let connectionThread = Mutex<pthread_t?>(nil)
     /// The connection thread's kernel id (`gettid`), once it runs; 0 before (tests read its scheduler slice).
     let connectionThreadID = Atomic<Int32>(0)
-    /// Delegate calls with a frame made on the connection thread (written by it only): the connection thread
-    /// compares it around each delivery to learn whether the frame's consumer runs there
+    /// Delegate calls with a frame made by a connection-thread delivery pass: the connection thread compares it
+    /// around each delivery to learn whether the frame's consumer runs there
     /// (``Subscriber/Configuration/connectionThreadSlice``).
     let framesConsumedOnConnectionThread = Atomic<UInt64>(0)
 
