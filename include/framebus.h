@@ -296,8 +296,14 @@ typedef struct fb_subscriber_options {
      *  (FB_EVENT_DROP with FB_DROP_OUT_OF_BUFFERS instead), and a DMA-BUF surface announced anyway ends the stream
      *  (FB_ERROR_PROTOCOL_VIOLATION). Added in ABI version 2. */
     uint32_t accepts_dma_buf;
-    /** Set to 0 (fb_subscriber_options_init does). */
-    uint32_t reserved;
+    /** 0 (default): threads that wait in fb_subscriber_next_event keep their scheduler slice. 1 to 100000: each thread
+     *  that waits there asks the kernel for a slice of that many microseconds (sched_setattr with sched_runtime, the
+     *  EEVDF slice of Linux 6.12 and later; older kernels ignore it), once per thread; it stays set after the call
+     *  returns. While a thread waits it reads the frames itself (one wake-up per frame: docs/C-ABI.md, "Waiting for
+     *  events"), and a short slice lets that wake-up preempt the publisher on a busy CPU at once. 100 is a good value
+     *  for a thread that does little per frame (the library's own connection thread asks for 100 while it delivers).
+     *  Was reserved (0) before library 0.5.0, which an older library leaves unread. */
+    uint32_t wait_slice_us;
 } fb_subscriber_options;
 
 /** Sets defaults: no path, no formats, latest-only, no reconnects, 5 s connect timeout, 100 ms interval,
@@ -406,11 +412,14 @@ typedef struct fb_event {
  * silently: every frame the consumer did not get is covered by a FB_EVENT_DROP.
  *
  * Events wait in the subscriber's queue until a call takes them (latest-only replacement applies there), so an
- * event that arrives just after a call timed out or was interrupted comes with the next call. The subscriber's
- * own thread wakes the waiting caller directly when an event arrives (one thread wake-up per frame). If a
+ * event that arrives just after a call timed out or was interrupted comes with the next call. While it waits, the
+ * calling thread reads the stream itself (the subscriber's own thread hands its loop over and parks), so the
+ * publisher's wake-up lands on the caller: one thread wake-up per frame. Between calls the subscriber's thread
+ * takes the loop back after 20 ms, so a caller that stops calling costs what a slow consumer costs (latest-only
+ * replacement, drops with reasons), and a caller that loops over frames keeps the loop without waking anyone. If a
  * received frame cannot be locked for reading (a DMA-BUF sync failure), that frame is released and the call
- * returns the error. The wait never blocks the library's own threads, and it returns within the timeout (plus
- * scheduling delay) even when the publisher is silent or gone.
+ * returns the error. The call returns within the timeout (plus scheduling delay, and up to a millisecond while a
+ * handshake is in progress) even when the publisher is silent or gone.
  * Thread safety: one thread at a time (a second concurrent caller gets FB_ERROR_BUSY).
  */
 fb_status fb_subscriber_next_event(

@@ -39,8 +39,9 @@ package struct BenchBusCommand: ParsableCommand {
             Transports, comma separated: framebus (the delegate on a dispatch queue), framebus-thread (the \
             delegate on the subscriber's connection thread), framebus-events (a for-await loop over events on \
             the cooperative pool), framebus-events-executor (the same loop on Subscriber.executor), \
-            framebus-poller (a thread of its own taking events with the poller behind the C interface's \
-            fb_subscriber_next_event, waiting on a condition), seqpacket-floor, eventfd-floor, stream-copy, fanout, fanout-floor (the fanout counts woken with no \
+            framebus-poller (a thread of its own taking events with the blocking poller behind the C interface's \
+            fb_subscriber_next_event, which runs the subscriber's loop while it waits), framebus-poller-slice (the \
+            same, asking for a 100 µs scheduler slice: fb_subscriber_options.wait_slice_us), seqpacket-floor, eventfd-floor, stream-copy, fanout, fanout-floor (the fanout counts woken with no \
             frame: an eventfd per subscriber, and one futex broadcast), gst-zerocopy, gst-copy, iceoryx2-py (Python \
             bindings: Python's overhead is on its side).
             """
@@ -118,10 +119,12 @@ package struct BenchBusCommand: ParsableCommand {
         }
         // The subscriber's delegate on a dispatch queue, or on its connection thread (one wake-up less); its `events`
         // sequence on the cooperative pool, or on the connection thread through `Subscriber.executor`; or a thread of
-        // its own taking events with a `Subscriber.Poller`, as the C interface's `fb_subscriber_next_event` does.
+        // its own taking events with a `Subscriber.BlockingPoller`, as the C interface's `fb_subscriber_next_event`
+        // does (with or without a short slice for that thread).
         let deliveries = [
             ("framebus", "queue"), ("framebus-thread", "thread"), ("framebus-events", "events"),
             ("framebus-events-executor", "events-executor"), ("framebus-poller", "poller"),
+            ("framebus-poller-slice", "poller-slice"),
         ]
         for (transport, delivery) in deliveries where transportList.contains(transport) {
             for (format, width, height) in caseList {
@@ -633,7 +636,8 @@ struct BenchResult {
         // The issue's three one-wake-up consumers (the connection-thread delegate, `events` on the subscriber's
         // executor, the C interface's poller) at 1.3×; the queue delegate, a second wake-up by design, at 2×.
         let limits = [
-            ("framebus-thread", 1.3), ("framebus-events-executor", 1.3), ("framebus-poller", 1.3), ("framebus", 2.0),
+            ("framebus-thread", 1.3), ("framebus-events-executor", 1.3), ("framebus-poller", 1.3),
+            ("framebus-poller-slice", 1.3), ("framebus", 2.0),
         ]
         for (transport, limit) in limits {
             for result in results where result.transport == transport && result.rateHz > 0 {
@@ -799,8 +803,8 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 let subscriber = try Subscriber(configuration: configuration)
                 if words.count > 2, words[2] == "thread" {
                     subscriber.setDelegateOnConnectionThread(self)
-                } else if words.count > 2, words[2] == "poller" {
-                    try startPollingThread(subscriber)
+                } else if words.count > 2, words[2].hasPrefix("poller") {
+                    try startPollingThread(subscriber, slice: words[2] == "poller-slice" ? .microseconds(100) : nil)
                 } else if words.count > 2, words[2].hasPrefix("events") {
                     let executor = words[2] == "events-executor" ? subscriber.executor : nil
                     Task(executorPreference: executor) { [self] in
@@ -853,33 +857,20 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
 }
 
 extension BenchPeer {
-    /// The `framebus-poller` row's consumer: a thread of its own takes events with a `Subscriber.Poller` and, when
-    /// none waits, blocks on a condition the poller's `wake` signals — what the C interface's
-    /// `fb_subscriber_next_event` does (FrameBusC's `SubscriberHandle`), without the C shim around it. The thread
-    /// ends when the subscriber is cancelled.
-    func startPollingThread(_ subscriber: Subscriber) throws {
-        let condition = NSCondition()
-        let poller = try subscriber.makePoller {
-            condition.lock()
-            condition.broadcast()
-            condition.unlock()
-        }
+    /// The `framebus-poller` rows' consumer: a thread of its own takes events with a `Subscriber.BlockingPoller`,
+    /// which runs the subscriber's loop on that thread while it waits: what the C interface's
+    /// `fb_subscriber_next_event` does (FrameBusC's `SubscriberHandle`), without the C shim around it; `slice` is
+    /// `fb_subscriber_options.wait_slice_us`. The thread ends when the subscriber is cancelled.
+    func startPollingThread(_ subscriber: Subscriber, slice: Duration?) throws {
+        let poller = try subscriber.makeBlockingPoller(callerThreadSlice: slice)
         let thread = Thread { [self] in
             while true {
-                // Taken under `condition`, which `wake` locks too, so a wake-up between `next()` and `wait` is kept;
-                // the frame is handled (and released) after unlocking, as a caller of `fb_subscriber_next_event` does.
-                condition.lock()
-                var result = poller.next()
-                while case .empty = result {
-                    _ = condition.wait(until: Date().addingTimeInterval(1))
-                    result = poller.next()
-                }
-                condition.unlock()
-                switch result {
+                switch poller.next(timeoutNanoseconds: 1_000_000_000) {
                 case .event(.frame(let sample)):
+                    // Recorded, then released (dropping `sample`), as a caller of `fb_subscriber_next_event` does.
                     let now = BenchmarkSocket.monotonicNanoseconds()
                     record(now &- (sample.busPublishTime ?? now), at: now)
-                case .event, .empty:
+                case .event, .timedOut, .interrupted, .busy:
                     continue
                 case .finished:
                     return

@@ -168,6 +168,9 @@ static void check_arguments(void) {
     options.queue_depth = 65;
     EXPECT(fb_subscriber_create(&options, &subscriber, NULL) == FB_ERROR_INVALID_ARGUMENT, "queue 65");
     options.queue_depth = 0;
+    options.wait_slice_us = 100001;
+    EXPECT(fb_subscriber_create(&options, &subscriber, NULL) == FB_ERROR_INVALID_ARGUMENT, "wait slice 100001 us");
+    options.wait_slice_us = 0;
     options.connect_timeout_ns = 0;
     EXPECT(fb_subscriber_create(&options, &subscriber, NULL) == FB_ERROR_INVALID_ARGUMENT, "timeout 0");
     options.connect_timeout_ns = 1000000000;

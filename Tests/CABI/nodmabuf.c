@@ -55,8 +55,8 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     fb_subscriber_options options;
     fb_subscriber_options_init(&options);
-    if (options.accepts_dma_buf != 1 || options.reserved != 0) {
-        printf("FAIL defaults accepts_dma_buf=%u reserved=%u\n", options.accepts_dma_buf, options.reserved);
+    if (options.accepts_dma_buf != 1 || options.wait_slice_us != 0) {
+        printf("FAIL defaults accepts_dma_buf=%u wait_slice_us=%u\n", options.accepts_dma_buf, options.wait_slice_us);
         return 1;
     }
     uint32_t accepted = fourcc_from_string(argv[2]);

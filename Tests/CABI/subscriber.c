@@ -1,10 +1,11 @@
 /* A C subscriber for the cross-process tests.
  *
- * usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async]
+ * usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async] [slice]
  *
  * ACCEPT: comma-separated FourCCs ("420v" or "&8v0,420v"). QUEUE_DEPTH 0 is latest-only. The first HOLD frames
  * are kept until the stream ends and then released from another thread; the others are released at once, or with
- * "async" by a second thread while this one goes on receiving (as GStreamer frees buffers).
+ * "async" by a second thread while this one goes on receiving (as GStreamer frees buffers). "slice" sets
+ * wait_slice_us to 100 (the waiting thread asks for a short scheduler slice).
  * Every frame is checked byte for byte against the known pattern (a compressed frame after fb_codec_decompress,
  * and again band by band with fb_codec_decode_rows), and its descriptor is mapped to check the planes' offsets.
  * Prints one line per event:
@@ -207,13 +208,19 @@ static void *release_all(void *argument) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5 && !(argc == 6 && strcmp(argv[5], "async") == 0)) {
-        fprintf(stderr, "usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async]\n");
+    int releases_async = 0, asks_slice = 0, bad_usage = argc < 5;
+    for (int i = 5; i < argc; i++) {
+        if (strcmp(argv[i], "async") == 0) releases_async = 1;
+        else if (strcmp(argv[i], "slice") == 0) asks_slice = 1;
+        else bad_usage = 1;
+    }
+    if (bad_usage) {
+        fprintf(stderr, "usage: subscriber PATH ACCEPT QUEUE_DEPTH HOLD [async] [slice]\n");
         return 64;
     }
     int release_pipe[2] = {-1, -1};
     pthread_t async_releaser;
-    if (argc == 6) {
+    if (releases_async) {
         if (pipe(release_pipe) != 0) return 2;
         pthread_create(&async_releaser, NULL, release_from_pipe, &release_pipe[0]);
     }
@@ -230,6 +237,7 @@ int main(int argc, char **argv) {
     options.accepted_format_count = accepted_count;
     options.queue_depth = (uint32_t)strtoul(argv[3], NULL, 10);
     options.connect_timeout_ns = 60ll * 1000000000ll;
+    options.wait_slice_us = asks_slice ? 100 : 0;
     const size_t hold = strtoul(argv[4], NULL, 10);
 
     CHECK_OK(fb_codec_create(1, &codec, &last_error));

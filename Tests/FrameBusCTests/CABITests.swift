@@ -80,7 +80,8 @@ import TestSupport
         #expect(await publisher.waitForOutput("listening", timeout: 60), "publisher: \(publisher.output)")
         // The raw subscriber releases its frames on a second thread while it goes on receiving.
         let rawSubscriber = try await subscriberProgram.start([path, raw, "8", "0", "async"], in: scratch)
-        let compressedSubscriber = try await subscriberProgram.start([path, compressed, "8", "0"], in: scratch)
+        // The compressed one's waiting thread asks for a short scheduler slice (fb_subscriber_options.wait_slice_us).
+        let compressedSubscriber = try await subscriberProgram.start([path, compressed, "8", "0", "slice"], in: scratch)
 
         #expect(try await publisher.exitStatus(within: 300) == 0, "publisher: \(publisher.output)")
         #expect(try await rawSubscriber.exitStatus(within: 300) == 0, "raw subscriber: \(rawSubscriber.output)")

@@ -59,53 +59,112 @@ final class SubscriberConnection {
 
     private var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }
 
+    /// When the connection thread started, and when it may try to connect next.
+    private var startTime: UInt64 = 0
+    private var nextAttempt: UInt64 = 0
+    /// A session ended during a caller's turn: the connection thread decides what follows (``sessionEnded()``).
+    private var sessionEndedDuringCallerTurn = false
+    /// A caller runs the loop (``serviceAsCaller(deadline:)``).
+    private var isCallerTurn = false
+    /// During a caller's turn, how long `service` may wait (monotonic nanoseconds; nil: the usual intervals).
+    private var callerDeadline: UInt64?
+
+    /// The connection thread's loop: one pass per turn (``ConnectionLeadership``), so that a waiting caller can run
+    /// the loop between passes.
     func run() {
+        let leadership = core.leadership
+        leadership.attach(self)
         defer { core.connectionThreadFinished() }
-        let start = now
-        let interval = configuration.reconnectInterval.nanoseconds
-        let timeout = configuration.connectTimeout.nanoseconds
-        var nextAttempt = start
-        while !core.isCancelled {
-            guard let socket else {
-                if now < nextAttempt || core.holdsReconnect {
-                    wait(milliseconds: Int32(clamping: min(interval, 1_000_000_000) / 1_000_000))
-                    continue
-                }
-                switch connect(timeout: timeout) {
-                case .connected:
-                    continue
-                case .noPublisher(let error):
-                    if !configuration.reconnects && !hasConnected && now &- start >= timeout {
-                        core.connectionEnded(
-                            FrameBusError(
-                                .timedOut,
-                                "Subscriber.connect",
-                                errno: error.errno,
-                                message: "no publisher at \(configuration.path)"
-                            ),
-                            isFinal: true
-                        )
-                        return
-                    }
-                case .failed(let error):
-                    warn("connecting to \(configuration.path) failed: \(error)")
-                    core.connectionEnded(error, isFinal: !configuration.reconnects)
-                    if !configuration.reconnects { return }
-                }
-                nextAttempt = now &+ interval
-                continue
+        startTime = now
+        nextAttempt = startTime
+        while true {
+            leadership.connectionThreadTurn(isCancelled: { core.isCancelled })
+            guard pass() else {
+                leadership.finish()
+                return
             }
-            if !service(socket) {
-                if retryNow {
-                    retryNow = false
-                    nextAttempt = now
-                    continue
-                }
-                if !configuration.reconnects { return }
-                nextAttempt = now &+ interval
-            }
+            leadership.endConnectionThreadTurn()
         }
-        if let socket { socket.shutdown() }
+    }
+
+    /// One pass of the connection thread's loop: connects, or services the session once. Returns false when the
+    /// thread is done (the subscriber was cancelled, or the stream ended for good).
+    private func pass() -> Bool {
+        if sessionEndedDuringCallerTurn {
+            sessionEndedDuringCallerTurn = false
+            guard sessionEnded() else { return false }
+        }
+        guard !core.isCancelled else {
+            if let socket { socket.shutdown() }
+            return false
+        }
+        guard let socket else {
+            let interval = configuration.reconnectInterval.nanoseconds
+            let timeout = configuration.connectTimeout.nanoseconds
+            if now < nextAttempt || core.holdsReconnect {
+                wait(milliseconds: Int32(clamping: min(interval, 1_000_000_000) / 1_000_000))
+                return true
+            }
+            switch connect(timeout: timeout) {
+            case .connected:
+                return true
+            case .noPublisher(let error):
+                if !configuration.reconnects && !hasConnected && now &- startTime >= timeout {
+                    core.connectionEnded(
+                        FrameBusError(
+                            .timedOut,
+                            "Subscriber.connect",
+                            errno: error.errno,
+                            message: "no publisher at \(configuration.path)"
+                        ),
+                        isFinal: true
+                    )
+                    return false
+                }
+            case .failed(let error):
+                warn("connecting to \(configuration.path) failed: \(error)")
+                core.connectionEnded(error, isFinal: !configuration.reconnects)
+                if !configuration.reconnects { return false }
+            }
+            nextAttempt = now &+ interval
+            return true
+        }
+        return service(socket) || sessionEnded()
+    }
+
+    /// A session ended: returns whether the thread goes on (to connect again).
+    private func sessionEnded() -> Bool {
+        if retryNow {
+            retryNow = false
+            nextAttempt = now
+            return true
+        }
+        if !configuration.reconnects { return false }
+        nextAttempt = now &+ configuration.reconnectInterval.nanoseconds
+        return true
+    }
+
+    /// Runs the loop once on a caller's thread, during its turn (``ConnectionLeadership``): reads and handles what
+    /// waits, or sleeps until something comes or `deadline` (monotonic nanoseconds; nil: the usual intervals).
+    /// Returns whether the session is still live; when it is not, the connection thread must take the loop back.
+    func serviceAsCaller(deadline: UInt64?) -> Bool {
+        guard let socket, !sessionEndedDuringCallerTurn else { return false }
+        isCallerTurn = true
+        callerDeadline = deadline
+        defer {
+            isCallerTurn = false
+            callerDeadline = nil
+        }
+        if service(socket) { return self.socket != nil }
+        sessionEndedDuringCallerTurn = true
+        return false
+    }
+
+    /// `timeout`, shortened to what is left before a caller's deadline (at least 0).
+    private func cappedByCallerDeadline(nanoseconds timeout: Int64) -> Int64 {
+        guard let callerDeadline else { return timeout }
+        let time = now
+        return callerDeadline > time ? min(timeout, Int64(clamping: callerDeadline - time)) : 0
     }
 
     /// Logs a warning, unless it repeats the previous one within ``repeatedWarningInterval`` (then it is counted, and
@@ -194,13 +253,19 @@ final class SubscriberConnection {
 
     /// Polls and handles one batch; returns false when the connection ended.
     private func service(_ socket: Socket) -> Bool {
-        adjustSchedulerSlice()
+        // A caller's thread keeps the slice its owner chose.
+        if !isCallerTurn { adjustSchedulerSlice() }
         let awaiting: Bool
         if case .awaitingWelcome = machine.state { awaiting = true } else { awaiting = false }
         var timeout: Int32 = 1000
         if awaiting {
             let left = handshakeDeadline > now ? handshakeDeadline - now : 0
             timeout = Int32(clamping: min(1000, left / 1_000_000 + 1))
+        }
+        if callerDeadline != nil {
+            // Rounded up to a millisecond: this path serves handshakes, version-2-style wake-ups and a full outbox.
+            let left = cappedByCallerDeadline(nanoseconds: Int64(timeout) * 1_000_000)
+            timeout = Int32(clamping: (left + 999_999) / 1_000_000)
         }
         let writable = core.sender.hasOutbound ? PollEvents.writable : 0
         if let rings, rings.channel.usesFutexWake, !awaiting, !rings.isBlockedOnControl, writable == 0 {
@@ -273,7 +338,9 @@ final class SubscriberConnection {
         doorbell.armFutex()
         let rang = doorbell.ringCount
         var outcome = FutexWaitOutcome.changed
-        if rang == lastDoorbellRing {
+        // A caller's deadline shortens the sleep (and then leaves the liveness interval as it was).
+        let sleep = cappedByCallerDeadline(nanoseconds: livenessInterval)
+        if rang == lastDoorbellRing, sleep > 0 {
             switch rings.reader.prepareToSleepOnFutex(hasNews: rings.hasNews) {
             case .failure(let violation):
                 doorbell.disarmFutex()
@@ -284,11 +351,15 @@ final class SubscriberConnection {
                     seen: seen,
                     doorbell: doorbell,
                     rang: rang,
-                    timeoutNanoseconds: livenessInterval
+                    timeoutNanoseconds: sleep
                 )
                 rings.reader.clearSleeping()
-                let slept = livenessInterval
-                livenessInterval = Self.livenessInterval(after: outcome, current: livenessInterval)
+                let slept = sleep
+                // A timeout at a caller's deadline reads the socket too (one `recv`), so a caller that waits in short
+                // steps still notices a publisher that died without a word; it leaves the backoff alone.
+                if sleep == livenessInterval {
+                    livenessInterval = Self.livenessInterval(after: outcome, current: livenessInterval)
+                }
                 core.wakeUpCounts.update {
                     $0.futexSleeps &+= 1
                     if outcome == .woken { $0.futexWakeUps &+= 1 }
@@ -495,6 +566,7 @@ final class SubscriberConnection {
             var session = session
             session.usesFutexWakeUps = rings?.channel.usesFutexWake ?? false
             core.established(session, isReconnect: isReconnect)
+            core.leadership.sessionIsLive.store(true, ordering: .relaxed)
             return true
         case .importSurface(let announcement):
             return importSurface(announcement, descriptors: descriptors)
@@ -510,6 +582,7 @@ final class SubscriberConnection {
             if machine.retriesWithoutRings {
                 // The publisher speaks no version 3: connect again at once with version 2 (§9.1).
                 configuration.logger.debug("publisher at \(configuration.path) refused version 3; using version 2")
+                core.leadership.sessionIsLive.store(false, ordering: .relaxed)
                 core.sender.detach()
                 socket?.shutdown()
                 socket = nil
@@ -528,6 +601,7 @@ final class SubscriberConnection {
     }
 
     private func close(_ error: FrameBusError) {
+        core.leadership.sessionIsLive.store(false, ordering: .relaxed)
         core.sender.detach()
         socket?.shutdown()
         socket = nil
@@ -670,6 +744,7 @@ final class SubscriberConnection {
             token.release(notDelivered: true)
             return perform(machine.frameRefused("surface \(frame.surfaceID): \(error)"), descriptors: [])
         }
+        if isCallerTurn { core.leadership.framesReadByCallers.add(1, ordering: .relaxed) }
         lastFrameConsumedHere = core.deliver(
             PendingFrame(sample: sample, token: token, publishTime: frame.publishTime, bytesUsed: frame.bytesUsed),
             sequence: frame.sequence

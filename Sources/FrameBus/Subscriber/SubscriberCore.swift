@@ -77,6 +77,8 @@ final class SubscriberCore: Sendable {
     let sender: SubscriberSender
     /// Runs tasks on the connection thread (``Subscriber/executor``).
     let executor: SubscriberExecutor
+    /// Who runs the connection loop: the connection thread, or a caller waiting in a ``Subscriber/BlockingPoller``.
+    let leadership = ConnectionLeadership()
 
     init(configuration: Subscriber.Configuration) throws(FrameBusError) {
         self.configuration = configuration
@@ -392,6 +394,7 @@ final class SubscriberCore: Sendable {
         action.waiter?.resume(returning: nil)
         action.pollerWake?()
         doorbell.ring()
+        leadership.poke()
     }
 }
 

@@ -54,8 +54,16 @@ public func fbSubscriberCreate(
         configuration.reconnectInterval = reconnectInterval
         configuration.reconnects = unsafe options.reconnects != 0
         configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
+        let waitSlice: Duration?
+        switch unsafe options.wait_slice_us {
+        case 0: waitSlice = nil
+        case 1...100_000: waitSlice = unsafe .microseconds(Int64(options.wait_slice_us))
+        default: throw ABIError(.invalidArgument, unsafe "\(function): wait_slice_us \(options.wait_slice_us) is over 100000")
+        }
         let handle: SubscriberHandle
-        do { handle = try SubscriberHandle(configuration: configuration) } catch { throw ABIError(any: error) }
+        do {
+            handle = try SubscriberHandle(configuration: configuration, callerThreadSlice: waitSlice)
+        } catch { throw ABIError(any: error) }
         unsafe outSubscriber.pointee = Handle.make(handle)
     }
 }
