@@ -34,6 +34,7 @@ enum {
   PROP_DECODE_THREADS,
   PROP_DECODE,
   PROP_STATS,
+  PROP_WAIT_SLICE,
 };
 
 #define DEFAULT_QUEUE_DEPTH 0
@@ -43,6 +44,7 @@ enum {
 #define DEFAULT_FD_MEMORY FALSE
 #define DEFAULT_DECODE_THREADS 0
 #define DEFAULT_DECODE TRUE
+#define DEFAULT_WAIT_SLICE 0
 /* How long one wait for an event lasts before the loop looks again (fb_subscriber_interrupt ends it anyway). */
 #define EVENT_WAIT_NS (500 * GST_MSECOND)
 /* Capture times further than this from now are not CLOCK_MONOTONIC times of this host: timestamp on arrival. */
@@ -68,6 +70,7 @@ struct _GstFramebusSrc {
   gboolean fd_memory;
   guint decode_threads;
   gboolean decode;
+  guint wait_slice;
 
   /* fd-backed memories: GstFdMemory for memfds, GstDmaBufMemory for DMA-BUFs */
   GstAllocator *fd_allocator, *dmabuf_allocator;
@@ -903,6 +906,7 @@ gst_framebus_src_start (GstBaseSrc * src)
   options.queue_depth = self->queue_depth;
   options.reconnects = self->reconnect ? 1 : 0;
   options.connect_timeout_ns = (int64_t) MIN (self->connect_timeout, (guint64) G_MAXINT64);
+  options.wait_slice_us = self->wait_slice;
   GST_OBJECT_UNLOCK (self);
 
   if (path == NULL) {
@@ -1056,6 +1060,9 @@ gst_framebus_src_set_property (GObject * object, guint id, const GValue * value,
     case PROP_DECODE:
       self->decode = g_value_get_boolean (value);
       break;
+    case PROP_WAIT_SLICE:
+      self->wait_slice = g_value_get_uint (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, spec);
       break;
@@ -1099,6 +1106,9 @@ gst_framebus_src_get_property (GObject * object, guint id, GValue * value, GPara
       break;
     case PROP_DECODE:
       g_value_set_boolean (value, self->decode);
+      break;
+    case PROP_WAIT_SLICE:
+      g_value_set_uint (value, self->wait_slice);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, spec);
@@ -1174,6 +1184,12 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
           "leave as they are (video/x-framebus-compressed: the publisher's bytes, for framebusdec, rtpgstpay, "
           "srtsink...) when downstream takes that and not the raw format; false: also when it takes both",
           DEFAULT_DECODE, flags));
+  g_object_class_install_property (object_class, PROP_WAIT_SLICE,
+      g_param_spec_uint ("wait-slice", "Wait slice",
+          "Microseconds of scheduler slice the streaming thread asks for while it waits for frames (it reads the "
+          "stream itself: one wake-up per frame), so a frame's wake-up preempts the publisher on a busy CPU; "
+          "Linux 6.12+, stays set on the thread. 0: the thread keeps its slice", 0, 100000, DEFAULT_WAIT_SLICE,
+          flags));
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
           "framebussrc-stats: frames (pushed), zero-copy (wrapping the shared memory), fd-memory (of those, as "
@@ -1212,6 +1228,7 @@ gst_framebus_src_init (GstFramebusSrc * self)
   self->fd_memory = DEFAULT_FD_MEMORY;
   self->decode_threads = DEFAULT_DECODE_THREADS;
   self->decode = DEFAULT_DECODE;
+  self->wait_slice = DEFAULT_WAIT_SLICE;
   self->fd_allocator = gst_fd_allocator_new ();
   self->dmabuf_allocator = gst_dmabuf_allocator_new ();
   self->last_end = GST_CLOCK_TIME_NONE;
