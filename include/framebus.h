@@ -418,8 +418,9 @@ typedef struct fb_event {
  * takes the loop back after 20 ms, so a caller that stops calling costs what a slow consumer costs (latest-only
  * replacement, drops with reasons), and a caller that loops over frames keeps the loop without waking anyone. If a
  * received frame cannot be locked for reading (a DMA-BUF sync failure), that frame is released and the call
- * returns the error. The call returns within the timeout (plus scheduling delay, and up to a millisecond while a
- * handshake is in progress) even when the publisher is silent or gone.
+ * returns the error. The call returns within the timeout (plus scheduling delay, and up to a millisecond more when
+ * the wait goes through poll: a publisher that speaks protocol version 2, a full outbox) even when the publisher is silent
+ * or gone.
  * Thread safety: one thread at a time (a second concurrent caller gets FB_ERROR_BUSY).
  */
 fb_status fb_subscriber_next_event(

@@ -41,8 +41,18 @@ import TestSupport
         return taken
     }
 
-    @Test func aWaitingThreadReadsTheFramesItself() async throws {
-        let bus = try Bus("blocking-lead", delivery: .queue(depth: 8))
+    /// How the session wakes its reader: version 3 with futex wake-ups, version 3 with wake-up sockets, version 2
+    /// (socket datagrams). A waiting thread sleeps in `futex_waitv` in the first, in `poll` in the others.
+    enum WakeMode: String, CaseIterable, Sendable {
+        case futex, wakeUpSocket, version2
+    }
+
+    @Test(arguments: WakeMode.allCases)
+    func aWaitingThreadReadsTheFramesItself(mode: WakeMode) async throws {
+        let bus = try Bus("blocking-lead-\(mode.rawValue)", delivery: .queue(depth: 8)) { configuration in
+            configuration.usesFutexWakeUps = mode == .futex
+            configuration.usesSharedMemoryRings = mode != .version2
+        }
         defer { bus.stop() }
         let poller = try bus.subscriber.makeBlockingPoller()
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
@@ -55,6 +65,9 @@ import TestSupport
         }
         let taken = try await waiter.value
         #expect(taken.frames == (0..<UInt64(count)).map { $0 })
+        let session = try #require(bus.subscriber.session)
+        #expect(session.protocolVersion == (mode == .version2 ? 2 : 3))
+        #expect(session.usesFutexWakeUps == (mode == .futex))
         #expect(poller.callerTurns > 0)
         // The publisher woke the waiting thread itself: the frames went through its turns, not the connection thread.
         #expect(poller.framesReadByCallers > 0, "no frame was read on the waiting thread")

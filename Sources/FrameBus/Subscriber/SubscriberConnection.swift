@@ -263,7 +263,8 @@ final class SubscriberConnection {
             timeout = Int32(clamping: min(1000, left / 1_000_000 + 1))
         }
         if callerDeadline != nil {
-            // Rounded up to a millisecond: this path serves handshakes, version-2-style wake-ups and a full outbox.
+            // Rounded up to a millisecond: during a caller's turn this path serves version-2 sessions, a slot that
+            // waits for a socket message, and a full outbox.
             let left = cappedByCallerDeadline(nanoseconds: Int64(timeout) * 1_000_000)
             timeout = Int32(clamping: (left + 999_999) / 1_000_000)
         }
