@@ -48,8 +48,9 @@ extension Subscriber {
         private let callerThreadSlice: UInt64?
         private let isInterrupted = Atomic<Bool>(false)
         private let isBusy = Atomic<Bool>(false)
-        /// The last thread given ``callerThreadSlice`` (`gettid`), so that a caller looping on one thread asks once.
-        private let slicedThread = Atomic<Int32>(0)
+        /// The last thread given ``callerThreadSlice`` (`pthread_self`, which costs no system call), so that a caller
+        /// looping on one thread asks once.
+        private let slicedThread = Atomic<UInt>(0)
 
         fileprivate init(core: SubscriberCore, leadsOnCallerThread: Bool, callerThreadSlice: Duration?) throws(FrameBusError) {
             self.core = core
@@ -114,7 +115,7 @@ extension Subscriber {
                 )
             else { return false }
             if let slice = callerThreadSlice {
-                let thread = Syscall.currentThreadID
+                let thread = UInt(pthread_self())
                 if slicedThread.exchange(thread, ordering: .relaxed) != thread {
                     _ = Syscall.setSchedulerSlice(nanoseconds: slice)
                 }
