@@ -93,7 +93,16 @@ extension Subscriber {
                 }
                 let time = ProcessInfoShim.monotonicNanoseconds()
                 let hasTime = deadline.map { time < $0 } ?? true
-                if leadsOnCallerThread, lead(deadline: deadline, asks: hasTime) { continue }
+                if leadsOnCallerThread, lead(deadline: deadline, asks: hasTime) {
+                    if hasTime { continue }
+                    // No time left: one pass that did not sleep, then what it read, or the timeout (looping would
+                    // spin on a free loop until the connection thread's grace ends).
+                    switch poller.next() {
+                    case .event(let event): return .event(event)
+                    case .finished: return .finished
+                    case .empty: return .timedOut
+                    }
+                }
                 if !hasTime { return .timedOut }
                 switch waitForWake(deadline: deadline) {
                 case .event(let event): return .event(event)
