@@ -141,6 +141,15 @@ class _Memory:
         }
         self._hold, self._mapping = hold, validated
 
+    @classmethod
+    def over(cls, address: int, shape: tuple, dtype: np.dtype, strides: tuple, hold) -> "_Memory":
+        """An array over memory the C library mapped and checked (``fb_frame_info``'s planes): read-only."""
+        memory = cls.__new__(cls)
+        memory.__array_interface__ = {"version": 3, "shape": shape, "typestr": dtype.str, "strides": strides,
+                                      "data": (address, True)}
+        memory._hold, memory._mapping = hold, None
+        return memory
+
     def array(self) -> np.ndarray:
         return np.asarray(self)
 
@@ -199,6 +208,7 @@ class Frame:
         self.discontinuity = bool(message.flags & 1)
         self.color_primaries, self.transfer_function, self.ycbcr_matrix, self.chroma_location = message.attachments
         self._surface = surface
+        self._pixel_format = surface.format
         self._hold: _Hold | None = _Hold(subscriber, message.sequence, message.surface_id)
         self._pinned = subscriber._pinned
 
@@ -233,7 +243,7 @@ class Frame:
 
     @property
     def is_compressed(self) -> bool:
-        return self._surface.format.is_compressed
+        return self._pixel_format.is_compressed
 
     @property
     def planes(self) -> list[np.ndarray]:
@@ -243,9 +253,13 @@ class Frame:
         hold = self._held()
         # Made afresh on each call (cheap) rather than cached, so frame and planes form no reference cycle and the
         # frame is released the moment its last reference goes, without waiting for the garbage collector.
-        fmt = self._surface.format
+        fmt = self._pixel_format
         if fmt.is_compressed:
             raise FrameBusError("formatMismatch", f"{fmt.name} frames are compressed: use decode() or compressed_bytes")
+        return self._plane_arrays(hold)
+
+    def _plane_arrays(self, hold: "_Hold") -> list[np.ndarray]:
+        fmt = self._pixel_format
         planes = []
         for shape, record in zip(fmt.planes, self._surface.message.planes):
             width, height = shape.dimensions(self.width, self.height)
@@ -261,7 +275,9 @@ class Frame:
     def compressed_bytes(self) -> np.ndarray:
         """A compressed frame's ``bytes_used`` bytes (the layout in docs/COMPRESSED-LAYOUT.md), read-only; the array
         keeps the frame held while it lives."""
-        hold = self._held()
+        return self._compressed_array(self._held())
+
+    def _compressed_array(self, hold: "_Hold") -> np.ndarray:
         validated = np.ndarray((self.bytes_used,), dtype=np.uint8, buffer=self._surface.maps[0])
         return _Memory(validated, hold).array()
 
@@ -269,7 +285,7 @@ class Frame:
         """A compressed frame decoded into new (or the given) arrays of its base format, bit-exact, through the
         FrameBus C library's codec. The compressed bytes are the publisher's memory and treated as hostile:
         damaged data raises ``corruptData``, never crashes."""
-        fmt = self._surface.format
+        fmt = self._pixel_format
         if not fmt.is_compressed:
             raise FrameBusError("formatMismatch", f"{fmt.name} frames are not compressed; use planes")
         source = self.compressed_bytes
@@ -286,7 +302,7 @@ class Frame:
         each band's planes (rows ``first_row`` onwards, as many as the arrays hold): the whole raw frame never
         exists in memory. ``band_rows`` defaults to one tile row; it is rounded up to a multiple of it. The
         arrays are reused for the next band: copy what you keep. Return ``False`` from ``consume`` to stop."""
-        fmt = self._surface.format
+        fmt = self._pixel_format
         if not fmt.is_compressed:
             raise FrameBusError("formatMismatch", f"{fmt.name} frames are not compressed; use planes")
         lib, codec = _native.library(), _codec()
@@ -329,6 +345,21 @@ class Frame:
         return f"<Frame {self.sequence} {self.format} {self.width}x{self.height} surface {self.surface_id}>"
 
 
+def _choose_engine(engine: str | None, allowed_uids) -> str:
+    engine = engine or os.environ.get("FRAMEBUS_ENGINE") or "auto"
+    if engine not in ("auto", "native", "python"):
+        raise FrameBusError("invalidArgument", f"engine {engine!r}: 'auto', 'native' or 'python'")
+    if engine != "auto":
+        return engine
+    if allowed_uids is not None and set(allowed_uids) != {os.getuid()}:
+        return "python"  # the C library trusts publishers of our own uid only
+    try:
+        _native.library()
+    except FrameBusError:
+        return "python"
+    return "native"
+
+
 class Subscriber:
     """Receives frames from a FrameBus publisher.
 
@@ -338,13 +369,31 @@ class Subscriber:
     :class:`EndOfStream`. ``allowed_uids`` are the publisher uids trusted (default: our own). With ``wait`` the
     constructor waits up to ``timeout`` seconds for the publisher's socket to appear.
 
+    ``engine`` chooses the implementation: ``"native"`` runs the FrameBus C library's poller (protocol version 3:
+    the shared-memory rings and futex wake-ups, falling back to version 2; DMA-BUF surfaces taken, bracketed with
+    ``DMA_BUF_IOCTL_SYNC``; options ``accepts_dma_buf`` and ``wait_slice_us``), ``"python"`` the pure-Python
+    version-2 client here (NumPy only; memfd surfaces only). The default, ``"auto"`` (or ``$FRAMEBUS_ENGINE``),
+    takes the native engine when the C library loads, else the pure-Python one.
+
     Thread safety: one thread iterates; frames may be released (or dropped) from any thread, and by the garbage
     collector at any moment: releasing never waits for a lock, it queues a RELEASE that is sent at once when the
     socket is free, else by the iterating thread (which a wake-up socket rouses).
     """
 
+    def __new__(cls, path: str | None = None, accept=("420v",), queue: int | None = None,
+                allowed_uids: set[int] | None = None, timeout: float = 5.0, wait: bool = False,
+                engine: str | None = None, **options):
+        if cls is Subscriber and _choose_engine(engine, allowed_uids) == "native":
+            from ._poller import NativeSubscriber
+            cls = NativeSubscriber
+        return object.__new__(cls)
+
     def __init__(self, path: str | None = None, accept=("420v",), queue: int | None = None,
-                 allowed_uids: set[int] | None = None, timeout: float = 5.0, wait: bool = False):
+                 allowed_uids: set[int] | None = None, timeout: float = 5.0, wait: bool = False,
+                 engine: str | None = None, **options):
+        if options:
+            raise TypeError(f"engine='python' takes no {', '.join(options)}")
+        self.engine = "python"
         self.path = path or default_socket_path()
         self._formats = [pixel_format(name) for name in accept]
         self._latest_only = queue is None
@@ -460,6 +509,11 @@ class Subscriber:
         if event is None:
             raise StopIteration
         return event
+
+    def __aiter__(self):
+        """``async for event in bus``: the same events, awaited without blocking the event loop (see
+        :func:`_async_events`)."""
+        return _async_events(self)
 
     def next_event(self, timeout: float | None = None):
         """The next :class:`Frame`, :class:`Dropped` or :class:`EndOfStream`; ``None`` after the end of stream was
@@ -741,6 +795,80 @@ class Subscriber:
         for wake in (getattr(self, "_wake_reader", None), getattr(self, "_wake_writer", None)):
             if wake is not None:
                 wake.close()
+
+
+async def _async_events(bus: Subscriber):
+    """The events of ``bus`` for ``async for``. A helper thread waits for each event (in ``next_event``, which lets
+    go of the GIL while it waits in the C library) only once the loop asks for one, so latest-only replacement and
+    the held-frame limit work as they do for a blocking consumer; it hands the event over through an eventfd
+    registered with the loop (``loop.add_reader``), so the loop never blocks and wakes once per event. Leaving the
+    ``async for`` (break, an exception, cancellation) stops the thread within a quarter of a second; an event it
+    had taken by then is released with its frame."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+    taken: collections.deque = collections.deque()  # what the thread took: an event, or None at the end
+    asked = threading.Semaphore(0)
+    stop = threading.Event()
+    gate = threading.Lock()
+    waiter: list = [None]
+
+    def on_wake() -> None:
+        try:
+            os.eventfd_read(wake)
+        except BlockingIOError:
+            return
+        future = waiter[0]
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def pump() -> None:
+        while not stop.is_set():
+            if not asked.acquire(timeout=0.25):
+                continue
+            event = None
+            while not stop.is_set():
+                try:
+                    event = bus.next_event(timeout=0.25)
+                except BaseException as error:  # handed to the loop, raised there
+                    event = error
+                    break
+                if event is not None or bus._finished:
+                    break
+            taken.append(event)
+            with gate:  # never write a descriptor number the loop closed (and something else may have reused)
+                if stop.is_set():
+                    return
+                os.eventfd_write(wake, 1)
+
+    loop.add_reader(wake, on_wake)
+    thread = threading.Thread(target=pump, name="framebus-async", daemon=True)
+    thread.start()
+    pending = False  # the thread was asked for an event it has not handed over yet
+    try:
+        while True:
+            if not taken:
+                if not pending:
+                    pending = True
+                    asked.release()
+                while not taken:
+                    waiter[0] = loop.create_future()
+                    if taken:
+                        break
+                    await waiter[0]
+            event = taken.popleft()
+            pending = False
+            if event is None:
+                return
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+    finally:
+        with gate:
+            stop.set()
+        loop.remove_reader(wake)
+        os.close(wake)
 
 
 _codecs = threading.local()
