@@ -143,6 +143,7 @@ class NativeSubscriber(Subscriber):
         options.queue_depth = 0 if queue is None else queue
         options.connect_timeout_ns = max(1, int(timeout * 1e9))
         options.accepts_dma_buf = 1 if accepts_dma_buf else 0
+        self._accepts_dma_buf = accepts_dma_buf
         options.wait_slice_us = wait_slice_us
         handle, error = ctypes.c_void_p(), _native.Error()
         _native.check(lib.fb_subscriber_create(ctypes.byref(options), ctypes.byref(handle), ctypes.byref(error)),
@@ -239,11 +240,15 @@ class NativeSubscriber(Subscriber):
         event = self._event
         kind = event.type
         if kind == EVENT_FRAME:
+            self._unexplained_drops = 0
             return NativeFrame(self, event.frame)
         if kind == EVENT_DROP:
             drop = event.drop
-            return Dropped(_DROP_REASONS.get(drop.reason, f"reason{drop.reason}"), drop.first_sequence,
-                           drop.last_sequence)
+            dropped = Dropped(_DROP_REASONS.get(drop.reason, f"reason{drop.reason}"), drop.first_sequence,
+                              drop.last_sequence)
+            if not self._accepts_dma_buf:
+                self._explain_drops(dropped, len(self._pinned))
+            return dropped
         if kind == EVENT_END:
             status = event.end_status
             message = event.end_message.decode("utf-8", errors="replace")

@@ -526,7 +526,12 @@ class Subscriber:
             if not self._events or not isinstance(self._events[0], Frame):
                 self._warn_if_arrays_pin_the_stream()
             if self._events:
-                return self._events.popleft()
+                event = self._events.popleft()
+                if isinstance(event, Dropped):
+                    self._explain_drops(event, self._taken - self._sent)
+                else:
+                    self._unexplained_drops = 0
+                return event
             if self._ended is not None:
                 if self._finished:
                     return None
@@ -545,6 +550,25 @@ class Subscriber:
                     self._wake_reader.recv(4096)
                 except BlockingIOError:
                     pass
+
+    def _explain_drops(self, drop: Dropped, held: int) -> None:
+        """Warns once when the publisher drops frame after frame as ``outOfBuffers`` while this subscriber holds
+        less than it may: the usual cause is a publisher whose frames are DMA-BUFs (``framebus capture --memory
+        mmap``: the device's own buffers), which it does not send to a subscriber that cannot import them."""
+        if drop.reason != "outOfBuffers" or held >= self.maximum_held_frames or self._warned_dma_buf:
+            return
+        self._unexplained_drops = getattr(self, "_unexplained_drops", 0) + min(drop.count, 1 << 20)
+        if self._unexplained_drops >= 10:
+            self._warned_dma_buf = True
+            warnings.warn(
+                f"the publisher at {self.path} dropped {self._unexplained_drops} frames in a row for this subscriber "
+                f"(outOfBuffers) while it holds {held} of the {self.maximum_held_frames} frames it may: most likely "
+                "its frames are DMA-BUFs (for example `framebus capture --memory mmap`), which this subscriber does "
+                "not take (the pure-Python engine cannot; the native one refuses them with accepts_dma_buf=False): "
+                "use engine='native' (the FrameBus C library), or capture into memory any subscriber can map "
+                "(--memory udmabuf or memfd)", RuntimeWarning, stacklevel=3)
+
+    _warned_dma_buf = False
 
     def _warn_if_arrays_pin_the_stream(self) -> None:
         """Warns once when we wait at our holding limit while arrays of released frames keep some of them held: the

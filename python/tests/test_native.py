@@ -288,16 +288,24 @@ def test_a_dishonest_dma_buf_surface_is_refused_with_a_reason(peer, tmp_path, sc
     assert refusal(events).code in ("invalidSurface", "protocolViolation"), events
 
 
-def test_a_subscriber_that_refuses_dma_bufs_is_told_why_it_gets_no_frames(peer, tmp_path):
-    """A publisher offering only DMA-BUF frames to a consumer that does not take them: the drops say why."""
+def test_a_dma_buf_surface_sent_to_the_python_engine_is_refused_with_the_reason(peer, tmp_path):
     if not dma_buf_device():
         if os.environ.get("FRAMEBUS_GUEST"):
             pytest.fail("needs /dev/dma_heap/system or /dev/udmabuf in the guest")
         pytest.skip("needs /dev/dma_heap/system or /dev/udmabuf (scripts/guest-run)")
-    path = str(tmp_path / "dmabuf.sock")
-    publisher = peer("hostile-publisher", path, "dma-buf")
+    events, _ = hostile(peer, tmp_path, "dma-buf", "python")
+    error = refusal(events)
+    assert error.code == "invalidSurface" and "DMA-BUF" in error.message, error
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_frame_after_frame_dropped_for_want_of_buffers_is_explained(peer, tmp_path, engine):
+    """What a subscriber that takes no DMA-BUFs sees from a publisher of DMA-BUF frames: only outOfBuffers drops
+    (PROTOCOL.md §4.3). It is told the likely reason once, instead of silent drops."""
+    path = str(tmp_path / "drops.sock")
+    publisher = peer("hostile-publisher", path, "drop-everything")
     assert publisher.wait_for("listening")
-    with framebus.Subscriber(path, accept=["420v"], wait=True, timeout=30, engine="python") as bus:
+    options = {"accepts_dma_buf": False} if engine == "native" else {}
+    with framebus.Subscriber(path, accept=["420v"], queue=4, wait=True, timeout=30, engine=engine, **options) as bus:
         with pytest.warns(RuntimeWarning, match="DMA-BUF"):
-            events = collect(bus)
-    assert not [e for e in events if isinstance(e, framebus.Frame)]
+            collect(bus)

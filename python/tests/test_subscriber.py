@@ -15,6 +15,8 @@ import pytest
 import framebus
 from conftest import ROOT
 
+pytestmark = pytest.mark.usefixtures("each_engine")
+
 CHECKSUMS = json.loads((ROOT / "Corpus" / "checksums.json").read_text())["frames"]
 
 
