@@ -18,7 +18,6 @@ The library is looked for in this order (the first that loads wins; :func:`libra
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import sys
 from pathlib import Path
@@ -153,6 +152,8 @@ def _candidates():
         yield str(Path(libdir) / SONAME)
     for prefix in (sys.prefix, "/usr/local", str(Path.home() / ".local")):
         yield str(Path(prefix) / "lib" / SONAME)
+    import ctypes.util  # here, not at import: it brings subprocess (import time)
+
     found = ctypes.util.find_library("framebus")
     if found:
         yield found

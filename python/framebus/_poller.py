@@ -22,7 +22,7 @@ import time
 from collections import namedtuple
 
 from . import _native
-from ._formats import pixel_format
+from ._formats import BY_CODE as _BY_CODE, pixel_format
 from .errors import FrameBusError
 from .subscriber import Dropped, EndOfStream, Frame, Subscriber, _Memory, _time
 
@@ -42,19 +42,21 @@ class _NativeHold:
     release, and every array of its memory). fb_frame_release may run on any thread, after the subscriber is
     gone too, and never waits for the subscriber's loop."""
 
-    __slots__ = ("pointer", "__weakref__")
+    __slots__ = ("pointer", "release", "__weakref__")
 
-    def __init__(self, pointer: int):
+    def __init__(self, pointer: int, release):
         self.pointer = pointer
+        self.release = release
 
     def __del__(self):
         pointer, self.pointer = self.pointer, None
         if pointer:
-            _release(pointer)
+            self.release(pointer)
 
 
 def _release(pointer: int) -> None:
     _native.library().fb_frame_release(pointer)
+
 
 
 class NativeFrame(Frame):
@@ -63,7 +65,7 @@ class NativeFrame(Frame):
     surface, checked against the surface's size there."""
 
     def __init__(self, subscriber: "NativeSubscriber", pointer: int):
-        self._hold = _NativeHold(pointer)
+        self._hold = _NativeHold(pointer, subscriber._frame_release)
         self._pinned = subscriber._pinned
         info = self._info = _native.FrameInfo()
         error = subscriber._error
@@ -74,7 +76,7 @@ class NativeFrame(Frame):
         self.received_time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.sequence = info.sequence
         self.publish_time_ns = info.publish_time_ns
-        self._pixel_format = pixel_format(info.format)
+        self._pixel_format = _BY_CODE[info.format]  # one of the formats asked for: the library checked it
 
     # The rest of the description, read when asked for.
     surface_id = None
@@ -128,6 +130,7 @@ class NativeSubscriber(Subscriber):
         lib = self._lib = _native.library()
         self._next = lib.fb_subscriber_next_event
         self._get_info = lib.fb_frame_get_info
+        self._frame_release = lib.fb_frame_release
         self.path = path or default_socket_path()
         self._formats = [pixel_format(name) for name in accept]
         if allowed_uids is not None and set(allowed_uids) != {os.getuid()}:

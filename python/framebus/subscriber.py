@@ -21,7 +21,6 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
@@ -78,10 +77,12 @@ def runtime_directory(environment=None, uid: int | None = None) -> str:
                                             "path explicitly")
 
 
-def _time(value: tuple[int, int, int]) -> Fraction | None:
+def _time(value: tuple[int, int, int]) -> "Fraction | None":
     number, timescale, flags = value
     if not flags & 1 or flags & 0x1C:  # not valid, or infinite / indefinite
         return None
+    from fractions import Fraction  # here, not at import: fractions brings decimal (import time)
+
     return Fraction(number, timescale)
 
 
