@@ -1,18 +1,20 @@
-"""ctypes bindings to the FrameBus C library (include/framebus.h): the publisher and the codec.
+"""ctypes bindings to the FrameBus C library (include/framebus.h): the native subscriber, the publisher, the codec.
 
-The subscriber is pure Python; publishing and the lossless codec go through the C library, so Python shares one
-implementation of the pool, the publisher's protocol state machine and the codec with every other client.
+The native subscriber engine, publishing and the lossless codec go through the C library, so Python shares one
+implementation of the data plane, the pool, the protocol state machines and the codec with every other client.
 The library is looked for in this order (the first that loads wins; :func:`library` names every place tried):
 
 1. ``$FRAMEBUS_LIBRARY``, a path to the .so (nothing else is tried when it is set);
-2. a source checkout's build folders, when this package is imported from one (``.build/release``, then
+2. the copy shipped inside the package (``framebus/_lib/libframebus.so.0``: ``pip install ./python`` puts it there,
+   see setup.py);
+3. a source checkout's build folders, when this package is imported from one (``.build/release``, then
    ``.build/debug``, ``libFrameBusC.so``);
-3. ``libframebus.so.0`` through the dynamic loader (``LD_LIBRARY_PATH``, the ``ldconfig`` cache, ``/usr/lib``):
+4. ``libframebus.so.0`` through the dynamic loader (``LD_LIBRARY_PATH``, the ``ldconfig`` cache, ``/usr/lib``):
    what ``scripts/install`` installs into a system prefix;
-4. the ``libdir`` of pkg-config's ``framebus`` package (``framebus.pc``; ``PKG_CONFIG_PATH`` reaches other
+5. the ``libdir`` of pkg-config's ``framebus`` package (``framebus.pc``; ``PKG_CONFIG_PATH`` reaches other
    prefixes);
-5. ``lib/libframebus.so.0`` under this Python's prefix (a virtual environment), ``/usr/local`` and ``~/.local``;
-6. ``ctypes.util.find_library("framebus")``.
+6. ``lib/libframebus.so.0`` under this Python's prefix (a virtual environment), ``/usr/local`` and ``~/.local``;
+7. ``ctypes.util.find_library("framebus")``.
 """
 
 from __future__ import annotations
@@ -142,6 +144,9 @@ def _candidates():
     if explicit:
         yield explicit
         return
+    shipped = Path(__file__).resolve().parent / "_lib" / SONAME
+    if shipped.exists():  # the library `pip install ./python` copied into the package (setup.py)
+        yield str(shipped)
     root = Path(__file__).resolve().parents[2]
     if (root / "Package.swift").exists():  # imported from a source checkout
         for config in ("release", "debug"):
