@@ -11,6 +11,7 @@ consumer does: for each frame, its one-way latency (received - published, CLOCK_
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import threading
@@ -83,7 +84,13 @@ class Peer:
             elif command == "report":
                 self.reply(self.report(int(words[1]) if len(words) > 1 else 0))
             elif command == "bus":
-                bus = framebus.Subscriber(words[1], accept=list(framebus.FORMATS), queue=16, timeout=10, wait=True)
+                # FRAMEBUS_BENCH_WAIT_SLICE_US: the native engine's wait_slice_us (what the bench's
+                # framebus-poller-slice row sets for the Swift poller), for comparing the two.
+                options = {}
+                if os.environ.get("FRAMEBUS_BENCH_WAIT_SLICE_US"):
+                    options["wait_slice_us"] = int(os.environ["FRAMEBUS_BENCH_WAIT_SLICE_US"])
+                bus = framebus.Subscriber(words[1], accept=list(framebus.FORMATS), queue=16, timeout=10, wait=True,
+                                          **options)
                 self.bus = bus
                 self.thread = threading.Thread(target=self.consume, args=(bus,), name="bench.python", daemon=True)
                 self.thread.start()

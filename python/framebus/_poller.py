@@ -213,6 +213,22 @@ class NativeSubscriber(Subscriber):
         returned, or when ``timeout`` seconds pass without an event."""
         if self._finished:
             return None
+        if self._ended is None:
+            # The fast path, one call: an event that is waiting, or the first slice of the wait.
+            first = _SLICE_NS if timeout is None or timeout >= 0.25 else max(0, int(timeout * 1e9))
+            with self._calling:
+                status = STATUS_CLOSED if self._closed else self._next(self._handle, first, self._event_ref,
+                                                                       self._error_ref)
+            if status == 0:
+                event = self._convert()
+                if event is not None:
+                    return event
+            elif status != STATUS_TIMED_OUT:
+                return self._settle(status)
+            else:
+                self._warn_if_arrays_pin_the_stream()
+                if timeout is not None and timeout * 1e9 <= first:
+                    return None
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if self._ended is not None:
@@ -233,11 +249,17 @@ class NativeSubscriber(Subscriber):
                 if deadline is not None and time.monotonic() >= deadline:
                     return None
                 continue
-            if status in (STATUS_CLOSED, STATUS_INTERRUPTED):
-                self._ended = self._ended or EndOfStream("closed", None)
-                continue
-            message = self._error.message.decode("utf-8", errors="replace")
+            self._settle(status)
+
+    def _settle(self, status: int):
+        """After a call that ended the stream: the end of stream is returned next (now, if this returns it)."""
+        if status in (STATUS_CLOSED, STATUS_INTERRUPTED):
+            self._ended = self._ended or EndOfStream("closed", None)
+        else:
+            message = _printable(self._error.message.decode("utf-8", errors="replace"))
             self._ended = EndOfStream(f"error {_native.status_name(status)}: {message}", None)
+        self._finished = True
+        return self._ended
 
     def _convert(self):
         event = self._event
