@@ -60,7 +60,7 @@ def main() -> None:
     path = str(Path(tempfile.mkdtemp(prefix="framebus-pub-")) / "pub.sock")
     planes = [np.full((height, width), 16, np.uint8), np.full((height // 2, width // 2, 2), 128, np.uint8)]
     with framebus.Publisher(path, "420v", width, height, buffers=(8, 8)) as publisher:
-        consumer = subprocess.Popen([arguments.framebus, "subscribe", "--path", path, "--quiet"],
+        consumer = subprocess.Popen([arguments.framebus, "subscribe", "--path", path],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 30

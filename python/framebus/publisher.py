@@ -15,15 +15,20 @@ from .errors import FrameBusError
 _REASONS = {"frameWasLate": 1, "outOfBuffers": 2, "discontinuity": 3}
 
 
-def _plane_view(plane: _native.Plane, shape, writable: bool) -> np.ndarray:
-    """A NumPy view of one plane of shared memory (no copy), with its row stride."""
-    width, height = plane.width, plane.height
-    components = shape.components
+def _plane_view(plane: _native.Plane, shape, writable: bool, allocation: np.ndarray | None = None,
+                offset: int = 0) -> np.ndarray:
+    """A NumPy view of one plane of shared memory (no copy), with its row stride: a view into ``allocation`` (the
+    whole buffer as bytes, starting ``offset`` bytes before the plane) when given, else over the plane alone."""
+    width, height, components = plane.width, plane.height, shape.components
     dims = (height, width) if components == 1 else (height, width, components)
     strides = (plane.bytes_per_row, shape.bytes_per_element) + (() if components == 1 else (shape.dtype.itemsize,))
-    buffer = (ctypes.c_uint8 * plane.byte_count).from_address(plane.data)
-    array = np.ndarray(dims, dtype=shape.dtype, buffer=buffer, strides=strides)
-    array.flags.writeable = writable
+    if allocation is None:
+        allocation = np.ndarray((plane.byte_count,), np.uint8,
+                                buffer=(ctypes.c_uint8 * plane.byte_count).from_address(plane.data))
+    # np.ndarray checks that the strided extent lies inside `allocation`.
+    array = np.ndarray(dims, dtype=shape.dtype, buffer=allocation, offset=offset, strides=strides)
+    if not writable:
+        array.flags.writeable = False
     return array
 
 
@@ -98,6 +103,7 @@ class Publisher:
         _native.check(self._lib.fb_publisher_create(ctypes.byref(options), ctypes.byref(handle), ctypes.byref(error)),
                       error)
         self._handle = handle
+        self._allocations: dict[tuple[int, int], np.ndarray] = {}
         self.path, self.width, self.height = path, width, height
 
     @contextmanager
@@ -113,7 +119,7 @@ class Publisher:
         if status != 0:
             self._lib.fb_buffer_discard(buffer)
             _native.check(status, error)
-        planes = [_plane_view(info.planes[i], shape, True) for i, shape in enumerate(self.format.planes)]
+        planes = self._planes(info)
         try:
             yield planes
         except BaseException:
@@ -157,8 +163,31 @@ class Publisher:
         if status != 0:
             lib.fb_buffer_discard(buffer)
             _native.check(status, error)
-        planes = [_plane_view(info.planes[i], shape, True) for i, shape in enumerate(self.format.planes)]
-        return Buffer(self, buffer, planes)
+        return Buffer(self, buffer, self._planes(info))
+
+    def _planes(self, info: _native.BufferInfo) -> list[np.ndarray]:
+        """Writable views of a buffer's planes, made from one byte array over the buffer's whole allocation. That
+        array is kept per allocation (its address and size, which the library reports for the buffer in hand), so
+        a buffer the pool hands out again costs only the plane views: it is only ever used while the library says
+        that memory is the buffer being filled."""
+        planes = info.planes
+        first = planes[0]
+        start, size = first.data - first.offset, info.allocation_size
+        allocation = self._allocations.get((start, size))
+        if allocation is None:
+            if len(self._allocations) >= 64:  # a pool that keeps making new buffers: forget the old ones
+                self._allocations.clear()
+            allocation = np.ndarray((size,), np.uint8, buffer=(ctypes.c_uint8 * size).from_address(start))
+            self._allocations[(start, size)] = allocation
+        views = []
+        for index, shape in enumerate(self.format.planes):
+            plane = planes[index]
+            offset = plane.data - start
+            if 0 <= offset and offset + plane.byte_count <= size:
+                views.append(_plane_view(plane, shape, True, allocation, offset))
+            else:  # a plane in memory of its own
+                views.append(_plane_view(plane, shape, True))
+        return views
 
     def publish(self, *planes, presentation_time_ns: int | None = None, **publish_options) -> int:
         """Publishes a :class:`Buffer` from :meth:`next_buffer` (zero-copy), or copies ``planes`` (arrays shaped as
