@@ -4,7 +4,8 @@
 
 Starts `framebus publish --size 1920x1080 --fps 30`, then, alternating in each round: a C subscriber (the FrameBus
 C library: the Swift subscriber behind the C interface, built here with gcc), a Python subscriber (`import
-framebus`, subscribe, first frame), and two import-only Pythons (`import numpy`; `import numpy, framebus`). A
+framebus`, subscribe, first frame), two import-only Pythons (`import numpy`; `import numpy, framebus`) and the
+interpreter's own start and exit (`python -c pass`). A
 subscriber's time to first frame runs from just before its process is spawned to the CLOCK_MONOTONIC stamp it
 prints with the first frame in hand. Prints the medians and minimums of each. A loaded machine spreads every figure:
 read the ratios of one run.
@@ -72,13 +73,16 @@ def main() -> None:
             time.sleep(0.05)
         time.sleep(0.5)
         figures: dict[str, list[float]] = {"C (Swift core) TTFF": [], "Python TTFF": [], "import numpy": [],
-                                           "import numpy, framebus": []}
+                                           "import numpy, framebus": [], "python -c pass": []}
         for _ in range(arguments.rounds):
             figures["C (Swift core) TTFF"].append(spawn_to_first_frame([str(program), str(path)], env))
             figures["Python TTFF"].append(spawn_to_first_frame([sys.executable, "-c", PYTHON_SUBSCRIBER, str(path)],
                                                                env))
             figures["import numpy"].append(import_time("import numpy", env))
             figures["import numpy, framebus"].append(import_time("import numpy, framebus", env))
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True, timeout=60, env=env)
+            figures["python -c pass"].append((time.perf_counter() - started) * 1e3)
         for name, values in figures.items():
             print(f"{name:24} median {statistics.median(values):7.1f} ms  min {min(values):7.1f} ms")
         beyond = [b - a for a, b in zip(figures["import numpy"], figures["import numpy, framebus"])]

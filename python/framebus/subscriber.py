@@ -12,7 +12,6 @@ import fcntl
 import mmap
 import os
 import select
-import socket
 import stat
 import struct
 import sys
@@ -24,9 +23,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _native, _wire
+from . import _native
 from ._formats import PixelFormat, fourcc_name, pixel_format
 from .errors import FrameBusError
+
+
+class _LazyModule:
+    """A module imported on first use: the wire codec (`_wire`, many dataclasses) and `socket` serve only the
+    pure-Python engine, so `import framebus` and the native engine do not pay for them."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        import importlib
+
+        value = getattr(importlib.import_module(self._name, __package__), attribute)
+        setattr(self, attribute, value)  # found directly from now on
+        return value
+
+
+_wire = _LazyModule("._wire")
+socket = _LazyModule("socket")
 
 F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE, F_SEAL_FUTURE_WRITE = 0x2, 0x4, 0x8, 0x10
 MAXIMUM_SURFACES = 256
