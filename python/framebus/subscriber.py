@@ -1,7 +1,9 @@
-"""A pure-Python FrameBus subscriber: frames arrive as read-only NumPy views of the publisher's shared memory.
+"""The FrameBus subscriber: frames arrive as read-only NumPy views of the publisher's shared memory.
 
-It speaks the wire protocol (docs/PROTOCOL.md, version 2) itself, so it needs nothing but NumPy: the socket,
-the descriptors (SCM_RIGHTS), the seals check and the mappings are Python's standard library.
+:class:`Subscriber` runs one of two engines (see its docstring): the C library's poller (``_poller.py``, protocol
+version 3) or the pure-Python client here, which speaks the wire protocol (docs/PROTOCOL.md, version 2) itself and
+needs nothing but NumPy: the socket, the descriptors (SCM_RIGHTS), the seals check and the mappings are Python's
+standard library.
 """
 
 from __future__ import annotations
@@ -410,8 +412,11 @@ class Subscriber:
     def __init__(self, path: str | None = None, accept=("420v",), queue: int | None = None,
                  allowed_uids: set[int] | None = None, timeout: float = 5.0, wait: bool = False,
                  engine: str | None = None, **options):
-        if options:
-            raise TypeError(f"engine='python' takes no {', '.join(options)}")
+        # The native engine's options mean nothing here: this engine never takes DMA-BUFs and has no waiting thread
+        # of the library's to give a slice to.
+        unknown = set(options) - {"accepts_dma_buf", "wait_slice_us"}
+        if unknown:
+            raise TypeError(f"Subscriber() got unexpected keyword arguments {', '.join(sorted(unknown))}")
         self.engine = "python"
         self.path = path or default_socket_path()
         self._formats = [pixel_format(name) for name in accept]
