@@ -50,7 +50,9 @@ package struct BenchBusCommand: ParsableCommand {
     var transports: String =
         "seqpacket-floor,eventfd-floor,framebus,framebus-thread,stream-copy,fanout,gst-zerocopy,gst-copy,iceoryx2-py"
 
-    @Option(help: "The Python interpreter of the iceoryx2-py rows (it needs `pip install iceoryx2`) and of framebus-python.")
+    @Option(
+        help: "The Python interpreter of the iceoryx2-py rows (`pip install iceoryx2`) and of framebus-python."
+    )
     var python: String = "python3"
 
     @Option(help: "Subscriber counts of the fanout runs, comma separated.")

@@ -14,8 +14,8 @@ import FrameBus
 /// per message per side here), not iceoryx2's own cost. The stamp is read and written through
 /// `c_uint64.from_address(payload_ptr)`, as a careful Python user would: the `ctypes.cast(ptr, POINTER(c_uint64))[0]`
 /// this row used before cost about 2.7 µs more per sample on each side (a same-run `timeit` on the loaded machine:
-/// 3.6 against 0.85 µs), a third of the row's CPU per frame, which made iceoryx2 look slower than it is. When the interpreter (`--python`, default `python3`) has no
-/// `iceoryx2` module the rows are skipped and the reason printed.
+/// 3.6 against 0.85 µs), a third of the row's CPU per frame, which made iceoryx2 look slower than it is. When the
+/// interpreter (`--python`, default `python3`) has no `iceoryx2` module the rows are skipped and the reason printed.
 enum Iceoryx2Bench {
     static let transport = "iceoryx2-py"
 

@@ -42,7 +42,10 @@ extension BenchBusCommand {
         let probeText = String(decoding: probeOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         guard probe.terminationStatus == 0 else {
             let reason = probeText.split(separator: "\n").last.map(String.init) ?? "exit \(probe.terminationStatus)"
-            say("\(PythonBusPeer.transport): skipped — \(python) cannot import framebus (pip install ./python): \(reason)")
+            say(
+                "\(PythonBusPeer.transport): skipped — \(python) cannot import framebus (pip install ./python): "
+                    + reason
+            )
             return []
         }
         say(
