@@ -3,6 +3,7 @@
 words, send unsealed or overlapping surfaces, or rewrite memory while it is read. Each must end the stream with a
 clear reason, never crash, hang or hand out a wrong frame."""
 
+import contextlib
 import os
 import select
 import subprocess
@@ -215,7 +216,9 @@ def test_a_flood_of_surfaces_is_cut_off(peer, tmp_path, engine):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_drop_of_every_sequence_number_is_reported_and_the_stream_goes_on(peer, tmp_path, engine):
-    events, _ = hostile(peer, tmp_path, "drop-everything", engine)
+    # The pure-Python engine, which takes no DMA-BUFs, also says that DMA-BUF frames are the likely reason.
+    with pytest.warns(RuntimeWarning, match="DMA-BUF") if engine == "python" else contextlib.nullcontext():
+        events, _ = hostile(peer, tmp_path, "drop-everything", engine)
     drops = [e for e in events if isinstance(e, framebus.Dropped)]
     assert drops == [framebus.Dropped("outOfBuffers", 0, 2**64 - 1)], events
     if engine == "native":  # as Swift: the sequence wraps, frame 0 comes, then the end of stream
