@@ -280,7 +280,7 @@ def test_a_dma_buf_frame_reaches_python_bit_exact(peer, tmp_path, scenario):
     assert (y == 0x11).all() and (cbcr == 0x22).all()
 
 
-@pytest.mark.parametrize("scenario", ["dma-buf-short", "dma-buf-tiled", "memfd-as-dma-buf"])
+@pytest.mark.parametrize("scenario", ["dma-buf-short", "dma-buf-tiled", "memfd-as-dma-buf", "dma-buf-write-only"])
 def test_a_dishonest_dma_buf_surface_is_refused_with_a_reason(peer, tmp_path, scenario):
     if scenario != "memfd-as-dma-buf" and not dma_buf_device():
         if os.environ.get("FRAMEBUS_GUEST"):
@@ -312,3 +312,77 @@ def test_frame_after_frame_dropped_for_want_of_buffers_is_explained(peer, tmp_pa
     with framebus.Subscriber(path, accept=["420v"], queue=4, wait=True, timeout=30, engine=engine, **options) as bus:
         with pytest.warns(RuntimeWarning, match="DMA-BUF"):
             collect(bus)
+
+
+def test_a_publisher_that_sends_more_frames_than_it_granted_is_cut_off(peer, tmp_path):
+    path = str(tmp_path / "over.sock")
+    publisher = peer("hostile-publisher", path, "over-grant")
+    assert publisher.wait_for("listening")
+    kept, error = [], None  # a consumer that keeps every frame: its holding is what the grant bounds
+    deadline = time.monotonic() + 120
+    with framebus.Subscriber(path, accept=["420v"], queue=16, wait=True, timeout=30) as bus:
+        while time.monotonic() < deadline:
+            try:
+                event = bus.next_event(timeout=1.0)
+            except framebus.FrameBusError as raised:
+                error = raised
+                break
+            if isinstance(event, framebus.Frame):
+                kept.append(event)
+            elif isinstance(event, framebus.EndOfStream):
+                break
+    assert len(kept) == 8  # WELCOME granted 8: eight held, the ninth refused
+    assert error is not None and error.code == "protocolViolation" and "maximumHeldFrames 8" in error.message, error
+    assert publisher.wait_for(f"error code={MALFORMED}"), publisher.output
+
+
+def test_a_tiny_compressed_surface_claiming_sixteen_thousand_pixels_square_is_refused(peer, tmp_path):
+    events, publisher = hostile(peer, tmp_path, "huge-compressed", "native", accept=("&8v0",))
+    assert [e.sequence for e in events if isinstance(e, framebus.Frame)] == [0], events
+    assert refusal(events).code == "invalidSurface", events
+    assert publisher.wait_for(f"error code={_wire.ERROR_CODE_VALUES['invalidSurface']}"), publisher.output
+
+
+def test_two_drops_of_two_to_the_sixty_third_frames_are_reported_exactly(peer, tmp_path):
+    events, _ = hostile(peer, tmp_path, "drop-overflow", "native")
+    half = 2**63 - 1  # Int64.max, twice: the counts are exact in u64
+    drops = [e for e in events if isinstance(e, framebus.Dropped)]
+    assert drops in ([framebus.Dropped("outOfBuffers", 0, 2 * half - 1)],
+                     [framebus.Dropped("outOfBuffers", 0, half - 1),
+                      framebus.Dropped("outOfBuffers", half, 2 * half - 1)]), drops
+    assert [e.sequence for e in events if isinstance(e, framebus.Frame)] == [2 * half], events
+    assert events[-1] == framebus.EndOfStream("stopped", None), events
+
+
+def test_a_publisher_that_never_reads_our_releases_is_disconnected(peer, tmp_path):
+    path = str(tmp_path / "never.sock")
+    publisher = peer("hostile-publisher", path, "never-read")
+    assert publisher.wait_for("listening")
+    with framebus.Subscriber(path, accept=["420v"], wait=True, timeout=30) as bus:  # latest-only
+        error, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                event = bus.next_event(timeout=1.0)
+            except framebus.FrameBusError as raised:
+                error = raised
+                break
+            if isinstance(event, framebus.Frame):
+                event.release()  # releases at once: what the publisher never reads
+            elif isinstance(event, framebus.EndOfStream):
+                break
+    assert error is not None and error.code == "protocolViolation" and "stopped reading" in error.message, error
+    assert publisher.wait_for("closed after"), publisher.output
+
+
+def test_a_plane_descriptor_smaller_than_its_byte_count_is_refused(peer, tmp_path):
+    events, publisher = hostile(peer, tmp_path, "multi-descriptor-short", "native")
+    assert not [e for e in events if isinstance(e, framebus.Frame)]
+    assert refusal(events).code == "invalidSurface", events
+    assert publisher.wait_for(f"error code={_wire.ERROR_CODE_VALUES['invalidSurface']}"), publisher.output
+
+
+def test_a_publishers_error_reason_reaches_python_without_control_characters(peer, tmp_path):
+    events, _ = hostile(peer, tmp_path, "error-reason", "native")
+    error = refusal(events)
+    text = error.message + events[-1].reason
+    assert "pwned" in text and not any(ord(c) < 0x20 or c == "\x7f" for c in text), repr(text)
