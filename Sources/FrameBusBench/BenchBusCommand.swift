@@ -43,13 +43,16 @@ package struct BenchBusCommand: ParsableCommand {
             fb_subscriber_next_event, which runs the subscriber's loop while it waits), framebus-poller-slice (the \
             same, asking for a 100 µs scheduler slice: fb_subscriber_options.wait_slice_us), seqpacket-floor, eventfd-floor, stream-copy, fanout, fanout-floor (the fanout counts woken with no \
             frame: an eventfd per subscriber, and one futex broadcast), gst-zerocopy, gst-copy, iceoryx2-py (Python \
-            bindings: Python's overhead is on its side).
+            bindings: Python's overhead is on its side), framebus-python (a subscriber written in Python: the \
+            framebus package as --python imports it).
             """
     )
     var transports: String =
         "seqpacket-floor,eventfd-floor,framebus,framebus-thread,stream-copy,fanout,gst-zerocopy,gst-copy,iceoryx2-py"
 
-    @Option(help: "The Python interpreter of the iceoryx2-py rows (it needs `pip install iceoryx2`).")
+    @Option(
+        help: "The Python interpreter of the iceoryx2-py rows (`pip install iceoryx2`) and of framebus-python."
+    )
     var python: String = "python3"
 
     @Option(help: "Subscriber counts of the fanout runs, comma separated.")
@@ -127,56 +130,12 @@ package struct BenchBusCommand: ParsableCommand {
             ("framebus-poller-slice", "poller-slice"),
         ]
         for (transport, delivery) in deliveries where transportList.contains(transport) {
-            for (format, width, height) in caseList {
-                let path = base + "-bus.sock"
-                var configuration = Publisher.Configuration(path: path, formats: [format])
-                // One subscriber, which may hold the whole pool: unpaced, the pool is the back-pressure (the producer
-                // waits for a release) rather than the held-frame share (frames dropped while two buffers are free).
-                configuration.maximumSubscribers = 1
-                configuration.heldFrameBudget = 12
-                let publisher = try Publisher(configuration: configuration)
-                // Steady state: every surface exists up front, and the warm-up run announces each one to the
-                // subscriber, so the measured runs see only per-frame costs.
-                let pool = try PixelBufferPool(
-                    attributes: .init(
-                        width: width,
-                        height: height,
-                        pixelFormat: format,
-                        minimumBufferCount: 12,
-                        maximumBufferAge: nil,
-                        allocationThreshold: 12
-                    )
-                )
-                try request(channel, "bus \(path) \(delivery)", expect: "ready")
-                _ = try measureBus(
-                    channel,
-                    transport: transport,
-                    publisher: publisher,
-                    pool: pool,
-                    format: format,
-                    width: width,
-                    height: height,
-                    rate: 1000,
-                    frames: 48
-                )
-                for rate in rateList {
-                    let result = try measureBus(
-                        channel,
-                        transport: transport,
-                        publisher: publisher,
-                        pool: pool,
-                        format: format,
-                        width: width,
-                        height: height,
-                        rate: rate,
-                        frames: count(rate)
-                    )
-                    results.append(result)
-                    say(result.line)
-                }
-                try request(channel, "unsubscribe", expect: "ok")
-                publisher.stop()
-            }
+            results += try measureDelivery(channel, transport: transport, delivery: delivery, base: base,
+                cases: caseList, rates: rateList)
+        }
+        // A FrameBus subscriber written in Python (the package as `--python` imports it) against the same publisher.
+        if transportList.contains(PythonBusPeer.transport) {
+            results += measurePython(base: base, cases: caseList, rates: rateList)
         }
         if transportList.contains("stream-copy") {
             for (format, width, height) in caseList {
@@ -258,6 +217,71 @@ package struct BenchBusCommand: ParsableCommand {
     }
 
     // MARK: Parent side
+
+    /// The bus rows of one subscriber kind: the peer behind `channel` subscribes with `delivery` (`bus PATH
+    /// DELIVERY`), and this process publishes each case at each rate.
+    func measureDelivery(
+        _ channel: BenchmarkSocket,
+        transport: String,
+        delivery: String,
+        base: String,
+        cases caseList: [(PixelFormat, Int, Int)],
+        rates rateList: [Int]
+    ) throws -> [BenchResult] {
+        func count(_ rate: Int) -> Int { rate == 0 ? frames * 10 : rate >= 1000 ? frames * 4 : frames }
+        var results: [BenchResult] = []
+        for (format, width, height) in caseList {
+            let path = base + "-bus.sock"
+            var configuration = Publisher.Configuration(path: path, formats: [format])
+            // One subscriber, which may hold the whole pool: unpaced, the pool is the back-pressure (the producer
+            // waits for a release) rather than the held-frame share (frames dropped while two buffers are free).
+            configuration.maximumSubscribers = 1
+            configuration.heldFrameBudget = 12
+            let publisher = try Publisher(configuration: configuration)
+            // Steady state: every surface exists up front, and the warm-up run announces each one to the
+            // subscriber, so the measured runs see only per-frame costs.
+            let pool = try PixelBufferPool(
+                attributes: .init(
+                    width: width,
+                    height: height,
+                    pixelFormat: format,
+                    minimumBufferCount: 12,
+                    maximumBufferAge: nil,
+                    allocationThreshold: 12
+                )
+            )
+            try request(channel, "bus \(path) \(delivery)", expect: "ready")
+            _ = try measureBus(
+                channel,
+                transport: transport,
+                publisher: publisher,
+                pool: pool,
+                format: format,
+                width: width,
+                height: height,
+                rate: 1000,
+                frames: 48
+            )
+            for rate in rateList {
+                let result = try measureBus(
+                    channel,
+                    transport: transport,
+                    publisher: publisher,
+                    pool: pool,
+                    format: format,
+                    width: width,
+                    height: height,
+                    rate: rate,
+                    frames: count(rate)
+                )
+                results.append(result)
+                say(result.line)
+            }
+            try request(channel, "unsubscribe", expect: "ok")
+            publisher.stop()
+        }
+        return results
+    }
 
     func request(_ channel: BenchmarkSocket, _ command: String, expect: String) throws {
         try channel.send(Array(command.utf8))
@@ -637,7 +661,7 @@ struct BenchResult {
         // executor, the C interface's poller) at 1.3×; the queue delegate, a second wake-up by design, at 2×.
         let limits = [
             ("framebus-thread", 1.3), ("framebus-events-executor", 1.3), ("framebus-poller", 1.3),
-            ("framebus-poller-slice", 1.3), ("framebus", 2.0),
+            ("framebus-poller-slice", 1.3), ("framebus", 2.0), (PythonBusPeer.transport, 1.5),
         ]
         for (transport, limit) in limits {
             for result in results where result.transport == transport && result.rateHz > 0 {
@@ -682,8 +706,11 @@ struct BenchResult {
                     result.transport, result.format, result.size, result.framesPerSecond, ice.framesPerSecond,
                     result.framesPerSecond / max(ice.framesPerSecond, 1), result.publisherCPU, result.subscriberCPU,
                     ice.publisherCPU, ice.subscriberCPU,
+                    // framebus-python's publisher is the Swift one, iceoryx2-py's is Python: the issue compares the
+                    // Python subscribers only.
                     verdict(
-                        result.framesPerSecond >= ice.framesPerSecond && result.publisherCPU <= ice.publisherCPU
+                        result.framesPerSecond >= ice.framesPerSecond
+                            && (result.transport == PythonBusPeer.transport || result.publisherCPU <= ice.publisherCPU)
                             && result.subscriberCPU <= ice.subscriberCPU
                     )
                 )

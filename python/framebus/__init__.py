@@ -13,12 +13,23 @@
 
 from ._formats import FORMATS, PixelFormat, fourcc, fourcc_name, pixel_format
 from .errors import FrameBusError
-from .monitor import Monitor
-from .publisher import Publisher
 from .subscriber import Dropped, EndOfStream, Frame, Subscriber, default_socket_path, runtime_directory
 
 __all__ = [
     "FORMATS", "PixelFormat", "fourcc", "fourcc_name", "pixel_format", "FrameBusError", "Dropped", "EndOfStream",
     "Frame", "Monitor", "Publisher", "Subscriber", "default_socket_path", "runtime_directory",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"
+
+
+def __getattr__(name: str):
+    # Imported when first used, so `import framebus` costs a subscriber only what it uses.
+    if name == "Publisher":
+        from .publisher import Publisher
+
+        return Publisher
+    if name == "Monitor":
+        from .monitor import Monitor
+
+        return Monitor
+    raise AttributeError(f"module 'framebus' has no attribute {name!r}")

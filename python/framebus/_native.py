@@ -1,26 +1,26 @@
-"""ctypes bindings to the FrameBus C library (include/framebus.h): the publisher and the codec.
+"""ctypes bindings to the FrameBus C library (include/framebus.h): the native subscriber, the publisher, the codec.
 
-The subscriber is pure Python; publishing and the lossless codec go through the C library, so Python shares one
-implementation of the pool, the publisher's protocol state machine and the codec with every other client.
+The native subscriber engine, publishing and the lossless codec go through the C library, so Python shares one
+implementation of the data plane, the pool, the protocol state machines and the codec with every other client.
 The library is looked for in this order (the first that loads wins; :func:`library` names every place tried):
 
 1. ``$FRAMEBUS_LIBRARY``, a path to the .so (nothing else is tried when it is set);
-2. a source checkout's build folders, when this package is imported from one (``.build/release``, then
+2. the copy shipped inside the package (``framebus/_lib/libframebus.so.0``: ``pip install ./python`` puts it there,
+   see setup.py);
+3. a source checkout's build folders, when this package is imported from one (``.build/release``, then
    ``.build/debug``, ``libFrameBusC.so``);
-3. ``libframebus.so.0`` through the dynamic loader (``LD_LIBRARY_PATH``, the ``ldconfig`` cache, ``/usr/lib``):
+4. ``libframebus.so.0`` through the dynamic loader (``LD_LIBRARY_PATH``, the ``ldconfig`` cache, ``/usr/lib``):
    what ``scripts/install`` installs into a system prefix;
-4. the ``libdir`` of pkg-config's ``framebus`` package (``framebus.pc``; ``PKG_CONFIG_PATH`` reaches other
+5. the ``libdir`` of pkg-config's ``framebus`` package (``framebus.pc``; ``PKG_CONFIG_PATH`` reaches other
    prefixes);
-5. ``lib/libframebus.so.0`` under this Python's prefix (a virtual environment), ``/usr/local`` and ``~/.local``;
-6. ``ctypes.util.find_library("framebus")``.
+6. ``lib/libframebus.so.0`` under this Python's prefix (a virtual environment), ``/usr/local`` and ``~/.local``;
+7. ``ctypes.util.find_library("framebus")``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -92,6 +92,47 @@ class PublisherStatistics(ctypes.Structure):
         "dropped_discontinuity", "held_now", "subscriber_count", "conversions")]
 
 
+class SubscriberOptions(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("accepted_formats", ctypes.POINTER(ctypes.c_uint32)),
+                ("accepted_format_count", ctypes.c_size_t), ("queue_depth", ctypes.c_uint32),
+                ("reconnects", ctypes.c_uint32), ("connect_timeout_ns", ctypes.c_int64),
+                ("reconnect_interval_ns", ctypes.c_int64), ("accepts_dma_buf", ctypes.c_uint32),
+                ("wait_slice_us", ctypes.c_uint32)]
+
+
+class Session(ctypes.Structure):
+    _fields_ = [("format", ctypes.c_uint32), ("is_reconnect", ctypes.c_uint32), ("stream_id", ctypes.c_uint64),
+                ("subscriber_id", ctypes.c_uint64), ("maximum_held_frames", ctypes.c_uint32),
+                ("granted_queue_depth", ctypes.c_uint32)]
+
+
+class Drop(ctypes.Structure):
+    _fields_ = [("reason", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("first_sequence", ctypes.c_uint64),
+                ("last_sequence", ctypes.c_uint64), ("frame_count", ctypes.c_uint64)]
+
+
+class Event(ctypes.Structure):
+    # `frame` is a plain integer (c_size_t, not c_void_p, which reads NULL as None): the fb_frame pointer.
+    _fields_ = [("type", ctypes.c_uint32), ("end_status", ctypes.c_int32), ("frame", ctypes.c_size_t),
+                ("drop", Drop), ("session", Session), ("end_message", ctypes.c_char * 256)]
+
+
+class FrameInfo(ctypes.Structure):
+    _fields_ = [("sequence", ctypes.c_uint64), ("format", ctypes.c_uint32), ("width", ctypes.c_uint32),
+                ("height", ctypes.c_uint32), ("plane_count", ctypes.c_uint32), ("planes", Plane * MAX_PLANES),
+                ("compressed_data", ctypes.c_size_t), ("bytes_used", ctypes.c_uint64),
+                ("allocation_size", ctypes.c_uint64), ("presentation_time", Time), ("duration", Time),
+                ("presentation_time_ns", ctypes.c_int64), ("duration_ns", ctypes.c_int64),
+                ("publish_time_ns", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("colorimetry", Colorimetry)]
+
+
+class SubscriberStatistics(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "delivered", "dropped_frame_was_late", "dropped_out_of_buffers", "dropped_discontinuity", "held_now",
+        "queue_depth", "bytes_delivered", "latency_count", "latency_p50_ns", "latency_p99_ns", "latency_p999_ns",
+        "latency_max_ns")]
+
+
 RowsCallback = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32)
 
 
@@ -103,6 +144,9 @@ def _candidates():
     if explicit:
         yield explicit
         return
+    shipped = Path(__file__).resolve().parent / "_lib" / SONAME
+    if shipped.exists():  # the library `pip install ./python` copied into the package (setup.py)
+        yield str(shipped)
     root = Path(__file__).resolve().parents[2]
     if (root / "Package.swift").exists():  # imported from a source checkout
         for config in ("release", "debug"):
@@ -113,12 +157,16 @@ def _candidates():
         yield str(Path(libdir) / SONAME)
     for prefix in (sys.prefix, "/usr/local", str(Path.home() / ".local")):
         yield str(Path(prefix) / "lib" / SONAME)
+    import ctypes.util  # here, not at import: it brings subprocess (import time)
+
     found = ctypes.util.find_library("framebus")
     if found:
         yield found
 
 
 def _pkg_config_libdir() -> str | None:
+    import subprocess
+
     try:
         result = subprocess.run(["pkg-config", "--variable=libdir", "framebus"], capture_output=True, text=True,
                                 timeout=10)
@@ -167,11 +215,21 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fb_publisher_create": (ctypes.c_int32, [ctypes.POINTER(PublisherOptions), ctypes.POINTER(P), E]),
         "fb_publisher_destroy": (None, [P]),
         "fb_publisher_acquire_buffer": (ctypes.c_int32, [P, ctypes.POINTER(P), E]),
+        "fb_publisher_acquire_buffer_timeout": (ctypes.c_int32, [P, ctypes.c_int64, ctypes.POINTER(P), E]),
         "fb_buffer_get_info": (ctypes.c_int32, [P, ctypes.POINTER(BufferInfo), E]),
         "fb_buffer_publish": (ctypes.c_int32, [P, ctypes.POINTER(PublishInfo), ctypes.POINTER(u64), E]),
         "fb_buffer_discard": (None, [P]),
         "fb_publisher_report_drops": (ctypes.c_int32, [P, u32, u64, ctypes.POINTER(u64), ctypes.POINTER(u64), E]),
         "fb_publisher_get_statistics": (ctypes.c_int32, [P, ctypes.POINTER(PublisherStatistics), E]),
+        "fb_subscriber_options_init": (None, [ctypes.POINTER(SubscriberOptions)]),
+        "fb_subscriber_create": (ctypes.c_int32, [ctypes.POINTER(SubscriberOptions), ctypes.POINTER(P), E]),
+        "fb_subscriber_destroy": (None, [ctypes.c_size_t]),
+        "fb_subscriber_next_event": (ctypes.c_int32, [ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(Event), E]),
+        "fb_subscriber_interrupt": (None, [ctypes.c_size_t]),
+        "fb_subscriber_resume": (None, [ctypes.c_size_t]),
+        "fb_subscriber_get_statistics": (ctypes.c_int32, [ctypes.c_size_t, ctypes.POINTER(SubscriberStatistics), E]),
+        "fb_frame_get_info": (ctypes.c_int32, [ctypes.c_size_t, ctypes.POINTER(FrameInfo), E]),
+        "fb_frame_release": (None, [ctypes.c_size_t]),
         "fb_codec_create": (ctypes.c_int32, [u32, ctypes.POINTER(P), E]),
         "fb_codec_destroy": (None, [P]),
         "fb_codec_maximum_compressed_size": (ctypes.c_int32, [u32, u32, u32, ctypes.POINTER(u64), E]),
@@ -185,7 +243,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         function.restype, function.argtypes = result, arguments
 
 
+def status_name(status: int) -> str:
+    return _STATUS_NAMES.get(status, f"status{status}")
+
+
 def check(status: int, error: Error) -> None:
     if status != 0:
         message = error.message.decode("utf-8", errors="replace")
-        raise FrameBusError(_STATUS_NAMES.get(status, f"status{status}"), message)
+        raise FrameBusError(status_name(status), message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -14,16 +15,62 @@ from .errors import FrameBusError
 _REASONS = {"frameWasLate": 1, "outOfBuffers": 2, "discontinuity": 3}
 
 
-def _plane_view(plane: _native.Plane, shape, writable: bool) -> np.ndarray:
-    """A NumPy view of one plane of shared memory (no copy), with its row stride."""
-    width, height = plane.width, plane.height
-    components = shape.components
+def _plane_view(plane: _native.Plane, shape, writable: bool, allocation: np.ndarray | None = None,
+                offset: int = 0) -> np.ndarray:
+    """A NumPy view of one plane of shared memory (no copy), with its row stride: a view into ``allocation`` (the
+    whole buffer as bytes, starting ``offset`` bytes before the plane) when given, else over the plane alone."""
+    width, height, components = plane.width, plane.height, shape.components
     dims = (height, width) if components == 1 else (height, width, components)
     strides = (plane.bytes_per_row, shape.bytes_per_element) + (() if components == 1 else (shape.dtype.itemsize,))
-    buffer = (ctypes.c_uint8 * plane.byte_count).from_address(plane.data)
-    array = np.ndarray(dims, dtype=shape.dtype, buffer=buffer, strides=strides)
-    array.flags.writeable = writable
+    if allocation is None:
+        allocation = np.ndarray((plane.byte_count,), np.uint8,
+                                buffer=(ctypes.c_uint8 * plane.byte_count).from_address(plane.data))
+    # np.ndarray checks that the strided extent lies inside `allocation`.
+    array = np.ndarray(dims, dtype=shape.dtype, buffer=allocation, offset=offset, strides=strides)
+    if not writable:
+        array.flags.writeable = False
     return array
+
+
+class Buffer:
+    """A pool buffer being filled (:meth:`Publisher.next_buffer`): ``planes`` are writable NumPy arrays over it.
+    Published with :meth:`Publisher.publish`, or given back with :meth:`discard` (also at the end of its ``with``
+    block when not published)."""
+
+    __slots__ = ("planes", "_publisher", "_handle")
+
+    def __init__(self, publisher: "Publisher", handle, planes: list[np.ndarray]):
+        self._publisher, self._handle, self.planes = publisher, handle, planes
+
+    def _take(self):
+        handle, self._handle = self._handle, None
+        if handle is None:
+            raise FrameBusError("closed", "this buffer was already published or discarded")
+        for plane in self.planes:
+            plane.flags.writeable = False
+        return handle
+
+    def _publish(self, presentation_time_ns, options) -> int:
+        return self._publisher._publish(self._take(), presentation_time_ns, **options)
+
+    def discard(self) -> None:
+        """Gives the buffer back to the pool unpublished (idempotent)."""
+        if self._handle is not None:
+            self._publisher._lib.fb_buffer_discard(self._take())
+
+    @property
+    def is_published(self) -> bool:
+        return self._handle is None
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.discard()
 
 
 class Publisher:
@@ -56,6 +103,7 @@ class Publisher:
         _native.check(self._lib.fb_publisher_create(ctypes.byref(options), ctypes.byref(handle), ctypes.byref(error)),
                       error)
         self._handle = handle
+        self._allocations: dict[tuple[int, int], np.ndarray] = {}
         self.path, self.width, self.height = path, width, height
 
     @contextmanager
@@ -71,7 +119,7 @@ class Publisher:
         if status != 0:
             self._lib.fb_buffer_discard(buffer)
             _native.check(status, error)
-        planes = [_plane_view(info.planes[i], shape, True) for i, shape in enumerate(self.format.planes)]
+        planes = self._planes(info)
         try:
             yield planes
         except BaseException:
@@ -82,10 +130,71 @@ class Publisher:
                 plane.flags.writeable = False
         self.last_sequence = self._publish(buffer, presentation_time_ns, **publish_options)
 
-    def publish(self, *planes: np.ndarray, presentation_time_ns: int | None = None, **publish_options) -> int:
-        """Copies ``planes`` (arrays shaped as a subscriber receives them: NV12 ``(H, W)`` + ``(H/2, W/2, 2)``
-        uint8, P010 the same in uint16, BGRA ``(H, W, 4)``) into a pool buffer and publishes it: one copy.
-        Returns the frame's sequence number."""
+    def next_buffer(self, timeout: float | None = 0) -> "Buffer":
+        """The next buffer of the pool, its planes writable NumPy arrays over the pool's shared memory (nothing is
+        copied): fill them, then :meth:`publish` the buffer. Use it as a context manager, so a buffer that is not
+        published (the block raised, or returned early) goes back to the pool::
+
+            with publisher.next_buffer() as frame:
+                frame.planes[0][:] = luma
+                publisher.publish(frame)
+
+        When subscribers hold every buffer it waits up to ``timeout`` seconds for one to come free (0, the
+        default: not at all; ``None``: without limit), then raises ``outOfBuffers`` (``timedOut`` after a wait);
+        nothing is reported to subscribers then: call :meth:`report_drops` if you give up on the frame. Once
+        published, a buffer's memory belongs to the subscribers: its arrays are made read-only then, and writing
+        through a view of them that you kept would change frames they are reading."""
+        buffer, error = ctypes.c_void_p(), _native.Error()
+        lib, handle = self._lib, self._live()
+        if timeout == 0:
+            status = lib.fb_publisher_acquire_buffer(handle, ctypes.byref(buffer), ctypes.byref(error))
+        else:
+            # In slices, so a signal (Ctrl-C) is handled: Python runs handlers only between foreign calls.
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = 0.25 if deadline is None else min(0.25, max(0.0, deadline - time.monotonic()))
+                status = lib.fb_publisher_acquire_buffer_timeout(handle, int(left * 1e9), ctypes.byref(buffer),
+                                                                 ctypes.byref(error))
+                if status != 8 or (deadline is not None and time.monotonic() >= deadline):  # 8: timed out
+                    break
+        _native.check(status, error)
+        info = _native.BufferInfo()
+        status = lib.fb_buffer_get_info(buffer, ctypes.byref(info), ctypes.byref(error))
+        if status != 0:
+            lib.fb_buffer_discard(buffer)
+            _native.check(status, error)
+        return Buffer(self, buffer, self._planes(info))
+
+    def _planes(self, info: _native.BufferInfo) -> list[np.ndarray]:
+        """Writable views of a buffer's planes, made from one byte array over the buffer's whole allocation. That
+        array is kept per allocation (its address and size, which the library reports for the buffer in hand), so
+        a buffer the pool hands out again costs only the plane views: it is only ever used while the library says
+        that memory is the buffer being filled."""
+        planes = info.planes
+        first = planes[0]
+        start, size = first.data - first.offset, info.allocation_size
+        allocation = self._allocations.get((start, size))
+        if allocation is None:
+            if len(self._allocations) >= 64:  # a pool that keeps making new buffers: forget the old ones
+                self._allocations.clear()
+            allocation = np.ndarray((size,), np.uint8, buffer=(ctypes.c_uint8 * size).from_address(start))
+            self._allocations[(start, size)] = allocation
+        views = []
+        for index, shape in enumerate(self.format.planes):
+            plane = planes[index]
+            offset = plane.data - start
+            if 0 <= offset and offset + plane.byte_count <= size:
+                views.append(_plane_view(plane, shape, True, allocation, offset))
+            else:  # a plane in memory of its own
+                views.append(_plane_view(plane, shape, True))
+        return views
+
+    def publish(self, *planes, presentation_time_ns: int | None = None, **publish_options) -> int:
+        """Publishes a :class:`Buffer` from :meth:`next_buffer` (zero-copy), or copies ``planes`` (arrays shaped as
+        a subscriber receives them: NV12 ``(H, W)`` + ``(H/2, W/2, 2)`` uint8, P010 the same in uint16, BGRA
+        ``(H, W, 4)``) into a pool buffer and publishes that: one copy. Returns the frame's sequence number."""
+        if len(planes) == 1 and isinstance(planes[0], Buffer):
+            return planes[0]._publish(presentation_time_ns, publish_options)
         if len(planes) != len(self.format.planes):
             raise FrameBusError("invalidArgument", f"{self.format.name} has {len(self.format.planes)} planes")
         with self.buffer(presentation_time_ns, **publish_options) as targets:

@@ -1,7 +1,9 @@
-"""A pure-Python FrameBus subscriber: frames arrive as read-only NumPy views of the publisher's shared memory.
+"""The FrameBus subscriber: frames arrive as read-only NumPy views of the publisher's shared memory.
 
-It speaks the wire protocol (docs/PROTOCOL.md, version 2) itself, so it needs nothing but NumPy: the socket,
-the descriptors (SCM_RIGHTS), the seals check and the mappings are Python's standard library.
+:class:`Subscriber` runs one of two engines (see its docstring): the C library's poller (``_poller.py``, protocol
+version 3) or the pure-Python client here, which speaks the wire protocol (docs/PROTOCOL.md, version 2) itself and
+needs nothing but NumPy: the socket, the descriptors (SCM_RIGHTS), the seals check and the mappings are Python's
+standard library.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import fcntl
 import mmap
 import os
 import select
-import socket
 import stat
 import struct
 import sys
@@ -21,13 +22,31 @@ import time
 import warnings
 import weakref
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
-from . import _native, _wire
+from . import _native
 from ._formats import PixelFormat, fourcc_name, pixel_format
 from .errors import FrameBusError
+
+
+class _LazyModule:
+    """A module imported on first use: the wire codec (`_wire`, many dataclasses) and `socket` serve only the
+    pure-Python engine, so `import framebus` and the native engine do not pay for them."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        import importlib
+
+        value = getattr(importlib.import_module(self._name, __package__), attribute)
+        setattr(self, attribute, value)  # found directly from now on
+        return value
+
+
+_wire = _LazyModule("._wire")
+socket = _LazyModule("socket")
 
 F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE, F_SEAL_FUTURE_WRITE = 0x2, 0x4, 0x8, 0x10
 MAXIMUM_SURFACES = 256
@@ -78,10 +97,12 @@ def runtime_directory(environment=None, uid: int | None = None) -> str:
                                             "path explicitly")
 
 
-def _time(value: tuple[int, int, int]) -> Fraction | None:
+def _time(value: tuple[int, int, int]) -> "Fraction | None":
     number, timescale, flags = value
     if not flags & 1 or flags & 0x1C:  # not valid, or infinite / indefinite
         return None
+    from fractions import Fraction  # here, not at import: fractions brings decimal (import time)
+
     return Fraction(number, timescale)
 
 
@@ -141,6 +162,15 @@ class _Memory:
         }
         self._hold, self._mapping = hold, validated
 
+    @classmethod
+    def over(cls, address: int, shape: tuple, dtype: np.dtype, strides: tuple, hold) -> "_Memory":
+        """An array over memory the C library mapped and checked (``fb_frame_info``'s planes): read-only."""
+        memory = cls.__new__(cls)
+        memory.__array_interface__ = {"version": 3, "shape": shape, "typestr": dtype.str, "strides": strides,
+                                      "data": (address, True)}
+        memory._hold, memory._mapping = hold, None
+        return memory
+
     def array(self) -> np.ndarray:
         return np.asarray(self)
 
@@ -199,6 +229,7 @@ class Frame:
         self.discontinuity = bool(message.flags & 1)
         self.color_primaries, self.transfer_function, self.ycbcr_matrix, self.chroma_location = message.attachments
         self._surface = surface
+        self._pixel_format = surface.format
         self._hold: _Hold | None = _Hold(subscriber, message.sequence, message.surface_id)
         self._pinned = subscriber._pinned
 
@@ -233,7 +264,7 @@ class Frame:
 
     @property
     def is_compressed(self) -> bool:
-        return self._surface.format.is_compressed
+        return self._pixel_format.is_compressed
 
     @property
     def planes(self) -> list[np.ndarray]:
@@ -243,9 +274,13 @@ class Frame:
         hold = self._held()
         # Made afresh on each call (cheap) rather than cached, so frame and planes form no reference cycle and the
         # frame is released the moment its last reference goes, without waiting for the garbage collector.
-        fmt = self._surface.format
+        fmt = self._pixel_format
         if fmt.is_compressed:
             raise FrameBusError("formatMismatch", f"{fmt.name} frames are compressed: use decode() or compressed_bytes")
+        return self._plane_arrays(hold)
+
+    def _plane_arrays(self, hold: "_Hold") -> list[np.ndarray]:
+        fmt = self._pixel_format
         planes = []
         for shape, record in zip(fmt.planes, self._surface.message.planes):
             width, height = shape.dimensions(self.width, self.height)
@@ -261,7 +296,9 @@ class Frame:
     def compressed_bytes(self) -> np.ndarray:
         """A compressed frame's ``bytes_used`` bytes (the layout in docs/COMPRESSED-LAYOUT.md), read-only; the array
         keeps the frame held while it lives."""
-        hold = self._held()
+        return self._compressed_array(self._held())
+
+    def _compressed_array(self, hold: "_Hold") -> np.ndarray:
         validated = np.ndarray((self.bytes_used,), dtype=np.uint8, buffer=self._surface.maps[0])
         return _Memory(validated, hold).array()
 
@@ -269,7 +306,7 @@ class Frame:
         """A compressed frame decoded into new (or the given) arrays of its base format, bit-exact, through the
         FrameBus C library's codec. The compressed bytes are the publisher's memory and treated as hostile:
         damaged data raises ``corruptData``, never crashes."""
-        fmt = self._surface.format
+        fmt = self._pixel_format
         if not fmt.is_compressed:
             raise FrameBusError("formatMismatch", f"{fmt.name} frames are not compressed; use planes")
         source = self.compressed_bytes
@@ -286,7 +323,7 @@ class Frame:
         each band's planes (rows ``first_row`` onwards, as many as the arrays hold): the whole raw frame never
         exists in memory. ``band_rows`` defaults to one tile row; it is rounded up to a multiple of it. The
         arrays are reused for the next band: copy what you keep. Return ``False`` from ``consume`` to stop."""
-        fmt = self._surface.format
+        fmt = self._pixel_format
         if not fmt.is_compressed:
             raise FrameBusError("formatMismatch", f"{fmt.name} frames are not compressed; use planes")
         lib, codec = _native.library(), _codec()
@@ -329,6 +366,21 @@ class Frame:
         return f"<Frame {self.sequence} {self.format} {self.width}x{self.height} surface {self.surface_id}>"
 
 
+def _choose_engine(engine: str | None, allowed_uids) -> str:
+    engine = engine or os.environ.get("FRAMEBUS_ENGINE") or "auto"
+    if engine not in ("auto", "native", "python"):
+        raise FrameBusError("invalidArgument", f"engine {engine!r}: 'auto', 'native' or 'python'")
+    if engine != "auto":
+        return engine
+    if allowed_uids is not None and set(allowed_uids) != {os.getuid()}:
+        return "python"  # the C library trusts publishers of our own uid only
+    try:
+        _native.library()
+    except FrameBusError:
+        return "python"
+    return "native"
+
+
 class Subscriber:
     """Receives frames from a FrameBus publisher.
 
@@ -338,13 +390,34 @@ class Subscriber:
     :class:`EndOfStream`. ``allowed_uids`` are the publisher uids trusted (default: our own). With ``wait`` the
     constructor waits up to ``timeout`` seconds for the publisher's socket to appear.
 
+    ``engine`` chooses the implementation: ``"native"`` runs the FrameBus C library's poller (protocol version 3:
+    the shared-memory rings and futex wake-ups, falling back to version 2; DMA-BUF surfaces taken, bracketed with
+    ``DMA_BUF_IOCTL_SYNC``; options ``accepts_dma_buf`` and ``wait_slice_us``), ``"python"`` the pure-Python
+    version-2 client here (NumPy only; memfd surfaces only). The default, ``"auto"`` (or ``$FRAMEBUS_ENGINE``),
+    takes the native engine when the C library loads, else the pure-Python one.
+
     Thread safety: one thread iterates; frames may be released (or dropped) from any thread, and by the garbage
     collector at any moment: releasing never waits for a lock, it queues a RELEASE that is sent at once when the
     socket is free, else by the iterating thread (which a wake-up socket rouses).
     """
 
+    def __new__(cls, path: str | None = None, accept=("420v",), queue: int | None = None,
+                allowed_uids: set[int] | None = None, timeout: float = 5.0, wait: bool = False,
+                engine: str | None = None, **options):
+        if cls is Subscriber and _choose_engine(engine, allowed_uids) == "native":
+            from ._poller import NativeSubscriber
+            cls = NativeSubscriber
+        return object.__new__(cls)
+
     def __init__(self, path: str | None = None, accept=("420v",), queue: int | None = None,
-                 allowed_uids: set[int] | None = None, timeout: float = 5.0, wait: bool = False):
+                 allowed_uids: set[int] | None = None, timeout: float = 5.0, wait: bool = False,
+                 engine: str | None = None, **options):
+        # The native engine's options mean nothing here: this engine never takes DMA-BUFs and has no waiting thread
+        # of the library's to give a slice to.
+        unknown = set(options) - {"accepts_dma_buf", "wait_slice_us"}
+        if unknown:
+            raise TypeError(f"Subscriber() got unexpected keyword arguments {', '.join(sorted(unknown))}")
+        self.engine = "python"
         self.path = path or default_socket_path()
         self._formats = [pixel_format(name) for name in accept]
         self._latest_only = queue is None
@@ -461,6 +534,11 @@ class Subscriber:
             raise StopIteration
         return event
 
+    def __aiter__(self):
+        """``async for event in bus``: the same events, awaited without blocking the event loop (see
+        :func:`_async_events`)."""
+        return _async_events(self)
+
     def next_event(self, timeout: float | None = None):
         """The next :class:`Frame`, :class:`Dropped` or :class:`EndOfStream`; ``None`` after the end of stream was
         returned, or when ``timeout`` seconds pass without an event."""
@@ -472,7 +550,12 @@ class Subscriber:
             if not self._events or not isinstance(self._events[0], Frame):
                 self._warn_if_arrays_pin_the_stream()
             if self._events:
-                return self._events.popleft()
+                event = self._events.popleft()
+                if isinstance(event, Dropped):
+                    self._explain_drops(event, self._taken - self._sent)
+                else:
+                    self._unexplained_drops = 0
+                return event
             if self._ended is not None:
                 if self._finished:
                     return None
@@ -491,6 +574,25 @@ class Subscriber:
                     self._wake_reader.recv(4096)
                 except BlockingIOError:
                     pass
+
+    def _explain_drops(self, drop: Dropped, held: int) -> None:
+        """Warns once when the publisher drops frame after frame as ``outOfBuffers`` while this subscriber holds
+        less than it may: the usual cause is a publisher whose frames are DMA-BUFs (``framebus capture --memory
+        mmap``: the device's own buffers), which it does not send to a subscriber that cannot import them."""
+        if drop.reason != "outOfBuffers" or held >= self.maximum_held_frames or self._warned_dma_buf:
+            return
+        self._unexplained_drops = getattr(self, "_unexplained_drops", 0) + min(drop.count, 1 << 20)
+        if self._unexplained_drops >= 10:
+            self._warned_dma_buf = True
+            warnings.warn(
+                f"the publisher at {self.path} dropped {self._unexplained_drops} frames in a row for this subscriber "
+                f"(outOfBuffers) while it holds {held} of the {self.maximum_held_frames} frames it may: most likely "
+                "its frames are DMA-BUFs (for example `framebus capture --memory mmap`), which this subscriber does "
+                "not take (the pure-Python engine cannot; the native one refuses them with accepts_dma_buf=False): "
+                "use engine='native' (the FrameBus C library), or capture into memory any subscriber can map "
+                "(--memory udmabuf or memfd)", RuntimeWarning, stacklevel=3)
+
+    _warned_dma_buf = False
 
     def _warn_if_arrays_pin_the_stream(self) -> None:
         """Warns once when we wait at our holding limit while arrays of released frames keep some of them held: the
@@ -741,6 +843,80 @@ class Subscriber:
         for wake in (getattr(self, "_wake_reader", None), getattr(self, "_wake_writer", None)):
             if wake is not None:
                 wake.close()
+
+
+async def _async_events(bus: Subscriber):
+    """The events of ``bus`` for ``async for``. A helper thread waits for each event (in ``next_event``, which lets
+    go of the GIL while it waits in the C library) only once the loop asks for one, so latest-only replacement and
+    the held-frame limit work as they do for a blocking consumer; it hands the event over through an eventfd
+    registered with the loop (``loop.add_reader``), so the loop never blocks and wakes once per event. Leaving the
+    ``async for`` (break, an exception, cancellation) stops the thread within a quarter of a second; an event it
+    had taken by then is released with its frame."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+    taken: collections.deque = collections.deque()  # what the thread took: an event, or None at the end
+    asked = threading.Semaphore(0)
+    stop = threading.Event()
+    gate = threading.Lock()
+    waiter: list = [None]
+
+    def on_wake() -> None:
+        try:
+            os.eventfd_read(wake)
+        except BlockingIOError:
+            return
+        future = waiter[0]
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def pump() -> None:
+        while not stop.is_set():
+            if not asked.acquire(timeout=0.25):
+                continue
+            event = None
+            while not stop.is_set():
+                try:
+                    event = bus.next_event(timeout=0.25)
+                except BaseException as error:  # handed to the loop, raised there
+                    event = error
+                    break
+                if event is not None or bus._finished:
+                    break
+            taken.append(event)
+            with gate:  # never write a descriptor number the loop closed (and something else may have reused)
+                if stop.is_set():
+                    return
+                os.eventfd_write(wake, 1)
+
+    loop.add_reader(wake, on_wake)
+    thread = threading.Thread(target=pump, name="framebus-async", daemon=True)
+    thread.start()
+    pending = False  # the thread was asked for an event it has not handed over yet
+    try:
+        while True:
+            if not taken:
+                if not pending:
+                    pending = True
+                    asked.release()
+                while not taken:
+                    waiter[0] = loop.create_future()
+                    if taken:
+                        break
+                    await waiter[0]
+            event = taken.popleft()
+            pending = False
+            if event is None:
+                return
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+    finally:
+        with gate:
+            stop.set()
+        loop.remove_reader(wake)
+        os.close(wake)
 
 
 _codecs = threading.local()

@@ -71,3 +71,11 @@ def kodak(tmp_path):
     for name in ("kodim01.png", "kodim02.png", "kodim03.png"):
         shutil.copy(ROOT / "Corpus" / "kodak" / name, folder / name)
     return folder
+
+
+@pytest.fixture(params=["native", "python"])
+def each_engine(request, monkeypatch):
+    """Runs a test once with each subscriber engine (the C library's poller, the pure-Python version-2 client),
+    through $FRAMEBUS_ENGINE, which processes the test starts inherit too."""
+    monkeypatch.setenv("FRAMEBUS_ENGINE", request.param)
+    return request.param

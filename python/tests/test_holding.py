@@ -94,7 +94,7 @@ LOCKED_RELEASE = """
 import gc, sys, threading, time
 sys.path.insert(0, sys.argv[3])
 import framebus
-bus = framebus.Subscriber(sys.argv[1], accept=["420v"], queue=2)
+bus = framebus.Subscriber(sys.argv[1], accept=["420v"], queue=2, engine="python")  # the test patches that engine's lock
 held = []
 deadline = time.monotonic() + 60
 while len(held) < bus.maximum_held_frames and time.monotonic() < deadline:
@@ -231,7 +231,7 @@ def test_a_refused_surfaces_descriptor_is_closed_exactly_once(tmp_path, monkeypa
         return real_close(fd)
 
     try:
-        bus = framebus.Subscriber(path, accept=["420v"], queue=2)
+        bus = framebus.Subscriber(path, accept=["420v"], queue=2, engine="python")
         monkeypatch.setattr(os, "close", counting_close)
         with pytest.raises(framebus.FrameBusError) as refused:
             bus.next_event(timeout=20)
@@ -283,7 +283,7 @@ def test_a_frame_over_memory_the_publisher_never_committed_is_refused(tmp_path, 
     path = str(tmp_path / f"sparse-{written}.sock")
     listener, server, answers = start_fake_publisher(path, sparse_surface_and_a_frame)
     try:
-        bus = framebus.Subscriber(path, accept=["420v"], queue=2)
+        bus = framebus.Subscriber(path, accept=["420v"], queue=2, engine="python")
         if written:
             frame = bus.next_event(timeout=20)
             assert isinstance(frame, framebus.Frame) and frame.sequence == 1

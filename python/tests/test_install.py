@@ -98,3 +98,26 @@ def test_a_failed_publisher_prints_no_traceback_from_its_destructor(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.startswith("refused"), result.stdout + result.stderr
     assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_pip_install_in_a_virtual_environment_ships_the_c_library_inside_the_package(tmp_path):
+    """README's install: `pip install ./python` in a virtual environment (here one that sees this interpreter's NumPy,
+    --no-deps; pip fetches setuptools to build). The package carries the C library (framebus/_lib), so
+    the native subscriber, the publisher and the decoder work with nothing set, away from the checkout."""
+    library = built_library_folder() / "libFrameBusC.so"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    environment = {key: value for key, value in os.environ.items() if key not in ("FRAMEBUS_LIBRARY", "PYTHONPATH")}
+    build = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
+                            str(ROOT / "python")], env={**environment, "FRAMEBUS_LIBRARY": str(library)},
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    script = INSTALLED_PYTHON + "print('engine', framebus.Subscriber.__new__.__module__ and "\
+        "framebus.subscriber._choose_engine(None, None))\nprint('file', framebus.__file__)\n"
+    result = subprocess.run([str(python), "-c", script, str(tmp_path / "bus.sock")], cwd=tmp_path, env=environment,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "/site-packages/framebus/__init__.py" in result.stdout, result.stdout
+    assert "/site-packages/framebus/_lib/libframebus.so.0" in result.stdout, result.stdout
+    assert "published 0" in result.stdout and "engine native" in result.stdout, result.stdout

@@ -131,3 +131,42 @@ def test_damaged_compressed_bytes_raise_instead_of_crashing():
         garbage = np.frombuffer(os.urandom(4096), dtype=np.uint8)
         _native_decode(garbage, fmt, 64, 48, planes)
     assert caught.value.code in ("corruptData", "unsupportedVersion", "formatMismatch")
+
+
+@pytest.mark.parametrize("fmt", ["420v", "BGRA"])
+def test_frames_written_into_next_buffer_arrive_bit_exact_and_the_planes_lock_after_publishing(tmp_path, fmt):
+    path = str(tmp_path / "zero.sock")
+    frames = [random_frame(fmt, 64, 48, seed) for seed in range(3)]
+    with framebus.Publisher(path, fmt, 64, 48) as publisher:
+        with framebus.Subscriber(path, accept=[fmt], queue=4) as bus:
+            for index, planes in enumerate(frames):  # one at a time: the publisher may grant a hold of one frame
+                with publisher.next_buffer(timeout=10) as frame:
+                    assert all(p.flags.writeable for p in frame.planes)
+                    for target, source in zip(frame.planes, planes):
+                        target[...] = source
+                    sequence = publisher.publish(frame, presentation_time_ns=index)
+                    assert frame.is_published and not frame.planes[0].flags.writeable
+                    with pytest.raises(framebus.FrameBusError):
+                        publisher.publish(frame)  # once only
+                event = bus.next_event(timeout=30)
+                assert isinstance(event, framebus.Frame) and event.sequence == sequence, event
+                with event as received:
+                    assert all(np.array_equal(got, want) for got, want in zip(received.planes, planes))
+
+
+def test_a_buffer_left_unpublished_goes_back_to_the_pool(tmp_path):
+    path = str(tmp_path / "discard.sock")
+    with framebus.Publisher(path, "420v", 64, 48, buffers=(2, 2)) as publisher:
+        for _ in range(10):  # more than the pool: each buffer came back
+            with publisher.next_buffer() as frame:
+                frame.planes[0][...] = 7
+        with pytest.raises(RuntimeError):
+            with publisher.next_buffer():
+                raise RuntimeError("the block failed")
+        taken = [publisher.next_buffer(), publisher.next_buffer()]
+        with pytest.raises(framebus.FrameBusError) as exhausted:
+            publisher.next_buffer()
+        assert exhausted.value.code == "outOfBuffers"
+        for buffer in taken:
+            buffer.discard()
+        publisher.next_buffer().discard()
