@@ -90,7 +90,10 @@ func race(
     defer { source.deallocate() }
     let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
     defer { scratch.deallocate() }
-    let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes(grid, source), into: scratch, threads: 1)
+    // Both encoder efforts, by seed: the fast search's blocks and the HC search's.
+    var encoder = grid
+    encoder.searchesHarder = seed % 2 == 1
+    let used = TileCodec.encode(encoder, baseFourCC: fourCC, from: planes(grid, source), into: scratch, threads: 1)
     // Exactly the bytes used, so AddressSanitizer sees any read past the end of the surface.
     let surface = SharedBytes(base: .allocate(byteCount: used, alignment: 64), count: used)
     defer { surface.base.deallocate() }

@@ -47,6 +47,18 @@ public enum SurfaceCodec {
         public static let `default` = TileSize(width: nil, height: 64)
     }
 
+    /// How hard the encoder searches for the smallest payload of each tile component. The decoder does not care:
+    /// both write the same layout, and a surface decodes the same whatever effort made it.
+    public enum Effort: String, Hashable, Sendable, CaseIterable {
+        /// Live encoding (the default): one pass of liblz4's fast match search per candidate, the tile above as
+        /// dictionary through the same fast search. Screen content encodes at about plain LZ4's speed.
+        case fast
+        /// Offline encoding (recording, archiving): the winners searched again with liblz4's HC search (level 3;
+        /// level 9 for the tile-above dictionary modes). A few percent smaller on screen content, many times slower
+        /// to encode; photographs get the same bytes as `fast` (docs/BENCHMARKS.md).
+        case best
+    }
+
     /// How to run the codec.
     public struct Options: Hashable, Sendable {
         /// Worker threads at most; 0 uses every online processor, 1 runs on the calling thread. A frame too small
@@ -57,15 +69,23 @@ public enum SurfaceCodec {
         /// Whether the decoder checks the header, table and payload checksums (bit flips). Structural checks
         /// always run: turning this off never makes the decoder unsafe, only blind to flipped sample bits.
         public var verifiesChecksums: Bool
+        /// How hard the encoder searches (``Effort/fast`` by default).
+        public var effort: Effort
         /// The layout version the encoder writes in (tests: an older version's modes only).
         var layoutVersion = TileGrid.currentLayoutVersion
         /// When a call splits its work between threads (tests: ``ParallelPolicy/alwaysSplit`` on small images).
         var parallelPolicy = ParallelPolicy.default
 
-        public init(threadCount: Int = 0, tileSize: TileSize = .default, verifiesChecksums: Bool = true) {
+        public init(
+            threadCount: Int = 0,
+            tileSize: TileSize = .default,
+            verifiesChecksums: Bool = true,
+            effort: Effort = .fast
+        ) {
             self.threadCount = threadCount
             self.tileSize = tileSize
             self.verifiesChecksums = verifiesChecksums
+            self.effort = effort
         }
 
         var resolvedThreads: Int { threadCount > 0 ? threadCount : System.processorCount }
@@ -87,13 +107,14 @@ public enum SurfaceCodec {
         format: PixelFormat,
         tileSize: TileSize,
         layoutVersion: Int = TileGrid.currentLayoutVersion,
+        effort: Effort = .fast,
         _ op: String
     ) throws(CompressionError) -> TileGrid {
         guard let codecFormat = CodecFormat(baseFourCC: format.base.fourCC) else {
             throw CompressionError(.formatMismatch, op + ": \(format)")
         }
         guard
-            let grid = TileGrid(
+            var grid = TileGrid(
                 format: codecFormat,
                 width: width,
                 height: height,
@@ -102,6 +123,7 @@ public enum SurfaceCodec {
                 layoutVersion: layoutVersion
             )
         else { throw CompressionError(.invalidArgument, op + ": \(width)x\(height), tiles \(tileSize)") }
+        grid.searchesHarder = effort == .best
         return grid
     }
 
@@ -239,6 +261,7 @@ public enum SurfaceCodec {
             format: source.pixelFormat,
             tileSize: options.tileSize,
             layoutVersion: options.layoutVersion,
+            effort: options.effort,
             op
         )
         let used = try CodecDriver.compress(

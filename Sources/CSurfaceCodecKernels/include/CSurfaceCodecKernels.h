@@ -279,6 +279,17 @@ ptrdiff_t csck_seq_lz4_decompress(const uint8_t *payload, size_t count, size_t b
                                   size_t dictionaryCount, size_t capacity, uint8_t *scratch,
                                   size_t scratchCapacity);
 
+/// The LZ4 block rule of docs/COMPRESSED-LAYOUT.md §6.8: whether `block` (`count` bytes, private memory) is a valid
+/// LZ4 block for an output of at most `capacity` bytes with `dictionaryCount` bytes of dictionary right before it.
+/// Walks the sequences without copying anything: every length within the block, every non-last sequence's literals
+/// ending at most `capacity` − 12 in the output and at most `count` − 8 in the block, match length bytes ending at
+/// most `count` − 4 in the block, offsets 1…(output position + `dictionaryCount`), matches ending at most
+/// `capacity` − 5, the last sequence's literals ending exactly at the block's end and within `capacity`. Returns the
+/// decoded size, or CSCK_LZ4_INVALID. A block it accepts decodes the same with any conforming LZ4 decoder (liblz4's
+/// LZ4_decompress_safe and LZ4_decompress_safe_usingDict, prefix or external dictionary alike).
+#define CSCK_LZ4_INVALID (-1)
+ptrdiff_t csck_lz4_block_check(const uint8_t *block, size_t count, size_t capacity, size_t dictionaryCount);
+
 #pragma clang assume_nonnull end
 
 #endif
