@@ -4,10 +4,11 @@ import PixelBuffers
 ///
 /// A compressed surface is tiled: a 64-byte header (magic, layout version, base format, size, tile size,
 /// bytes used, checksum), a table with one entry per tile and component (size, mode, 64-bit checksum), and
-/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes layout version 4 when a surface uses
-/// a mode only version 4 has (10- or 16-bit packed residuals through LZ4), else 3 when it uses the mode version 3
-/// added (8-bit packed residuals through LZ4), and version 2 otherwise; the decoder reads versions 1 to 4 and
-/// refuses any other with ``CompressionError/Code-swift.struct/unsupportedVersion``. Each
+/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes the lowest layout version whose modes
+/// the surface uses (2 to 7, whatever the content: a photograph with a repetitive band needs the screen modes there);
+/// the decoder reads versions 1 to 7 and refuses any other with
+/// ``CompressionError/Code-swift.struct/unsupportedVersion``. How hard the encoder searches is an ``Effort``
+/// (``Effort/fast`` by default, for live streams). Each
 /// component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left" prediction (chosen
 /// per block of 8 samples) with bit-packed residuals, those packed residuals through LZ4 (screen content), or
 /// raw. 4:2:0 formats code Y, Cb and Cr
