@@ -32,7 +32,7 @@ import Testing
 
     @Test(arguments: formats)
     func bothEffortsDecodeScreenContentBitExactly(_ format: PixelFormat) throws {
-        let (width, height) = (640, 64 * 9)
+        let (width, height) = (384, 64 * 9)
         let bytes = screenBytes(format, width: width, height: height, seed: 31)
         let fast = try Self.encode(bytes, format, width: width, height: height, effort: .fast)
         let best = try Self.encode(bytes, format, width: width, height: height, effort: .best)
@@ -60,7 +60,7 @@ import Testing
     /// Each thread encodes whole chains of bands, so the fast encoder's bytes do not depend on the thread count.
     @Test(arguments: formats)
     func theFastEncoderWritesTheSameBytesOnAnyNumberOfThreads(_ format: PixelFormat) throws {
-        let (width, height) = (512, 64 * 20)
+        let (width, height) = (256, 64 * 17)
         let bytes = screenBytes(format, width: width, height: height, seed: 33)
         let one = try Self.encode(bytes, format, width: width, height: height, effort: .fast, threads: 1)
         let three = try Self.encode(bytes, format, width: width, height: height, effort: .fast, threads: 3)
