@@ -221,7 +221,7 @@ void csck_checksums_avx512(const csck_payload *payloads, size_t n, uint64_t seed
 #define CSCK_HUFF_BAD_TABLE (-2)
 #define CSCK_HUFF_BAD_CODE (-3)
 #define CSCK_HUFF_BAD_SEQUENCES (-4)
-/// csck_huff_lz4_decompress's answer for a block whose LZ4 part only liblz4 can judge (see there).
+/// csck_huff_lz4_decompress's answer at a sequence that breaks the LZ4 block rule (see there).
 #define CSCK_HUFF_UNDECIDED (-5)
 
 /// Splits the LZ4 block `block` (`count` bytes, as liblz4 writes it) into a coded block in `out`: its literals
@@ -243,8 +243,9 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
 /// decoded size; or a CSCK_HUFF_BAD_ error when rules 1–4 of §6.6 fail (wherever csck_huff_lz4_decode fails, though
 /// not always with the same code); or CSCK_HUFF_UNDECIDED at a sequence liblz4 might refuse (offset 0 or before the
 /// dictionary, a match ending in the output's last 5 bytes, a non-last sequence's literals ending within 12 bytes of
-/// the output's end or 8 of B's end, match length bytes in B's last 4, literals past the output's end): the caller
-/// then rebuilds B (csck_huff_lz4_decode) and gives it to liblz4, whose verdict stands. Everything else it decodes
+/// the output's end or 8 of B's end, match length bytes in B's last 4, literals past the output's end: exactly where
+/// B breaks the LZ4 block rule of §6.8): the caller then rebuilds B (csck_huff_lz4_decode) and checks it with
+/// csck_lz4_block_check, which refuses it. Everything else it decodes
 /// exactly as liblz4 decodes B, so blocks liblz4's encoders make never get that answer. Whatever it returns, it has
 /// read only `payload[0..<count]`, `scratch`, the dictionary and `out`, and written only `scratch[0..<L]` and
 /// `out[0..<capacity]`.
