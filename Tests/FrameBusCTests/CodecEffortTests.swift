@@ -23,7 +23,9 @@ import Testing
     @Test func eachEffortWritesSwiftsBytes() throws {
         let (width, height) = (256, 64 * 3)
         let planes = Self.screen(width: width, height: height)
-        for (value, effort) in [(UInt32(FB_CODEC_EFFORT_FAST), SurfaceCodec.Effort.fast), (UInt32(FB_CODEC_EFFORT_BEST), .best)] {
+        for (value, effort) in [
+            (UInt32(FB_CODEC_EFFORT_FAST), SurfaceCodec.Effort.fast), (UInt32(FB_CODEC_EFFORT_BEST), .best),
+        ] {
             let c = try CodecTileSizeTests.cBytes(
                 planes,
                 .bgra8,

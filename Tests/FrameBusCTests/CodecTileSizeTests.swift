@@ -59,8 +59,8 @@ import Testing
             compressedFormat: format.compressedVariant!,
             opaqueByteCount: maximum
         )
-        let used = try SurfaceCodecContext(threadCount: 1, tileSize: tileSize, effort: effort).compress(raw, into: compressed)
-            .compressedByteCount
+        let context = SurfaceCodecContext(threadCount: 1, tileSize: tileSize, effort: effort)
+        let used = try context.compress(raw, into: compressed).compressedByteCount
         try compressed.lock(.readOnly)
         defer { try? compressed.unlock(.readOnly) }
         return compressed.surface.withUnsafeBytes { Array($0.prefix(used)) }

@@ -133,9 +133,10 @@ import Testing
     }
 
     @Test func anOffsetIsFromOneToThePositionPlusTheDictionary() {
-        for (offset, dictionary, valid) in [(4, 0, true), (5, 0, false), (0, 0, false), (0, 100, false), (104, 100, true),
-            (105, 100, false)]
-        {
+        for (offset, dictionary, valid) in [
+            (4, 0, true), (5, 0, false), (0, 0, false), (0, 100, false), (104, 100, true),
+            (105, 100, false),
+        ] {
             Self.expect(
                 Self.sequence(literals: 4, offset: offset) + Self.sequence(literals: 8),
                 capacity: 64,

@@ -20,9 +20,14 @@ import Testing
         let screen = screenBytes(format, width: width, height: height, seed: 42)
         var bytes = photo
         let chroma = width * height
-        for y in 64..<128 { bytes.replaceSubrange(y * width..<(y + 1) * width, with: screen[y * width..<(y + 1) * width]) }
+        for y in 64..<128 {
+            bytes.replaceSubrange(y * width..<(y + 1) * width, with: screen[y * width..<(y + 1) * width])
+        }
         for y in 32..<64 {
-            bytes.replaceSubrange(chroma + y * width..<chroma + (y + 1) * width, with: screen[chroma + y * width..<chroma + (y + 1) * width])
+            bytes.replaceSubrange(
+                chroma + y * width..<chroma + (y + 1) * width,
+                with: screen[chroma + y * width..<chroma + (y + 1) * width]
+            )
         }
         let source = try makeBuffer(bytes, width: width, height: height, format: format)
         let (compressed, _, output) = try roundTrip(source)
