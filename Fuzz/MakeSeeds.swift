@@ -74,17 +74,25 @@ enum MakeSeeds {
                         bytesPerRow1: rowBytes
                     )
                     let output = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
-                    let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes, into: output, threads: 1)
-                    let stated = output.load(fromByteOffset: 4, as: UInt16.self)
-                    if stated == 3 { version3Seeds += 1 }
-                    if stated == 4 { version4Seeds += 1 }
-                    if stated == 5 { version5Seeds += 1 }
-                    if stated == 6 { version6Seeds += 1 }
-                    if stated == 7 { version7Seeds += 1 }
-                    let file = fopen("\(directory)/seed\(index)", "wb")!
-                    fwrite(output, 1, used, file)
-                    fclose(file)
-                    index += 1
+                    // Both encoder efforts: the fast search's blocks (more, shorter matches; the tile above through
+                    // LZ4_compress_fast_continue) and the HC search's.
+                    for searchesHarder in [false, true] {
+                        var encoder = grid
+                        encoder.searchesHarder = searchesHarder
+                        let used = TileCodec.encode(encoder, baseFourCC: fourCC, from: planes, into: output, threads: 1)
+                        let stated = output.load(fromByteOffset: 4, as: UInt16.self)
+                        // An image without LZ4 modes gives the same bytes either way: one seed.
+                        if searchesHarder && stated < 3 { continue }
+                        if stated == 3 { version3Seeds += 1 }
+                        if stated == 4 { version4Seeds += 1 }
+                        if stated == 5 { version5Seeds += 1 }
+                        if stated == 6 { version6Seeds += 1 }
+                        if stated == 7 { version7Seeds += 1 }
+                        let file = fopen("\(directory)/seed\(index)", "wb")!
+                        fwrite(output, 1, used, file)
+                        fclose(file)
+                        index += 1
+                    }
                     image.deallocate()
                     output.deallocate()
                 }

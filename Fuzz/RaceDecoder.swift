@@ -90,7 +90,11 @@ func race(
     defer { source.deallocate() }
     let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
     defer { scratch.deallocate() }
-    let used = TileCodec.encode(grid, baseFourCC: fourCC, from: planes(grid, source), into: scratch, threads: 1)
+    // Both encoder efforts, by seed (every other grid): the fast search's blocks and the HC search's. The HC search
+    // makes the 8-bit Y lz4Up bands of the in-plane path (the fast encoder tries lz4Up only where lz4 won).
+    var encoder = grid
+    encoder.searchesHarder = seed % 2 == 0
+    let used = TileCodec.encode(encoder, baseFourCC: fourCC, from: planes(grid, source), into: scratch, threads: 1)
     // Exactly the bytes used, so AddressSanitizer sees any read past the end of the surface.
     let surface = SharedBytes(base: .allocate(byteCount: used, alignment: 64), count: used)
     defer { surface.base.deallocate() }

@@ -864,11 +864,21 @@ typedef struct fb_codec_options {
      *  rounded up to even, as every FrameBus encoder does (so the bytes equal Swift's for the same tile size); a
      *  full-width tile whose clamped area is over 2^22 makes fb_codec_compress fail (FB_ERROR_INVALID_ARGUMENT). */
     uint32_t tile_height;
+    /** How hard the encoder searches: FB_CODEC_EFFORT_FAST (0, the default) for live streams, FB_CODEC_EFFORT_BEST
+     *  (1) for offline encoding (a few percent smaller on screen content, many times slower to encode). Both write
+     *  the same layout; the decoder does not care. Other values are refused. */
+    uint32_t effort;
     /** Set to 0 (fb_codec_options_init does); reserved for fields to come, refused when not 0. */
-    uint32_t reserved[5];
+    uint32_t reserved[4];
 } fb_codec_options;
 
-/** Sets defaults: every online processor, full-width bands of 64 rows, reserved fields 0. Call it before setting
+/** Values of fb_codec_options.effort. */
+enum {
+    FB_CODEC_EFFORT_FAST = 0,
+    FB_CODEC_EFFORT_BEST = 1,
+};
+
+/** Sets defaults: every online processor, full-width bands of 64 rows, effort fast, reserved fields 0. Call it before setting
  *  fields. Thread-safe. Does nothing for NULL. */
 void fb_codec_options_init(fb_codec_options *FB_NULLABLE options);
 
@@ -876,7 +886,8 @@ void fb_codec_options_init(fb_codec_options *FB_NULLABLE options);
  * Makes a codec with `options` (NULL: the defaults of fb_codec_options_init), which are copied.
  * Ownership: on FB_OK, *out_codec is yours; free it with fb_codec_destroy.
  * Errors: FB_ERROR_INVALID_ARGUMENT (thread_count over 256; a tile width or height that is odd or 1; both set and
- * their product over 2^22; a reserved field not 0), with a message, and nothing is made.
+ * their product over 2^22; an effort other than FB_CODEC_EFFORT_FAST or FB_CODEC_EFFORT_BEST; a reserved field not 0),
+ * with a message, and nothing is made.
  * Thread-safe.
  */
 fb_status fb_codec_create_with_options(

@@ -8,6 +8,7 @@
 // Up modes and the packed payload rules are unchanged.
 #include "CSurfaceCodecKernels.h"
 
+#include <math.h>
 #include <string.h>
 
 #define TABLE_SIZE (1u << CSCK_HUFF_MAX_BITS)
@@ -140,62 +141,104 @@ static int walk_block(const uint8_t *block, size_t n, block_stats *stats, uint8_
 /// single present symbol gets length 1. Over-long codes are avoided by halving the frequencies and rebuilding.
 /// The two-queue construction: leaves sorted by (frequency, symbol), merged nodes come out in non-decreasing
 /// weight order, so the two lightest are always at the queues' fronts (a leaf first on a tie): O(n log n).
-static void code_lengths(const uint32_t frequency[256], uint8_t lengths[256], unsigned limit) {
-    uint32_t f[256];
-    memcpy(f, frequency, sizeof f);
-    memset(lengths, 0, 256);
-    for (;;) {
-        uint64_t key[256];
-        unsigned n = 0;
-        for (unsigned s = 0; s < 256; s++)
-            if (f[s] > 0) key[n++] = (uint64_t)f[s] << 8 | s;
-        if (n == 0) return;
-        if (n == 1) {
-            lengths[key[0] & 255] = 1;
-            return;
+/// Sorts `n` ≤ 256 distinct keys ascending: runs of 1, 2, 4, … merged back and forth between `key` and a scratch
+/// array. The same order as any other sort (the keys are distinct), so the same code lengths.
+static void sort_keys(uint64_t *key, unsigned n) {
+    uint64_t other[256];
+    uint64_t *from = key, *to = other;
+    for (unsigned width = 1; width < n; width *= 2) {
+        for (unsigned start = 0; start < n; start += 2 * width) {
+            unsigned middle = start + width < n ? start + width : n;
+            unsigned end = start + 2 * width < n ? start + 2 * width : n;
+            unsigned a = start, b = middle, k = start;
+            while (a < middle && b < end) to[k++] = from[a] < from[b] ? from[a++] : from[b++];
+            while (a < middle) to[k++] = from[a++];
+            while (b < end) to[k++] = from[b++];
         }
-        // Insertion sort of at most 256 keys (frequency, then symbol).
-        for (unsigned i = 1; i < n; i++) {
-            uint64_t k = key[i];
-            unsigned j = i;
-            while (j > 0 && key[j - 1] > k) {
-                key[j] = key[j - 1];
-                j -= 1;
-            }
-            key[j] = k;
-        }
-        // Nodes: 0..<n leaves (sorted), n..<2n-1 merged; parent links, then depths from the root down.
-        uint64_t weight[511];
-        unsigned parent[511];
-        for (unsigned i = 0; i < n; i++) weight[i] = key[i] >> 8;
-        unsigned leaf = 0, merged = n, next = n;
-        for (unsigned m = 0; m + 1 < n; m++) {
-            unsigned pick[2];
-            for (int k = 0; k < 2; k++) {
-                if (leaf < n && (merged >= next || weight[leaf] <= weight[merged])) {
-                    pick[k] = leaf++;
-                } else {
-                    pick[k] = merged++;
-                }
-            }
-            weight[next] = weight[pick[0]] + weight[pick[1]];
-            parent[pick[0]] = parent[pick[1]] = next;
-            next += 1;
-        }
-        unsigned depth[511];
-        unsigned root = next - 1;
-        depth[root] = 0;
-        for (unsigned i = root; i-- > 0;) depth[i] = depth[parent[i]] + 1;
-        unsigned longest = 0;
-        for (unsigned i = 0; i < n; i++) {
-            lengths[key[i] & 255] = (uint8_t)depth[i];
-            if (depth[i] > longest) longest = depth[i];
-        }
-        if (longest <= limit) return;
-        memset(lengths, 0, 256);
-        for (unsigned s = 0; s < 256; s++)
-            if (f[s] > 0) f[s] = (f[s] >> 1) | 1;
+        uint64_t *swap = from;
+        from = to;
+        to = swap;
     }
+    if (from != key) memcpy(key, from, n * sizeof *key);
+}
+
+/// A lower bound on the bits of any prefix code of these symbol counts (their entropy, Σ f·log2(total / f), rounded
+/// down with a margin for floating point), and how many symbols occur. No Huffman code, length-limited or not, is
+/// shorter, so a stream whose bound already misses a size target can skip code_lengths (which repeats its tree
+/// build while the longest code is over the limit: the encoder's largest cost on screen content).
+static uint64_t entropy_bits_floor(const uint32_t frequency[256], unsigned *present) {
+    uint64_t total = 0;
+    unsigned n = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        total += frequency[s];
+        n += frequency[s] > 0;
+    }
+    *present = n;
+    if (n <= 1) return 0;
+    double bits = 0;
+    const double logTotal = log2((double)total);
+    for (unsigned s = 0; s < 256; s++)
+        if (frequency[s] > 0) bits += (double)frequency[s] * (logTotal - log2((double)frequency[s]));
+    bits = bits * (1 - 1e-9) - 1;
+    return bits > 0 ? (uint64_t)bits : 0;
+}
+
+/// Huffman code lengths of the symbols with a count, the counts taken as `(f >> shift) | 1` when `shift` > 0
+/// (what halving `f → (f >> 1) | 1` `shift` times gives); returns the longest length.
+static unsigned huffman_lengths(const uint32_t frequency[256], unsigned shift, uint8_t lengths[256]) {
+    memset(lengths, 0, 256);
+    uint64_t key[256];
+    unsigned n = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        if (frequency[s] == 0) continue;
+        const uint64_t f = shift == 0 ? frequency[s] : (shift >= 32 ? 0 : frequency[s] >> shift) | 1;
+        key[n++] = f << 8 | s;
+    }
+    if (n == 0) return 0;
+    if (n == 1) {
+        lengths[key[0] & 255] = 1;
+        return 1;
+    }
+    // Sort the keys (count, then symbol; all distinct): a bottom-up merge sort, n log n. An insertion sort here was
+    // the encoder's largest cost on screen content (a block's five streams each built a code).
+    sort_keys(key, n);
+    // Nodes: 0..<n leaves (sorted), n..<2n-1 merged; parent links, then depths from the root down.
+    uint64_t weight[511];
+    unsigned parent[511];
+    for (unsigned i = 0; i < n; i++) weight[i] = key[i] >> 8;
+    unsigned leaf = 0, merged = n, next = n;
+    for (unsigned m = 0; m + 1 < n; m++) {
+        unsigned pick[2];
+        for (int k = 0; k < 2; k++) {
+            if (leaf < n && (merged >= next || weight[leaf] <= weight[merged])) {
+                pick[k] = leaf++;
+            } else {
+                pick[k] = merged++;
+            }
+        }
+        weight[next] = weight[pick[0]] + weight[pick[1]];
+        parent[pick[0]] = parent[pick[1]] = next;
+        next += 1;
+    }
+    unsigned depth[511];
+    unsigned root = next - 1;
+    depth[root] = 0;
+    for (unsigned i = root; i-- > 0;) depth[i] = depth[parent[i]] + 1;
+    unsigned longest = 0;
+    for (unsigned i = 0; i < n; i++) {
+        lengths[key[i] & 255] = (uint8_t)depth[i];
+        if (depth[i] > longest) longest = depth[i];
+    }
+    return longest;
+}
+
+/// Code lengths of at most `limit` bits (8 or more: 256 symbols of equal count fit) from Huffman's algorithm over
+/// the counts, halved (`f → (f >> 1) | 1`) until the code fits. Halving `k` times is one shift by `k`. (Doubling
+/// `k`, then bisecting, built more trees on the screen corpus, whose streams need few halvings.)
+static void code_lengths(const uint32_t frequency[256], uint8_t lengths[256], unsigned limit) {
+    for (unsigned shift = 0; shift < 32; shift++)
+        if (huffman_lengths(frequency, shift, lengths) <= limit) return;
+    huffman_lengths(frequency, 32, lengths);
 }
 
 size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, size_t capacity) {
@@ -204,6 +247,11 @@ size_t csck_huff_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, si
     memset(&stats, 0, sizeof stats);
     if (!walk_block(block, count, &stats, NULL, NULL, 0, NULL, NULL, NULL)) return 0;
     if (stats.sequenceBytes == 0) return 0;
+    {
+        unsigned present;
+        const uint64_t floorBits = entropy_bits_floor(stats.frequency, &present);
+        if (CSCK_HUFF_HEADER_BYTES + (present + 1) / 2 + (floorBits + 7) / 8 + stats.sequenceBytes > capacity) return 0;
+    }
     uint8_t lengths[256];
     code_lengths(stats.frequency, lengths, CSCK_HUFF_MAX_BITS);
     uint32_t codes[256] = {0};
@@ -650,6 +698,52 @@ ptrdiff_t csck_huff_lz4_decompress(const uint8_t *payload, size_t count, size_t 
     return (ptrdiff_t)o;
 }
 
+// MARK: The LZ4 block rule (docs/COMPRESSED-LAYOUT.md §6.8)
+
+ptrdiff_t csck_lz4_block_check(const uint8_t *block, size_t count, size_t capacity, size_t dictionaryCount) {
+    // Invariants: i ≤ count (the read position in the block), o ≤ capacity (the output position).
+    size_t i = 0;
+    size_t o = 0;
+    for (;;) {
+        if (i >= count) return CSCK_LZ4_INVALID;
+        const unsigned token = block[i++];
+        size_t run = token >> 4;
+        if (run == 15) {
+            uint8_t b;
+            do {
+                if (i >= count) return CSCK_LZ4_INVALID;
+                b = block[i++];
+                run += b;  // stops once past `count`: no wrap
+            } while (b == 255 && run <= count);
+        }
+        if (run > count - i) return CSCK_LZ4_INVALID;
+        const size_t room = capacity - o;
+        if (run == count - i) {
+            // The last sequence: literals only, to the block's end.
+            if (run > room) return CSCK_LZ4_INVALID;
+            return (ptrdiff_t)(o + run);
+        }
+        if (run > room || room - run < 12 || count - i - run < 8) return CSCK_LZ4_INVALID;
+        i += run;
+        o += run;
+        const size_t offset = (size_t)block[i] | (size_t)block[i + 1] << 8;  // count − i ≥ 8
+        i += 2;
+        size_t length = (token & 15) + 4;
+        if ((token & 15) == 15) {
+            uint8_t b;
+            do {
+                if (i >= count) return CSCK_LZ4_INVALID;
+                b = block[i++];
+                length += b;  // at most 255 × count more: no wrap
+            } while (b == 255);
+            if (count - i < 4) return CSCK_LZ4_INVALID;
+        }
+        const size_t left = capacity - o;
+        if (offset == 0 || offset > o + dictionaryCount || length > left || left - length < 5) return CSCK_LZ4_INVALID;
+        o += length;
+    }
+}
+
 // MARK: Coded sequences (layout version 7, docs/COMPRESSED-LAYOUT.md §6.7)
 //
 // A "sequence-coded block" splits an LZ4 block into five streams: literals, tokens, offset low bytes, offset high
@@ -1040,6 +1134,17 @@ size_t csck_seq_lz4_encode(const uint8_t *block, size_t count, uint8_t *out, siz
         if (symbols[s] > 0) {
             uint32_t frequency[256] = {0};
             for (size_t i = 0; i < symbols[s]; i++) frequency[data[i]] += 1;
+            // Coded only when it saves at least `streamSaving` % of the stream's symbols (below): when even the
+            // entropy bound does not, the stream is stored without building its code.
+            unsigned occurring;
+            const uint64_t floorBits = entropy_bits_floor(frequency, &occurring);
+            const size_t floorCoded = 32 + (occurring + 1) / 2 + (size_t)((floorBits + 7) / 8);
+            if (!(floorCoded < symbols[s]
+                  && (uint64_t)(symbols[s] - floorCoded) * 100 >= (uint64_t)symbols[s] * streamSaving)) {
+                total += size[s];
+                data += symbols[s];
+                continue;
+            }
             code_lengths(frequency, lengths[s], s == SEQ_LITERALS ? SEQ_LITERAL_BITS : SEQ_OTHER_BITS);
             uint64_t bits = 0;
             unsigned present = 0;

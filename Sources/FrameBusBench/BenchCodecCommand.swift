@@ -54,6 +54,22 @@ package struct BenchCodecCommand: ParsableCommand {
     @Option(help: "Reference codecs beside framebus, comma separated (any of lz4, lz4hc, zstd1; lz4 is always run).")
     var references: String = "lz4,lz4hc,zstd1"
 
+    @Option(
+        help: """
+            Encoder effort: fast (the default, for live streams), best (offline), or both (one row each, same run: \
+            framebus is fast, framebus-best is best).
+            """
+    )
+    var effort: String = "fast"
+
+    @Option(
+        help: """
+            Sets (folder names) that hold screen content, comma separated; the other sets count as photographs. The \
+            summary reports the two kinds apart.
+            """
+    )
+    var screenSets: String = "synthetic,screens"
+
     @Option(help: "Frames in the memory comparison (compressed pool vs raw pool of 1080p photographs); 0 skips it.")
     var memoryFrames: Int = 32
 
@@ -72,6 +88,16 @@ package struct BenchCodecCommand: ParsableCommand {
             if !referenceList.contains(reference) { referenceList.append(reference) }
         }
         let tileSize = SurfaceCodec.TileSize(width: tileWidth > 0 ? tileWidth : nil, height: tileHeight)
+        let efforts: [SurfaceCodec.Effort]
+        switch effort {
+        case "both": efforts = [.fast, .best]
+        default:
+            guard let one = SurfaceCodec.Effort(rawValue: effort) else {
+                throw ValidationError("unknown effort \(effort) (fast, best, both)")
+            }
+            efforts = [one]
+        }
+        let screens = Set(screenSets.split(separator: ",").map(String.init))
         // The codec's kernel tier: the best this processor runs, or the one FRAMEBUS_CODEC_KERNELS names
         // (docs/BENCHMARKS.md).
         let available = Kernels.availableTiers.map(\.rawValue).joined(separator: ", ")
@@ -86,18 +112,21 @@ package struct BenchCodecCommand: ParsableCommand {
             for format in formatList {
                 let frames = try images.map { try $0.makePixelBuffer(pixelFormat: format) }
                 let threadCounts = allCores > 1 ? [1, allCores] : [1]
-                for threadCount in threadCounts {
-                    results.append(
-                        try Self.measureCodec(
+                for effort in efforts {
+                    for threadCount in threadCounts {
+                        var result = try Self.measureCodec(
                             frames,
                             set: setName,
                             format: format,
                             threads: threadCount,
                             tileSize: tileSize,
+                            effort: effort,
                             repetitions: repetitions,
                             decodeRepetitions: decodeRepetitions ?? repetitions
                         )
-                    )
+                        if efforts.count > 1, effort == .best { result.codec = "framebus-best" }
+                        results.append(result)
+                    }
                 }
                 for reference in referenceList {
                     results.append(
@@ -112,6 +141,10 @@ package struct BenchCodecCommand: ParsableCommand {
                     )
                 }
             }
+        }
+        for index in results.indices {
+            let name = results[index].set
+            results[index].content = screens.contains(name) || name.contains("screen") ? "screen" : "photo"
         }
         Self.printTable(results)
         Self.printRelative(results)
@@ -191,6 +224,12 @@ package struct BenchCodecCommand: ParsableCommand {
         var rawBytesPerFrame: Int
         var producerBytesWrittenPerFrame: Int
         var consumerBytesReadPerFrame: Int
+        /// Median wall time of one encode per frame, milliseconds (one frame after another on `threads` threads).
+        var encodeMillisecondsPerFrame: Double?
+        /// The frame size when every image of the set has it (e.g. "1920x1080"), else "mixed".
+        var frameSize: String?
+        /// "screen" or "photo" (--screen-sets).
+        var content: String?
     }
 
     // MARK: Measuring
@@ -325,10 +364,11 @@ package struct BenchCodecCommand: ParsableCommand {
         format: PixelFormat,
         threads: Int,
         tileSize: SurfaceCodec.TileSize,
+        effort: SurfaceCodec.Effort = .fast,
         repetitions: Int,
         decodeRepetitions: Int
     ) throws -> Result {
-        let codec = SurfaceCodecContext(threadCount: threads, tileSize: tileSize)
+        let codec = SurfaceCodecContext(threadCount: threads, tileSize: tileSize, effort: effort)
         var raw = 0
         var compressedTotal = 0
         var encodeWall = 0.0
@@ -367,6 +407,7 @@ package struct BenchCodecCommand: ParsableCommand {
             codec: "framebus",
             set: set,
             format: format,
+            frames: frames,
             images: frames.count,
             threads: threads,
             raw: raw,
@@ -524,6 +565,7 @@ package struct BenchCodecCommand: ParsableCommand {
             codec: codec.rawValue,
             set: set,
             format: format,
+            frames: frames,
             images: frames.count,
             threads: 1,
             raw: raw,
@@ -539,6 +581,7 @@ package struct BenchCodecCommand: ParsableCommand {
         codec: String,
         set: String,
         format: PixelFormat,
+        frames: [PixelBuffer],
         images: Int,
         threads: Int,
         raw: Int,
@@ -548,7 +591,8 @@ package struct BenchCodecCommand: ParsableCommand {
         encodeCPU: Double,
         decodeCPU: Double
     ) -> Result {
-        Result(
+        let sizes = Set(frames.map { "\($0.width)x\($0.height)" })
+        return Result(
             codec: codec,
             set: set,
             format: format.name,
@@ -563,7 +607,9 @@ package struct BenchCodecCommand: ParsableCommand {
             decodeCPUMillisecondsPerFrame: decodeCPU / 1e6 / Double(images),
             rawBytesPerFrame: raw / max(images, 1),
             producerBytesWrittenPerFrame: compressed / max(images, 1),
-            consumerBytesReadPerFrame: compressed / max(images, 1)
+            consumerBytesReadPerFrame: compressed / max(images, 1),
+            encodeMillisecondsPerFrame: encodeWall / 1e6 / Double(max(images, 1)),
+            frameSize: sizes.count == 1 ? sizes.first : "mixed"
         )
     }
 
@@ -620,16 +666,31 @@ extension BenchCodecCommand {
     static func printRelative(_ results: [Result]) {
         func f(_ value: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", value) }
         var rows: [[String]] = []
-        for lz4 in results where lz4.codec == "lz4" {
-            for r in results where r.set == lz4.set && r.format == lz4.format && r.threads == 1 {
-                rows.append([
-                    r.set, r.format, r.codec, f(r.ratio, 2), f(r.encodeGBps / max(lz4.encodeGBps, 1e-12)),
-                    f(r.decodeGBps / max(lz4.decodeGBps, 1e-12)),
-                ])
+        for kind in ["screen", "photo"] {
+            for lz4 in results where lz4.codec == "lz4" && (lz4.content ?? "photo") == kind {
+                for r in results where r.set == lz4.set && r.format == lz4.format {
+                    let milliseconds = r.encodeMillisecondsPerFrame ?? 0
+                    // All-cores rows only for the framebus codecs (the references run on one thread).
+                    guard r.threads == 1 || r.codec.hasPrefix("framebus") else { continue }
+                    rows.append([
+                        kind, r.set, r.frameSize ?? "", r.format, r.codec, String(r.threads), f(r.ratio, 2),
+                        f(milliseconds, 2), f(milliseconds > 0 ? 1000 / milliseconds : 0, 0),
+                        f(r.encodeGBps / max(lz4.encodeGBps, 1e-12)), f(r.decodeGBps / max(lz4.decodeGBps, 1e-12)),
+                    ])
+                }
             }
         }
         print("")
-        print("One thread, relative to plain LZ4 in the same run:")
-        print(TextTable.render(header: ["set", "format", "codec", "ratio", "enc × LZ4", "dec × LZ4"], rows: rows))
+        print("Relative to plain LZ4 (one thread) in the same run; screen sets first, then photographs:")
+        print(
+            TextTable.render(
+                header: [
+                    "content", "set", "frame", "format", "codec", "threads", "ratio", "enc ms/frame", "enc frames/s",
+                    "enc × LZ4", "dec × LZ4",
+                ],
+                rows: rows
+            )
+        )
+        print("enc ms/frame: median wall time of one frame's encode; frames/s: 1000 / that, what the threads sustain.")
     }
 }

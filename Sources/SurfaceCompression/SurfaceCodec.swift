@@ -4,10 +4,11 @@ import PixelBuffers
 ///
 /// A compressed surface is tiled: a 64-byte header (magic, layout version, base format, size, tile size,
 /// bytes used, checksum), a table with one entry per tile and component (size, mode, 64-bit checksum), and
-/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes layout version 4 when a surface uses
-/// a mode only version 4 has (10- or 16-bit packed residuals through LZ4), else 3 when it uses the mode version 3
-/// added (8-bit packed residuals through LZ4), and version 2 otherwise; the decoder reads versions 1 to 4 and
-/// refuses any other with ``CompressionError/Code-swift.struct/unsupportedVersion``. Each
+/// the payloads; docs/COMPRESSED-LAYOUT.md specifies it. The encoder writes the lowest layout version whose modes
+/// the surface uses (2 to 7, whatever the content: a photograph with a repetitive band needs the screen modes there);
+/// the decoder reads versions 1 to 7 and refuses any other with
+/// ``CompressionError/Code-swift.struct/unsupportedVersion``. How hard the encoder searches is an ``Effort``
+/// (``Effort/fast`` by default, for live streams). Each
 /// component of each tile is stored as the smallest of: one solid value, LZ4, "up" or "left" prediction (chosen
 /// per block of 8 samples) with bit-packed residuals, those packed residuals through LZ4 (screen content), or
 /// raw. 4:2:0 formats code Y, Cb and Cr
@@ -47,6 +48,18 @@ public enum SurfaceCodec {
         public static let `default` = TileSize(width: nil, height: 64)
     }
 
+    /// How hard the encoder searches for the smallest payload of each tile component. The decoder does not care:
+    /// both write the same layout, and a surface decodes the same whatever effort made it.
+    public enum Effort: String, Hashable, Sendable, CaseIterable {
+        /// Live encoding (the default): one pass of liblz4's fast match search per candidate, the tile above as
+        /// dictionary through the same fast search. Screen content encodes at about plain LZ4's speed.
+        case fast
+        /// Offline encoding (recording, archiving): the winners searched again with liblz4's HC search (level 3;
+        /// level 9 for the tile-above dictionary modes). A few percent smaller on screen content, many times slower
+        /// to encode; photographs get the same bytes as `fast` (docs/BENCHMARKS.md).
+        case best
+    }
+
     /// How to run the codec.
     public struct Options: Hashable, Sendable {
         /// Worker threads at most; 0 uses every online processor, 1 runs on the calling thread. A frame too small
@@ -57,15 +70,23 @@ public enum SurfaceCodec {
         /// Whether the decoder checks the header, table and payload checksums (bit flips). Structural checks
         /// always run: turning this off never makes the decoder unsafe, only blind to flipped sample bits.
         public var verifiesChecksums: Bool
+        /// How hard the encoder searches (``Effort/fast`` by default).
+        public var effort: Effort
         /// The layout version the encoder writes in (tests: an older version's modes only).
         var layoutVersion = TileGrid.currentLayoutVersion
         /// When a call splits its work between threads (tests: ``ParallelPolicy/alwaysSplit`` on small images).
         var parallelPolicy = ParallelPolicy.default
 
-        public init(threadCount: Int = 0, tileSize: TileSize = .default, verifiesChecksums: Bool = true) {
+        public init(
+            threadCount: Int = 0,
+            tileSize: TileSize = .default,
+            verifiesChecksums: Bool = true,
+            effort: Effort = .fast
+        ) {
             self.threadCount = threadCount
             self.tileSize = tileSize
             self.verifiesChecksums = verifiesChecksums
+            self.effort = effort
         }
 
         var resolvedThreads: Int { threadCount > 0 ? threadCount : System.processorCount }
@@ -87,13 +108,14 @@ public enum SurfaceCodec {
         format: PixelFormat,
         tileSize: TileSize,
         layoutVersion: Int = TileGrid.currentLayoutVersion,
+        effort: Effort = .fast,
         _ op: String
     ) throws(CompressionError) -> TileGrid {
         guard let codecFormat = CodecFormat(baseFourCC: format.base.fourCC) else {
             throw CompressionError(.formatMismatch, op + ": \(format)")
         }
         guard
-            let grid = TileGrid(
+            var grid = TileGrid(
                 format: codecFormat,
                 width: width,
                 height: height,
@@ -102,6 +124,7 @@ public enum SurfaceCodec {
                 layoutVersion: layoutVersion
             )
         else { throw CompressionError(.invalidArgument, op + ": \(width)x\(height), tiles \(tileSize)") }
+        grid.searchesHarder = effort == .best
         return grid
     }
 
@@ -239,6 +262,7 @@ public enum SurfaceCodec {
             format: source.pixelFormat,
             tileSize: options.tileSize,
             layoutVersion: options.layoutVersion,
+            effort: options.effort,
             op
         )
         let used = try CodecDriver.compress(

@@ -24,6 +24,8 @@ public final class SurfaceCodecContext: Sendable {
     public let threadCount: Int
     /// The tile size the encoder uses.
     public let tileSize: SurfaceCodec.TileSize
+    /// How hard the encoder searches.
+    public let effort: SurfaceCodec.Effort
     let workspace: Mutex<CodecWorkspace>
     /// The thread running a ``decodeTileRows(of:into:verifiesChecksums:_:)`` body of this context, or 0.
     let bodyThread = Atomic<UInt>(0)
@@ -34,16 +36,29 @@ public final class SurfaceCodecContext: Sendable {
     ///   - threadCount: worker threads per call; 0 uses every online processor, 1 (the default) runs on the
     ///     calling thread.
     ///   - tileSize: the tile size the encoder uses (the decoder reads it from each surface).
-    public init(threadCount: Int = 1, tileSize: SurfaceCodec.TileSize = .default) {
+    ///   - effort: how hard the encoder searches: ``SurfaceCodec/Effort/fast`` (the default) for live streams,
+    ///     ``SurfaceCodec/Effort/best`` for offline encoding.
+    public init(
+        threadCount: Int = 1,
+        tileSize: SurfaceCodec.TileSize = .default,
+        effort: SurfaceCodec.Effort = .fast
+    ) {
         self.threadCount = threadCount > 0 ? threadCount : System.processorCount
         self.tileSize = tileSize
+        self.effort = effort
         self.workspace = Mutex(CodecWorkspace(threads: self.threadCount))
     }
 
     /// Makes a context whose calls split their work as `policy` says (tests: ``ParallelPolicy/alwaysSplit``).
-    init(threadCount: Int, tileSize: SurfaceCodec.TileSize = .default, policy: ParallelPolicy) {
+    init(
+        threadCount: Int,
+        tileSize: SurfaceCodec.TileSize = .default,
+        effort: SurfaceCodec.Effort = .fast,
+        policy: ParallelPolicy
+    ) {
         self.threadCount = threadCount > 0 ? threadCount : System.processorCount
         self.tileSize = tileSize
+        self.effort = effort
         self.workspace = Mutex(CodecWorkspace(threads: self.threadCount, policy: policy))
     }
 
@@ -65,6 +80,7 @@ public final class SurfaceCodecContext: Sendable {
             height: source.height,
             format: source.pixelFormat,
             tileSize: tileSize,
+            effort: effort,
             op
         )
         try refuseReentry(op)

@@ -292,7 +292,7 @@ static fb_status create_with(uint32_t threads, uint32_t tile_width, uint32_t til
     options.thread_count = threads;
     options.tile_width = tile_width;
     options.tile_height = tile_height;
-    options.reserved[4] = reserved;
+    options.reserved[3] = reserved;
     *codec = NULL;
     return fb_codec_create_with_options(&options, codec, error);
 }
@@ -336,6 +336,22 @@ static void refuses_invalid_options(void) {
         } else {
             EXPECT(codec != NULL, "options %ux%u: no codec", cases[i].width, cases[i].height);
         }
+        if (status == FB_OK) fb_codec_destroy(codec);
+    }
+    /* The effort: FB_CODEC_EFFORT_FAST (the default) and FB_CODEC_EFFORT_BEST are made, any other value refused. */
+    const uint32_t efforts[] = {FB_CODEC_EFFORT_FAST, FB_CODEC_EFFORT_BEST, 2, UINT32_MAX};
+    for (size_t i = 0; i < sizeof efforts / sizeof efforts[0]; i++) {
+        fb_codec_options options;
+        fb_codec_options_init(&options);
+        options.thread_count = 1;
+        options.effort = efforts[i];
+        fb_codec *codec = NULL;
+        fb_error error;
+        memset(&error, 0, sizeof error);
+        const fb_status status = fb_codec_create_with_options(&options, &codec, &error);
+        const fb_status expected = efforts[i] <= FB_CODEC_EFFORT_BEST ? FB_OK : FB_ERROR_INVALID_ARGUMENT;
+        EXPECT(status == expected, "effort %u gave %s", efforts[i], fb_status_name(status));
+        EXPECT((codec != NULL) == (status == FB_OK), "effort %u: codec %p", efforts[i], (void *)codec);
         if (status == FB_OK) fb_codec_destroy(codec);
     }
     fb_codec *codec = NULL;

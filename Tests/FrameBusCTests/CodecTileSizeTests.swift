@@ -32,7 +32,8 @@ import Testing
         _ format: PixelFormat,
         width: Int,
         height: Int,
-        tileSize: SurfaceCodec.TileSize
+        tileSize: SurfaceCodec.TileSize,
+        effort: SurfaceCodec.Effort = .fast
     ) throws -> [UInt8] {
         let raw = try PixelBuffer(width: width, height: height, pixelFormat: format)
         try raw.lock()
@@ -58,8 +59,8 @@ import Testing
             compressedFormat: format.compressedVariant!,
             opaqueByteCount: maximum
         )
-        let used = try SurfaceCodecContext(threadCount: 1, tileSize: tileSize).compress(raw, into: compressed)
-            .compressedByteCount
+        let context = SurfaceCodecContext(threadCount: 1, tileSize: tileSize, effort: effort)
+        let used = try context.compress(raw, into: compressed).compressedByteCount
         try compressed.lock(.readOnly)
         defer { try? compressed.unlock(.readOnly) }
         return compressed.surface.withUnsafeBytes { Array($0.prefix(used)) }
@@ -74,13 +75,15 @@ import Testing
         height: Int,
         threads: UInt32,
         tileWidth: UInt32,
-        tileHeight: UInt32
+        tileHeight: UInt32,
+        effort: UInt32 = 0
     ) throws -> (bytes: [UInt8], capacity: UInt64, status: fb_status, message: String) {
         var options = fb_codec_options()
         fb_codec_options_init(&options)
         options.thread_count = threads
         options.tile_width = tileWidth
         options.tile_height = tileHeight
+        options.effort = effort
         var error = fb_error()
         var codec: OpaquePointer?
         var status = fb_codec_create_with_options(&options, &codec, &error)

@@ -1,6 +1,6 @@
 # A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-7, modes
 # 0-12, 18, 22-28 and 34, 38-44, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
-# code with SurfaceCompression. Slow (Python loops): for small surfaces.
+# code with SurfaceCompression; every LZ4 block checked by §6.8's rule before liblz4 decodes it. Slow (Python loops): for small surfaces.
 #
 #   python3 Tests/OutsideDecoder/compressed_layout.py SURFACE OUTPUT
 #
@@ -8,7 +8,38 @@
 # pixels) to OUTPUT, and exits non-zero on anything the document says a decoder must refuse.
 import ctypes, struct, sys
 lz4 = ctypes.CDLL("liblz4.so.1")
+def lz4_check(b, n, d):
+    # §6.8: the LZ4 block rule, checked before liblz4 (which accepts some blocks the rule refuses, offset 0 for one).
+    i = o = 0
+    while True:
+        if i >= len(b): raise ValueError("lz4 rule: block ends before a token")
+        t = b[i]; i += 1
+        run = t >> 4
+        if run == 15:
+            while True:
+                if i >= len(b): raise ValueError("lz4 rule: literal length cut off")
+                run += b[i]; i += 1
+                if b[i - 1] != 255: break
+        if run > len(b) - i: raise ValueError("lz4 rule: literals cut off")
+        if i + run == len(b):
+            if o + run > n: raise ValueError("lz4 rule: last literals past the capacity")
+            return o + run
+        if o + run > n - 12 or i + run > len(b) - 8: raise ValueError("lz4 rule: literals too near the end")
+        i += run; o += run
+        d_ = b[i] | b[i + 1] << 8; i += 2
+        length = (t & 15) + 4
+        if t & 15 == 15:
+            while True:
+                if i >= len(b): raise ValueError("lz4 rule: match length cut off")
+                length += b[i]; i += 1
+                if b[i - 1] != 255: break
+            if i > len(b) - 4: raise ValueError("lz4 rule: match length bytes too near the end")
+        if d_ == 0 or d_ > o + d: raise ValueError("lz4 rule: offset")
+        if o + length > n - 5: raise ValueError("lz4 rule: match too near the end")
+        o += length
+
 def lz4_decompress(src, capacity):
+    lz4_check(src, capacity, 0)
     out = ctypes.create_string_buffer(max(capacity, 1))
     n = lz4.LZ4_decompress_safe(src, out, len(src), capacity)
     if n < 0: raise ValueError("lz4")
@@ -16,6 +47,7 @@ def lz4_decompress(src, capacity):
 
 def lz4_decompress_dict(src, capacity, dictionary):
     # §6.5: the block decoded as if the dictionary D immediately preceded the output; liblz4's usingDict.
+    lz4_check(src, capacity, len(dictionary))
     out = ctypes.create_string_buffer(max(capacity, 1))
     d = ctypes.create_string_buffer(dictionary, max(len(dictionary), 1))
     n = lz4.LZ4_decompress_safe_usingDict(src, out, len(src), capacity, d, len(dictionary))

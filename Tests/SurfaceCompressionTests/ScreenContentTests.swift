@@ -16,7 +16,8 @@ import Testing
         width: Int,
         height: Int,
         tiles: SurfaceCodec.TileSize = .init(width: nil, height: 64),
-        layoutVersion: Int = 5
+        layoutVersion: Int = 5,
+        effort: SurfaceCodec.Effort = .best
     ) throws -> (source: PixelBuffer, compressed: PixelBuffer, statistics: SurfaceCodec.Statistics) {
         let source = try makeBuffer(bytes, width: width, height: height, format: format)
         let compressed = try SurfaceCodec.makeCompressedBuffer(
@@ -27,7 +28,9 @@ import Testing
         )
         // Version 5 unless asked: these tests are about the modes up to version 5, whose LZ4 blocks version 6 may
         // store with coded literals (CodedLiteralsTests).
-        var options = SurfaceCodec.Options(tileSize: tiles)
+        // Effort best unless asked: these tests are about the modes and their decoder, on the blocks the HC search
+        // makes (their sizes and thresholds were measured on them); EncoderEffortTests covers the fast encoder.
+        var options = SurfaceCodec.Options(tileSize: tiles, effort: effort)
         options.layoutVersion = layoutVersion
         let statistics = try SurfaceCodec.compress(source, into: compressed, options: options)
         return (source, compressed, statistics)

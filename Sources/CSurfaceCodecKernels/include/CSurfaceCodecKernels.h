@@ -221,7 +221,7 @@ void csck_checksums_avx512(const csck_payload *payloads, size_t n, uint64_t seed
 #define CSCK_HUFF_BAD_TABLE (-2)
 #define CSCK_HUFF_BAD_CODE (-3)
 #define CSCK_HUFF_BAD_SEQUENCES (-4)
-/// csck_huff_lz4_decompress's answer for a block whose LZ4 part only liblz4 can judge (see there).
+/// csck_huff_lz4_decompress's answer at a sequence that breaks the LZ4 block rule (see there).
 #define CSCK_HUFF_UNDECIDED (-5)
 
 /// Splits the LZ4 block `block` (`count` bytes, as liblz4 writes it) into a coded block in `out`: its literals
@@ -243,8 +243,9 @@ ptrdiff_t csck_huff_lz4_decode(const uint8_t *payload, size_t count, uint8_t *ou
 /// decoded size; or a CSCK_HUFF_BAD_ error when rules 1–4 of §6.6 fail (wherever csck_huff_lz4_decode fails, though
 /// not always with the same code); or CSCK_HUFF_UNDECIDED at a sequence liblz4 might refuse (offset 0 or before the
 /// dictionary, a match ending in the output's last 5 bytes, a non-last sequence's literals ending within 12 bytes of
-/// the output's end or 8 of B's end, match length bytes in B's last 4, literals past the output's end): the caller
-/// then rebuilds B (csck_huff_lz4_decode) and gives it to liblz4, whose verdict stands. Everything else it decodes
+/// the output's end or 8 of B's end, match length bytes in B's last 4, literals past the output's end: exactly where
+/// B breaks the LZ4 block rule of §6.8): the caller then rebuilds B (csck_huff_lz4_decode) and checks it with
+/// csck_lz4_block_check, which refuses it. Everything else it decodes
 /// exactly as liblz4 decodes B, so blocks liblz4's encoders make never get that answer. Whatever it returns, it has
 /// read only `payload[0..<count]`, `scratch`, the dictionary and `out`, and written only `scratch[0..<L]` and
 /// `out[0..<capacity]`.
@@ -278,6 +279,17 @@ ptrdiff_t csck_seq_lz4_decode(const uint8_t *payload, size_t count, uint8_t *out
 ptrdiff_t csck_seq_lz4_decompress(const uint8_t *payload, size_t count, size_t blockCapacity, uint8_t *out,
                                   size_t dictionaryCount, size_t capacity, uint8_t *scratch,
                                   size_t scratchCapacity);
+
+/// The LZ4 block rule of docs/COMPRESSED-LAYOUT.md §6.8: whether `block` (`count` bytes, private memory) is a valid
+/// LZ4 block for an output of at most `capacity` bytes with `dictionaryCount` bytes of dictionary right before it.
+/// Walks the sequences without copying anything: every length within the block, every non-last sequence's literals
+/// ending at most `capacity` − 12 in the output and at most `count` − 8 in the block, match length bytes ending at
+/// most `count` − 4 in the block, offsets 1…(output position + `dictionaryCount`), matches ending at most
+/// `capacity` − 5, the last sequence's literals ending exactly at the block's end and within `capacity`. Returns the
+/// decoded size, or CSCK_LZ4_INVALID. A block it accepts decodes the same with any conforming LZ4 decoder (liblz4's
+/// LZ4_decompress_safe and LZ4_decompress_safe_usingDict, prefix or external dictionary alike).
+#define CSCK_LZ4_INVALID (-1)
+ptrdiff_t csck_lz4_block_check(const uint8_t *block, size_t count, size_t capacity, size_t dictionaryCount);
 
 #pragma clang assume_nonnull end
 

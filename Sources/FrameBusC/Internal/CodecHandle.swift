@@ -25,8 +25,8 @@ final class CodecHandle: Sendable {
     /// on `buffers`, which that thread holds, for ever. Such a call is refused instead.
     private let callbackThread = Mutex<pthread_t?>(nil)
 
-    init(threadCount: Int, tileSize: SurfaceCodec.TileSize = .default) {
-        context = SurfaceCodecContext(threadCount: threadCount, tileSize: tileSize)
+    init(threadCount: Int, tileSize: SurfaceCodec.TileSize = .default, effort: SurfaceCodec.Effort = .fast) {
+        context = SurfaceCodecContext(threadCount: threadCount, tileSize: tileSize, effort: effort)
     }
 
     // MARK: Operations

@@ -17,9 +17,10 @@ struct CodecSettings {
 
     let threadCount: Int
     let tileSize: SurfaceCodec.TileSize
+    let effort: SurfaceCodec.Effort
 
     /// - Throws: ``ABIStatus/invalidArgument`` naming the field, for a thread count over 256, an odd or too small
-    ///   tile side, a tile area over 2^22, or a reserved field that is not 0.
+    ///   tile side, a tile area over 2^22, an unknown effort, or a reserved field that is not 0.
     init(_ options: fb_codec_options, _ function: String) throws(ABIError) {
         guard options.thread_count <= Self.maximumThreadCount else {
             throw ABIError(
@@ -40,8 +41,17 @@ struct CodecSettings {
                 )
             }
         }
+        switch options.effort {
+        case 0: effort = .fast
+        case 1: effort = .best
+        default:
+            throw ABIError(
+                .invalidArgument,
+                "\(function): effort \(options.effort) is neither FB_CODEC_EFFORT_FAST (0) nor FB_CODEC_EFFORT_BEST (1)"
+            )
+        }
         let reserved = options.reserved
-        guard reserved.0 | reserved.1 | reserved.2 | reserved.3 | reserved.4 == 0 else {
+        guard reserved.0 | reserved.1 | reserved.2 | reserved.3 == 0 else {
             throw ABIError(.invalidArgument, "\(function): a reserved field is not 0 (use fb_codec_options_init)")
         }
         threadCount = Int(options.thread_count)
@@ -52,7 +62,7 @@ struct CodecSettings {
     }
 
     /// A codec with these settings.
-    func makeHandle() -> CodecHandle { CodecHandle(threadCount: threadCount, tileSize: tileSize) }
+    func makeHandle() -> CodecHandle { CodecHandle(threadCount: threadCount, tileSize: tileSize, effort: effort) }
 
     /// A tile side as given: nil for 0 (the default), else an even value of at least 2.
     private static func tileSide(_ value: UInt32, _ field: String, _ function: String) throws(ABIError) -> UInt32? {

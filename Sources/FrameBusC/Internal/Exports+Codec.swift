@@ -23,7 +23,7 @@ public func fbCodecCreate(
 @_cdecl("fb_codec_options_init")
 public func fbCodecOptionsInit(_ options: UnsafeMutablePointer<fb_codec_options>?) {
     guard let options = unsafe options else { return }
-    // Every default is 0: every online processor, full-width tiles, 64 rows, reserved fields clear.
+    // Every default is 0: every online processor, full-width tiles, 64 rows, effort fast, reserved fields clear.
     unsafe options.pointee = fb_codec_options()
 }
 

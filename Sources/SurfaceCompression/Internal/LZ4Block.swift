@@ -106,6 +106,58 @@ enum LZ4Block {
         return Int(written)
     }
 
+    /// The decoded size of `count` bytes of LZ4 block at `source` (private memory) if it obeys the LZ4 block rule of
+    /// docs/COMPRESSED-LAYOUT.md §6.8 for an output of `capacity` bytes after `dictionaryCount` bytes of dictionary,
+    /// else a negative number. The rule, not liblz4, is what decides: liblz4 accepts some blocks the rule refuses
+    /// (offset 0, for one), and which ones depends on its version and code path; every block the rule accepts,
+    /// liblz4 decodes as the rule says.
+    static func check(_ source: UnsafeRawPointer, count: Int, capacity: Int, dictionaryCount: Int) -> Int {
+        guard count > 0, capacity >= 0, dictionaryCount >= 0 else { return -1 }
+        return unsafe csck_lz4_block_check(
+            source.assumingMemoryBound(to: UInt8.self),
+            count,
+            capacity,
+            dictionaryCount
+        )
+    }
+
+    /// Bytes of the private state ``compress(_:count:dictionary:dictionaryCount:into:capacity:state:)`` needs
+    /// (LZ4_sizeofState); smaller than ``highCompressionStateByteCount``, so it fits where that state would go.
+    static let fastStateByteCount = Int(LZ4_sizeofState())
+
+    /// Compresses as ``compress(_:count:into:capacity:)`` (liblz4's fast match search), letting matches reach into
+    /// the `dictionaryCount` bytes at `dictionary` as if they preceded the source (only their last 64 KiB can be
+    /// reached; LZ4_loadDict, then LZ4_compress_fast_continue). `state`: ``fastStateByteCount`` bytes, 8-byte
+    /// aligned, reused. Returns the compressed size, or 0 when the result would not fit.
+    static func compress(
+        _ source: UnsafeRawPointer,
+        count: Int,
+        dictionary: UnsafeRawPointer,
+        dictionaryCount: Int,
+        into destination: UnsafeMutableRawPointer,
+        capacity: Int,
+        state: UnsafeMutableRawPointer
+    ) -> Int {
+        guard count > 0, capacity > 0, dictionaryCount >= 0, count <= Int(Int32.max), capacity <= Int(Int32.max)
+        else { return 0 }
+        guard let stream = unsafe LZ4_initStream(state, fastStateByteCount) else { return 0 }
+        let reach = min(dictionaryCount, 65536)
+        unsafe LZ4_loadDict(
+            stream,
+            (dictionary + (dictionaryCount - reach)).assumingMemoryBound(to: CChar.self),
+            Int32(reach)
+        )
+        let written = unsafe LZ4_compress_fast_continue(
+            stream,
+            source.assumingMemoryBound(to: CChar.self),
+            destination.assumingMemoryBound(to: CChar.self),
+            Int32(count),
+            Int32(capacity),
+            1
+        )
+        return Int(written)
+    }
+
     /// Decompresses as ``decompress(_:count:into:capacity:)``, with the `dictionaryCount` bytes at `dictionary`
     /// standing before the output (LZ4_decompress_safe_usingDict): a match may reach back into them, never
     /// before them. Safe against hostile input; `dictionary` must not overlap the output.

@@ -521,8 +521,11 @@ enum TileCodec {
         let residuals = unsafe scratch + 4 * stride
         let packed = unsafe scratch + 5 * stride
         let alternative = unsafe scratch + 6 * stride
-        let highCompressionState = unsafe scratch + encodeScratchSlots * stride
-        let dictionaries = unsafe highCompressionState + LZ4Block.highCompressionStateByteCount
+        // liblz4's state: HC for effort best, the fast search's (smaller) for effort fast, in the same place.
+        let searchState = unsafe scratch + encodeScratchSlots * stride
+        let best = grid.searchesHarder
+        let highCompressionState = unsafe best ? searchState : nil
+        let dictionaries = unsafe searchState + LZ4Block.highCompressionStateByteCount
         let dictionaryStride = stride * grid.format.bytesPerSample
         // Up modes: the tile above was encoded just before (band grids, chunks of whole chains); its packed
         // payloads are the dictionaries. A chain restarts every TileMode.chainRows rows.
@@ -563,17 +566,30 @@ enum TileCodec {
             let screenLike = unsafe choice.mode == .lz4 || choice.mode.innerMode != nil && choice.triedPackedLZ4
             if usesAbove, above.counts[c] > 0, screenLike, unsafe choice.byteCount > 1 {
                 // The samples through LZ4 with the tile above's inner payload as dictionary, into slot 7 (free: no
-                // choice lives there).
+                // choice lives there). Effort fast tries it only where the samples' LZ4 won (the packed payload's
+                // through LZ4 tries its own Up mode below), with the fast search.
                 let output = unsafe scratch + 7 * stride
-                let written = unsafe LZ4Block.compressHC(
-                    samples,
-                    count: rawBytes,
-                    dictionary: dictionary,
-                    dictionaryCount: above.counts[c],
-                    into: output,
-                    capacity: choice.byteCount - 1,
-                    state: highCompressionState
-                )
+                let written =
+                    unsafe best
+                    ? LZ4Block.compressHC(
+                        samples,
+                        count: rawBytes,
+                        dictionary: dictionary,
+                        dictionaryCount: above.counts[c],
+                        into: output,
+                        capacity: choice.byteCount - 1,
+                        state: searchState
+                    )
+                    : choice.mode == .lz4
+                        ? LZ4Block.compress(
+                            samples,
+                            count: rawBytes,
+                            dictionary: dictionary,
+                            dictionaryCount: above.counts[c],
+                            into: output,
+                            capacity: choice.byteCount - 1,
+                            state: searchState
+                        ) : 0
                 if written > 0 {
                     unsafe choice.mode = .lz4Up
                     unsafe choice.payload = UnsafeRawPointer(output)
@@ -582,15 +598,27 @@ enum TileCodec {
                 // The packed payload the same way, into residual slot 4 or 6, whichever the choice is not in.
                 if let packedMode = unsafe choice.packedMode, unsafe choice.triedPackedLZ4, unsafe choice.byteCount > 1 {
                     let output = unsafe choice.payload == UnsafeRawPointer(residuals) ? alternative : residuals
-                    let written = unsafe LZ4Block.compressHC(
-                        packed,
-                        count: choice.packedByteCount,
-                        dictionary: dictionary,
-                        dictionaryCount: above.counts[c],
-                        into: output,
-                        capacity: choice.byteCount - 1,
-                        state: highCompressionState
-                    )
+                    let written =
+                        unsafe best
+                        ? LZ4Block.compressHC(
+                            packed,
+                            count: choice.packedByteCount,
+                            dictionary: dictionary,
+                            dictionaryCount: above.counts[c],
+                            into: output,
+                            capacity: choice.byteCount - 1,
+                            state: searchState
+                        )
+                        : choice.mode != .lz4 && choice.mode != .lz4Up
+                            ? LZ4Block.compress(
+                                packed,
+                                count: choice.packedByteCount,
+                                dictionary: dictionary,
+                                dictionaryCount: above.counts[c],
+                                into: output,
+                                capacity: choice.byteCount - 1,
+                                state: searchState
+                            ) : 0
                     if written > 0 {
                         unsafe choice.mode = packedMode.upMode
                         unsafe choice.payload = UnsafeRawPointer(output)
@@ -692,10 +720,12 @@ enum TileCodec {
     /// none), and returns the decompressed size, or a negative number when LZ4 refuses the block. Every byte it
     /// reads of the payload comes from one private copy: a plain entry's is copied into slot 5 and given to liblz4;
     /// a coded one (§6.6) is copied into slot 8 and decoded from there in one pass over its sequences (its literals
-    /// decoded first into slot 5, then copied to their places in `output`); only a block liblz4 must judge (never
-    /// one its encoders make) is rebuilt from that copy into slot 5 and given to liblz4. `rawBytes`, the component's
-    /// raw bytes, bounds a coded entry's block. Throws `corruptPayload` when the coded literals are invalid. `output`
-    /// and its dictionary are not in slots 5 or 8.
+    /// decoded first into slot 5, then copied to their places in `output`); a block the one-pass decoder stops at
+    /// (never one an LZ4 encoder makes) is rebuilt from that copy into slot 5. Every block given to liblz4 is first
+    /// checked against the LZ4 block rule (COMPRESSED-LAYOUT.md §6.8, ``LZ4Block/check(_:count:capacity:dictionaryCount:)``):
+    /// the rule decides, never liblz4, so a block that breaks it gives a negative number whatever liblz4 would
+    /// say. `rawBytes`, the component's raw bytes, bounds a coded entry's block. Throws `corruptPayload` when the
+    /// coded literals are invalid. `output` and its dictionary are not in slots 5 or 8.
     static func decompressLZ4Entry(
         _ e: Entry,
         payload: UnsafeRawPointer,
@@ -768,6 +798,11 @@ enum TileCodec {
         } else {
             unsafe privateCopy.copyMemory(from: payload, byteCount: e.byteCount)
         }
+        // §6.8: the rule decides, on the private block, before liblz4 sees it (liblz4 accepts offset 0, for one).
+        guard
+            unsafe LZ4Block.check(block, count: blockCount, capacity: capacity, dictionaryCount: dictionaryCount)
+                >= 0
+        else { return -1 }
         guard dictionaryCount > 0 else {
             return unsafe LZ4Block.decompress(block, count: blockCount, into: output, capacity: capacity)
         }

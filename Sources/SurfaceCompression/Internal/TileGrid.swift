@@ -51,6 +51,10 @@ struct TileGrid: Hashable, Sendable {
     /// mode byte + ``TileMode/codedSequencesFlag``). The encoder encodes with ``currentLayoutVersion`` and states 2 in
     /// the header when no entry needs a later one, else the lowest that has every mode used (`TileCodec.writtenLayoutVersion`).
     let layoutVersion: Int
+    /// Whether the encoder searches its LZ4 winners again with liblz4's HC search (``SurfaceCodec/Effort/best``)
+    /// or keeps the fast search's blocks (``SurfaceCodec/Effort/fast``, the default). Not in the header: the
+    /// decoder never reads it.
+    var searchesHarder = false
 
     static let headerByteCount = 64
     static let currentLayoutVersion = 7
