@@ -25,6 +25,9 @@ struct BenchStartChild {
         var connected: UInt64?
         var frame: UInt64?
         var mapped: UInt64?
+        /// Every page of every plane read once (one byte a page): what a consumer that reads the frame pays for its
+        /// first mapping, beyond the first byte.
+        var pagesRead: UInt64?
         var publish: UInt64?
         var sequence: UInt64?
         var sent: UInt64?
@@ -130,7 +133,8 @@ struct BenchStartChild {
 /// Notes the phases from whichever consumer kind delivers them; the first frame's pixels are read once (a byte of
 /// each plane) so that the first mapping is paid where it is measured.
 private final class PhaseRecorder: SubscriberDelegate, @unchecked Sendable {
-    // @unchecked: every field is guarded by `condition`.
+    // @unchecked: every field is guarded by `condition`; `populatesPages` is set once.
+    private let populatesPages = ProcessInfo.processInfo.environment["FRAMEBUS_BENCH_POPULATE"] == "1"
     private let condition = NSCondition()
     private var recorded = BenchStartChild.Phases(main: 0)
     private var isDone = false
@@ -178,10 +182,36 @@ private final class PhaseRecorder: SubscriberDelegate, @unchecked Sendable {
             }
         }
         let mapped = BenchmarkSocket.monotonicNanoseconds() | (touched & 0)
+        if let image = sample.imageBuffer, !image.pixelFormat.isCompressed {
+            try? image.withLock(.readOnly) {
+                for plane in 0..<image.planeCount {
+                    // `bench start --populate`: the mapping's page tables filled in one call (MADV_POPULATE_READ)
+                    // before the pages are read, against faulting them in one by one.
+                    if populatesPages {
+                        try image.withUnsafeBytes(ofPlane: plane) { bytes in
+                            guard let base = bytes.baseAddress else { return }
+                            let address = UInt(bitPattern: base)
+                            let aligned = address & ~UInt(4095)
+                            let length = Int(address - aligned) + bytes.count
+                            _ = madvise(UnsafeMutableRawPointer(bitPattern: aligned), length, 22)  // MADV_POPULATE_READ
+                        }
+                    }
+                    try image.withBytes(ofPlane: plane) { bytes in
+                        var offset = 0
+                        while offset < bytes.byteCount {
+                            touched &+= UInt64(bytes.unsafeLoad(fromByteOffset: offset, as: UInt8.self))
+                            offset += 4096
+                        }
+                    }
+                }
+            }
+        }
+        let pagesRead = BenchmarkSocket.monotonicNanoseconds() | (touched & 0)
         condition.lock()
         if recorded.frame == nil {
             recorded.frame = arrived
             recorded.mapped = mapped
+            recorded.pagesRead = pagesRead
             recorded.publish = sample.busPublishTime
             recorded.sequence = sample.busSequenceNumber
         }

@@ -62,6 +62,14 @@ package struct BenchStartCommand: ParsableCommand {
     @Flag(help: "Start the crowd's subscribers without --deferred (the comparison before deferral).")
     var crowdNotDeferred = false
 
+    @Flag(
+        help: """
+            Attach rows also with each consumer filling its page tables in one call (MADV_POPULATE_READ) before \
+            it reads every page (rows attach-KIND-populate): whether populating a mapping early beats faulting it.
+            """
+    )
+    var populate = false
+
     @Option(help: "The V4L2 device of the capture case.")
     var device: String = "/dev/video0"
 
@@ -300,11 +308,17 @@ struct StartBench {
             let name = "attach-\(kind)"
             switch kind {
             case "delegate", "events", "poller":
-                let spawn = BenchmarkSocket.monotonicNanoseconds()
-                let process = try Child(executable, ["bench", "start", "--child", kind, "--path", path])
-                process.waitForExit(timeout: 30)
-                let exited = BenchmarkSocket.monotonicNanoseconds()
-                recordSubscriber(name, spawn: spawn, exited: exited, process)
+                for populating in command.populate ? [false, true] : [false] {
+                    let spawn = BenchmarkSocket.monotonicNanoseconds()
+                    let process = try Child(
+                        executable,
+                        ["bench", "start", "--child", kind, "--path", path],
+                        environment: populating ? ["FRAMEBUS_BENCH_POPULATE": "1"] : [:]
+                    )
+                    process.waitForExit(timeout: 30)
+                    let exited = BenchmarkSocket.monotonicNanoseconds()
+                    recordSubscriber(populating ? name + "-populate" : name, spawn: spawn, exited: exited, process)
+                }
             case "cli":
                 // `framebus subscribe --frames 1`: the whole process, spawn to exit.
                 let spawn = BenchmarkSocket.monotonicNanoseconds()
@@ -362,6 +376,7 @@ struct StartBench {
         add(name, "connected→publish", Self.milliseconds(phases.connected, phases.publish))
         add(name, "publish→frame", Self.milliseconds(phases.publish, phases.frame))
         add(name, "frame→pixels", Self.milliseconds(phases.frame, phases.mapped))
+        add(name, "pixels→every page", Self.milliseconds(phases.mapped, phases.pagesRead))
         add(name, "spawn→frame", Self.milliseconds(spawn, phases.frame))
         add(name, "spawn→exit", Self.milliseconds(spawn, exited))
     }
