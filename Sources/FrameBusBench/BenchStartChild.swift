@@ -123,6 +123,7 @@ struct BenchStartChild {
         phases.connected = result.connected
         phases.frame = result.frame
         phases.mapped = result.mapped
+        phases.pagesRead = result.pagesRead
         phases.publish = result.publish
         phases.sequence = result.sequence
         phases.error = result.error
