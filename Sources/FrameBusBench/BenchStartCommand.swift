@@ -25,7 +25,7 @@ package struct BenchStartCommand: ParsableCommand {
             (frame in hand → a byte of each plane read). waiting: the subscriber is started first and waits; \
             then the publisher starts and publishes: publisher start → bound, first publish → the subscriber's \
             frame. crowd: a preview subscriber alone, against the same preview with four compressed (&8v0) \
-            subscribers and a queue(16) recorder started at the same moment (deferred unless --crowd-not-deferred). \
+            subscribers and a queue(16) recorder started at the same moment, not deferred and deferred. \
             capture (with --device, in the guest): `framebus capture` started with a subscriber waiting, against \
             `v4l2-ctl --stream-mmap --stream-count=1` on the same device. Runs alternate between cases; medians \
             over --runs. The machine may be shared: compare a row with its floor from the same run.
@@ -59,7 +59,7 @@ package struct BenchStartCommand: ParsableCommand {
     @Option(help: "GST_PLUGIN_PATH for the framebussrc row (the directory holding libgstframebus.so).")
     var gstPluginPath: String?
 
-    @Flag(help: "Start the crowd's subscribers without --deferred (the comparison before deferral).")
+    @Flag(help: "Leave out the crowd started deferred (for a publisher that knows no deferral).")
     var crowdNotDeferred = false
 
     @Flag(
@@ -419,7 +419,13 @@ struct StartBench {
     // MARK: Preview with a crowd
 
     mutating func measureCrowd(executable: URL) throws {
-        for crowd in [false, true] {
+        // The preview alone, with the crowd not deferred (as before deferral), and with the crowd deferred: the same
+        // run, alternating.
+        let variants: [(name: String, crowd: Bool, deferred: Bool)] =
+            [("alone-preview", false, false), ("crowd-preview", true, false)]
+            + (command.crowdNotDeferred ? [] : [("deferred-crowd-preview", true, true)])
+        for variant in variants {
+            let crowd = variant.crowd
             let path = base + "-crowd.sock"
             let publisher = try RunningPublisher(
                 path: path,
@@ -431,7 +437,7 @@ struct StartBench {
             )
             publisher.start()
             defer { publisher.stop() }
-            let deferred = command.crowdNotDeferred ? [] : ["--deferred"]
+            let deferred = variant.deferred ? ["--deferred"] : []
             var others: [Child] = []
             let spawn = BenchmarkSocket.monotonicNanoseconds()
             let preview = try Child(executable, ["bench", "start", "--child", "delegate", "--path", path])
@@ -452,13 +458,13 @@ struct StartBench {
                 )
             }
             preview.waitForExit(timeout: 30)
-            let name = crowd ? "crowd-preview" : "alone-preview"
-            recordSubscriber(name, spawn: spawn, exited: BenchmarkSocket.monotonicNanoseconds(), preview)
+            recordSubscriber(variant.name, spawn: spawn, exited: BenchmarkSocket.monotonicNanoseconds(), preview)
             for other in others { other.waitForExit(timeout: 30) }
             if crowd {
                 let frames = others.compactMap { Self.phases($0)?.frame }
                 if frames.count == others.count, let last = frames.max() {
-                    add("crowd-others", "spawn→last frame", Self.milliseconds(spawn, last))
+                    add(variant.deferred ? "deferred-crowd-others" : "crowd-others", "spawn→last frame",
+                        Self.milliseconds(spawn, last))
                 } else {
                     notes.append("crowd: \(others.count - frames.count) of the others had no frame")
                 }
@@ -572,11 +578,14 @@ struct StartBench {
                 )
             )
         }
-        if let alone = median("alone-preview", "spawn→frame"), let crowd = median("crowd-preview", "spawn→frame") {
+        for (name, label) in [("crowd-preview", "not deferred"), ("deferred-crowd-preview", "deferred")] {
+            guard let alone = median("alone-preview", "spawn→frame"), let crowd = median(name, "spawn→frame") else {
+                continue
+            }
             verdicts.append(
                 String(
                     format: "crowd (%@): preview TTFF %.1f ms with the crowd, %.1f ms alone: %.2fx, target ≤ 1.2x: %@",
-                    command.crowdNotDeferred ? "not deferred" : "deferred",
+                    label,
                     crowd,
                     alone,
                     crowd / alone,
