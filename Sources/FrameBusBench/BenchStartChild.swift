@@ -75,6 +75,7 @@ struct BenchStartChild {
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
         configuration.connectTimeout = .seconds(20)
         if let queue { configuration.delivery = .queue(depth: queue) }
+        configuration.isDeferred = isDeferred
         let subscriber: Subscriber
         do {
             subscriber = try Subscriber(configuration: configuration)

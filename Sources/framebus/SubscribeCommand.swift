@@ -82,7 +82,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000))
         configuration.allowedPublisherUserIDs.formUnion(allowedPublisherUserIDs)
         configuration.acceptsDMABuf = !refusesDMABuf
-        // PENDING-SPLIT configuration.isDeferred = deferred
+        configuration.isDeferred = deferred
         let nudge = Nudge()
         let counter = FrameCounter(
             decode: decode,

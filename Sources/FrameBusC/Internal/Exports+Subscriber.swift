@@ -77,7 +77,7 @@ private func subscriberCreate(
         configuration.reconnectInterval = reconnectInterval
         configuration.reconnects = unsafe options.reconnects != 0
         configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
-        // PENDING-SPLIT configuration.isDeferred = flags & UInt32(FB_SUBSCRIBER_DEFERRED) != 0
+        configuration.isDeferred = flags & UInt32(FB_SUBSCRIBER_DEFERRED) != 0
         let waitSlice: Duration?
         switch unsafe options.wait_slice_us {
         case 0: waitSlice = nil
