@@ -178,7 +178,9 @@ private final class PhaseRecorder: SubscriberDelegate, @unchecked Sendable {
             try? image.withLock(.readOnly) {
                 for plane in 0..<image.planeCount {
                     try image.withBytes(ofPlane: plane) { bytes in
-                        if bytes.byteCount > 0 { touched &+= UInt64(bytes.unsafeLoad(fromByteOffset: 0, as: UInt8.self)) }
+                        if bytes.byteCount > 0 {
+                            touched &+= UInt64(bytes.unsafeLoad(fromByteOffset: 0, as: UInt8.self))
+                        }
                     }
                 }
             }

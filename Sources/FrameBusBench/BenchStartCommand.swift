@@ -263,7 +263,10 @@ struct StartBench {
                 print('{"main": %d}' % main)
                 """
             let pySpawn = BenchmarkSocket.monotonicNanoseconds()
-            let py = try Child(URL(fileURLWithPath: Self.which(command.python) ?? command.python), ["-c", script, path])
+            let py = try Child(
+                URL(fileURLWithPath: Self.which(command.python) ?? command.python),
+                ["-c", script, path]
+            )
             _ = pythonPath
             let pyPeer = try listener.accept(timeoutMilliseconds: 20_000)
             _ = try pyPeer.receive(timeoutMilliseconds: 20_000)
@@ -469,8 +472,11 @@ struct StartBench {
             if crowd {
                 let frames = others.compactMap { Self.phases($0)?.frame }
                 if frames.count == others.count, let last = frames.max() {
-                    add(variant.deferred ? "deferred-crowd-others" : "crowd-others", "spawn→last frame",
-                        Self.milliseconds(spawn, last))
+                    add(
+                        variant.deferred ? "deferred-crowd-others" : "crowd-others",
+                        "spawn→last frame",
+                        Self.milliseconds(spawn, last)
+                    )
                 } else {
                     notes.append("crowd: \(others.count - frames.count) of the others had no frame")
                 }
@@ -541,7 +547,11 @@ struct StartBench {
                 ["-d", command.device, "--stream-mmap", "--stream-count=1", "--stream-to=/dev/null"]
             )
             floor.waitForExit(timeout: 60)
-            add("capture-floor", "v4l2-ctl spawn→exit", Self.milliseconds(spawn, BenchmarkSocket.monotonicNanoseconds()))
+            add(
+                "capture-floor",
+                "v4l2-ctl spawn→exit",
+                Self.milliseconds(spawn, BenchmarkSocket.monotonicNanoseconds())
+            )
         } else {
             notes.append("capture: no v4l2-ctl for the device floor")
         }
@@ -610,7 +620,8 @@ struct StartBench {
             let target = pyFloor + imported + interval + 2
             verdicts.append(
                 String(
-                    format: "attach python: TTFF %.1f ms (import framebus %.1f ms, shown apart), target ≤ floor %.1f + import + interval + 2 = %.1f ms: %@",
+                    format:
+                        "attach python: TTFF %.1f ms (import framebus %.1f ms, shown apart), target ≤ floor %.1f + import + interval + 2 = %.1f ms: %@",
                     ttff,
                     imported,
                     pyFloor,
@@ -639,7 +650,8 @@ struct StartBench {
             else { continue }
             verdicts.append(
                 String(
-                    format: "crowd connecting at once (%@): preview first frame %.1f ms after the publisher starts, %.1f ms alone: %.2fx, target ≤ 1.2x: %@",
+                    format:
+                        "crowd connecting at once (%@): preview first frame %.1f ms after the publisher starts, %.1f ms alone: %.2fx, target ≤ 1.2x: %@",
                     label,
                     crowd,
                     alone,
@@ -654,7 +666,8 @@ struct StartBench {
             }
             verdicts.append(
                 String(
-                    format: "crowd started at once (%@): preview TTFF %.1f ms with the crowd's processes starting, %.1f ms alone: %.2fx, target ≤ 1.2x: %@",
+                    format:
+                        "crowd started at once (%@): preview TTFF %.1f ms with the crowd's processes starting, %.1f ms alone: %.2fx, target ≤ 1.2x: %@",
                     label,
                     crowd,
                     alone,
@@ -663,7 +676,8 @@ struct StartBench {
                 )
             )
         }
-        if let floor = median("capture-floor", "v4l2-ctl spawn→exit"), let capture = median("capture", "capture spawn→frame")
+        if let floor = median("capture-floor", "v4l2-ctl spawn→exit"),
+            let capture = median("capture", "capture spawn→frame")
         {
             verdicts.append(
                 String(
@@ -729,7 +743,8 @@ struct StartBench {
                     "<rect x=\"\(x)\" y=\"\(y)\" width=\"\(value * scale)\" height=\"18\" fill=\"\(colour)\"><title>\(phase) \(String(format: "%.2f", value)) ms</title></rect>"
                 x += value * scale
             }
-            body += "<text x=\"\(x + 4)\" y=\"\(y + 14)\" font-size=\"11\">\(String(format: "%.1f ms", (x - left) / scale))</text>"
+            body +=
+                "<text x=\"\(x + 4)\" y=\"\(y + 14)\" font-size=\"11\">\(String(format: "%.1f ms", (x - left) / scale))</text>"
         }
         var legend = ""
         for (index, phase) in stacked.enumerated() {

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @testable import FrameBus
 
@@ -29,7 +29,8 @@ import TestSupport
         return try publisher.publish(buffer)
     }
 
-    /// Publishes one frame and waits until each of `receivers` has it (so that holding limits play no part here).
+    /// Publishes one frame and waits until each of `receivers` has it and released it (so that holding limits play no
+    /// part here).
     func publish(
         _ publisher: Publisher,
         _ pool: PixelBufferPool,
@@ -43,6 +44,8 @@ import TestSupport
                 "frame \(sequence): \(receiver.output)"
             )
         }
+        // Released everywhere before the next one (a frame still held could make the next a DROP `outOfBuffers`).
+        try #require(await eventually(timeout: 60) { publisher.heldFrameCount == 0 })
     }
 
     /// What the producer heard, in order.

@@ -21,7 +21,8 @@ import Testing
 
         var description: String {
             switch self {
-            case .hello(let name, let deferred, let version, _): "hello(\(name)\(deferred ? ", deferred" : ""), v\(version))"
+            case .hello(let name, let deferred, let version, _):
+                "hello(\(name)\(deferred ? ", deferred" : ""), v\(version))"
             case .publish: "publish"
             case .lose: "lose"
             case .advance(let milliseconds): "advance(\(milliseconds) ms)"

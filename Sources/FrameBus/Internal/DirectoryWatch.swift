@@ -70,7 +70,8 @@ import SystemPackage
         var seen = false
         while bytes.endIndex - offset >= headerSize {
             func word(_ at: Int) -> UInt32 {
-                UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 | UInt32(bytes[at + 2]) << 16 | UInt32(bytes[at + 3]) << 24
+                UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 | UInt32(bytes[at + 2]) << 16 | UInt32(bytes[at + 3])
+                    << 24
             }
             let mask = word(offset + 4)
             let length = Int(word(offset + 12))

@@ -18,6 +18,8 @@ extension Syscall {
     /// `read(2)` of a non-blocking descriptor into `buffer`: the bytes read (`EAGAIN` when there are none).
     static func readAvailable(_ descriptor: Int32, into buffer: inout [UInt8]) -> Result<Int, Errno> {
         let capacity = buffer.count
-        return valueOrErrno { unsafe buffer.withUnsafeMutableBytes { unsafe Glibc.read(descriptor, $0.baseAddress, capacity) } }
+        return valueOrErrno {
+            unsafe buffer.withUnsafeMutableBytes { unsafe Glibc.read(descriptor, $0.baseAddress, capacity) }
+        }
     }
 }
