@@ -328,6 +328,23 @@ fb_status fb_subscriber_create(
     fb_error *FB_NULLABLE error
 );
 
+/** fb_subscriber_create_with_flags: subscribe deferred (the HELLO's deferred flag, docs/PROTOCOL.md section 5.1.1):
+ *  the publisher connects us at once (FB_EVENT_CONNECTED) but sends frames only from its deferred start on, once its
+ *  subscribers that are not deferred have their first frame or its producer says so. For consumers that can start
+ *  late (recorders, analysis, compressed consumers), so that a preview's first frame does not wait for them. */
+#define FB_SUBSCRIBER_DEFERRED 1u
+
+/**
+ * fb_subscriber_create, with flags: 0, or FB_SUBSCRIBER_DEFERRED. Other bits are FB_ERROR_INVALID_ARGUMENT.
+ * Added in library 0.6.0 (a compatible addition: FB_ABI_VERSION stays 2).
+ */
+fb_status fb_subscriber_create_with_flags(
+    const fb_subscriber_options *FB_NULLABLE options,
+    uint32_t flags,
+    fb_subscriber *FB_NULLABLE *FB_NULLABLE out_subscriber,
+    fb_error *FB_NULLABLE error
+);
+
 /**
  * Says goodbye to the publisher, closes the connection and frees the subscriber. Frames that waited unseen are
  * released; frames you still hold (fb_frame) stay valid and must still be released with fb_frame_release

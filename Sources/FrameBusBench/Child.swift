@@ -10,7 +10,7 @@ package final class Child {
     private let output: URL
     private let errorOutput: URL
 
-    package init(_ executable: URL, _ arguments: [String]) throws {
+    package init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("framebus-\(UUID().uuidString)")
         output = base.appendingPathExtension("out")
         errorOutput = base.appendingPathExtension("err")
@@ -18,6 +18,9 @@ package final class Child {
         _ = FileManager.default.createFile(atPath: errorOutput.path, contents: nil)
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = try FileHandle(forWritingTo: output)
         process.standardError = try FileHandle(forWritingTo: errorOutput)
         try process.run()

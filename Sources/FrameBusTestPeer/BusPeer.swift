@@ -2,7 +2,7 @@ import Foundation
 // Bus modes of the test peer.
 //
 // bus-subscriber PATH [--accept 420v,&8v0] [--queue N] [--delay-ms D] [--hold N] [--frames N] [--timeout S]
-//                     [--checksum] [--reconnect] [--setuid UID] [--publisher-uid UID]
+//                     [--checksum] [--reconnect] [--setuid UID] [--publisher-uid UID] [--deferred]
 //   Subscribes (delegate API) and prints one line per event, then a final "stats ..." line:
 //     welcome format=F stream=ID
 //     frame seq=S hash=H disc=D bytes=B backing=K fds=N
@@ -59,7 +59,7 @@ struct PeerOptions {
         while let argument = iterator.next() {
             guard argument.hasPrefix("--") else { continue }
             let name = String(argument.dropFirst(2))
-            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay"].contains(name) {
+            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay", "deferred"].contains(name) {
                 flags.insert(name)
             } else if let value = iterator.next() {
                 values[name] = value
@@ -156,6 +156,7 @@ func runBusSubscriber(_ arguments: [String]) -> Int32 {
     var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
     if let depth = options.values["queue"].flatMap({ Int($0) }) { configuration.delivery = .queue(depth: depth) }
     configuration.reconnects = options.flags.contains("reconnect")
+    configuration.isDeferred = options.flags.contains("deferred")
     if let uid = options.values["publisher-uid"].flatMap({ UInt32($0) }) {
         configuration.allowedPublisherUserIDs.insert(uid)
     }

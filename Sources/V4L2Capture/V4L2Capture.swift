@@ -243,6 +243,8 @@ public final class V4L2Capture: Sendable {
         var isStopRequested = false
         /// `run` was called: it streams once (a second stream would re-queue buffers subscribers may still hold).
         var hasRun = false
+        /// ``arm()`` queued every buffer and started streaming already.
+        var isArmed = false
     }
 
     /// The configuration it was made with.
@@ -773,6 +775,37 @@ public final class V4L2Capture: Sendable {
         return end
     }
 
+    /// Queues every buffer and starts the device streaming now, before the publisher exists, so that the device's
+    /// arming (and its first frame) overlaps the producer's bus set-up; ``run(publishingTo:onFrame:)`` then takes
+    /// the frames the device finished meanwhile. Optional: `run` arms a device that was not armed. At most the
+    /// buffer count of frames can wait; a device that fills them before `run` waits, and the gap shows as lost
+    /// frames (the usual sequence rule). Idempotent; does nothing once `run` was called or stop was requested.
+    ///
+    /// The corresponding ioctls are `VIDIOC_QBUF` of every buffer, then `VIDIOC_STREAMON`.
+    ///
+    /// - Throws: ``V4L2CaptureError/Code-swift.struct/systemCall`` or
+    ///   ``V4L2CaptureError/Code-swift.struct/deviceLost``, as `run` would end with.
+    public func arm() throws(V4L2CaptureError) {
+        let proceed = state.withLock { state -> Bool in
+            guard !state.hasRun, !state.isStopRequested, !state.isArmed else { return false }
+            state.isArmed = true
+            return true
+        }
+        guard proceed else { return }
+        if let error = startStreaming() { throw error }
+    }
+
+    /// `VIDIOC_QBUF` of every buffer, then `VIDIOC_STREAMON`; nil when streaming.
+    private func startStreaming() -> V4L2CaptureError? {
+        for index in 0..<bufferCount {
+            if case .failure(let errno) = queueBuffer(index) { return .systemCall("VIDIOC_QBUF", errno) }
+        }
+        if case .failure(let errno) = Syscall.v4l2Stream(device.descriptor, queue, on: true) {
+            return .systemCall("VIDIOC_STREAMON", errno)
+        }
+        return nil
+    }
+
     /// Ends ``run(publishingTo:onFrame:)`` at its next wake-up (at once: it rings the loop). Idempotent.
     public func stop() {
         state.withLock { $0.isStopRequested = true }
@@ -807,14 +840,9 @@ public final class V4L2Capture: Sendable {
 
     private func stream(_ publisher: Publisher, _ onFrame: ((CapturedFrame) -> Void)?) -> EndReason {
         let fd = device.descriptor
-        for index in 0..<bufferCount {
-            if case .failure(let errno) = queueBuffer(index) {
-                return Self.ending(.systemCall("VIDIOC_QBUF", errno))
-            }
-        }
-        if case .failure(let errno) = Syscall.v4l2Stream(fd, queue, on: true) {
-            return Self.ending(.systemCall("VIDIOC_STREAMON", errno))
-        }
+        // Armed already (``arm()``): the buffers are queued and the device streams.
+        let isArmed = state.withLock { $0.isArmed }
+        if !isArmed, let error = startStreaming() { return Self.ending(error) }
         var pendingDiscontinuity = false
         while true {
             if state.withLock({ $0.isStopRequested }) { return .stopped }

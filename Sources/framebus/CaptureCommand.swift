@@ -151,6 +151,12 @@ struct CaptureCommand: AsyncParsableCommand {
             say("framebus capture: \(error)")
             throw ExitCode(error.code == .deviceLost ? 3 : 1)
         }
+        // The device arms (buffers queued, streaming on) while the bus is set up: its first frame overlaps the
+        // publisher's start instead of following it.
+        do { try capture.arm() } catch {
+            say("framebus capture: \(error)")
+            throw ExitCode(error.code == .deviceLost ? 3 : 1)
+        }
         var configuration = capture.publisherConfiguration(path: socketPath, offeringCompressedVariant: compressed)
         configuration.socketMode = UInt32(socketMode, radix: 8) ?? 0o600
         configuration.allowedUserIDs.formUnion(allowUID)

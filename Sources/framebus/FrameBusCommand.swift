@@ -32,6 +32,8 @@ struct FrameBusCommand: AsyncParsableCommand {
     /// So the main thread blocks the signals, starts the command as a task, and waits for it. (Nothing in `framebus`
     /// runs on the main actor.)
     static func main() {
+        // `bench start`'s consumers measure their own start from here, before the command line is parsed.
+        BenchStartCommand.noteMainEntered()
         if let command = CommandLine.arguments.dropFirst().first, stoppableCommands.contains(command) {
             StopSignals.blockAndWatch()
         }
@@ -49,7 +51,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure the codec and the bus on this machine.",
-        subcommands: [BenchCodecCommand.self, BenchBusCommand.self, BenchPlotCommand.self]
+        subcommands: [BenchCodecCommand.self, BenchBusCommand.self, BenchStartCommand.self, BenchPlotCommand.self]
     )
 }
 

@@ -51,6 +51,9 @@ struct SubscribeCommand: AsyncParsableCommand {
     )
     var allowedPublisherUserIDs: [UInt32] = []
 
+    @Flag(help: "Subscribe deferred: frames start once the publisher's other subscribers have their first frame.")
+    var deferred = false
+
     @Flag(help: "Decode compressed frames (measures the consumer's decode cost).")
     var decode = false
 
@@ -79,7 +82,14 @@ struct SubscribeCommand: AsyncParsableCommand {
         configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000))
         configuration.allowedPublisherUserIDs.formUnion(allowedPublisherUserIDs)
         configuration.acceptsDMABuf = !refusesDMABuf
-        let counter = FrameCounter(decode: decode, delayMilliseconds: delayMilliseconds) { [json] session in
+        configuration.isDeferred = deferred
+        let nudge = Nudge()
+        let counter = FrameCounter(
+            decode: decode,
+            delayMilliseconds: delayMilliseconds,
+            frameTarget: frames,
+            nudge: nudge
+        ) { [json] session in
             // The publisher may grant less than the depth asked for (its holding policy): say both.
             let mode = queue.map { "queue \($0) requested, \(session.grantedQueueDepth) granted" } ?? "latest-only"
             if !json {
@@ -106,12 +116,13 @@ struct SubscribeCommand: AsyncParsableCommand {
         while true {
             var wake = clock.now + .milliseconds(100)
             if let end, end < wake { wake = end }
-            try await Task.sleep(until: wake, clock: clock)
+            // Woken early when the last frame asked for arrives or the stream ends: `--frames 1` exits at once.
+            await nudge.sleep(until: wake, clock: clock)
             let elapsed = Self.seconds(clock.now - start)
             let ended = counter.ended != nil && !reconnect
             let done =
                 ended || stopping.received || end.map { clock.now >= $0 } == true
-                || frames.map { subscriber.statistics.delivered >= $0 } == true
+                || frames.map { counter.frameCount >= $0 || subscriber.statistics.delivered >= $0 } == true
             if Int(elapsed) > second || done {
                 second = Int(elapsed)
                 let now = subscriber.statistics
@@ -183,15 +194,30 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
     private var scratch: PixelBuffer?
     /// One codec context for every frame: its workspace is reused, so decoding allocates nothing per frame.
     private let codec = SurfaceCodecContext(threadCount: 1)
+    private var frames = 0
     let decode: Bool
     let delayMilliseconds: Int
+    /// `--frames`: reaching it wakes the command's loop at once.
+    let frameTarget: Int?
+    let nudge: Nudge
     let onConnect: @Sendable (Subscriber.Session) -> Void
 
-    init(decode: Bool, delayMilliseconds: Int, onConnect: @escaping @Sendable (Subscriber.Session) -> Void) {
+    init(
+        decode: Bool,
+        delayMilliseconds: Int,
+        frameTarget: Int? = nil,
+        nudge: Nudge = Nudge(),
+        onConnect: @escaping @Sendable (Subscriber.Session) -> Void
+    ) {
         self.decode = decode
         self.delayMilliseconds = delayMilliseconds
+        self.frameTarget = frameTarget
+        self.nudge = nudge
         self.onConnect = onConnect
     }
+
+    /// Frames handed to this delegate so far.
+    var frameCount: Int { lock.withLock { frames } }
 
     func subscriber(_ subscriber: Subscriber, didConnect session: Subscriber.Session) {
         onConnect(session)
@@ -241,10 +267,45 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
             }
         }
         if delayMilliseconds > 0 { usleep(UInt32(delayMilliseconds * 1000)) }
+        let count = lock.withLock {
+            frames += 1
+            return frames
+        }
+        if let frameTarget, count >= frameTarget { nudge.nudge() }
     }
 
     func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {
         lock.withLock { endError = error }
+        nudge.nudge()
+    }
+}
+
+/// A sleep that another thread can cut short: `subscribe`'s loop wakes at its next line or as soon as its delegate
+/// has what the run waits for, whichever comes first (a nudge before the sleep ends the next sleep at once).
+final class Nudge: @unchecked Sendable {
+    // @unchecked: `sleeping` and `isPending` are guarded by `lock`.
+    private let lock = NSLock()
+    private var sleeping: Task<Void, Never>?
+    private var isPending = false
+
+    func sleep(until deadline: ContinuousClock.Instant, clock: ContinuousClock) async {
+        let task = Task<Void, Never> { _ = try? await Task.sleep(until: deadline, clock: clock) }
+        lock.withLock {
+            if isPending {
+                isPending = false
+                task.cancel()
+            } else {
+                sleeping = task
+            }
+        }
+        await task.value
+        lock.withLock { sleeping = nil }
+    }
+
+    func nudge() {
+        lock.withLock {
+            if let sleeping { sleeping.cancel() } else { isPending = true }
+        }
     }
 }
 

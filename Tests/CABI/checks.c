@@ -180,6 +180,13 @@ static void check_arguments(void) {
     options.path = long_path;
     EXPECT(fb_subscriber_create(&options, &subscriber, NULL) == FB_ERROR_INVALID_ARGUMENT, "long path");
     EXPECT(subscriber == NULL, "no subscriber was made");
+    /* Flags other than FB_SUBSCRIBER_DEFERRED are refused, and so are bad options with a known flag. */
+    EXPECT(fb_subscriber_create_with_flags(&options, FB_SUBSCRIBER_DEFERRED, &subscriber, NULL) ==
+               FB_ERROR_INVALID_ARGUMENT, "long path, deferred");
+    options.path = "/tmp/framebus-checks-never-bound.sock";
+    EXPECT(fb_subscriber_create_with_flags(&options, 0x80000000u, &subscriber, NULL) == FB_ERROR_INVALID_ARGUMENT,
+           "unknown flag");
+    EXPECT(subscriber == NULL, "no subscriber was made");
 }
 
 static void check_timeouts_and_interrupts(void) {

@@ -385,7 +385,7 @@ enum GoldenVectors {
             name: "HELLO unknown flag",
             base: GoldenVectors.helloV2,
             descriptors: 0,
-            patches: [(22, [2])],
+            patches: [(22, [0x00, 0x80])],  // bit 15: bits 0 (acceptsDMABuf) and 1 (deferred) are known
             expected: .invalidField
         ),
         Mutation(

@@ -35,6 +35,7 @@ enum {
   PROP_DECODE,
   PROP_STATS,
   PROP_WAIT_SLICE,
+  PROP_DEFERRED,
 };
 
 #define DEFAULT_QUEUE_DEPTH 0
@@ -71,6 +72,7 @@ struct _GstFramebusSrc {
   guint decode_threads;
   gboolean decode;
   guint wait_slice;
+  gboolean deferred;
 
   /* fd-backed memories: GstFdMemory for memfds, GstDmaBufMemory for DMA-BUFs */
   GstAllocator *fd_allocator, *dmabuf_allocator;
@@ -907,6 +909,7 @@ gst_framebus_src_start (GstBaseSrc * src)
   options.reconnects = self->reconnect ? 1 : 0;
   options.connect_timeout_ns = (int64_t) MIN (self->connect_timeout, (guint64) G_MAXINT64);
   options.wait_slice_us = self->wait_slice;
+  guint32 create_flags = self->deferred ? FB_SUBSCRIBER_DEFERRED : 0;
   GST_OBJECT_UNLOCK (self);
 
   if (path == NULL) {
@@ -945,7 +948,7 @@ gst_framebus_src_start (GstBaseSrc * src)
   options.accepted_formats = formats;
   options.accepted_format_count = count;
   fb_error error = { 0 };
-  fb_status status = fb_subscriber_create (&options, &self->subscriber, &error);
+  fb_status status = fb_subscriber_create_with_flags (&options, create_flags, &self->subscriber, &error);
   if (status != FB_OK) {
     GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not subscribe at %s", path), ("%s: %s",
             fb_status_name (status), error.message));
@@ -1063,6 +1066,9 @@ gst_framebus_src_set_property (GObject * object, guint id, const GValue * value,
     case PROP_WAIT_SLICE:
       self->wait_slice = g_value_get_uint (value);
       break;
+    case PROP_DEFERRED:
+      self->deferred = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, spec);
       break;
@@ -1109,6 +1115,9 @@ gst_framebus_src_get_property (GObject * object, guint id, GValue * value, GPara
       break;
     case PROP_WAIT_SLICE:
       g_value_set_uint (value, self->wait_slice);
+      break;
+    case PROP_DEFERRED:
+      g_value_set_boolean (value, self->deferred);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, spec);
@@ -1190,6 +1199,10 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
           "stream itself: one wake-up per frame), so a frame's wake-up preempts the publisher on a busy CPU; "
           "Linux 6.12+, stays set on the thread. 0: the thread keeps its slice", 0, 100000, DEFAULT_WAIT_SLICE,
           flags));
+  g_object_class_install_property (object_class, PROP_DEFERRED,
+      g_param_spec_boolean ("deferred", "Deferred",
+          "Subscribe deferred: the publisher sends frames only once its subscribers that are not deferred have "
+          "their first frame, or when its producer runs deferred start (for recorders and analysis)", FALSE, flags));
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
           "framebussrc-stats: frames (pushed), zero-copy (wrapping the shared memory), fd-memory (of those, as "

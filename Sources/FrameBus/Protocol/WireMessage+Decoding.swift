@@ -158,7 +158,10 @@ extension WireMessage {
                 }
                 kind = known
                 flags = try reader.read()
-                try check(flags & ~WireHello.acceptsDMABufFlag == 0, "flags 0x\(String(flags, radix: 16))")
+                try check(
+                    flags & ~(WireHello.acceptsDMABufFlag | WireHello.deferredFlag) == 0,
+                    "flags 0x\(String(flags, radix: 16))"
+                )
             }
             try expectSize(WireProtocol.helloFixedSize + 4 * Int(count))
             switch kind {

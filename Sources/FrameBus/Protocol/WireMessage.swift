@@ -117,6 +117,9 @@ package enum WireConnectionKind: UInt16, Sendable, CaseIterable {
 package struct WireHello: Hashable, Sendable {
     /// Bit of ``flags``: the subscriber can import DMA-BUF surfaces (version 2).
     public static let acceptsDMABufFlag: UInt16 = 1 << 0
+    /// Bit of ``flags``: the subscriber is deferred; the publisher sends it frames only from its deferred start on
+    /// (version 2 and later, docs/PROTOCOL.md §5.1.1).
+    public static let deferredFlag: UInt16 = 1 << 1
 
     /// 1 (the version-1 layout and magic) or 2.
     public var version: UInt16
@@ -126,7 +129,7 @@ package struct WireHello: Hashable, Sendable {
     public var deliveryMode: UInt16
     /// 1 for latest-only; 1…64 for queue; 0 for a monitor.
     public var queueDepth: UInt16
-    /// Version 2: bit 0 ``acceptsDMABufFlag``.
+    /// Version 2: bit 0 ``acceptsDMABufFlag``, bit 1 ``deferredFlag``.
     public var flags: UInt16
     /// FourCC codes in order of preference, 1…16 of them (none for a monitor).
     public var formats: [UInt32]

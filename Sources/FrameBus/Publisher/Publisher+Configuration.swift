@@ -70,6 +70,16 @@ extension Publisher {
         /// `FUTEX_WAKE` on its announce ring instead of a datagram. Off: every subscriber gets wake-up datagrams
         /// (§9.5).
         public var usesFutexWakeUps = true
+        /// Whether the publisher runs deferred start by itself (the default): deferred subscribers receive frames
+        /// once every subscriber that is not deferred has had its first frame (or after ``deferredStartTimeout``
+        /// when none is connected). Off: only once the producer calls ``Publisher/runDeferredStartWhenNeeded()``.
+        /// Like `AVCaptureSession.automaticallyRunsDeferredStart`.
+        public var automaticallyRunsDeferredStart = true
+        /// How long a deferred subscriber waits, with automatic deferred start, while no subscriber that is not
+        /// deferred has had a frame and none is on its way (a recorder alone is served after this). 0…1 hour.
+        public var deferredStartTimeout: Duration = .seconds(1)
+        /// Told before and after each deferred start (``Publisher/DeferredStart``), on the publishing thread.
+        public var deferredStartHandler: (@Sendable (Publisher.DeferredStart) -> Void)?
         /// Where diagnostics go (closed connections and their reasons, rate-limited).
         public var logger: Logger
 
@@ -136,6 +146,10 @@ extension Publisher {
             )
             try check(socketMode <= 0o777, "socketMode 0o\(String(socketMode, radix: 8))")
             try check((1...64).contains(conversionThreadCount), "conversionThreadCount \(conversionThreadCount)")
+            try check(
+                deferredStartTimeout >= .zero && deferredStartTimeout <= .seconds(3600),
+                "deferredStartTimeout \(deferredStartTimeout)"
+            )
         }
 
         var limits: PublisherStateMachine<PixelBuffer>.Limits {
@@ -157,6 +171,8 @@ extension Publisher {
             limits.heldFrameBudget = heldFrameBudget
             limits.minimumHeldFrames = holdingPolicy.minimumHeldFrames
             limits.conversionBufferLimit = conversionBufferLimit
+            limits.automaticallyRunsDeferredStart = automaticallyRunsDeferredStart
+            limits.deferredStartTimeout = deferredStartTimeout.nanoseconds
             return limits
         }
     }

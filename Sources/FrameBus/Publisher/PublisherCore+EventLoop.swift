@@ -185,6 +185,7 @@ extension PublisherCore {
                     rings: offer,
                     now: now
                 )
+                noteDeferredSubscribers(&state)
                 if let channel, state.machine.sessionVersion(of: id) == WireProtocol.ringVersion {
                     state.rings[id] = PublisherRings(channel: channel)
                 }

@@ -53,6 +53,11 @@ extension PublisherCore {
         // pools' observers may call `publish` (``withState(_:)``).
         var released: [PixelBuffer] = []
         defer { released.removeAll() }
+        // Deferred subscribers whose start is due start with this frame; the producer hears of it before and after.
+        let deferredStarted = startDeferredSubscribersIfDue()
+        defer {
+            if deferredStarted > 0 { configuration.deferredStartHandler?(.didRun(subscriberCount: deferredStarted)) }
+        }
         return try publishing.withLock { _ throws(FrameBusError) -> UInt64 in
             try publishSerially(
                 buffer,

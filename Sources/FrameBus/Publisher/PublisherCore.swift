@@ -106,6 +106,10 @@ final class PublisherCore: Sendable {
     /// ``Publisher/makePixelBuffer(from:)`` costs one relaxed load.
     let lastFollowedPool = Atomic<UInt64>(0)
 
+    /// A deferred subscriber may be waiting for its start: `publish` asks the machine before each frame
+    /// (``startDeferredSubscribersIfDue()``). Raised by the loop thread, lowered by `publish`.
+    let deferredStartPending = Atomic<Bool>(false)
+
     struct FollowedPool {
         weak var pool: PixelBufferPool?
         var observation: PixelBufferPool.SurfaceFreedObservation?

@@ -92,6 +92,13 @@ public final class Subscriber: Sendable {
         /// for a consumer that must see only sealed memfds (a sandboxed one, say): the publisher then sends it no
         /// DMA-BUF frame (DROP `outOfBuffers` instead), and a DMA-BUF SURFACE ends the session.
         public var acceptsDMABuf = true
+        /// Whether this subscriber is deferred (the HELLO's `deferred`, docs/PROTOCOL.md §5.1.1): the publisher
+        /// connects it at once but sends frames only from its deferred start on, once its subscribers that are not
+        /// deferred have their first frame (or its producer calls ``Publisher/runDeferredStartWhenNeeded()``). For
+        /// consumers that can start late (a recorder, an analysis, a compressed consumer), so that a preview's first
+        /// frame does not wait for them: like `AVCaptureOutput.isDeferredStartEnabled`. A publisher older than the
+        /// flag refuses it; the subscriber then connects again at once without it and is served as before.
+        public var isDeferred = false
         /// Where diagnostics go.
         public var logger: Logger
 

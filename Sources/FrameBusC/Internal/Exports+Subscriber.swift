@@ -27,8 +27,31 @@ public func fbSubscriberCreate(
     _ outSubscriber: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<fb_error>?
 ) -> fb_status {
+    unsafe subscriberCreate(options, flags: 0, outSubscriber, error, function: "fb_subscriber_create")
+}
+
+/// `fb_subscriber_create_with_flags`.
+@_cdecl("fb_subscriber_create_with_flags")
+public func fbSubscriberCreateWithFlags(
+    _ options: UnsafePointer<fb_subscriber_options>?,
+    _ flags: UInt32,
+    _ outSubscriber: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe subscriberCreate(options, flags: flags, outSubscriber, error, function: "fb_subscriber_create_with_flags")
+}
+
+private func subscriberCreate(
+    _ options: UnsafePointer<fb_subscriber_options>?,
+    flags: UInt32,
+    _ outSubscriber: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?,
+    function: String
+) -> fb_status {
     unsafe boundary(error) { () throws(ABIError) in
-        let function = "fb_subscriber_create"
+        guard flags & ~UInt32(FB_SUBSCRIBER_DEFERRED) == 0 else {
+            throw ABIError(.invalidArgument, "\(function): unknown flags 0x\(String(flags, radix: 16))")
+        }
         guard let options = unsafe options?.pointee else { throw .null("options", in: function) }
         guard let outSubscriber = unsafe outSubscriber else { throw .null("out_subscriber", in: function) }
         let path = try unsafe boundedString(options.path, limit: maximumSocketPathLength, "\(function): path")
@@ -54,6 +77,7 @@ public func fbSubscriberCreate(
         configuration.reconnectInterval = reconnectInterval
         configuration.reconnects = unsafe options.reconnects != 0
         configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
+        configuration.isDeferred = flags & UInt32(FB_SUBSCRIBER_DEFERRED) != 0
         let waitSlice: Duration?
         switch unsafe options.wait_slice_us {
         case 0: waitSlice = nil

@@ -54,6 +54,10 @@ package struct PublisherStateMachine<Resource> {
         /// held-frame budget allows (plus the frame being converted), so it never binds.
         var conversionBufferLimit: Int?
         var logInterval: UInt64 = 10_000_000_000
+        /// Deferred start runs by itself (`Publisher.Configuration.automaticallyRunsDeferredStart`).
+        var automaticallyRunsDeferredStart = true
+        /// How long a deferred subscriber waits for a preview that never comes (`deferredStartTimeout`).
+        var deferredStartTimeout: UInt64 = 1_000_000_000
 
         /// These limits as the public policy value.
         var holding: HoldingPolicy {
@@ -136,6 +140,8 @@ package struct PublisherStateMachine<Resource> {
     /// Formats frames were converted to (``isConversionTarget(_:)``).
     var convertedFormats: Set<UInt32> = []
     var isStopped = false
+    /// Deferred start (PublisherStateMachine+Deferral.swift).
+    var deferral = DeferralState()
     var lastGeometry: (format: UInt32, width: UInt32, height: UInt32)?
     var pendingDiscontinuity = false
     var holdTimes = LatencyRecorder()

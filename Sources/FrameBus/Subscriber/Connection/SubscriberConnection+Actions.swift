@@ -46,9 +46,14 @@ extension SubscriberConnection {
             core.report(drop)
             return true
         case .close(let error, let reply):
-            if machine.retriesWithoutRings {
-                // The publisher speaks no version 3: connect again at once with version 2 (§9.1).
-                configuration.logger.debug("publisher at \(configuration.path) refused version 3; using version 2")
+            if machine.retriesWithoutRings || machine.retriesWithoutDeferral {
+                // The publisher speaks no version 3: connect again at once with version 2 (§9.1); or it knows no
+                // deferral: connect again at once without it (§5.1.1).
+                configuration.logger.debug(
+                    machine.retriesWithoutRings
+                        ? "publisher at \(configuration.path) refused version 3; using version 2"
+                        : "publisher at \(configuration.path) knows no deferred start; subscribing without it"
+                )
                 core.leadership.sessionIsLive.store(false, ordering: .relaxed)
                 core.sender.detach()
                 socket?.shutdown()

@@ -10,13 +10,29 @@ extension SubscriberConnection {
         let interval = configuration.reconnectInterval.nanoseconds
         let timeout = configuration.connectTimeout.nanoseconds
         if now < nextAttempt || core.holdsReconnect {
-            idle(milliseconds: Int32(clamping: min(interval, 1_000_000_000) / 1_000_000))
+            // Until the next attempt (a watched directory may wake us sooner), or the interval while held.
+            let wait = now < nextAttempt ? nextAttempt - now : interval
+            idle(milliseconds: Int32(clamping: min(wait, 1_000_000_000) / 1_000_000))
             return true
         }
         switch connect(timeout: timeout) {
         case .connected:
+            directoryWatch = nil
+            triedDirectoryWatch = false
             return true
         case .noPublisher(let error):
+            // No publisher yet: watch the path's directory, so that its socket appearing wakes us at once
+            // (docs/ARCHITECTURE.md §10.1). The watch is made before the next attempt, which follows at once, so a
+            // publisher that appeared since this attempt is not missed; with the watch, the wait between attempts is
+            // a second (a safety net: the directory itself may be replaced), without it the reconnect interval.
+            if !triedDirectoryWatch {
+                triedDirectoryWatch = true
+                directoryWatch = DirectoryWatch.make(path: configuration.path)
+                if directoryWatch != nil {
+                    nextAttempt = now
+                    return true
+                }
+            }
             if !configuration.reconnects && !hasConnected && now &- startTime >= timeout {
                 core.connectionEnded(
                     FrameBusError(
@@ -34,7 +50,14 @@ extension SubscriberConnection {
             core.connectionEnded(error, isFinal: !configuration.reconnects)
             if !configuration.reconnects { return false }
         }
-        nextAttempt = now &+ interval
+        if directoryWatch != nil && quickRetries > 0 {
+            quickRetries -= 1
+            nextAttempt = now &+ 2_000_000
+            return true
+        }
+        nextAttempt = now &+ (directoryWatch != nil ? max(interval, 1_000_000_000) : interval)
+        // The first connection's time limit is checked at an attempt: one is due by then.
+        if !configuration.reconnects && !hasConnected { nextAttempt = min(nextAttempt, startTime &+ timeout) }
         return true
     }
 
@@ -52,7 +75,19 @@ extension SubscriberConnection {
 
     /// Waits on the doorbell alone (no session), then runs what consumers asked of the connection thread.
     func idle(milliseconds: Int32) {
-        _ = Syscall.poll([(core.doorbell.descriptor, PollEvents.readable)], timeout: max(1, milliseconds))
+        if let directoryWatch, socket == nil {
+            let ready = Syscall.poll(
+                [(core.doorbell.descriptor, PollEvents.readable), (directoryWatch.descriptor, PollEvents.readable)],
+                timeout: max(1, milliseconds)
+            )
+            // The publisher's socket appeared: connect now rather than at the next attempt.
+            if case .success(let events) = ready, events[1] != 0, directoryWatch.drain() {
+                nextAttempt = now
+                quickRetries = 25
+            }
+        } else {
+            _ = Syscall.poll([(core.doorbell.descriptor, PollEvents.readable)], timeout: max(1, milliseconds))
+        }
         core.doorbell.drain()
         core.runConnectionThreadPass()
     }

@@ -50,6 +50,14 @@ final class SubscriberConnection {
     /// When the connection thread started, and when it may try to connect next.
     var startTime: UInt64 = 0
     var nextAttempt: UInt64 = 0
+    /// While no publisher listens at the path: the path's directory, watched for the publisher's socket to appear
+    /// (nil before the first failed attempt, or where inotify is unavailable).
+    var directoryWatch: DirectoryWatch?
+    /// Whether a watch was tried for this wait (made once; where it fails, the reconnect interval rules).
+    var triedDirectoryWatch = false
+    /// Attempts left at a short interval after the watch saw the path appear: a publisher that binds the path itself
+    /// (a short file name) is there a moment before it listens, and refuses until then.
+    var quickRetries = 0
     /// A session ended during a caller's turn: the connection thread decides what follows (``sessionEnded()``).
     var sessionEndedDuringCallerTurn = false
     /// A caller runs the loop (``serviceAsCaller(deadline:)``).
@@ -65,6 +73,7 @@ final class SubscriberConnection {
             delivery: core.configuration.delivery
         )
         machine.acceptsDMABuf = core.configuration.acceptsDMABuf
+        machine.isDeferred = core.configuration.isDeferred
     }
 
     var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }

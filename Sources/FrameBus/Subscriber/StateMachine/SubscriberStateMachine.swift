@@ -54,6 +54,13 @@ package struct SubscriberStateMachine {
     /// A publisher refused our version-3 HELLO with `unsupportedVersion`: the next connection offers version 2 at
     /// once (the IO layer reconnects without waiting, whatever its reconnect policy).
     var retriesWithoutRings = false
+    /// Whether the HELLO says `deferred` (docs/PROTOCOL.md §5.1.1).
+    var isDeferred = false
+    /// A publisher refused our HELLO's `deferred` flag (one older than it: `malformedMessage`): the next connection
+    /// leaves it out, at once (then this subscriber is served from its first frame, as before the flag).
+    var retriesWithoutDeferral = false
+    /// Whether the last HELLO said `deferred`.
+    var offeredDeferral = false
 
     package init(acceptedFormats: [PixelFormat], delivery: Subscriber.Delivery, limits: Limits = Limits()) {
         self.acceptedFormats = acceptedFormats

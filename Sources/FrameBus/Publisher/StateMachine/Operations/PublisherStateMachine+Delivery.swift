@@ -23,7 +23,8 @@ extension PublisherStateMachine {
         pendingDiscontinuity = false
         // Refilled in place: the last plan is gone by now, so its array is reused rather than a new one allocated.
         planFormats.removeAll(keepingCapacity: true)
-        for case .subscriber(let session) in connections.values where !planFormats.contains(session.format) {
+        for case .subscriber(let session) in connections.values
+        where !session.isAwaitingDeferredStart && !planFormats.contains(session.format) {
             if session.format == format {
                 planFormats.insert(session.format, at: 0)
             } else {
@@ -103,6 +104,7 @@ extension PublisherStateMachine {
             guard case .subscriber(let session) = connection, session.format == format,
                 session.firstSequence <= sequence
             else { continue }
+            if !session.hasHadFrame { noteFirstFrame(of: session) }
             guard let representation else {
                 if drop(sequence...sequence, .outOfBuffers, in: session, now: now) { actions.append(.deadlineChanged) }
                 continue
@@ -170,7 +172,8 @@ extension PublisherStateMachine {
         if reason == .discontinuity { pendingDiscontinuity = true }
         var actions: [Action] = []
         for id in connections.keys.sorted() {
-            guard case .subscriber(let session) = connections[id] else { continue }
+            // A deferred subscriber waiting for its start is told nothing of frames before it (§5.1.1).
+            guard case .subscriber(let session) = connections[id], !session.isAwaitingDeferredStart else { continue }
             if drop(range, reason, in: session, now: now) { actions.append(.deadlineChanged) }
             actions.append(.flush(id))
         }

@@ -221,8 +221,11 @@ extension PublisherStateMachine {
                 maximumHeldFrames: maximumHeld,
                 maximumAnnouncedSurfaces: announcedLimit,
                 acceptsDMABuf: version >= 2 && hello.flags & WireHello.acceptsDMABufFlag != 0,
-                firstSequence: nextSequence
+                firstSequence: nextSequence,
+                isDeferred: version >= 2 && hello.flags & WireHello.deferredFlag != 0,
+                welcomedAt: now
             )
+            if session.isDeferred { deferral.welcomedDeferred = true }
             session.outbound.append(
                 .message(
                     .welcome(
@@ -248,7 +251,7 @@ extension PublisherStateMachine {
             log(
                 .debug,
                 "welcome",
-                "subscriber \(id) (pid \(credentials.processID), v\(version)) gets \(FourCC.name(format)), \(hello.deliveryMode == 0 ? "latest-only" : "queue \(depth)"), holds ≤ \(maximumHeld)",
+                "subscriber \(id) (pid \(credentials.processID), v\(version)) gets \(FourCC.name(format)), \(hello.deliveryMode == 0 ? "latest-only" : "queue \(depth)"), holds ≤ \(maximumHeld)\(session.isDeferred ? ", deferred" : "")",
                 now: now,
                 &actions
             )

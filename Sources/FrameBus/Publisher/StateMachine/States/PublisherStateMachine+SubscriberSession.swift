@@ -30,7 +30,17 @@ extension PublisherStateMachine {
         var heldLimit: Int
         let maximumAnnouncedSurfaces: Int
         let acceptsDMABuf: Bool
-        let firstSequence: UInt64
+        /// The first frame it may receive: the next one when it was welcomed, or, for a deferred subscriber, the
+        /// first after its deferred start (``PublisherStateMachine/awaitingDeferredStart`` until then).
+        var firstSequence: UInt64
+        /// Its HELLO said `deferred` (docs/PROTOCOL.md §5.1.1).
+        let isDeferred: Bool
+        /// When it was welcomed (a deferred subscriber's wait counts from then).
+        let welcomedAt: UInt64
+        /// A frame of the stream reached it, as a FRAME or as a DROP.
+        var hasHadFrame = false
+        /// It is deferred and its deferred start has not run yet: nothing is made or sent for it.
+        var isAwaitingDeferredStart: Bool { firstSequence == PublisherStateMachine.awaitingDeferredStart }
         /// Announced surface ids and when (an increasing counter), for retiring the oldest.
         var announced: [UInt64: UInt64] = [:]
         var announceCounter: UInt64 = 0
@@ -54,7 +64,9 @@ extension PublisherStateMachine {
             maximumHeldFrames: Int,
             maximumAnnouncedSurfaces: Int,
             acceptsDMABuf: Bool,
-            firstSequence: UInt64
+            firstSequence: UInt64,
+            isDeferred: Bool = false,
+            welcomedAt: UInt64 = 0
         ) {
             self.credentials = credentials
             self.version = version
@@ -65,7 +77,9 @@ extension PublisherStateMachine {
             self.heldLimit = maximumHeldFrames
             self.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
             self.acceptsDMABuf = acceptsDMABuf
-            self.firstSequence = firstSequence
+            self.firstSequence = isDeferred ? PublisherStateMachine.awaitingDeferredStart : firstSequence
+            self.isDeferred = isDeferred
+            self.welcomedAt = welcomedAt
         }
     }
 }

@@ -11,13 +11,17 @@ extension SubscriberStateMachine {
         state = .awaitingWelcome
         offeredVersion = offeringRings && !retriesWithoutRings ? WireProtocol.ringVersion : WireProtocol.version
         retriesWithoutRings = false
+        offeredDeferral = isDeferred && !retriesWithoutDeferral
+        retriesWithoutDeferral = false
+        var flags: UInt16 = acceptsDMABuf ? WireHello.acceptsDMABufFlag : 0
+        if offeredDeferral { flags |= WireHello.deferredFlag }
         return .hello(
             WireHello(
                 version: offeredVersion,
                 kind: .subscriber,
                 deliveryMode: delivery.wireMode,
                 queueDepth: delivery.wireDepth,
-                flags: acceptsDMABuf ? WireHello.acceptsDMABufFlag : 0,
+                flags: flags,
                 formats: acceptedFormats.map(\.fourCC)
             )
         )
@@ -68,6 +72,12 @@ extension SubscriberStateMachine {
             state = .closed
             if error.code == WireErrorCode.unsupportedVersion.rawValue && offeredVersion == WireProtocol.ringVersion {
                 retriesWithoutRings = true
+            }
+            // A publisher older than the deferred flag refuses it as an unknown HELLO flag (§5.1.1).
+            if error.code == WireErrorCode.malformedMessage.rawValue && offeredDeferral
+                && error.reason.contains("flags 0x")
+            {
+                retriesWithoutDeferral = true
             }
             let code: FrameBusError.Code =
                 error.code == WireErrorCode.notPermitted.rawValue ? .permissionDenied : .refused
