@@ -117,6 +117,10 @@ package enum WireConnectionKind: UInt16, Sendable, CaseIterable {
 package struct WireHello: Hashable, Sendable {
     /// Bit of ``flags``: the subscriber can import DMA-BUF surfaces (version 2).
     public static let acceptsDMABufFlag: UInt16 = 1 << 0
+    /// Bit of ``flags`` (docs/PROTOCOL.md §5.1): a subscriber understands DROP reason 5 (`unsupportedSurface`); a
+    /// monitor understands a report record's `droppedUnsupportedSurface` and a WELCOME that names the publisher's
+    /// format. A peer that does not set it is sent neither.
+    public static let knowsUnsupportedSurfaceFlag: UInt16 = 1 << 3
 
     /// 1 (the version-1 layout and magic) or 2.
     public var version: UInt16
@@ -147,8 +151,17 @@ package struct WireHello: Hashable, Sendable {
         self.formats = formats
     }
 
-    /// A version-2 monitor's HELLO.
+    /// A version-2 monitor's HELLO (docs/PROTOCOL.md Appendix A).
     public static let monitor = WireHello(kind: .monitor, deliveryMode: 0, queueDepth: 0, formats: [])
+
+    /// The HELLO of a monitor that understands `droppedUnsupportedSurface` and the publisher's format (§5.12).
+    public static let knowingMonitor = WireHello(
+        kind: .monitor,
+        deliveryMode: 0,
+        queueDepth: 0,
+        flags: knowsUnsupportedSurfaceFlag,
+        formats: []
+    )
 }
 
 /// WELCOME: what the publisher granted.
@@ -213,6 +226,12 @@ package enum WireErrorCode: UInt16, Sendable, CaseIterable {
     case tooSlow = 9
     /// Version 2: no HELLO within the handshake timeout.
     case handshakeTimeout = 10
+    /// Version 3: the subscriber sent more wake-ups than its releases and the frames announced to it explain
+    /// (docs/PROTOCOL.md §9.5, the wake-up budget).
+    case tooManyWakeUps = 11
+    /// Subscriber: a SURFACE larger than the largest frame this subscriber accepts (its size policy); like
+    /// `invalidSurface`, the publisher logs it and closes.
+    case frameTooLarge = 12
 }
 
 /// ERROR: a refusal or fatal error with a UTF-8 reason. Its layout is the same in every version.
@@ -437,6 +456,12 @@ package enum WireDropReason: UInt32, Sendable, CaseIterable {
     case frameWasLate = 1
     case outOfBuffers = 2
     case discontinuity = 3
+
+    /// DROP reason 5 (docs/PROTOCOL.md §5.8): an `outOfBuffers` drop whose cause is the frame's surface, one this
+    /// subscriber cannot take (a DMA-BUF for a subscriber without `acceptsDMABuf`). Sent only to a subscriber that
+    /// set ``WireHello/knowsUnsupportedSurfaceFlag``; any other gets reason 2. Not a case of this enum: decoders
+    /// of older peers refuse it, and a receiver counts it as `outOfBuffers`.
+    package static let unsupportedSurfaceRawValue: UInt32 = 5
 }
 
 /// DROP: frames `firstSequence...lastSequence` were not delivered to this subscriber.
