@@ -92,7 +92,7 @@ import Testing
     /// "N wake-ups for R releases and A announcements" from the ERROR's reason.
     static func floodFigures(_ output: String) -> (read: UInt64, releases: UInt64, announcements: UInt64)? {
         guard let line = output.split(separator: "\n").first(where: { $0.contains("wake-ups for") }) else { return nil }
-        let words = line.split(separator: " ")
+        let words = line.split(separator: " ").map { $0.hasPrefix("reason=") ? $0.dropFirst("reason=".count) : $0 }
         func number(before word: String) -> UInt64? {
             guard let index = words.firstIndex(where: { $0 == word }), index > 0 else { return nil }
             return UInt64(words[index - 1])
