@@ -287,7 +287,8 @@ package final class WakeSocket: Sendable {
         return handedOut
     }
 
-    /// Most datagrams one ``drain()`` reads: a peer that floods us only costs a spurious wake-up.
+    /// Most datagrams one ``drain()`` reads, so one turn of the loop reads a bounded number; the publisher also
+    /// budgets a subscriber's wake-ups over its session (``PublisherRings/wakeUpFlood()``, PROTOCOL.md §9.5).
     static let drainLimit = 1024
 
     static func create() throws(FrameBusError) -> WakeSocket {
