@@ -65,6 +65,7 @@ final class SubscriberConnection {
             delivery: core.configuration.delivery
         )
         machine.acceptsDMABuf = core.configuration.acceptsDMABuf
+        machine.largestFrame = core.configuration.largestFrame
     }
 
     var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }

@@ -44,6 +44,10 @@ package struct SubscriberStateMachine {
     let acceptedFormats: [PixelFormat]
     /// Whether the HELLO offers to import DMA-BUF surfaces; without it, a DMA-BUF SURFACE is refused.
     var acceptsDMABuf = true
+    /// The largest frame accepted (§8.2); a larger SURFACE is refused with `frameTooLarge`.
+    var largestFrame: FrameSizeLimit? = .default
+    /// A DROP reason 5 (`unsupportedSurface`, §5.8) came since the IO layer last asked: it says why once.
+    var unsupportedSurfaceNoticePending = false
     let delivery: Subscriber.Delivery
     let limits: Limits
     /// The stream id of the last connection that got a WELCOME, to tell a restarted publisher from the same one.
@@ -78,7 +82,7 @@ package struct SubscriberStateMachine {
         state = .closed
         return .close(
             FrameBusError(
-                code == .invalidSurface ? .surfaceRejected : .protocolViolation,
+                code == .invalidSurface || code == .frameTooLarge ? .surfaceRejected : .protocolViolation,
                 "Subscriber.receive",
                 message: reason
             ),

@@ -17,7 +17,8 @@ extension SubscriberStateMachine {
                 kind: .subscriber,
                 deliveryMode: delivery.wireMode,
                 queueDepth: delivery.wireDepth,
-                flags: acceptsDMABuf ? WireHello.acceptsDMABufFlag : 0,
+                // §5.8: we understand DROP reason 5 (frames whose surface we cannot take).
+                flags: (acceptsDMABuf ? WireHello.acceptsDMABufFlag : 0) | WireHello.knowsUnsupportedSurfaceFlag,
                 formats: acceptedFormats.map(\.fourCC)
             )
         )
