@@ -28,6 +28,8 @@ swiftc -O -g -sanitize=address -parse-as-library -package-name framebus -module-
     -I "$KERNELS/include" "$WORK"/src/*.swift "$WORK"/kernels/*.o "$ROOT/Fuzz/RaceDecoder.swift" \
     -o "$WORK/race-decoder" 2> "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
 fi
+# RACE_BUILD_ONLY=1 stops here (.ci/run builds while other phases run, then races with RACE_REUSE=1).
+if [ "${RACE_BUILD_ONLY:-0}" = 1 ]; then echo "built $WORK/race-decoder"; exit 0; fi
 echo "racing for $SECONDS_TO_RUN s"
 # Coded literals wherever smaller (not only 6 % smaller, and in any tile): the small surfaces would otherwise have few.
 FRAMEBUS_CODEC_CODED_SAVING=0 FRAMEBUS_CODEC_SEQUENCE_SAVING=0 FRAMEBUS_CODEC_CODED_RATIO=1 "$WORK/race-decoder" "$SECONDS_TO_RUN"

@@ -39,6 +39,8 @@ swiftc -O -g -sanitize=fuzzer,address -parse-as-library -package-name framebus -
     "$WORK"/src/*.swift "$WORK"/asan/*.o "$ROOT/Fuzz/FuzzDecoder.swift" -o "$WORK/fuzz-decoder"
 fi
 
+# FUZZ_BUILD_ONLY=1 stops here (.ci/run builds while other phases run, then fuzzes with FUZZ_REUSE=1).
+if [ "${FUZZ_BUILD_ONLY:-0}" = 1 ]; then echo "built $WORK/fuzz-decoder"; exit 0; fi
 echo "fuzzing for $SECONDS_TO_RUN s"
 cd "$WORK"
 "$WORK/fuzz-decoder" -max_total_time="$SECONDS_TO_RUN" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \

@@ -345,6 +345,31 @@ fb_status fb_subscriber_create_with_flags(
     fb_error *FB_NULLABLE error
 );
 
+/** The largest frame a subscriber accepts: its own size policy (docs/PROTOCOL.md section 8.2). A publisher whose
+ *  surface is wider, taller or of more pixels ends the stream (FB_EVENT_END with FB_ERROR_SURFACE_REJECTED) before
+ *  anything is mapped or decoded: a compressed frame of a few KB claiming 16384 x 16384 would otherwise make a
+ *  decoding consumer fill a 384 MiB image every frame. Added in library 0.6.0. */
+typedef struct fb_frame_size_limit {
+    /** The widest and the tallest frame accepted, in pixels: 1 to 65536 each. */
+    uint32_t maximum_width;
+    uint32_t maximum_height;
+    /** The most pixels (width * height) a frame may have; 0: maximum_width * maximum_height. */
+    uint64_t maximum_pixel_count;
+} fb_frame_size_limit;
+
+/**
+ * fb_subscriber_create with a size policy of the caller's: `limit` says the largest frame accepted; NULL accepts
+ * any size the protocol allows (65536 x 65536). fb_subscriber_create itself uses the default limit, 8192 x 8192 and
+ * at most 8192 x 4352 pixels (8K in either orientation). FB_ERROR_INVALID_ARGUMENT for a limit outside the ranges
+ * above. Otherwise exactly as fb_subscriber_create. Added in library 0.6.0.
+ */
+fb_status fb_subscriber_create_with_limit(
+    const fb_subscriber_options *FB_NULLABLE options,
+    const fb_frame_size_limit *FB_NULLABLE limit,
+    fb_subscriber *FB_NULLABLE *FB_NULLABLE out_subscriber,
+    fb_error *FB_NULLABLE error
+);
+
 /**
  * Says goodbye to the publisher, closes the connection and frees the subscriber. Frames that waited unseen are
  * released; frames you still hold (fb_frame) stay valid and must still be released with fb_frame_release

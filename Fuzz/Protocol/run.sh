@@ -37,12 +37,19 @@ done
 cp "$ROOT/Fuzz/Protocol/StandIns.swift" "$WORK/src/"
 
 FLAGS=(-parse-as-library -package-name framebus)
+# FUZZ_REUSE=1 with a FUZZ_WORK that already holds a build runs it again; FUZZ_BUILD_ONLY=1 stops after the build
+# (.ci/run builds while other phases run).
+if [ "${FUZZ_REUSE:-0}" = 1 ] && [ -x "$WORK/fuzz-protocol" ]; then
+    echo "reusing the fuzzer in $WORK"
+else
 echo "building seeds and fuzzer in $WORK"
 swiftc -O "${FLAGS[@]}" -module-name ProtocolSeeds "$WORK"/src/*.swift "$ROOT/Fuzz/Protocol/MakeSeeds.swift" \
     -o "$WORK/make-seeds"
 "$WORK/make-seeds" "$WORK/corpus"
 swiftc -O -g -sanitize=fuzzer,address "${FLAGS[@]}" -module-name FuzzProtocol "$WORK"/src/*.swift \
     "$ROOT/Fuzz/Protocol/FuzzProtocol.swift" "$ROOT/Fuzz/Protocol/FuzzSubscriberHook.swift" -o "$WORK/fuzz-protocol"
+fi
+if [ "${FUZZ_BUILD_ONLY:-0}" = 1 ]; then echo "built $WORK/fuzz-protocol"; exit 0; fi
 
 echo "fuzzing for $SECONDS_TO_RUN s"
 cd "$WORK"

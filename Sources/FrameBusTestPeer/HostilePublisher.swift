@@ -17,6 +17,10 @@
 //   never-read        SURFACE 1, then FRAMEs on it forever without ever reading the subscriber's RELEASEs
 //   huge-compressed   (the subscriber accepts &8v0) an honest 64x48 compressed surface, then one of 4 KiB that
 //                     claims 16384x16384, alternating, each with a frame
+//   huge-sparse-compressed  (the subscriber accepts &8v0) a compressed surface that claims 16384x16384 in a sparse
+//                     memfd as large as such a surface must be (the size rule of PROTOCOL.md §5.4 holds), of which
+//                     only the first 4 KiB are written, and a frame of 3,328 bytes on it: the decode amplification
+//                     a subscriber's size policy refuses (§8.2)
 //   multi-descriptor  an honest surface with one memfd per plane (Y bytes 0x11, CbCr bytes 0x22), frame 0,
 //                     END_OF_STREAM
 //   multi-descriptor-short  the same, but the CbCr descriptor's byte count claims twice its memfd's size
@@ -379,6 +383,21 @@ private func play(_ scenario: String, format: PixelFormat, on connection: RawCon
         connection.send(hostileFrame(1, surface: 2, bytesUsed: 64))
         emit("sent 4")
         connection.awaitVerdict(sent: 4)
+    case "huge-sparse-compressed":
+        let size = try SurfaceCodec.minimumCompressedByteCount(width: 16384, height: 16384, format: format)
+        let sparse = cfb_memfd_create("sparse", CFB_MFD_CLOEXEC | CFB_MFD_ALLOW_SEALING)
+        guard sparse >= 0, ftruncate(sparse, off_t(size)) == 0 else { return }
+        var page = [UInt8](repeating: 0, count: 4096)
+        guard pwrite(sparse, &page, page.count, 0) == page.count else { return }
+        _ = cfb_add_seals(sparse, CFB_F_SEAL_SHRINK | CFB_F_SEAL_GROW | CFB_F_SEAL_WRITE | CFB_F_SEAL_SEAL)
+        var huge = try honestSurface(format).announcement
+        huge.width = 16384
+        huge.height = 16384
+        huge.descriptorByteCounts = [UInt64(size)]
+        connection.send(.surface(huge), fds: [sparse])
+        connection.send(hostileFrame(0, surface: huge.surfaceID, bytesUsed: 3328))
+        emit("sent 2")
+        connection.awaitVerdict(sent: 2)
     case "multi-descriptor", "multi-descriptor-short", "dma-buf", "dma-buf-per-plane", "dma-buf-short",
         "memfd-as-dma-buf", "dma-buf-tiled", "dma-buf-write-only":
         let layout = try PixelBuffer.layout(width: 64, height: 48, pixelFormat: format)

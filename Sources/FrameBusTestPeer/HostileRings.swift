@@ -7,6 +7,10 @@
 //   release-unheld   a well-formed RELEASE of a frame it never got
 //   tail-jump        its release ring's tail far beyond anything written
 //   head-jump        its head of the announce ring far beyond what the publisher wrote
+//   wake-flood       wake-up datagrams from two threads, as fast as they go, until the publisher closes; prints
+//                    "flooded sent=N" (datagrams the kernel took) before the ending
+//   wake-redirected  (at the handshake) a wake-up socket connected to a datagram socket it bound at PATH.third
+//                    instead of its pair's end B; prints "refused …" and "third-party datagrams=N"
 //   Prints "welcome version=V", "frame sequence=S", then "error code=C" (the publisher's ERROR) or "closed".
 //
 // ring-hostile-publisher PATH SCENARIO
@@ -18,6 +22,8 @@
 //   wake-flood       (futex wake-ups, §9.8) 10 000 wake-ups with nothing to read, then END_OF_STREAM
 //   wake-garbage     1 000 random values stored into the wake count, each with a wake-up, then END_OF_STREAM
 //   control-garbage  a `controlSent` that claims 2⁶⁴ − 2 socket messages, left for 200 ms, then END_OF_STREAM
+//   wake-redirected  (at the handshake) WELCOME carries a wake-up socket connected to a datagram socket it bound at
+//                    PATH.third; prints "refused …" when the subscriber hangs up, and "third-party datagrams=N"
 //   (the wake scenarios print "futex=B" first, and "done" once END_OF_STREAM is sent)
 //   Prints "listening", "welcomed", then "error code=C" (the subscriber's ERROR) or "closed".
 import CFrameBusShims
@@ -41,14 +47,61 @@ private func reportEnding(_ peer: HostileRingPeer) {
     emit("closed")
 }
 
+/// A datagram socket bound at `path` (a third party's), and another one connected to it: what a hostile peer hands
+/// over instead of its wake-up pair's end B (docs/PROTOCOL.md §9.1).
+private func thirdPartySockets(_ path: String) -> (bound: Int32, connected: Int32)? {
+    unlink(path)
+    let type = Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+    let bound = socket(AF_UNIX, type, 0)
+    let connected = socket(AF_UNIX, type, 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bound >= 0, connected >= 0, bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (index, byte) in bytes.enumerated() { raw[index] = byte }
+    }
+    let ok = withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(bound, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+                && connect(connected, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+        }
+    }
+    return ok ? (bound, connected) : nil
+}
+
+/// Datagrams waiting on the third party's socket (read without blocking).
+private func thirdPartyDatagrams(_ bound: Int32) -> Int {
+    var count = 0
+    var byte: UInt8 = 0
+    while recv(bound, &byte, 1, Int32(MSG_DONTWAIT)) >= 0 { count += 1 }
+    return count
+}
+
 func runRingHostileSubscriber(_ arguments: [String]) -> Int32 {
     guard arguments.count >= 2 else { return 2 }
     let (path, scenario) = (arguments[0], arguments[1])
+    var third: (bound: Int32, connected: Int32)?
+    if scenario == "wake-redirected" {
+        guard let sockets = thirdPartySockets(path + ".third") else { return 3 }
+        third = sockets
+    }
     let peer: HostileRingPeer
     do {
-        peer = try HostileRingPeer.subscribe(path: path, format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC)
+        peer = try HostileRingPeer.subscribe(
+            path: path,
+            format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
+            wakeDescriptor: third?.connected
+        )
     } catch {
         emit("refused \(error)")
+        if let third { emit("third-party datagrams=\(thirdPartyDatagrams(third.bound))") }
+        return 0
+    }
+    if let third {
+        // Accepted: the check is missing (the test fails on the missing "refused").
+        emit("accepted")
+        emit("third-party datagrams=\(thirdPartyDatagrams(third.bound))")
         return 0
     }
     if case .welcome(let welcome) = peer.handshake { emit("welcome version=\(welcome.version)") }
@@ -67,24 +120,82 @@ func runRingHostileSubscriber(_ arguments: [String]) -> Int32 {
     case "release-unheld": peer.append(.release(WireRelease(sequence: 999_999, surfaceID: frame.surfaceID, flags: 0)))
     case "tail-jump": peer.setTail(1 << 40)
     case "head-jump": peer.setPeerHead(1 << 40)
+    case "wake-flood":
+        // Two threads, as the outside attack did; each stops once the publisher closed its end (send fails).
+        let sent = ManagedCounter()
+        let threads = (0..<2).map { _ in
+            Thread {
+                var mine = 0
+                while peer.wakeByDatagram() { mine += 1 }
+                sent.add(mine)
+            }
+        }
+        for thread in threads { thread.start() }
+        reportEnding(peer)
+        sent.waitForAll(2)
+        emit("flooded sent=\(sent.total)")
+        return 0
     default: return 2
     }
     reportEnding(peer)
     return 0
 }
 
+/// Sums the flood threads' counts.
+private final class ManagedCounter: @unchecked Sendable {
+    // @unchecked: every field is touched under `condition`.
+    private let condition = NSCondition()
+    private var sum = 0
+    private var finished = 0
+
+    func add(_ count: Int) {
+        condition.lock()
+        sum += count
+        finished += 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until `threads` threads added their count (each ends once the publisher closed: a bounded wait).
+    func waitForAll(_ threads: Int) {
+        condition.lock()
+        while finished < threads { condition.wait() }
+        condition.unlock()
+    }
+
+    var total: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return sum
+    }
+}
+
 func runRingHostilePublisher(_ arguments: [String]) -> Int32 {
     guard arguments.count >= 2 else { return 2 }
     let (path, scenario) = (arguments[0], arguments[1])
+    var third: (bound: Int32, connected: Int32)?
+    if scenario == "wake-redirected" {
+        guard let sockets = thirdPartySockets(path + ".third") else { return 3 }
+        third = sockets
+    }
     emit("listening")
     let peer: HostileRingPeer
     do {
-        peer = try HostileRingPeer.publish(path: path, format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC)
+        peer = try HostileRingPeer.publish(
+            path: path,
+            format: PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
+            wakeDescriptor: third?.connected
+        )
     } catch {
         emit("refused \(error)")
         return 0
     }
     emit("welcomed")
+    if let third {
+        reportEnding(peer)
+        emit("third-party datagrams=\(thirdPartyDatagrams(third.bound))")
+        return 0
+    }
     func frame(surface: UInt64) -> WireMessage {
         .frame(
             WireFrame(

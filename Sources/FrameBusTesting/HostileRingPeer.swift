@@ -37,13 +37,20 @@ package final class HostileRingPeer: @unchecked Sendable {
     }
 
     /// Connects to a publisher as a version-3 subscriber (latest-only, `format`) and completes the handshake.
-    package static func subscribe(path: String, format: UInt32) throws(FrameBusError) -> HostileRingPeer {
+    /// `wakeDescriptor`: sent instead of our wake-up pair's end B (e.g. a socket connected to a third party).
+    package static func subscribe(
+        path: String,
+        format: UInt32,
+        wakeDescriptor: Int32? = nil
+    ) throws(FrameBusError) -> HostileRingPeer {
         let socket = try Socket.connect(path: path, timeoutNanoseconds: 2_000_000_000).get()
         let half = try RingChannel.Half(role: .release)
         let hello = WireMessage.hello(
             WireHello(version: WireProtocol.ringVersion, deliveryMode: 0, queueDepth: 1, formats: [format])
         )
-        _ = socket.send(hello.encoded(), descriptors: half.descriptors)
+        var descriptors = half.descriptors
+        if let wakeDescriptor { descriptors[1] = wakeDescriptor }
+        _ = socket.send(hello.encoded(), descriptors: descriptors)
         let datagram = try receive(on: socket, timeoutMilliseconds: 5000)
         let message: WireMessage
         do { message = try WireMessage.decode(datagram.bytes, descriptorCount: datagram.descriptors.count) } catch {
@@ -57,7 +64,12 @@ package final class HostileRingPeer: @unchecked Sendable {
     }
 
     /// Listens at `path`, accepts one version-3 subscriber and welcomes it (granting `format`, holding up to 4).
-    package static func publish(path: String, format: UInt32) throws(FrameBusError) -> HostileRingPeer {
+    /// `wakeDescriptor`: sent instead of our wake-up pair's end B (e.g. a socket connected to a third party).
+    package static func publish(
+        path: String,
+        format: UInt32,
+        wakeDescriptor: Int32? = nil
+    ) throws(FrameBusError) -> HostileRingPeer {
         let listener = try Socket.listen(path: path, mode: 0o600, backlog: 4).get()
         // Ten minutes: on a loaded machine a subscriber may take long to come; a test peer ends sooner through its
         // lifeline when its test is done.
@@ -95,7 +107,9 @@ package final class HostileRingPeer: @unchecked Sendable {
                 maximumAnnouncedSurfaces: 8
             )
         )
-        _ = socket.send(welcome.encoded(), descriptors: half.descriptors)
+        var descriptors = half.descriptors
+        if let wakeDescriptor { descriptors[1] = wakeDescriptor }
+        _ = socket.send(welcome.encoded(), descriptors: descriptors)
         return HostileRingPeer(socket: socket, channel: channel, handshake: message, listener: listener)
     }
 
@@ -131,6 +145,10 @@ package final class HostileRingPeer: @unchecked Sendable {
         if channel.wakesPeerByFutex { channel.own.increment32(RingLayout.wakeCountOffset) }
         _ = channel.wakePeer()
     }
+
+    /// Sends one wake-up datagram on the other side's end B, whatever the session agreed; false once that socket
+    /// is unusable (the other side closed its end).
+    package func wakeByDatagram() -> Bool { channel.peerWake.signal() }
 
     /// Whether the subscriber accepted futex wake-ups (§9.8).
     package var usesFutexWake: Bool { channel.usesFutexWake }

@@ -41,6 +41,7 @@ public enum DroppedFrameReason: UInt8, Hashable, Sendable, CaseIterable, CustomS
 /// | 2 | ``formatChange`` | the producer changed pixel format or dimensions |
 /// | 3 | ``producerRestart`` | the producer process restarted |
 /// | 4 | ``upstreamLoss`` | the producer reported frames lost before they reached it |
+/// | 5 | ``surfaceNotAccepted`` | an ``DroppedFrameReason/outOfBuffers`` drop: the frame's memory is of a kind this consumer does not take (a DMA-BUF for one that does not import DMA-BUFs) |
 public enum DroppedFrameReasonInfo: UInt8, Hashable, Sendable, CaseIterable, CustomStringConvertible {
     /// The capture device switched mode (CoreMedia's `CameraModeSwitch`).
     case cameraModeSwitch = 1
@@ -50,6 +51,9 @@ public enum DroppedFrameReasonInfo: UInt8, Hashable, Sendable, CaseIterable, Cus
     case producerRestart = 3
     /// Frames were lost upstream of the producer.
     case upstreamLoss = 4
+    /// The frame's memory is of a kind this consumer does not take (a DMA-BUF surface for a consumer that does not
+    /// import DMA-BUFs): its publisher drops such frames for it (docs/PROTOCOL.md §5.8, DROP reason 5).
+    case surfaceNotAccepted = 5
 
     public var description: String {
         switch self {
@@ -57,6 +61,7 @@ public enum DroppedFrameReasonInfo: UInt8, Hashable, Sendable, CaseIterable, Cus
         case .formatChange: "FormatChange"
         case .producerRestart: "ProducerRestart"
         case .upstreamLoss: "UpstreamLoss"
+        case .surfaceNotAccepted: "SurfaceNotAccepted"
         }
     }
 }

@@ -33,8 +33,17 @@ struct CaptureCommand: AsyncParsableCommand {
     @Option(help: "The V4L2 capture device, e.g. /dev/video0.")
     var device: String
 
-    @Option(help: "The socket path to listen on (default: $XDG_RUNTIME_DIR/framebus.sock).")
+    @Option(help: "The socket path to listen on (default: $XDG_RUNTIME_DIR/NAME.sock, NAME from --name).")
     var path: String?
+
+    @Option(
+        help: """
+            The stream's name, used for the default socket path ($XDG_RUNTIME_DIR/NAME.sock, else \
+            ${TMPDIR:-/tmp}/framebus-UID/NAME.sock), as `framebus subscribe --name` and the C library's \
+            fb_default_socket_path(NAME) find it.
+            """
+    )
+    var name: String = "framebus"
 
     @Option(help: "Mode of the socket file, in octal.")
     var socketMode: String = "600"
@@ -131,7 +140,7 @@ struct CaptureCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let socketPath = try path ?? SocketPath.default()
+        let socketPath = try SocketPathOption.resolve(path: path, name: name)
         var captureConfiguration = V4L2Capture.Configuration(devicePath: device)
         if let format {
             let pixelFormat = try PixelFormat(format)

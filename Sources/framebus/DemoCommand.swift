@@ -42,7 +42,9 @@ struct DemoCommand: AsyncParsableCommand {
         guard let compressedFormat = pixelFormat.compressedVariant else {
             throw ValidationError("\(format) has no compressed variant")
         }
-        let path = "/tmp/framebus-demo-\(getpid()).sock"
+        // In the private directory README describes ($XDG_RUNTIME_DIR, else ${TMPDIR:-/tmp}/framebus-UID), not in
+        // /tmp itself, where another user could take the name first.
+        let path = try SocketPath.default(name: "framebus-demo-\(getpid())")
         let producer = try FrameProducer(format: pixelFormat, size: size, imagesFolder: images, buffers: 16)
         let publisher = try Publisher(configuration: .init(path: path, formats: [pixelFormat, compressedFormat]))
         defer { publisher.stop() }

@@ -23,8 +23,17 @@ struct PublishCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The socket path to listen on (default: $XDG_RUNTIME_DIR/framebus.sock).")
+    @Option(help: "The socket path to listen on (default: $XDG_RUNTIME_DIR/NAME.sock, NAME from --name).")
     var path: String?
+
+    @Option(
+        help: """
+            The stream's name, used for the default socket path ($XDG_RUNTIME_DIR/NAME.sock, else \
+            ${TMPDIR:-/tmp}/framebus-UID/NAME.sock), as `framebus subscribe --name` and the C library's \
+            fb_default_socket_path(NAME) find it.
+            """
+    )
+    var name: String = "framebus"
 
     @Option(help: "Mode of the socket file, in octal.")
     var socketMode: String = "600"
@@ -106,7 +115,7 @@ struct PublishCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let path = try path ?? SocketPath.default()
+        let path = try SocketPathOption.resolve(path: path, name: name)
         let pixelFormat = try PixelFormat(format)
         guard !pixelFormat.isCompressed else { throw ValidationError("publish a base format; use --compressed") }
         var formats = [pixelFormat]

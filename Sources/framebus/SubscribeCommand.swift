@@ -57,6 +57,15 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Flag(help: "Decode compressed frames (measures the consumer's decode cost).")
     var decode = false
 
+    @Option(
+        help: """
+            The largest frame accepted, WIDTHxHEIGHT (at most that many pixels), or 'none'. A publisher's larger \
+            surface ends the subscription before anything is decoded (docs/PROTOCOL.md §8.2). Default: 8192x8192, \
+            at most 8192x4352 pixels.
+            """
+    )
+    var maxFrameSize: String?
+
     @Flag(
         name: .customLong("no-dmabuf"),
         help: "Accept only sealed memfd surfaces: the publisher drops DMA-BUF frames for us (out of buffers)."
@@ -66,7 +75,19 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Sleep this long in each callback (simulates a slow consumer).", visibility: .hidden))
     var delayMilliseconds: Int = 0
 
+    /// `--max-frame-size`: nil for 'none', the library's default when not given.
+    func largestFrame() throws -> FrameSizeLimit? {
+        guard let maxFrameSize else { return .default }
+        if maxFrameSize == "none" { return nil }
+        let parts = maxFrameSize.lowercased().split(separator: "x").map { Int($0) }
+        guard parts.count == 2, let width = parts[0], let height = parts[1], (1...65536).contains(width),
+            (1...65536).contains(height)
+        else { throw ValidationError("--max-frame-size must be WIDTHxHEIGHT (each 1…65536) or none") }
+        return FrameSizeLimit(maximumWidth: width, maximumHeight: height)
+    }
+
     func validate() throws {
+        _ = try largestFrame()
         if let duration, !(duration >= 0 && duration <= 1e9) { throw ValidationError("--duration must be ≥ 0") }
         if !(connectTimeout > 0 && connectTimeout <= 1e6) { throw ValidationError("--connect-timeout must be > 0") }
     }
@@ -83,6 +104,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         configuration.allowedPublisherUserIDs.formUnion(allowedPublisherUserIDs)
         configuration.acceptsDMABuf = !refusesDMABuf
         configuration.isDeferred = deferred
+        configuration.largestFrame = try largestFrame()
         let nudge = Nudge()
         let counter = FrameCounter(
             decode: decode,

@@ -16,8 +16,11 @@ struct TopCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "The publisher's socket path (default: $XDG_RUNTIME_DIR/framebus.sock).")
+    @Argument(help: "The publisher's socket path (default: $XDG_RUNTIME_DIR/NAME.sock, NAME from --name).")
     var path: String?
+
+    @Option(help: "The stream's name, used for the default socket path (as `framebus publish --name`).")
+    var name: String = "framebus"
 
     @Option(help: "Stop after this many refreshes (default: until the publisher stops or Ctrl-C).")
     var iterations: Int?
@@ -32,10 +35,21 @@ struct TopCommand: ParsableCommand {
         // SIGINT and SIGTERM end the display at once with status 0 (the screen is all top has to leave behind).
         let stopping = StopSignals.install { _ in _exit(0) }
         defer { withExtendedLifetime(stopping) {} }
-        let path = try path ?? SocketPath.default()
+        let path = try path ?? SocketPath.default(name: name)
         var allowed = Set(allowUID)
         allowed.insert(getuid())
-        let monitor = try PublisherMonitor(path: path, allowedUserIDs: allowed)
+        let monitor: PublisherMonitor
+        do { monitor = try PublisherMonitor(path: path, allowedUserIDs: allowed) } catch {
+            if error.code == .systemCall || error.code == .timedOut {
+                throw ValidationError("no publisher at \(path.escapingControlCharacters): \(error)")
+            }
+            throw error
+        }
+        let publisher = Publisher(
+            processID: monitor.publisherProcessID,
+            name: ProcessName.of(monitor.publisherProcessID),
+            format: monitor.publisherFormat.map { "\($0)" }
+        )
         let clear = !noClear && isatty(STDOUT_FILENO) != 0
         var previous: PublisherMonitor.Report?
         var shown = 0
@@ -47,13 +61,28 @@ struct TopCommand: ParsableCommand {
             defer { previous = report }
             // The first report has no rates yet; it arrives right after the handshake.
             guard let previous else { continue }
-            let screen = (clear ? "\u{1B}[H\u{1B}[2J" : "") + Self.render(report, previous: previous, path: path) + "\n"
+            let screen =
+                (clear ? "\u{1B}[H\u{1B}[2J" : "")
+                + Self.render(report, previous: previous, path: path, publisher: publisher) + "\n"
             FileHandle.standardOutput.write(Data(screen.utf8))
             shown += 1
         }
     }
 
-    static func render(_ report: PublisherMonitor.Report, previous: PublisherMonitor.Report, path: String) -> String {
+    /// The publisher's process, as the header shows it.
+    struct Publisher {
+        var processID: Int32
+        var name: String
+        /// Its own format (nil from a publisher that does not say it).
+        var format: String?
+    }
+
+    static func render(
+        _ report: PublisherMonitor.Report,
+        previous: PublisherMonitor.Report,
+        path: String,
+        publisher: Publisher? = nil
+    ) -> String {
         let seconds = Double(report.time &- previous.time) / 1e9
         // Ids are unique in a report the decoder accepted; should one repeat anyway, the first record counts.
         let before = Dictionary(previous.subscribers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -66,6 +95,18 @@ struct TopCommand: ParsableCommand {
             "\(path.escapingControlCharacters)  published \(report.published) (\(String(format: "%.1f", rate(report.published, previous.published)))/s)  "
                 + "subscribers \(report.subscriberCount)  dropped at source \(report.droppedAtSource)"
         )
+        if let publisher {
+            // The formats the publisher makes for its subscribers (a monitor is not told what it offers).
+            var formats: [String] = []
+            for subscriber in report.subscribers where !formats.contains(subscriber.formatName) {
+                formats.append(subscriber.formatName)
+            }
+            lines.append(
+                "publisher pid \(publisher.processID) (\(publisher.name))  format \(publisher.format ?? "?")"
+                    + "  formats delivered "
+                    + (formats.isEmpty ? "-" : formats.joined(separator: ", ")).escapingControlCharacters
+            )
+        }
         lines.append(
             pad("ID", 5) + pad("PID", 8) + pad("FORMAT", 8) + pad("MODE", 9) + pad("HELD", 6) + pad("QUEUE", 6)
                 + pad("FPS", 8) + pad("MB/s", 9) + pad("LATE", 7) + pad("OOB", 7) + pad("DISC", 7)
@@ -87,6 +128,13 @@ struct TopCommand: ParsableCommand {
                     + pad("\(subscriber.version)", 3) + ProcessName.of(subscriber.processID)
             )
         }
+        // Subscribers that get nothing because the publisher's surfaces are of a kind they do not take (§5.8).
+        for subscriber in report.subscribers where subscriber.droppedUnsupportedSurface > 0 {
+            lines.append(
+                "subscriber \(subscriber.id) cannot take these surfaces (DMA-BUF, and it does not import DMA-BUFs): "
+                    + "\(subscriber.droppedUnsupportedSurface) of its OOB frames"
+            )
+        }
         if report.subscriberCount > report.subscribers.count {
             lines.append("… and \(report.subscriberCount - report.subscribers.count) more")
         }
@@ -100,10 +148,11 @@ struct TopCommand: ParsableCommand {
         "ID subscriber id   PID its process (SO_PEERCRED)",
         "MODE latest-only, or queue N with N the depth the publisher granted (it may be below the one asked for)",
         "HELD frames it holds now   QUEUE messages waiting in its socket   FPS, MB/s frames and bytes delivered",
-        "LATE, OOB, DISC frames it lost: frameWasLate (replaced by a newer one), outOfBuffers (its hold limit or the "
-            + "pool), discontinuity (lost upstream)",
+        "LATE, OOB, DISC frames it lost: frameWasLate (replaced by a newer one), outOfBuffers (its hold limit, the "
+            + "pool, or a surface it cannot take: said under the table), discontinuity (lost upstream)",
         "HOLD p50, p99 how long it keeps a frame before releasing it   V its protocol version",
-        "NAME its process's name (/proc/PID/comm; ? if it is gone)",
+        "NAME its process's name (/proc/PID/comm), with the script an interpreter runs or the framebus command "
+            + "(/proc/PID/cmdline); ? if it is gone",
     ]
 
     static func pad(_ text: String, _ width: Int) -> String {

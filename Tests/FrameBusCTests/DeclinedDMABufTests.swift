@@ -51,7 +51,8 @@ import Testing
         withExtendedLifetime(listener) {}
         let received = try #require(flags, "no HELLO: \(consumer.output)")
         #expect((received & WireHello.acceptsDMABufFlag != 0) == offered, "flags 0x\(String(received, radix: 16))")
-        #expect(received & ~WireHello.acceptsDMABufFlag == 0)
+        // Bit 3: it understands DROP reason 5 (docs/PROTOCOL.md §5.8); nothing else is set.
+        #expect(received & ~WireHello.acceptsDMABufFlag == WireHello.knowsUnsupportedSurfaceFlag)
         unlink(path)
     }
 

@@ -257,6 +257,46 @@ struct MachineHarness {
         #expect(harness.frames(capable).map(\.sequence) == [0])
     }
 
+    /// §5.8: a subscriber that said it understands DROP reason 5 is told why it gets no DMA-BUF frame; one that did
+    /// not still gets reason 2 (its decoder would refuse 5). A monitor that asked sees the count per subscriber,
+    /// and the publisher's own format in its WELCOME; one that did not sees 0 in both places.
+    @Test func aSubscriberThatCannotTakeTheSurfaceIsToldWhyWhenItAsked() throws {
+        var harness = Harness()
+        let plain = harness.subscribe()
+        let knowing = harness.subscribe(flags: WireHello.knowsUnsupportedSurfaceFlag)
+        let monitor = harness.connect()
+        harness.receive(.hello(.knowingMonitor), from: monitor)
+        let oldMonitor = harness.connect()
+        harness.receive(.hello(.monitor), from: oldMonitor)
+        harness.publish(on: 9, backing: .dmaBuf)
+        harness.publish(on: 10, backing: .dmaBuf)
+        harness.advance(milliseconds: 1_000)
+        #expect(harness.drops(plain) == [WireDrop(0...1, reason: .outOfBuffers)])
+        #expect(
+            harness.drops(knowing)
+                == [WireDrop(firstSequence: 0, lastSequence: 1, reason: WireDropReason.unsupportedSurfaceRawValue)]
+        )
+        func lastReport(_ id: Harness.ID) -> WireMonitorReport? {
+            harness.messages(id).compactMap { message -> WireMonitorReport? in
+                if case .monitorReport(let report) = message { report } else { nil }
+            }.last
+        }
+        let records = try #require(lastReport(monitor)?.records)
+        #expect(records.map(\.droppedUnsupportedSurface) == [2, 2])
+        #expect(records.map(\.droppedOutOfBuffers) == [2, 2])
+        #expect(try #require(lastReport(oldMonitor)?.records).map(\.droppedUnsupportedSurface) == [0, 0])
+        func welcomeFormat(_ id: Harness.ID) -> UInt32? {
+            harness.messages(id).compactMap { message -> UInt32? in
+                if case .welcome(let welcome) = message { welcome.format } else { nil }
+            }.first
+        }
+        #expect(welcomeFormat(monitor) == Harness.nv12)
+        #expect(welcomeFormat(oldMonitor) == 0)
+        // The bytes of reason 5 decode (this library's subscribers ask for it).
+        let bytes = WireMessage.drop(WireDrop(firstSequence: 0, lastSequence: 1, reason: 5)).encoded()
+        #expect(throws: Never.self) { try WireMessage.decode(bytes, descriptorCount: 0) }
+    }
+
     struct RefusalCase: Sendable, CustomTestStringConvertible {
         let name: String
         let uid: UInt32

@@ -457,6 +457,8 @@ private final class PoolBox: @unchecked Sendable {
         }
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.compressedBGRA8])
         configuration.connectTimeout = .seconds(120)
+        // The committed-memory check itself, past the size policy that would refuse 16384x16384 first (§8.2).
+        configuration.largestFrame = nil
         let subscriber = try Subscriber(configuration: configuration)
         defer { subscriber.cancel() }
         var frames = subscriber.frames.makeAsyncIterator()

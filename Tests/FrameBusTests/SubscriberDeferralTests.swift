@@ -28,9 +28,10 @@ import Testing
         _ = machine.connected(offeringRings: true)
         // What a publisher older than the flag answers (its HELLO decoder refuses unknown flags).
         _ = machine.received(.error(WireErrorMessage(.malformedMessage, "HELLO: flags 0x3")))
-        #expect(machine.retriesWithoutDeferral)
+        #expect(machine.retriesWithoutOptionalFlags)
         let retry = try #require(Self.hello(machine.connected(offeringRings: true)))
         #expect(retry.flags & WireHello.deferredFlag == 0)
+        #expect(retry.flags & WireHello.knowsUnsupportedSurfaceFlag == 0)
         #expect(retry.version == WireProtocol.ringVersion)
         // A later connection (a newer publisher may have replaced it) asks again.
         machine.closed()
@@ -41,13 +42,23 @@ import Testing
     @Test(arguments: [
         (true, WireErrorCode.malformedMessage, "expected HELLO"),
         (true, WireErrorCode.noCommonFormat, "flags 0x2"),
-        (false, WireErrorCode.malformedMessage, "HELLO: flags 0x3"),
     ])
     func otherRefusalsAreNotRetriedWithoutTheFlag(deferred: Bool, code: WireErrorCode, reason: String) {
         var machine = SubscriberStateMachine(acceptedFormats: [Self.format], delivery: .latestOnly)
         machine.isDeferred = deferred
         _ = machine.connected(offeringRings: true)
         _ = machine.received(.error(WireErrorMessage(code, reason)))
-        #expect(!machine.retriesWithoutDeferral)
+        #expect(!machine.retriesWithoutOptionalFlags)
+    }
+
+    @Test func aSubscriberThatIsNotDeferredAlsoRetriesWithoutItsOptionalFlagAtAnOlderPublisher() throws {
+        var machine = SubscriberStateMachine(acceptedFormats: [Self.format], delivery: .latestOnly)
+        let first = try #require(Self.hello(machine.connected(offeringRings: true)))
+        #expect(first.flags & WireHello.knowsUnsupportedSurfaceFlag != 0)
+        // An older publisher's HELLO decoder refuses bit 3 as an unknown flag.
+        _ = machine.received(.error(WireErrorMessage(.malformedMessage, "HELLO: flags 0x9")))
+        #expect(machine.retriesWithoutOptionalFlags)
+        let retry = try #require(Self.hello(machine.connected(offeringRings: true)))
+        #expect(retry.flags & ~WireHello.acceptsDMABufFlag == 0)
     }
 }

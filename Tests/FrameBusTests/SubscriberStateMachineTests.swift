@@ -108,7 +108,7 @@ import TestSupport
                         kind: .subscriber,
                         deliveryMode: 1,
                         queueDepth: 16,
-                        flags: WireHello.acceptsDMABufFlag,
+                        flags: WireHello.acceptsDMABufFlag | WireHello.knowsUnsupportedSurfaceFlag,
                         formats: [
                             PixelFormat.compressedYUV420BiPlanarVideoRange8.fourCC,
                             PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
@@ -189,6 +189,18 @@ import TestSupport
             action
                 == .reportDrop(SubscriberDrop(reason: .outOfBuffers, sequences: 0...UInt64.max, frameCount: .max))
         )
+    }
+
+    /// DROP reason 5 (`unsupportedSurface`, PROTOCOL.md §5.8), which our HELLO asks for: reported as `outOfBuffers`,
+    /// with a notice for the IO layer to say why; reason 4 (reserved) is still malformed.
+    @Test func aDropOfSurfacesWeCannotTakeIsOutOfBuffersWithANotice() {
+        var machine = Self.activeMachine()
+        #expect(!machine.unsupportedSurfaceNoticePending)
+        let action = machine.received(.drop(WireDrop(firstSequence: 3, lastSequence: 5, reason: 5)))
+        #expect(action == .reportDrop(SubscriberDrop(reason: .outOfBuffers, sequences: 3...5)))
+        #expect(machine.unsupportedSurfaceNoticePending)
+        var other = Self.activeMachine()
+        #expect(Self.replyCode(other.received(.drop(WireDrop(firstSequence: 3, lastSequence: 5, reason: 4)))) != nil)
     }
 
     @Test func dropCountsFromAPublisherSaturate() {

@@ -31,4 +31,42 @@ import Testing
         }
         _ = subscriber
     }
+
+    /// A Python client shows as its script, not just "python"; the header names the publisher's process and the
+    /// formats it delivers. The client speaks HELLO by hand (docs/PROTOCOL.md Appendix A), so only python3 is needed.
+    @Test func topNamesAPythonClientByItsScriptAndShowsThePublishersProcess() async throws {
+        let path = temporaryBusPath("topscript")
+        let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
+        defer { publisher.stop() }
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("fbtop-\(UUID().uuidString.prefix(8)).py")
+        try """
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(sys.argv[1])
+            s.send(bytes.fromhex("010000001c00000053554246020000000100010000000000" + "76303234"))
+            s.recv(4096)
+            print("welcomed", flush=True)
+            sys.stdin.read()
+            """.write(to: script, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: script) }
+        let python = try #require(TestLocations.onPath("python3"), "python3 is not on the PATH")
+        let client = try await ChildProcess(python, [script.path, path], lifeline: true)
+        try #require(await eventually { publisher.subscriberCount == 1 }, "\(client.output)")
+        let top = try await startFramebus(["top", path, "--iterations", "1", "--no-clear"])
+        #expect(await top.waitForExit(timeout: 60), "\(top.output)")
+        let record = try #require(publisher.statistics.subscribers.first)
+        let row = try #require(top.output.split(separator: "\n").first { $0.hasPrefix("\(record.id) ") })
+        #expect(row.contains(" python") && row.hasSuffix(" \(script.lastPathComponent)"), "\(top.output)")
+        #expect(top.output.contains("publisher pid \(getpid()) ("), "\(top.output)")
+        #expect(top.output.contains("formats delivered 420v"), "\(top.output)")
+        _ = client
+    }
+
+    /// With no publisher, top says so in the words `framebus subscribe` uses.
+    @Test func topSaysThereIsNoPublisher() async throws {
+        let path = temporaryBusPath("topnone")
+        let top = try await startFramebus(["top", path, "--iterations", "1"])
+        #expect(await top.waitForExit(timeout: 60), "\(top.output)")
+        #expect(top.output.contains("no publisher at \(path)"), "\(top.output)")
+    }
 }

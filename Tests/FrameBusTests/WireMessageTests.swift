@@ -670,6 +670,13 @@ enum GoldenVectors {
             expected: .invalidField
         ),
         Mutation(
+            name: "FRAME sequence 2^64-1",
+            base: GoldenVectors.frame,
+            descriptors: 0,
+            patches: [(8, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])],
+            expected: .invalidField
+        ),
+        Mutation(
             name: "RETIRE surface 0",
             base: GoldenVectors.retire,
             descriptors: 0,
@@ -701,7 +708,7 @@ enum GoldenVectors {
             name: "MONITOR_REPORT record reserved",
             base: GoldenVectors.monitorReport,
             descriptors: 0,
-            patches: [(132, [1])],
+            patches: [(130, [1])],
             expected: .invalidField
         ),
     ]

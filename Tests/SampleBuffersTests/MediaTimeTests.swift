@@ -469,7 +469,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
         #expect(DroppedFrameReason.allCases.map(\.rawValue) == [1, 2, 3])
         #expect(DroppedFrameReason.allCases == [.frameWasLate, .outOfBuffers, .discontinuity])
         #expect(DroppedFrameReason.allCases.map(\.description) == ["FrameWasLate", "OutOfBuffers", "Discontinuity"])
-        #expect(DroppedFrameReasonInfo.allCases.map(\.rawValue) == [1, 2, 3, 4])
+        #expect(DroppedFrameReasonInfo.allCases.map(\.rawValue) == [1, 2, 3, 4, 5])
         #expect(DroppedFrameReasonInfo.cameraModeSwitch.description == "CameraModeSwitch")
     }
 
@@ -477,7 +477,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     @Test func unknownRawValuesDecodeToNil() {
         for raw in UInt8.min...UInt8.max {
             #expect((DroppedFrameReason(rawValue: raw) != nil) == (1...3).contains(raw))
-            #expect((DroppedFrameReasonInfo(rawValue: raw) != nil) == (1...4).contains(raw))
+            #expect((DroppedFrameReasonInfo(rawValue: raw) != nil) == (1...5).contains(raw))
         }
     }
 

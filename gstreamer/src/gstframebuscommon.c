@@ -4,11 +4,11 @@
 #include <time.h>
 
 gchar *
-gst_framebus_default_socket_path (gchar ** why)
+gst_framebus_default_socket_path (const gchar * name, gchar ** why)
 {
   gchar path[4096];
   fb_error error;
-  fb_status status = fb_default_socket_path (NULL, path, sizeof path, &error);
+  fb_status status = fb_default_socket_path (name, path, sizeof path, &error);
   if (status != FB_OK) {
     *why = g_strdup (error.message);
     return NULL;

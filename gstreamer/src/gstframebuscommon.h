@@ -33,10 +33,11 @@ GST_DEBUG_CATEGORY_EXTERN (gst_framebus_debug);
   "format = (string) { \"&8v0\", \"&8f0\", \"&xv0\", \"&xf0\", \"&BGA\" }, " \
   "width = (int) [ 1, 16384 ], height = (int) [ 1, 16384 ], framerate = (fraction) [ 0, MAX ]"
 
-/* The socket path both elements use when none is set, by the rule every FrameBus client follows
- * (fb_default_socket_path): $XDG_RUNTIME_DIR/framebus.sock, else ${TMPDIR:-/tmp}/framebus-UID/framebus.sock in a
- * private directory (mode 0700) made when missing. NULL when there is none; then *why (freed with g_free) says why. */
-gchar *gst_framebus_default_socket_path (gchar ** why);
+/* The socket path both elements use when no socket-path is set, by the rule every FrameBus client follows
+ * (fb_default_socket_path) for the stream `name` (NULL: "framebus"): $XDG_RUNTIME_DIR/NAME.sock, else
+ * ${TMPDIR:-/tmp}/framebus-UID/NAME.sock in a private directory (mode 0700) made when missing. NULL when there is
+ * none; then *why (freed with g_free) says why. */
+gchar *gst_framebus_default_socket_path (const gchar * name, gchar ** why);
 
 /* The FrameBus base format for a GStreamer format and colour range (NV12 video range is 420v, full range 420f),
  * or 0 when FrameBus has none. */

@@ -17,6 +17,7 @@
 enum {
   PROP_0,
   PROP_SOCKET_PATH,
+  PROP_SOCKET_NAME,
   PROP_COMPRESSION,
   PROP_MIN_BUFFERS,
   PROP_MAX_BUFFERS,
@@ -40,6 +41,7 @@ struct _GstFramebusSink {
 
   /* properties, with the object lock */
   gchar *socket_path;
+  gchar *socket_name;
   GstFramebusCompression compression;
   guint min_buffers;
   guint max_buffers;
@@ -206,7 +208,7 @@ gst_framebus_sink_set_caps (GstBaseSink * sink, GstCaps * caps)
 
   GST_OBJECT_LOCK (self);
   gchar *why = NULL;
-  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path (&why);
+  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path (self->socket_name, &why);
   fb_publisher_options options;
   fb_publisher_options_init (&options);
   options.format = fourcc;
@@ -473,6 +475,10 @@ gst_framebus_sink_set_property (GObject * object, guint id, const GValue * value
       g_free (self->socket_path);
       self->socket_path = g_value_dup_string (value);
       break;
+    case PROP_SOCKET_NAME:
+      g_free (self->socket_name);
+      self->socket_name = g_value_dup_string (value);
+      break;
     case PROP_COMPRESSION:
       self->compression = g_value_get_enum (value);
       break;
@@ -511,6 +517,9 @@ gst_framebus_sink_get_property (GObject * object, guint id, GValue * value, GPar
     case PROP_SOCKET_PATH:
       g_value_set_string (value, self->socket_path);
       break;
+    case PROP_SOCKET_NAME:
+      g_value_set_string (value, self->socket_name);
+      break;
     case PROP_COMPRESSION:
       g_value_set_enum (value, self->compression);
       break;
@@ -542,6 +551,7 @@ gst_framebus_sink_finalize (GObject * object)
   GstFramebusSink *self = GST_FRAMEBUS_SINK (object);
   gst_framebus_sink_close (self);
   g_free (self->socket_path);
+  g_free (self->socket_name);
   G_OBJECT_CLASS (gst_framebus_sink_parent_class)->finalize (object);
 }
 
@@ -562,6 +572,11 @@ gst_framebus_sink_class_init (GstFramebusSinkClass * klass)
           "Path of the publisher's SOCK_SEQPACKET socket, created mode socket-mode (a stale socket file is "
           "replaced; a live publisher there is an error). NULL: $XDG_RUNTIME_DIR/framebus.sock, else "
           "${TMPDIR:-/tmp}/framebus-UID/framebus.sock (a private directory)", NULL, flags));
+  g_object_class_install_property (object_class, PROP_SOCKET_NAME,
+      g_param_spec_string ("socket-name", "Socket name",
+          "The stream's name when socket-path is not set: the socket is $XDG_RUNTIME_DIR/NAME.sock, else "
+          "${TMPDIR:-/tmp}/framebus-UID/NAME.sock, as `framebus publish --name NAME` and fb_default_socket_path "
+          "name it. NULL: framebus", NULL, flags));
   g_object_class_install_property (object_class, PROP_COMPRESSION,
       g_param_spec_enum ("compression", "Compression",
           "Which variants subscribers may take: the raw format, its lossless compressed variant, or both "

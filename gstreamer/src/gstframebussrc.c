@@ -25,6 +25,7 @@
 enum {
   PROP_0,
   PROP_SOCKET_PATH,
+  PROP_SOCKET_NAME,
   PROP_ACCEPT,
   PROP_QUEUE_DEPTH,
   PROP_CONNECT_TIMEOUT,
@@ -63,6 +64,7 @@ struct _GstFramebusSrc {
 
   /* properties, with the object lock */
   gchar *socket_path;
+  gchar *socket_name;
   gchar *accept;
   guint queue_depth;
   guint64 connect_timeout;
@@ -90,6 +92,7 @@ struct _GstFramebusSrc {
   gboolean passthrough;         /* the frames now arriving are compressed and leave as they are */
   gboolean pending_discont;
   GstClockTime last_end;        /* running time where the last pushed buffer ends */
+  GstClockTime last_pushed_pts; /* the PTS of the last buffer pushed: each next one is later */
 
   /* with the object lock */
   GstClockTime pending_gap_start, pending_gap_duration;
@@ -562,7 +565,10 @@ gst_framebus_src_decide_allocation (GstBaseSrc * src, GstQuery * query)
 /* ---- timing ------------------------------------------------------------------------------------------------ */
 
 /* The buffer's PTS: the frame's capture time (CLOCK_MONOTONIC) as running time of this pipeline, or, when the
- * frame carries no plausible capture time of this host, the running time of its arrival. */
+ * frame carries no plausible capture time of this host or was captured before this pipeline started (its base
+ * time: the frame a live publisher had waiting when we subscribed), the running time of its arrival. Every PTS is
+ * later than the one before (gst_framebus_src_handle_frame): several frames captured before the start all had PTS 0,
+ * and an encoder fed equal timestamps hands mp4mux buffers without any ("Buffer has no PTS"). */
 static GstClockTime
 gst_framebus_src_timestamp (GstFramebusSrc * self, const fb_frame_info * info)
 {
@@ -578,7 +584,12 @@ gst_framebus_src_timestamp (GstFramebusSrc * self, const fb_frame_info * info)
       && now - info->presentation_time_ns < (gint64) PLAUSIBLE_CAPTURE_DELAY) {
     gint64 delay = now - info->presentation_time_ns;
     gint64 clock_time = info->presentation_time_ns - offset;
-    result = clock_time > (gint64) base ? (GstClockTime) (clock_time - (gint64) base) : 0;
+    if (clock_time < (gint64) base) {
+      GstClockTime clock_now = gst_clock_get_time (clock);
+      gst_object_unref (clock);
+      return clock_now > base ? clock_now - base : 0;
+    }
+    result = (GstClockTime) (clock_time - (gint64) base);
     GST_OBJECT_LOCK (self);
     self->delays[self->delay_next] = (GstClockTime) delay;
     self->delay_next = (self->delay_next + 1) % LATENCY_WINDOW;
@@ -729,6 +740,12 @@ gst_framebus_src_handle_frame (GstFramebusSrc * self, fb_frame * frame, GstBuffe
       return result;
   }
 
+  /* Strictly increasing: a frame timed on arrival may come right after one timed by its (earlier) capture. */
+  if (GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (self->last_pushed_pts)
+      && pts <= self->last_pushed_pts)
+    pts = self->last_pushed_pts + 1;
+  if (GST_CLOCK_TIME_IS_VALID (pts))
+    self->last_pushed_pts = pts;
   GST_BUFFER_PTS (buffer) = pts;
   GST_BUFFER_DTS (buffer) = GST_CLOCK_TIME_NONE;
   if (info.duration_ns != FB_TIME_NONE && info.duration_ns > 0)
@@ -901,7 +918,7 @@ gst_framebus_src_start (GstBaseSrc * src)
 
   GST_OBJECT_LOCK (self);
   gchar *why = NULL;
-  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path (&why);
+  gchar *path = self->socket_path ? g_strdup (self->socket_path) : gst_framebus_default_socket_path (self->socket_name, &why);
   gchar *accept = g_strdup (self->accept);
   fb_subscriber_options options;
   fb_subscriber_options_init (&options);
@@ -962,6 +979,7 @@ gst_framebus_src_start (GstBaseSrc * src)
   self->have_session = FALSE;
   self->pending_discont = FALSE;
   self->last_end = GST_CLOCK_TIME_NONE;
+  self->last_pushed_pts = GST_CLOCK_TIME_NONE;
   GST_OBJECT_LOCK (self);
   self->pending_gap_start = self->pending_gap_duration = GST_CLOCK_TIME_NONE;
   self->delay_count = self->delay_next = 0;
@@ -1038,6 +1056,10 @@ gst_framebus_src_set_property (GObject * object, guint id, const GValue * value,
       g_free (self->socket_path);
       self->socket_path = g_value_dup_string (value);
       break;
+    case PROP_SOCKET_NAME:
+      g_free (self->socket_name);
+      self->socket_name = g_value_dup_string (value);
+      break;
     case PROP_ACCEPT:
       g_free (self->accept);
       self->accept = g_value_dup_string (value);
@@ -1089,6 +1111,9 @@ gst_framebus_src_get_property (GObject * object, guint id, GValue * value, GPara
     case PROP_SOCKET_PATH:
       g_value_set_string (value, self->socket_path);
       break;
+    case PROP_SOCKET_NAME:
+      g_value_set_string (value, self->socket_name);
+      break;
     case PROP_ACCEPT:
       g_value_set_string (value, self->accept);
       break;
@@ -1131,6 +1156,7 @@ gst_framebus_src_finalize (GObject * object)
 {
   GstFramebusSrc *self = GST_FRAMEBUS_SRC (object);
   g_free (self->socket_path);
+  g_free (self->socket_name);
   g_free (self->accept);
   gst_caps_replace (&self->frame_caps, NULL);
   gst_clear_object (&self->fd_allocator);
@@ -1155,6 +1181,11 @@ gst_framebus_src_class_init (GstFramebusSrcClass * klass)
       g_param_spec_string ("socket-path", "Socket path",
           "Path of the publisher's socket. NULL: $XDG_RUNTIME_DIR/framebus.sock, else "
           "${TMPDIR:-/tmp}/framebus-UID/framebus.sock (a private directory)", NULL, flags));
+  g_object_class_install_property (object_class, PROP_SOCKET_NAME,
+      g_param_spec_string ("socket-name", "Socket name",
+          "The stream's name when socket-path is not set: the socket is $XDG_RUNTIME_DIR/NAME.sock, else "
+          "${TMPDIR:-/tmp}/framebus-UID/NAME.sock, as `framebus publish --name NAME` and fb_default_socket_path "
+          "name it. NULL: framebus", NULL, flags));
   g_object_class_install_property (object_class, PROP_ACCEPT,
       g_param_spec_string ("accept", "Accepted formats",
           "FrameBus formats to ask for, in order of preference, comma-separated (420v, 420f, x420, xf20, BGRA, "

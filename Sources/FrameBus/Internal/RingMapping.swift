@@ -287,7 +287,8 @@ package final class WakeSocket: Sendable {
         return handedOut
     }
 
-    /// Most datagrams one ``drain()`` reads: a peer that floods us only costs a spurious wake-up.
+    /// Most datagrams one ``drain()`` reads, so one turn of the loop reads a bounded number; the publisher also
+    /// budgets a subscriber's wake-ups over its session (``PublisherRings/wakeUpFlood()``, PROTOCOL.md §9.5).
     static let drainLimit = 1024
 
     static func create() throws(FrameBusError) -> WakeSocket {
@@ -297,18 +298,38 @@ package final class WakeSocket: Sendable {
         }
     }
 
-    /// Checks a peer's descriptor (ownership moves here; closed on failure).
-    static func importing(_ fd: FileDescriptor) throws(FrameBusError) -> WakeSocket {
+    /// Checks a peer's descriptor (ownership moves here; closed on failure): a Unix datagram socket, connected, whose
+    /// peer is unnamed (an end of a `socketpair(2)` that was never connected elsewhere: a socket connected to a bound
+    /// name, a third party's, is refused) and, when `peerProcessID` is given, was made by that process (`SO_PEERCRED`
+    /// of a socket pair's end names the process that called `socketpair`; it is the session socket's peer). So our
+    /// wake-ups reach only a socket the session's peer made for us, never a third party (docs/PROTOCOL.md §9.1).
+    static func importing(_ fd: FileDescriptor, peerProcessID: Int32? = nil) throws(FrameBusError) -> WakeSocket {
         let wake = WakeSocket(descriptor: fd.rawValue, handedOut: nil)
+        func refuse(_ message: String) -> FrameBusError {
+            FrameBusError(.protocolViolation, "ring import", message: message)
+        }
         guard case .success(let domain) = Syscall.socketOption(fd.rawValue, SOL_SOCKET, SO_DOMAIN), domain == AF_UNIX,
             case .success(let type) = Syscall.socketOption(fd.rawValue, SOL_SOCKET, SO_TYPE),
             type == Int32(SOCK_DGRAM.rawValue)
         else {
-            throw FrameBusError(
-                .protocolViolation,
-                "ring import",
-                message: "the wake-up descriptor is not a datagram socket"
-            )
+            throw refuse("the wake-up descriptor is not a datagram socket")
+        }
+        switch Syscall.peerAddressLength(fd.rawValue) {
+        case .success(MemoryLayout<sa_family_t>.size): break
+        case .success:
+            throw refuse("the wake-up socket is connected to a bound name, not to its socket pair's other end")
+        case .failure(let errno):
+            throw refuse("the wake-up socket has no peer (getpeername: \(errno))")
+        }
+        if let peerProcessID {
+            guard case .success(let credentials) = Syscall.peerCredentials(fd.rawValue) else {
+                throw refuse("the wake-up socket has no credentials")
+            }
+            guard credentials.pid == peerProcessID else {
+                throw refuse(
+                    "the wake-up socket pair was made by process \(credentials.pid), not by the peer \(peerProcessID)"
+                )
+            }
         }
         return wake
     }
@@ -323,7 +344,12 @@ package final class WakeSocket: Sendable {
     /// blocks. A limit of 1 costs one `recv` per wake-up; a wake-up left unread only makes the next `poll` return at
     /// once.
     func drain(limit: Int = drainLimit) -> Bool {
-        if case .success = Syscall.drainWake(descriptor, limit: limit) { return true }
-        return false
+        drainCounting(limit: limit) != nil
+    }
+
+    /// Reads the pending wake-ups like ``drain(limit:)``; how many it read, or nil if the socket became unusable.
+    func drainCounting(limit: Int = drainLimit) -> Int? {
+        if case .success(let count) = Syscall.drainWake(descriptor, limit: limit) { return count }
+        return nil
     }
 }

@@ -15,6 +15,19 @@ extension Syscall {
         return valueOrErrno { unsafe getsockopt(descriptor, level, name, &value, &length) }.map { _ in value }
     }
 
+    /// `getpeername(2)` of a Unix socket: the length of its peer's address. A socket pair's end (`socketpair(2)`)
+    /// has an unnamed peer, whose address is only the family (2 bytes); a socket connected to a bound name (a path or
+    /// an abstract name) returns that name, longer. `ENOTCONN` for a socket that is not connected.
+    static func peerAddressLength(_ descriptor: Int32) -> Result<Int, Errno> {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        return valueOrErrno {
+            unsafe withUnsafeMutablePointer(to: &address) {
+                unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe getpeername(descriptor, $0, &length) }
+            }
+        }.map { _ in Int(length) }
+    }
+
     /// Sends one byte with `MSG_DONTWAIT | MSG_NOSIGNAL`: never blocks, whatever the descriptor's (shared)
     /// `O_NONBLOCK`. `EAGAIN` or `ENOBUFS` (the receiver's queue is full: wake-ups are pending already) is success;
     /// `EINTR` is retried.
@@ -28,9 +41,10 @@ extension Syscall {
     }
 
     /// Reads datagrams with `MSG_DONTWAIT` (never blocks) until none is left (`EAGAIN`) or `limit` were read;
-    /// `EINTR` is retried. Each datagram is truncated to 8 bytes: only its arrival matters.
-    static func drainWake(_ descriptor: Int32, limit: Int) -> Result<Void, Errno> {
+    /// `EINTR` is retried. Each datagram is truncated to 8 bytes: only its arrival matters. Returns how many it read.
+    static func drainWake(_ descriptor: Int32, limit: Int) -> Result<Int, Errno> {
         var bytes: UInt64 = 0
+        var read = 0
         for _ in 0..<limit {
             let result = valueOrErrno {
                 unsafe withUnsafeMutableBytes(of: &bytes) {
@@ -38,13 +52,12 @@ extension Syscall {
                 }
             }
             switch result {
-            case .success where limit == 1: return .success(())
-            case .success: continue
-            case .failure(.resourceTemporarilyUnavailable): return .success(())
+            case .success: read += 1
+            case .failure(.resourceTemporarilyUnavailable): return .success(read)
             case .failure(let errno): return .failure(errno)
             }
         }
-        return .success(())
+        return .success(read)
     }
 
     /// `FUTEX_WAKE` of at most one waiter on the 32-bit word at `word` (`isPrivate`: private memory, else a shared

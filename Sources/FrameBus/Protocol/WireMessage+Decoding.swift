@@ -88,7 +88,10 @@ extension WireMessage {
                 )
                 try reader.readReserved(UInt32.self, "DROP reserved")
                 try check(drop.firstSequence <= drop.lastSequence, "range \(drop.firstSequence)…\(drop.lastSequence)")
-                try check(WireDropReason(rawValue: drop.reason) != nil, "reason \(drop.reason)")
+                try check(
+                    WireDropReason(rawValue: drop.reason) != nil || drop.reason == WireDropReason.unsupportedSurfaceRawValue,
+                    "reason \(drop.reason)"
+                )
                 return .drop(drop)
             case .endOfStream:
                 try expectSize(WireProtocol.endOfStreamSize)
@@ -159,7 +162,8 @@ extension WireMessage {
                 kind = known
                 flags = try reader.read()
                 try check(
-                    flags & ~(WireHello.acceptsDMABufFlag | WireHello.deferredFlag) == 0,
+                    flags & ~(WireHello.acceptsDMABufFlag | WireHello.deferredFlag
+                        | WireHello.knowsUnsupportedSurfaceFlag) == 0,
                     "flags 0x\(String(flags, radix: 16))"
                 )
             }
@@ -232,9 +236,10 @@ extension WireMessage {
                 try check(welcome.format != 0, "format 0")
                 try check(version == 1 || welcome.maximumAnnouncedSurfaces >= 1, "maximum announced surfaces 0")
             case .monitor:
+                // `format` is the publisher's own for a monitor that set `knowsUnsupportedSurface` (§5.2), else 0.
                 try check(
                     welcome.deliveryMode == 0 && welcome.queueDepth == 0 && welcome.maximumHeldFrames == 0
-                        && welcome.format == 0 && welcome.maximumAnnouncedSurfaces == 0,
+                        && welcome.maximumAnnouncedSurfaces == 0,
                     "a monitor's WELCOME grants nothing"
                 )
             }
@@ -419,6 +424,8 @@ extension WireMessage {
                 try reader.read(), try reader.read(), try reader.read(), try reader.read()
             )
             try check(surfaceID != 0, "surface id 0")
+            // §7.1: sequence numbers never wrap, and 2⁶⁴ − 1 is never a frame's (a DROP may still name it).
+            try check(sequence != .max, "sequence 2^64-1")
             try checkTime(presentation, "presentation time")
             try checkTime(duration, "duration")
             try check(bytesUsed <= WireProtocol.maximumByteCount, "bytes used \(bytesUsed)")
@@ -465,7 +472,7 @@ extension WireMessage {
             var records: [WireMonitorReport.Record] = []
             records.reserveCapacity(Int(recordCount))
             for index in 0..<Int(recordCount) {
-                let record = WireMonitorReport.Record(
+                var record = WireMonitorReport.Record(
                     subscriberID: try reader.read(),
                     processID: try reader.read(),
                     userID: try reader.read(),
@@ -484,7 +491,9 @@ extension WireMessage {
                     version: try reader.read()
                 )
                 try reader.readReserved(UInt16.self, "record \(index) reserved")
-                try reader.readReserved(UInt32.self, "record \(index) reserved")
+                // +92: `droppedUnsupportedSurface` for a monitor that set `knowsUnsupportedSurface` (this decoder's
+                // monitors do), reserved 0 for others (§5.12).
+                record.droppedUnsupportedSurface = try reader.read()
                 try check(record.deliveryMode <= 1, "record \(index) delivery mode \(record.deliveryMode)")
                 try check(
                     record.version >= 1 && record.version <= WireProtocol.supportedVersions.upperBound,

@@ -154,7 +154,7 @@ extension WireMessage {
                 writer.write(record.holdTimeP99)
                 writer.write(record.version)
                 writer.write(UInt16(0))
-                writer.write(UInt32(0))
+                writer.write(record.droppedUnsupportedSurface)
             }
         }
     }

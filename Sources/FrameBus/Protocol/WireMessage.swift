@@ -120,6 +120,10 @@ package struct WireHello: Hashable, Sendable {
     /// Bit of ``flags``: the subscriber is deferred; the publisher sends it frames only from its deferred start on
     /// (version 2 and later, docs/PROTOCOL.md §5.1.1).
     public static let deferredFlag: UInt16 = 1 << 1
+    /// Bit of ``flags`` (docs/PROTOCOL.md §5.1): a subscriber understands DROP reason 5 (`unsupportedSurface`); a
+    /// monitor understands a report record's `droppedUnsupportedSurface` and a WELCOME that names the publisher's
+    /// format. A peer that does not set it is sent neither.
+    public static let knowsUnsupportedSurfaceFlag: UInt16 = 1 << 3
 
     /// 1 (the version-1 layout and magic) or 2.
     public var version: UInt16
@@ -150,8 +154,17 @@ package struct WireHello: Hashable, Sendable {
         self.formats = formats
     }
 
-    /// A version-2 monitor's HELLO.
+    /// A version-2 monitor's HELLO (docs/PROTOCOL.md Appendix A).
     public static let monitor = WireHello(kind: .monitor, deliveryMode: 0, queueDepth: 0, formats: [])
+
+    /// The HELLO of a monitor that understands `droppedUnsupportedSurface` and the publisher's format (§5.12).
+    public static let knowingMonitor = WireHello(
+        kind: .monitor,
+        deliveryMode: 0,
+        queueDepth: 0,
+        flags: knowsUnsupportedSurfaceFlag,
+        formats: []
+    )
 }
 
 /// WELCOME: what the publisher granted.
@@ -216,6 +229,12 @@ package enum WireErrorCode: UInt16, Sendable, CaseIterable {
     case tooSlow = 9
     /// Version 2: no HELLO within the handshake timeout.
     case handshakeTimeout = 10
+    /// Version 3: the subscriber sent more wake-ups than its releases and the frames announced to it explain
+    /// (docs/PROTOCOL.md §9.5, the wake-up budget).
+    case tooManyWakeUps = 11
+    /// Subscriber: a SURFACE larger than the largest frame this subscriber accepts (its size policy); like
+    /// `invalidSurface`, the publisher logs it and closes.
+    case frameTooLarge = 12
 }
 
 /// ERROR: a refusal or fatal error with a UTF-8 reason. Its layout is the same in every version.
@@ -440,6 +459,12 @@ package enum WireDropReason: UInt32, Sendable, CaseIterable {
     case frameWasLate = 1
     case outOfBuffers = 2
     case discontinuity = 3
+
+    /// DROP reason 5 (docs/PROTOCOL.md §5.8): an `outOfBuffers` drop whose cause is the frame's surface, one this
+    /// subscriber cannot take (a DMA-BUF for a subscriber without `acceptsDMABuf`). Sent only to a subscriber that
+    /// set ``WireHello/knowsUnsupportedSurfaceFlag``; any other gets reason 2. Not a case of this enum: decoders
+    /// of older peers refuse it, and a receiver counts it as `outOfBuffers`.
+    package static let unsupportedSurfaceRawValue: UInt32 = 5
 }
 
 /// DROP: frames `firstSequence...lastSequence` were not delivered to this subscriber.

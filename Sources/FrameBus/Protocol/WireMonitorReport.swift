@@ -26,6 +26,9 @@ package struct WireMonitorReport: Hashable, Sendable {
         public var holdTimeP99: UInt64
         /// The protocol version it speaks.
         public var version: UInt16
+        /// Of `droppedOutOfBuffers`, the frames whose surface it cannot take (DROP reason 5; record offset +92,
+        /// saturating). Sent only to a monitor that set ``WireHello/knowsUnsupportedSurfaceFlag``; 0 otherwise.
+        public var droppedUnsupportedSurface: UInt32 = 0
 
         public init(
             subscriberID: UInt64,
@@ -43,7 +46,8 @@ package struct WireMonitorReport: Hashable, Sendable {
             queued: UInt32,
             holdTimeP50: UInt64,
             holdTimeP99: UInt64,
-            version: UInt16
+            version: UInt16,
+            droppedUnsupportedSurface: UInt32 = 0
         ) {
             self.subscriberID = subscriberID
             self.processID = processID
@@ -61,6 +65,7 @@ package struct WireMonitorReport: Hashable, Sendable {
             self.holdTimeP50 = holdTimeP50
             self.holdTimeP99 = holdTimeP99
             self.version = version
+            self.droppedUnsupportedSurface = droppedUnsupportedSurface
         }
     }
 

@@ -93,6 +93,12 @@ extension PublisherCore {
             }
             // Only rings that woke us (or could not be armed) can hold releases we have not seen.
             serviceRings(&state, onlyUnarmed: true)
+            // §9.5: wake-ups that its releases and our announcements do not explain end a flooding subscriber.
+            for (index, id) in ringPolled.enumerated() where ready[ringOffset + index] != 0 {
+                guard let reason = state.rings[id]?.wakeUpFlood() else { continue }
+                state.rings.removeValue(forKey: id)?.closing()
+                perform(state.machine.wakeUpFlood(reason, from: id, now: ProcessInfoShim.monotonicNanoseconds()), &state)
+            }
             retireFreedSurfaces(&state)
             let now = ProcessInfoShim.monotonicNanoseconds()
             if let deadline = state.machine.nextDeadline(), deadline <= now {

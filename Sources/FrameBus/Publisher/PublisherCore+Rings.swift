@@ -30,8 +30,17 @@ extension PublisherCore {
         guard let ring = datagram.descriptors[0].take(), let wake = datagram.descriptors[1].take() else {
             return (.refused("descriptors missing"), nil)
         }
+        // §9.1: the wake-up socket must be a pair's end made by this connection's own peer.
+        guard case .success(let credentials)? = state.sockets[id]?.peerCredentials() else {
+            Syscall.close(ring)
+            Syscall.close(wake)
+            return (.refused("the session socket has no credentials"), nil)
+        }
         do {
-            return (.ready, try half.joining(peerRing: ring, peerWake: wake, peerRole: .release))
+            return (
+                .ready,
+                try half.joining(peerRing: ring, peerWake: wake, peerRole: .release, peerProcessID: credentials.pid)
+            )
         } catch {
             return (.refused("\(error)"), nil)
         }

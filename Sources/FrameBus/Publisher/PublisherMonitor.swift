@@ -39,6 +39,9 @@ public final class PublisherMonitor {
         public var holdTimeP99: UInt64
         /// The protocol version it speaks.
         public var version: Int
+        /// Of its `outOfBuffers` drops, the frames whose surface it cannot take (a DMA-BUF surface when it does not
+        /// import DMA-BUFs, docs/PROTOCOL.md §5.8); 0 from a publisher that does not report it.
+        public var droppedUnsupportedSurface: UInt64 = 0
 
         /// The format's name, or its hex code when the publisher sent something unprintable.
         public var formatName: String { FourCC.name(format) }
@@ -59,6 +62,11 @@ public final class PublisherMonitor {
 
     /// The publisher's stream id (from WELCOME).
     public let streamID: UInt64
+    /// The publisher's process id (`SO_PEERCRED` of the monitor's connection, read before anything was trusted).
+    public let publisherProcessID: Int32
+    /// The publisher's own format (its first offered one), from its WELCOME; nil from a publisher that does not say
+    /// it (an older one) or names no format this library knows.
+    public let publisherFormat: PixelFormat?
     private let socket: Socket
 
     /// Connects to the publisher at `path` as a monitor.
@@ -86,10 +94,12 @@ public final class PublisherMonitor {
                 message: "the publisher at \(path) runs as uid \(credentials.uid), which is not allowed"
             )
         }
-        _ = socket.send(WireMessage.hello(.monitor).encoded())
+        _ = socket.send(WireMessage.hello(.knowingMonitor).encoded())
         switch try Self.receive(on: socket, timeout: timeout, operation) {
         case .welcome(let welcome) where welcome.kind == .monitor:
             self.streamID = welcome.streamID
+            self.publisherProcessID = credentials.pid
+            self.publisherFormat = welcome.format == 0 ? nil : try? PixelFormat(fourCC: welcome.format)
             self.socket = socket
         case .error(let error):
             throw FrameBusError(
@@ -148,7 +158,8 @@ public final class PublisherMonitor {
                         queued: Int(record.queued),
                         holdTimeP50: record.holdTimeP50,
                         holdTimeP99: record.holdTimeP99,
-                        version: Int(record.version)
+                        version: Int(record.version),
+                        droppedUnsupportedSurface: UInt64(record.droppedUnsupportedSurface)
                     )
                 }
             )

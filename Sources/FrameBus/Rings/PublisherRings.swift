@@ -108,7 +108,34 @@ package final class PublisherRings {
     }
 
     /// After our wake-up socket fired: clears the flag and drains the socket; a reason if it broke.
-    func wokeUp() -> String? { reader.wokeUp() ? nil : "our wake-up socket for this subscriber was made unusable" }
+    func wokeUp() -> String? {
+        guard let count = reader.wokeUpCounting() else { return "our wake-up socket for this subscriber was made unusable" }
+        wakeUpsRead &+= UInt64(count)
+        return nil
+    }
+
+    // MARK: The wake-up budget (docs/PROTOCOL.md §9.5)
+
+    /// Wake-up datagrams read from this subscriber's socket, ever.
+    private(set) var wakeUpsRead: UInt64 = 0
+    /// RELEASE slots read from its ring, ever.
+    private(set) var releasesRead: UInt64 = 0
+    /// Wake-ups any subscriber may send beyond what its releases and our announcements explain: what a wake-up a
+    /// drain reads at once can hold (the drain limit), so spurious wake-ups of an honest subscriber (one left over
+    /// from a sleep that ended by itself, §9.5's example) never come near it.
+    package static let wakeUpAllowance: UInt64 = UInt64(WakeSocket.drainLimit)
+
+    /// An honest subscriber wakes us at most once per batch of releases it writes (the publisher sleeps, or 64
+    /// releases wait) and once per batch of announcements it reads while we wait for room (§9.5): so never more than
+    /// one per release plus one per message we wrote into its announce ring. A reason when it sent more than that
+    /// plus ``wakeUpAllowance``: the subscriber floods, and is ended (ERROR `tooManyWakeUps`). Checked after the
+    /// ring was read, so every release it wrote before its wake-ups is counted.
+    func wakeUpFlood() -> String? {
+        let explained = Self.wakeUpAllowance.addingReportingOverflow(releasesRead).partialValue
+        let budget = explained.addingReportingOverflow(writer.written).partialValue
+        guard wakeUpsRead > budget else { return nil }
+        return "\(wakeUpsRead) wake-ups for \(releasesRead) releases and \(writer.written) announcements"
+    }
 
     /// Reads up to `limit` release slots (each copied once), calling `body` with each; then publishes our head.
     /// Stops at the first violation and returns it.
@@ -120,6 +147,7 @@ package final class PublisherRings {
                 return reader.publishHead() ? nil : "the subscriber's wake-up socket is no longer usable"
             case .success(let entry?):
                 reader.advance()
+                releasesRead &+= 1
                 guard body(entry) else { return nil }
             }
         }

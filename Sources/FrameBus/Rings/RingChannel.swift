@@ -73,17 +73,20 @@ package final class RingChannel: Sendable {
         package var descriptors: [Int32] { [ring.descriptor.rawValue, wake.handedOutEnd] }
 
         /// Completes the channel with the peer's two descriptors (ownership moves here; closed on failure).
+        /// `peerProcessID`: the session socket's peer (`SO_PEERCRED`); the wake-up socket must be a socket pair's end
+        /// that process made (§9.1).
         package func joining(
             peerRing: FileDescriptor,
             peerWake: FileDescriptor,
-            peerRole: RingLayout.Role
+            peerRole: RingLayout.Role,
+            peerProcessID: Int32? = nil
         ) throws(FrameBusError) -> RingChannel {
             let mapping: RingMapping
             do { mapping = try RingMapping.importing(peerRing, role: peerRole) } catch {
                 Syscall.close(peerWake)
                 throw error
             }
-            let peerSocket = try WakeSocket.importing(peerWake)
+            let peerSocket = try WakeSocket.importing(peerWake, peerProcessID: peerProcessID)
             // §9.8: the subscriber's offer is read once here; the publisher's answer is written before WELCOME
             // carries its file, and read once by the subscriber here. Either side's later rewrites change nothing.
             let peerKinds = mapping.load32(RingLayout.wakeKindsOffset)
@@ -263,8 +266,13 @@ package struct RingReader: ~Copyable {
     /// We are awake: clears the sleeping flag and drains our wake-up socket (at most `drainLimit` wake-ups). False if
     /// it broke.
     func wokeUp(drainLimit: Int = WakeSocket.drainLimit) -> Bool {
+        wokeUpCounting(drainLimit: drainLimit) != nil
+    }
+
+    /// Like ``wokeUp(drainLimit:)``: how many wake-ups it read, or nil if the socket broke.
+    func wokeUpCounting(drainLimit: Int = WakeSocket.drainLimit) -> Int? {
         channel.own.store(0, RingLayout.sleepingOffset)
-        return channel.ownWake.drain(limit: drainLimit)
+        return channel.ownWake.drainCounting(limit: drainLimit)
     }
 }
 

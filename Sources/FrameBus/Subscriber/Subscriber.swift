@@ -99,6 +99,12 @@ public final class Subscriber: Sendable {
         /// frame does not wait for them: like `AVCaptureOutput.isDeferredStartEnabled`. A publisher older than the
         /// flag refuses it; the subscriber then connects again at once without it and is served as before.
         public var isDeferred = false
+        /// The largest frame accepted (docs/PROTOCOL.md §8.2): a publisher's larger SURFACE ends the subscription
+        /// before anything is mapped or decoded (ERROR `frameTooLarge` to the publisher; the stream ends with
+        /// ``FrameBusError/Code-swift.struct/surfaceRejected``), so a hostile publisher's small compressed frame
+        /// cannot make a decoding consumer fill a huge image. Default ``FrameSizeLimit/default`` (8192 × 8192, at
+        /// most 8192 × 4352 pixels); nil accepts any size the protocol allows.
+        public var largestFrame: FrameSizeLimit? = .default
         /// Where diagnostics go.
         public var logger: Logger
 

@@ -20,7 +20,7 @@ public func fbSubscriberOptionsInit(_ options: UnsafeMutablePointer<fb_subscribe
     unsafe options.pointee = defaults
 }
 
-/// `fb_subscriber_create`.
+/// `fb_subscriber_create`: with the default size policy (``FrameSizeLimit/default``).
 @_cdecl("fb_subscriber_create")
 public func fbSubscriberCreate(
     _ options: UnsafePointer<fb_subscriber_options>?,
@@ -52,44 +52,83 @@ private func subscriberCreate(
         guard flags & ~UInt32(FB_SUBSCRIBER_DEFERRED) == 0 else {
             throw ABIError(.invalidArgument, "\(function): unknown flags 0x\(String(flags, radix: 16))")
         }
-        guard let options = unsafe options?.pointee else { throw .null("options", in: function) }
-        guard let outSubscriber = unsafe outSubscriber else { throw .null("out_subscriber", in: function) }
-        let path = try unsafe boundedString(options.path, limit: maximumSocketPathLength, "\(function): path")
-        let formats = try unsafe formatList(
-            options.accepted_formats,
-            count: options.accepted_format_count,
-            limit: 16,
-            "\(function): accepted_formats"
-        )
-        var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
-        configuration.logger = LogRoute.logger(label: "framebus.subscriber")
-        switch unsafe options.queue_depth {
-        case 0: configuration.delivery = .latestOnly
-        case 1...64: configuration.delivery = unsafe .queue(depth: Int(options.queue_depth))
-        default: throw ABIError(.invalidArgument, unsafe "\(function): queue_depth \(options.queue_depth) is over 64")
-        }
-        guard let connectTimeout = unsafe positiveDuration(nanoseconds: options.connect_timeout_ns),
-            let reconnectInterval = unsafe positiveDuration(nanoseconds: options.reconnect_interval_ns)
-        else {
-            throw ABIError(.invalidArgument, "\(function): connect_timeout_ns and reconnect_interval_ns must be > 0")
-        }
-        configuration.connectTimeout = connectTimeout
-        configuration.reconnectInterval = reconnectInterval
-        configuration.reconnects = unsafe options.reconnects != 0
-        configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
-        configuration.isDeferred = flags & UInt32(FB_SUBSCRIBER_DEFERRED) != 0
-        let waitSlice: Duration?
-        switch unsafe options.wait_slice_us {
-        case 0: waitSlice = nil
-        case 1...100_000: waitSlice = unsafe .microseconds(Int64(options.wait_slice_us))
-        default: throw ABIError(.invalidArgument, unsafe "\(function): wait_slice_us \(options.wait_slice_us) is over 100000")
-        }
-        let handle: SubscriberHandle
-        do {
-            handle = try SubscriberHandle(configuration: configuration, callerThreadSlice: waitSlice)
-        } catch { throw ABIError(any: error) }
-        unsafe outSubscriber.pointee = Handle.make(handle)
+        try unsafe createSubscriber(options, outSubscriber, largestFrame: .default, flags: flags, function)
     }
+}
+
+/// `fb_subscriber_create_with_limit`: the caller's size policy, or none for a NULL limit.
+@_cdecl("fb_subscriber_create_with_limit")
+public func fbSubscriberCreateWithLimit(
+    _ options: UnsafePointer<fb_subscriber_options>?,
+    _ limit: UnsafePointer<fb_frame_size_limit>?,
+    _ outSubscriber: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_subscriber_create_with_limit"
+        var largestFrame: FrameSizeLimit?
+        if let limit = unsafe limit?.pointee {
+            let side: ClosedRange<UInt32> = 1...65536
+            guard side.contains(limit.maximum_width), side.contains(limit.maximum_height) else {
+                throw ABIError(.invalidArgument, "\(function): maximum_width and maximum_height must be 1...65536")
+            }
+            let pixels: Int? = limit.maximum_pixel_count == 0 ? nil : Int(clamping: limit.maximum_pixel_count)
+            largestFrame = FrameSizeLimit(
+                maximumWidth: Int(limit.maximum_width),
+                maximumHeight: Int(limit.maximum_height),
+                maximumPixelCount: pixels
+            )
+        }
+        try unsafe createSubscriber(options, outSubscriber, largestFrame: largestFrame, flags: 0, function)
+    }
+}
+
+/// Every create function: `options` checked and turned into a configuration, the subscriber started.
+private func createSubscriber(
+    _ options: UnsafePointer<fb_subscriber_options>?,
+    _ outSubscriber: UnsafeMutablePointer<OpaquePointer?>?,
+    largestFrame: FrameSizeLimit?,
+    flags: UInt32,
+    _ function: String
+) throws(ABIError) {
+    guard let options = unsafe options?.pointee else { throw .null("options", in: function) }
+    guard let outSubscriber = unsafe outSubscriber else { throw .null("out_subscriber", in: function) }
+    let path = try unsafe boundedString(options.path, limit: maximumSocketPathLength, "\(function): path")
+    let formats = try unsafe formatList(
+        options.accepted_formats,
+        count: options.accepted_format_count,
+        limit: 16,
+        "\(function): accepted_formats"
+    )
+    var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats)
+    configuration.logger = LogRoute.logger(label: "framebus.subscriber")
+    configuration.largestFrame = largestFrame
+    switch unsafe options.queue_depth {
+    case 0: configuration.delivery = .latestOnly
+    case 1...64: configuration.delivery = unsafe .queue(depth: Int(options.queue_depth))
+    default: throw ABIError(.invalidArgument, unsafe "\(function): queue_depth \(options.queue_depth) is over 64")
+    }
+    guard let connectTimeout = unsafe positiveDuration(nanoseconds: options.connect_timeout_ns),
+        let reconnectInterval = unsafe positiveDuration(nanoseconds: options.reconnect_interval_ns)
+    else {
+        throw ABIError(.invalidArgument, "\(function): connect_timeout_ns and reconnect_interval_ns must be > 0")
+    }
+    configuration.connectTimeout = connectTimeout
+    configuration.reconnectInterval = reconnectInterval
+    configuration.reconnects = unsafe options.reconnects != 0
+    configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
+    configuration.isDeferred = flags & UInt32(FB_SUBSCRIBER_DEFERRED) != 0
+    let waitSlice: Duration?
+    switch unsafe options.wait_slice_us {
+    case 0: waitSlice = nil
+    case 1...100_000: waitSlice = unsafe .microseconds(Int64(options.wait_slice_us))
+    default: throw ABIError(.invalidArgument, unsafe "\(function): wait_slice_us \(options.wait_slice_us) is over 100000")
+    }
+    let handle: SubscriberHandle
+    do {
+        handle = try SubscriberHandle(configuration: configuration, callerThreadSlice: waitSlice)
+    } catch { throw ABIError(any: error) }
+    unsafe outSubscriber.pointee = Handle.make(handle)
 }
 
 /// `fb_subscriber_destroy`.

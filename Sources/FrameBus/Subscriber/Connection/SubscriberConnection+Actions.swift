@@ -22,7 +22,16 @@ extension SubscriberConnection {
                     return perform(machine.ringViolation("version-3 WELCOME without its ring"), descriptors: [])
                 }
                 let channel: RingChannel
-                do { channel = try half.joining(peerRing: ring, peerWake: wake, peerRole: .announce) } catch {
+                // §9.1: the publisher's wake-up socket must be a pair's end the publisher itself made.
+                let publisher = try? socket.peerCredentials().get().pid
+                do {
+                    channel = try half.joining(
+                        peerRing: ring,
+                        peerWake: wake,
+                        peerRole: .announce,
+                        peerProcessID: publisher ?? -1
+                    )
+                } catch {
                     return perform(machine.ringViolation("\(error)"), descriptors: [])
                 }
                 rings = SubscriberRings(channel: channel)
@@ -43,10 +52,20 @@ extension SubscriberConnection {
         case .deliverFrame(let frame, let discontinuity):
             return deliver(frame, discontinuity: discontinuity)
         case .reportDrop(let drop):
+            if machine.unsupportedSurfaceNoticePending {
+                machine.unsupportedSurfaceNoticePending = false
+                warnings.warn(
+                    "the publisher at \(configuration.path) drops frames for us whose surfaces we do not take "
+                        + "(DMA-BUF surfaces: acceptsDMABuf is off, or this consumer cannot import them); they are "
+                        + "reported as outOfBuffers",
+                    now: now,
+                    logger: configuration.logger
+                )
+            }
             core.report(drop)
             return true
         case .close(let error, let reply):
-            if machine.retriesWithoutRings || machine.retriesWithoutDeferral {
+            if machine.retriesWithoutRings || machine.retriesWithoutOptionalFlags {
                 // The publisher speaks no version 3: connect again at once with version 2 (§9.1); or it knows no
                 // deferral: connect again at once without it (§5.1.1).
                 configuration.logger.debug(

@@ -74,6 +74,7 @@ final class SubscriberConnection {
         )
         machine.acceptsDMABuf = core.configuration.acceptsDMABuf
         machine.isDeferred = core.configuration.isDeferred
+        machine.largestFrame = core.configuration.largestFrame
     }
 
     var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }

@@ -44,6 +44,10 @@ package struct SubscriberStateMachine {
     let acceptedFormats: [PixelFormat]
     /// Whether the HELLO offers to import DMA-BUF surfaces; without it, a DMA-BUF SURFACE is refused.
     var acceptsDMABuf = true
+    /// The largest frame accepted (§8.2); a larger SURFACE is refused with `frameTooLarge`.
+    var largestFrame: FrameSizeLimit? = .default
+    /// A DROP reason 5 (`unsupportedSurface`, §5.8) came since the IO layer last asked: it says why once.
+    var unsupportedSurfaceNoticePending = false
     let delivery: Subscriber.Delivery
     let limits: Limits
     /// The stream id of the last connection that got a WELCOME, to tell a restarted publisher from the same one.
@@ -56,9 +60,12 @@ package struct SubscriberStateMachine {
     var retriesWithoutRings = false
     /// Whether the HELLO says `deferred` (docs/PROTOCOL.md §5.1.1).
     var isDeferred = false
-    /// A publisher refused our HELLO's `deferred` flag (one older than it: `malformedMessage`): the next connection
-    /// leaves it out, at once (then this subscriber is served from its first frame, as before the flag).
-    var retriesWithoutDeferral = false
+    /// A publisher refused our HELLO's optional flags, `deferred` and `knowsUnsupportedSurface` (one older than them:
+    /// `malformedMessage`): the next connection leaves them out, at once (then this subscriber is served from its first
+    /// frame, and gets DROP reason 2 for surfaces it cannot take, as before the flags).
+    var retriesWithoutOptionalFlags = false
+    /// Whether the last HELLO carried the optional flags.
+    var offeredOptionalFlags = false
     /// Whether the last HELLO said `deferred`.
     var offeredDeferral = false
 
@@ -85,7 +92,7 @@ package struct SubscriberStateMachine {
         state = .closed
         return .close(
             FrameBusError(
-                code == .invalidSurface ? .surfaceRejected : .protocolViolation,
+                code == .invalidSurface || code == .frameTooLarge ? .surfaceRejected : .protocolViolation,
                 "Subscriber.receive",
                 message: reason
             ),

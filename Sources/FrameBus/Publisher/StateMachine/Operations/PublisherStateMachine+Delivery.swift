@@ -114,7 +114,14 @@ extension PublisherStateMachine {
                 session.version == 1
                 ? surfaceV1 != nil
                 : (representation.surface.backing == .memfd || session.acceptsDMABuf)
-            guard sendable, session.held.count < session.heldLimit else {
+            guard sendable else {
+                // §5.8: a surface it cannot take is an `outOfBuffers` drop that says why (reason 5) when it asked.
+                if drop(sequence...sequence, .outOfBuffers, in: session, now: now, unsupportedSurface: true) {
+                    actions.append(.deadlineChanged)
+                }
+                continue
+            }
+            guard session.held.count < session.heldLimit else {
                 if drop(sequence...sequence, .outOfBuffers, in: session, now: now) { actions.append(.deadlineChanged) }
                 continue
             }
@@ -211,7 +218,8 @@ extension PublisherStateMachine {
         _ range: ClosedRange<UInt64>,
         _ reason: WireDropReason,
         in session: SubscriberSession,
-        now: UInt64
+        now: UInt64,
+        unsupportedSurface: Bool = false
     ) -> Bool {
         let count = WireDrop(range, reason: reason).frameCount
         switch reason {
@@ -219,7 +227,11 @@ extension PublisherStateMachine {
         case .outOfBuffers: session.droppedOutOfBuffers.saturatingAdd(count)
         case .discontinuity: session.droppedDiscontinuity.saturatingAdd(count)
         }
-        if var pending = session.pendingDrop, pending.reason == reason, pending.range.upperBound < .max,
+        if unsupportedSurface { session.droppedUnsupportedSurface.saturatingAdd(count) }
+        let wireReason =
+            unsupportedSurface && session.knowsUnsupportedSurface
+            ? WireDropReason.unsupportedSurfaceRawValue : reason.rawValue
+        if var pending = session.pendingDrop, pending.wireReason == wireReason, pending.range.upperBound < .max,
             pending.range.upperBound + 1 == range.lowerBound
         {
             pending.range = pending.range.lowerBound...range.upperBound
@@ -227,14 +239,24 @@ extension PublisherStateMachine {
             return false
         }
         flushPendingDrop(session)
-        session.pendingDrop = PendingDrop(range: range, reason: reason, startedAt: now)
+        session.pendingDrop = PendingDrop(range: range, reason: reason, startedAt: now, wireReason: wireReason)
         return true
     }
 
     func flushPendingDrop(_ session: SubscriberSession) {
         guard let pending = session.pendingDrop else { return }
         session.pendingDrop = nil
-        session.outbound.append(.message(.drop(WireDrop(pending.range, reason: pending.reason))))
+        session.outbound.append(
+            .message(
+                .drop(
+                    WireDrop(
+                        firstSequence: pending.range.lowerBound,
+                        lastSequence: pending.range.upperBound,
+                        reason: pending.wireReason
+                    )
+                )
+            )
+        )
     }
 
     /// Queues a message after any pending DROP, so drops stay in sequence order (docs/PROTOCOL.md §4.2).

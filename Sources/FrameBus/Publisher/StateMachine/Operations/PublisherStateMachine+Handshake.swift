@@ -144,6 +144,11 @@ extension PublisherStateMachine {
         fail(id, .malformedMessage, reason, now: now)
     }
 
+    /// A version-3 subscriber woke the publisher more often than its releases explain (§9.5): it is ended.
+    package mutating func wakeUpFlood(_ reason: String, from id: ConnectionID, now: UInt64) -> [Action] {
+        fail(id, .tooManyWakeUps, reason, now: now)
+    }
+
     mutating func handshake(
         _ id: ConnectionID,
         _ credentials: Credentials,
@@ -164,6 +169,7 @@ extension PublisherStateMachine {
                 return fail(id, .tooManySubscribers, "\(limits.maximumMonitors) monitors already connected", now: now)
             }
             var monitor = MonitorSession(credentials: credentials, nextReport: now &+ limits.monitorInterval)
+            monitor.knowsUnsupportedSurface = hello.flags & WireHello.knowsUnsupportedSurfaceFlag != 0
             monitor.outbound.append(
                 .message(
                     .welcome(
@@ -172,7 +178,8 @@ extension PublisherStateMachine {
                             deliveryMode: 0,
                             queueDepth: 0,
                             maximumHeldFrames: 0,
-                            format: 0,
+                            // §5.2: the publisher's own format, for a monitor that understands it.
+                            format: monitor.knowsUnsupportedSurface ? limits.formats.first ?? 0 : 0,
                             maximumMessageSize: UInt32(WireProtocol.maximumMessageSize),
                             streamID: streamID,
                             subscriberID: id.rawValue,
@@ -183,7 +190,7 @@ extension PublisherStateMachine {
                     )
                 )
             )
-            monitor.outbound.append(.message(.monitorReport(monitorReport(now: now))))
+            monitor.outbound.append(.message(.monitorReport(monitorReport(now: now, for: monitor))))
             pendingCount -= 1
             monitorCount += 1
             connections[id] = .monitor(monitor)
@@ -221,6 +228,7 @@ extension PublisherStateMachine {
                 maximumHeldFrames: maximumHeld,
                 maximumAnnouncedSurfaces: announcedLimit,
                 acceptsDMABuf: version >= 2 && hello.flags & WireHello.acceptsDMABufFlag != 0,
+                knowsUnsupportedSurface: version >= 2 && hello.flags & WireHello.knowsUnsupportedSurfaceFlag != 0,
                 firstSequence: nextSequence,
                 isDeferred: version >= 2 && hello.flags & WireHello.deferredFlag != 0,
                 welcomedAt: now

@@ -5,8 +5,9 @@ import Logging
 extension PublisherStateMachine {
     // MARK: Statistics
 
-    /// The MONITOR_REPORT for now.
-    func monitorReport(now: UInt64) -> WireMonitorReport {
+    /// The MONITOR_REPORT for now, for `monitor` (nil: as for one that did not set `knowsUnsupportedSurface`).
+    func monitorReport(now: UInt64, for monitor: MonitorSession? = nil) -> WireMonitorReport {
+        let explains = monitor?.knowsUnsupportedSurface ?? false
         var records: [WireMonitorReport.Record] = []
         for id in connections.keys.sorted() {
             guard case .subscriber(let session) = connections[id] else { continue }
@@ -29,7 +30,8 @@ extension PublisherStateMachine {
                     queued: UInt32(clamping: session.outbound.count),
                     holdTimeP50: summary.p50,
                     holdTimeP99: summary.p99,
-                    version: session.version
+                    version: session.version,
+                    droppedUnsupportedSurface: explains ? UInt32(clamping: session.droppedUnsupportedSurface) : 0
                 )
             )
         }

@@ -28,7 +28,7 @@ extension PublisherStateMachine {
                 }
             case .monitor(var monitor) where now >= monitor.nextReport:
                 monitor.nextReport = now &+ limits.monitorInterval
-                monitor.outbound.append(.message(.monitorReport(monitorReport(now: now))))
+                monitor.outbound.append(.message(.monitorReport(monitorReport(now: now, for: monitor))))
                 connections[id] = .monitor(monitor)
                 if monitor.outbound.count > limits.maximumQueuedMonitorReports {
                     actions += tooSlow(id, queued: monitor.outbound.count, now: now)

@@ -4,6 +4,8 @@ extension PublisherStateMachine {
     struct MonitorSession {
         var credentials: Credentials
         var nextReport: UInt64
+        /// It set `knowsUnsupportedSurface`: its reports carry `droppedUnsupportedSurface` (else 0 there).
+        var knowsUnsupportedSurface = false
         var outbound: [Outbound] = []
     }
 

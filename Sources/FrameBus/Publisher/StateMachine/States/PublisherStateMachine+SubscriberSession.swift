@@ -13,6 +13,8 @@ extension PublisherStateMachine {
         var range: ClosedRange<UInt64>
         var reason: WireDropReason
         var startedAt: UInt64
+        /// The reason on the wire: `reason`'s, or 5 (`unsupportedSurface`) for a subscriber that understands it.
+        var wireReason: UInt32
     }
 
     /// A subscriber after its WELCOME: the only per-connection state that allocates (its histogram, its maps).
@@ -30,6 +32,8 @@ extension PublisherStateMachine {
         var heldLimit: Int
         let maximumAnnouncedSurfaces: Int
         let acceptsDMABuf: Bool
+        /// It set `knowsUnsupportedSurface`: drops of surfaces it cannot take go out as DROP reason 5.
+        let knowsUnsupportedSurface: Bool
         /// The first frame it may receive: the next one when it was welcomed, or, for a deferred subscriber, the
         /// first after its deferred start (``PublisherStateMachine/awaitingDeferredStart`` until then).
         var firstSequence: UInt64
@@ -52,6 +56,9 @@ extension PublisherStateMachine {
         var droppedLate: UInt64 = 0
         var droppedOutOfBuffers: UInt64 = 0
         var droppedDiscontinuity: UInt64 = 0
+        /// Of `droppedOutOfBuffers`, the frames whose surface it cannot take (a DMA-BUF without `acceptsDMABuf`, a
+        /// surface version 1 cannot describe).
+        var droppedUnsupportedSurface: UInt64 = 0
         var holdTimes = LatencyRecorder()
         var outbound: [Outbound] = []
 
@@ -64,6 +71,7 @@ extension PublisherStateMachine {
             maximumHeldFrames: Int,
             maximumAnnouncedSurfaces: Int,
             acceptsDMABuf: Bool,
+            knowsUnsupportedSurface: Bool = false,
             firstSequence: UInt64,
             isDeferred: Bool = false,
             welcomedAt: UInt64 = 0
@@ -77,6 +85,7 @@ extension PublisherStateMachine {
             self.heldLimit = maximumHeldFrames
             self.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
             self.acceptsDMABuf = acceptsDMABuf
+            self.knowsUnsupportedSurface = knowsUnsupportedSurface
             self.firstSequence = isDeferred ? PublisherStateMachine.awaitingDeferredStart : firstSequence
             self.isDeferred = isDeferred
             self.welcomedAt = welcomedAt

@@ -11,10 +11,15 @@ extension SubscriberStateMachine {
         state = .awaitingWelcome
         offeredVersion = offeringRings && !retriesWithoutRings ? WireProtocol.ringVersion : WireProtocol.version
         retriesWithoutRings = false
-        offeredDeferral = isDeferred && !retriesWithoutDeferral
-        retriesWithoutDeferral = false
+        // Flags after bit 0 are refused as unknown by a publisher older than them (§5.1): offered unless that
+        // publisher just refused them.
+        offeredOptionalFlags = !retriesWithoutOptionalFlags
+        offeredDeferral = isDeferred && offeredOptionalFlags
+        retriesWithoutOptionalFlags = false
         var flags: UInt16 = acceptsDMABuf ? WireHello.acceptsDMABufFlag : 0
         if offeredDeferral { flags |= WireHello.deferredFlag }
+        // §5.8: we understand DROP reason 5 (frames whose surface we cannot take).
+        if offeredOptionalFlags { flags |= WireHello.knowsUnsupportedSurfaceFlag }
         return .hello(
             WireHello(
                 version: offeredVersion,
@@ -73,11 +78,12 @@ extension SubscriberStateMachine {
             if error.code == WireErrorCode.unsupportedVersion.rawValue && offeredVersion == WireProtocol.ringVersion {
                 retriesWithoutRings = true
             }
-            // A publisher older than the deferred flag refuses it as an unknown HELLO flag (§5.1.1).
-            if error.code == WireErrorCode.malformedMessage.rawValue && offeredDeferral
+            // A publisher older than the optional flags (deferred, knowsUnsupportedSurface) refuses them as unknown
+            // HELLO flags (§5.1, §5.1.1).
+            if error.code == WireErrorCode.malformedMessage.rawValue && offeredOptionalFlags
                 && error.reason.contains("flags 0x")
             {
-                retriesWithoutDeferral = true
+                retriesWithoutOptionalFlags = true
             }
             let code: FrameBusError.Code =
                 error.code == WireErrorCode.notPermitted.rawValue ? .permissionDenied : .refused

@@ -50,6 +50,15 @@ extension SubscriberStateMachine {
         } else if surface.planes.isEmpty {
             return fail(.invalidSurface, "SURFACE of \(active.session.format) without planes")
         }
+        // §8.2: our own size policy, for a SURFACE that is otherwise valid (a malformed one gets
+        // `invalidSurface` first), before anything is mapped, imported or decoded.
+        if let largestFrame, !largestFrame.admits(width: Int(surface.width), height: Int(surface.height)) {
+            return fail(
+                .frameTooLarge,
+                "SURFACE of \(surface.width)x\(surface.height) is larger than the largest frame this subscriber "
+                    + "accepts, \(largestFrame)"
+            )
+        }
         active.surfaces[surface.surfaceID] = SurfaceRecord(
             byteCount: surface.descriptorByteCounts.reduce(0) { Saturating.add($0, $1) },
             pixelFormat: surface.pixelFormat,
