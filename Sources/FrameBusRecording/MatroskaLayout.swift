@@ -17,7 +17,6 @@ enum MatroskaLayout {
 
     /// What the header block says once the recording is closed.
     struct Closing {
-        var segmentDataSize: UInt64
         var durationMilliseconds: Double
         var cuesPosition: UInt64
         var tagsPosition: UInt64
@@ -43,7 +42,9 @@ enum MatroskaLayout {
         var writer = EBMLWriter()
         writer.bytes = ebmlHeader()
         writer.id(EBML.segment)
-        writer.size(closing?.segmentDataSize ?? EBML.unknownSize, length: 8)
+        // The Segment's size stays unknown even when closed: ffmpeg refuses clusters of unknown size inside a
+        // Segment of known size, and the clusters must be of unknown size to be crash-safe.
+        writer.size(EBML.unknownSize, length: 8)
         let segmentStart = writer.bytes.count
 
         var seekHead = EBMLWriter()

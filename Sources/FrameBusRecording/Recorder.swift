@@ -285,7 +285,8 @@ final class RecorderCore: SubscriberDelegate, Sendable {
                 prefix = MatroskaLayout.headerBlock(track: frameTrack)
             }
             // The Matroska timestamp: milliseconds since the first frame (never decreasing).
-            var timestamp = state.lastTimestamp
+            // Strictly increasing after the first frame: tools that remux (ffmpeg) want increasing timestamps.
+            var timestamp = state.framesAccepted == 0 && state.track == nil ? 0 : state.lastTimestamp + 1
             if time.isNumeric {
                 if state.firstTime == nil { state.firstTime = time }
                 if let first = state.firstTime {
@@ -566,7 +567,6 @@ final class RecorderCore: SubscriberDelegate, Sendable {
             var result = file.write(head + trailer.bytes, at: Int64(blockStart))
             if case .success = result {
                 let closing = MatroskaLayout.Closing(
-                    segmentDataSize: UInt64(fileEnd - MatroskaLayout.segmentDataOffset),
                     durationMilliseconds: Double(final.lastTimestamp) + Self.lastFrameDuration(final),
                     cuesPosition: trailer.cuesPosition,
                     tagsPosition: trailer.tagsPosition
@@ -602,13 +602,15 @@ final class RecorderCore: SubscriberDelegate, Sendable {
         if first {
             state.withLock { $0.stopping = true }
             wake.signal()
-            finished.wait()
+        }
+        // Every caller waits for the I/O thread's end and passes the signal on to the next.
+        finished.wait()
+        finished.signal()
+        if first {
             let status = status()
             finalStatus.withLock { $0 = status }
             return status
         }
-        finished.wait()
-        finished.signal()
         return finalStatus.withLock { $0 } ?? status()
     }
 
@@ -623,7 +625,7 @@ final class RecorderCore: SubscriberDelegate, Sendable {
             status.bytesDurable = Int64(state.durable)
             status.drops = state.dropCounts
             status.dropLog = state.dropLog
-            status.backlogBytes = state.reserved - state.written
+            status.backlogBytes = max(0, state.reserved - state.written)
             status.backlogCapacity = ring.capacity
             status.backlogPeakBytes = state.backlogPeak
             status.usesDirectIO = state.usesDirectIO

@@ -63,6 +63,9 @@ public struct RecorderStatus: Sendable {
     /// Every drop of the recording so far, in order (the drop log; neighbouring ranges of one reason merged).
     public var dropLog: [RecordingDrop] = []
 
+    /// An empty status (nothing recorded yet): the baseline for differences.
+    public init() {}
+
     /// The total of ``drops``.
     public var droppedFrames: UInt64 { drops.values.reduce(0, &+) }
 }

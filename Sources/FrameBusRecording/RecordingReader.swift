@@ -29,7 +29,8 @@ public struct RecordedFrame: Sendable {
 public final class RecordingReader {
     /// The video track.
     public let track: RecordingTrack
-    /// Whether the recording was closed (its Segment has a size; otherwise it was cut short: a crash).
+    /// Whether the recording was closed (its SeekHead, written at close, is there; otherwise it was cut short: a
+    /// crash).
     public let isClosed: Bool
     /// The drop log from the file's tags (a closed recording), once ``nextFrame()`` has reached them.
     public private(set) var closingDropLog: [RecordingDrop]?
@@ -78,11 +79,11 @@ public final class RecordingReader {
         // Segment.
         let segment = try cursor.elementHeader(at: header.dataStart + headerSize, parentEnd: fileSize, op)
         guard segment.id == EBML.segment else { throw RecordingError(.malformed, op, message: "no Segment after the EBML header") }
-        isClosed = segment.size != nil
         let size = fileSize
         segmentEnd = segment.size.map { min($0.addingReportingOverflow(segment.dataStart).overflow ? .max : $0 + segment.dataStart, size) } ?? size
         var offset = segment.dataStart
         var found: RecordingTrack?
+        var hasSeekHead = false
         // Level 1 up to the first Cluster.
         while offset < segmentEnd {
             let element = try cursor.elementHeader(at: offset, parentEnd: segmentEnd, op)
@@ -93,6 +94,8 @@ public final class RecordingReader {
             let end = element.dataStart + size
             guard end <= segmentEnd else { throw RecordingError(.truncated, op, message: "header element past the end at \(offset)") }
             switch element.id {
+            case EBML.seekHead:
+                hasSeekHead = true
             case EBML.info:
                 guard size <= Self.maximumHeaderElement else { throw RecordingError(.malformed, op, message: "Info too large") }
                 let info = try EBMLParse.children(try cursor.bytes(at: element.dataStart, count: size, op), op)
@@ -116,6 +119,7 @@ public final class RecordingReader {
             throw RecordingError(offset >= segmentEnd ? .truncated : .malformed, op, message: "no video track before the frames")
         }
         self.track = track
+        isClosed = hasSeekHead
         position = offset
     }
 
@@ -434,5 +438,21 @@ enum EBMLParse {
     static func unsigned(_ bytes: [UInt8], _ op: String) throws(RecordingError) -> UInt64 {
         guard bytes.count <= 8 else { throw RecordingError(.malformed, op, message: "an unsigned integer of \(bytes.count) bytes") }
         return bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+}
+
+extension RecordedFrame {
+    /// Copies the frame into `buffer`, which must be of `track`'s format and size: raw rows into its planes, or
+    /// compressed bytes into its surface (made with ``SurfaceCodec/makeCompressedPool(width:height:format:tileSize:minimumBufferCount:allocationThreshold:)``).
+    ///
+    /// - Throws: ``RecordingError/Code-swift.struct/invalidArgument`` if the buffer does not fit the frame.
+    public func copy(into buffer: PixelBuffer, track: RecordingTrack) throws(RecordingError) {
+        guard FrameFill.fill(buffer, with: bytes, track: track) else {
+            throw RecordingError(
+                .invalidArgument,
+                "RecordedFrame.copy(into:)",
+                message: "a \(buffer.width)x\(buffer.height) \(buffer.pixelFormat) buffer for a \(track.width)x\(track.height) \(track.pixelFormat) frame"
+            )
+        }
     }
 }
