@@ -49,7 +49,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure the codec and the bus on this machine.",
-        subcommands: [BenchCodecCommand.self, BenchBusCommand.self, BenchPlotCommand.self]
+        subcommands: [BenchCodecCommand.self, BenchBusCommand.self, BenchPlotCommand.self, BenchRecordCommand.self]
     )
 }
 

@@ -10,7 +10,8 @@ struct PlayCommand: AsyncParsableCommand {
         abstract: "Publish a recording on a socket path, every frame bit-exact.",
         discussion: """
             Frames go out at their recorded timing (the publisher's own presentation times, kept in the recording), \
-            at --fps, or as fast as subscribers take them (--fps 0). Frames the recording lost are reported to \
+            at --fps, or as fast as subscribers take them (--fps 0: a frame waits, up to a second, while subscribers hold \
+            all they may). Frames the recording lost are reported to \
             subscribers as drops (bus reasons as recorded; a full backlog as outOfBuffers; a full disk, an I/O \
             error or a format change as discontinuity), and recorded discontinuities as discontinuities. A \
             recording cut short (its recorder was killed) plays up to its last whole frame, then says so on stderr; \
@@ -59,7 +60,8 @@ struct PlayCommand: AsyncParsableCommand {
         var formats = [track.pixelFormat]
         if track.pixelFormat.isCompressed { formats.append(track.pixelFormat.base) }
         var configuration = Publisher.Configuration(path: socketPath, formats: formats)
-        configuration.heldFrameBudget = max(1, buffers - configuration.producerReserve)
+        let budget = max(1, buffers - configuration.producerReserve)
+        configuration.heldFrameBudget = budget
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         if !quiet {
@@ -104,6 +106,14 @@ struct PlayCommand: AsyncParsableCommand {
             if let due {
                 while clock.now < due, !stopping.received {
                     try? await Task.sleep(until: min(due, clock.now + .milliseconds(50)), clock: clock)
+                }
+            }
+            if fps == 0 {
+                // As fast as subscribers take frames: while they hold all they may, a frame published now would be a
+                // drop for them (outOfBuffers), so wait (at most a second) for one to come back.
+                let limit = clock.now + .seconds(1)
+                while publisher.heldFrameCount >= budget, clock.now < limit, !stopping.received {
+                    try? await Task.sleep(for: .milliseconds(1))
                 }
             }
             let timing = SampleTimingInfo(presentationTimeStamp: HostClock.now, duration: frame.duration)
