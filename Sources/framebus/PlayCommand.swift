@@ -43,7 +43,9 @@ struct PlayCommand: AsyncParsableCommand {
         let reader = try RecordingReader(path: file)
         let track = reader.track
         let socketPath = try path ?? SocketPath.default()
-        let buffers = 8
+        // The pool and holding policy of `framebus publish` (buffers are allocated only while in use): a recorder or
+        // a queue-mode subscriber gets the depth it asks for.
+        let buffers = PublishCommand.defaultBuffers(maximumSubscribers: 16)
         let pool: PixelBufferPool
         if track.pixelFormat.isCompressed {
             pool = try SurfaceCodec.makeCompressedPool(
@@ -60,8 +62,8 @@ struct PlayCommand: AsyncParsableCommand {
         var formats = [track.pixelFormat]
         if track.pixelFormat.isCompressed { formats.append(track.pixelFormat.base) }
         var configuration = Publisher.Configuration(path: socketPath, formats: formats)
-        let budget = max(1, buffers - configuration.producerReserve)
-        configuration.heldFrameBudget = budget
+        configuration.holdingPolicy = PublishCommand.holdingPolicy
+        configuration.heldFrameBudget = max(1, buffers - configuration.producerReserve)
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         if !quiet {
@@ -112,7 +114,9 @@ struct PlayCommand: AsyncParsableCommand {
                 // As fast as subscribers take frames: while they hold all they may, a frame published now would be a
                 // drop for them (outOfBuffers), so wait (at most a second) for one to come back.
                 let limit = clock.now + .seconds(1)
-                while publisher.heldFrameCount >= budget, clock.now < limit, !stopping.received {
+                while publisher.statistics.subscribers.contains(where: { $0.statistics.heldNow >= $0.maximumHeldFrames }),
+                    clock.now < limit, !stopping.received
+                {
                     try? await Task.sleep(for: .milliseconds(1))
                 }
             }
