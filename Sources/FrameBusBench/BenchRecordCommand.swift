@@ -13,8 +13,8 @@ package struct BenchRecordCommand: ParsableCommand {
         abstract: "Measure `framebus record` against the disk's sequential O_DIRECT write speed (same run).",
         discussion: """
             Rows: the floor (dd oflag=direct bs=4M), `framebus record` raw and compressed and with --no-direct \
-            (a buffered writer), each fed by `framebus publish --fps 0` (as fast as the recorder releases frames) \
-            for --seconds; then, with --hog, the same rows beside a process writing a file through the page cache. \
+            (a buffered writer), each fed by `framebus play --loop --fps 0` of a one-second recording of the \
+            images or pattern (as fast as the recorder takes frames) for --seconds; then, with --hog, the same rows beside a process writing a file through the page cache. \
             Each row: MB/s written, frames/s, drops, the backlog's peak, write latency p50/p99; a ratio to the floor. \
             Files go to --directory (on the disk to measure) and are removed.
             """
@@ -64,6 +64,17 @@ package struct BenchRecordCommand: ParsableCommand {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
         var rows: [Row] = []
         print("framebus bench record: \(directory), \(seconds) s per row, \(images.map { "images \($0)" } ?? "\(size) pattern") \(format)")
+        // The sources: short recordings (raw and compressed) made once, then played in a loop with `--fps 0`, which
+        // publishes as fast as the recorder takes frames (it waits while the recorder holds all it may): so the
+        // recorder, not the producer, sets the pace.
+        let rawSeed = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-seed-\(getpid()).mkv")
+        let compressedSeed = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-seedc-\(getpid()).mkv")
+        defer {
+            try? FileManager.default.removeItem(at: rawSeed)
+            try? FileManager.default.removeItem(at: compressedSeed)
+        }
+        try makeSeed(executable: executable, output: rawSeed, compressed: false)
+        try makeSeed(executable: executable, output: compressedSeed, compressed: true)
         for withHog in hog ? [false, true] : [false] {
             let hogProcess = withHog ? try startHog() : nil
             defer { hogProcess?.terminate() }
@@ -74,7 +85,8 @@ package struct BenchRecordCommand: ParsableCommand {
                 ("record raw", [String]()), ("record compressed", ["--compressed"]),
                 ("record raw, buffered (--no-direct)", ["--no-direct"]),
             ] {
-                var row = try measureRecord(executable: executable, name: name, recordArguments: extra)
+                let seed = extra.contains("--compressed") ? compressedSeed : rawSeed
+                var row = try measureRecord(executable: executable, name: name, seed: seed, recordArguments: extra)
                 row.hog = withHog
                 row.ratioToFloor = floor > 0 ? row.megabytesPerSecond / floor : nil
                 rows.append(row)
@@ -116,13 +128,28 @@ package struct BenchRecordCommand: ParsableCommand {
         return Double(count) * 4 * 1_048_576 / 1e6 / elapsed
     }
 
-    func measureRecord(executable: URL, name: String, recordArguments: [String]) throws -> Row {
-        let socket = "/tmp/fbbench-record-\(getpid()).sock"
+    /// Records 30 frames (one second) of the publisher's images or pattern into `output`.
+    func makeSeed(executable: URL, output: URL, compressed: Bool) throws {
+        let socket = "/tmp/fbbench-seed-\(getpid())-\(compressed ? "c" : "r").sock"
+        var publish = ["publish", "--path", socket, "--format", format, "--fps", "30", "--duration", "1",
+            "--wait-for-subscriber", "--quiet"]
+        if let images { publish += ["--images", images] } else { publish += ["--size", size] }
+        if compressed { publish.append("--compressed") }
+        let recorder = try Child(
+            executable,
+            ["record", "--path", socket, "--output", output.path, "--json"] + (compressed ? ["--compressed"] : [])
+        )
+        let publisher = try Child(executable, publish)
+        recorder.waitForExit(timeout: 120)
+        publisher.waitForExit(timeout: 10)
+        guard recorder.summary != nil else { throw ValidationError("could not record a seed: \(recorder.errors)") }
+    }
+
+    func measureRecord(executable: URL, name: String, seed: URL, recordArguments: [String]) throws -> Row {
+        let socket = "/tmp/fbbench-record-\(getpid())-\(UUID().uuidString.prefix(6)).sock"
         let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-\(getpid()).mkv")
         defer { try? FileManager.default.removeItem(at: file) }
-        var publish = ["publish", "--path", socket, "--format", format, "--fps", "0", "--wait-for-subscriber", "--quiet"]
-        if let images { publish += ["--images", images] } else { publish += ["--size", size] }
-        if recordArguments.contains("--compressed") { publish += ["--compressed", "--encode-threads", "1"] }
+        let publish = ["play", seed.path, "--path", socket, "--fps", "0", "--loop", "--wait-for-subscriber", "--quiet"]
         let publisher = try Child(executable, publish)
         defer { publisher.terminate() }
         let recorder = try Child(

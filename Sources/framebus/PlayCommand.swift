@@ -31,6 +31,9 @@ struct PlayCommand: AsyncParsableCommand {
     @Flag(help: "Publish the first frame only once a subscriber has connected.")
     var waitForSubscriber = false
 
+    @Flag(help: "Play the recording again and again until stopped (the benchmark's source).")
+    var loop = false
+
     @Flag(help: "Print no status.")
     var quiet = false
 
@@ -40,7 +43,7 @@ struct PlayCommand: AsyncParsableCommand {
 
     func run() async throws {
         let stopping = StopSignals.install()
-        let reader = try RecordingReader(path: file)
+        var reader = try RecordingReader(path: file)
         let track = reader.track
         let socketPath = try path ?? SocketPath.default()
         // The pool and holding policy of `framebus publish` (buffers are allocated only while in use): a recorder or
@@ -77,6 +80,8 @@ struct PlayCommand: AsyncParsableCommand {
         let clock = ContinuousClock()
         let start = clock.now
         var firstTime: MediaTime?
+        var timeOffset = 0.0
+        var lastOffset = 0.0
         var index = 0
         var ending: RecordingError?
         while !stopping.received {
@@ -87,7 +92,11 @@ struct PlayCommand: AsyncParsableCommand {
                 ending = error
                 break
             }
-            guard let frame = next else { break }
+            guard let frame = next else {
+                guard loop, index > 0 else { break }
+                reader = try RecordingReader(path: file)
+                continue
+            }
             for drop in frame.drops {
                 // A hostile count could ask for billions of sequence numbers: a report stands for at most a million.
                 publisher.reportDroppedFrames(reason: drop.reason.playbackReason, count: Int(min(drop.frameCount, 1_000_000)))
@@ -98,7 +107,14 @@ struct PlayCommand: AsyncParsableCommand {
                 if fps > 0 { due = start + .nanoseconds(Int64(Double(index) / fps * 1e9)) }
             } else if frame.presentationTime.isNumeric {
                 if firstTime == nil { firstTime = frame.presentationTime }
-                let offset = (frame.presentationTime - firstTime!).seconds
+                var offset = (frame.presentationTime - firstTime!).seconds + timeOffset
+                if offset < lastOffset {
+                    // The loop started over: continue from where the last pass ended.
+                    timeOffset = lastOffset + 1.0 / 30
+                    firstTime = frame.presentationTime
+                    offset = timeOffset
+                }
+                lastOffset = offset
                 if offset.isFinite, offset >= 0, offset < 1e7 { due = start + .nanoseconds(Int64(offset * 1e9)) }
             } else {
                 due = start + .milliseconds(Int64(clamping: frame.timestampMilliseconds))
