@@ -63,12 +63,16 @@ package struct BenchRecordCommand: ParsableCommand {
     package func run() throws {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
         var rows: [Row] = []
-        print("framebus bench record: \(directory), \(seconds) s per row, \(images.map { "images \($0)" } ?? "\(size) pattern") \(format)")
+        print(
+            "framebus bench record: \(directory), \(seconds) s per row, \(images.map { "images \($0)" } ?? "\(size) pattern") \(format)"
+        )
         // The sources: short recordings (raw and compressed) made once, then played in a loop with `--fps 0`, which
         // publishes as fast as the recorder takes frames (it waits while the recorder holds all it may): so the
         // recorder, not the producer, sets the pace.
         let rawSeed = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-seed-\(getpid()).mkv")
-        let compressedSeed = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-seedc-\(getpid()).mkv")
+        let compressedSeed = URL(fileURLWithPath: directory).appendingPathComponent(
+            "framebus-bench-seedc-\(getpid()).mkv"
+        )
         defer {
             try? FileManager.default.removeItem(at: rawSeed)
             try? FileManager.default.removeItem(at: compressedSeed)
@@ -79,7 +83,9 @@ package struct BenchRecordCommand: ParsableCommand {
             let hogProcess = withHog ? try startHog() : nil
             defer { hogProcess?.terminate() }
             let floor = try measureFloor()
-            rows.append(Row(name: "floor: dd oflag=direct bs=4M", hog: withHog, megabytesPerSecond: floor, ratioToFloor: 1))
+            rows.append(
+                Row(name: "floor: dd oflag=direct bs=4M", hog: withHog, megabytesPerSecond: floor, ratioToFloor: 1)
+            )
             print(Self.text(rows.last!))
             for (name, extra) in [
                 ("record raw", [String]()), ("record compressed", ["--compressed"]),
@@ -101,7 +107,12 @@ package struct BenchRecordCommand: ParsableCommand {
     }
 
     static func text(_ row: Row) -> String {
-        var text = String(format: "%-40@ %@ %8.1f MB/s", row.name as NSString, row.hog ? "hog" : "   ", row.megabytesPerSecond)
+        var text = String(
+            format: "%-40@ %@ %8.1f MB/s",
+            row.name as NSString,
+            row.hog ? "hog" : "   ",
+            row.megabytesPerSecond
+        )
         if let fps = row.framesPerSecond { text += String(format: " %7.1f fps", fps) }
         if let drops = row.drops { text += "  drops \(drops)" }
         if let peak = row.backlogPeakBytes { text += String(format: "  backlog peak %.1f MB", Double(peak) / 1e6) }
@@ -118,7 +129,9 @@ package struct BenchRecordCommand: ParsableCommand {
         let start = Date()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/dd")
-        process.arguments = ["if=/dev/zero", "of=\(file.path)", "bs=4M", "count=\(count)", "oflag=direct", "conv=fdatasync"]
+        process.arguments = [
+            "if=/dev/zero", "of=\(file.path)", "bs=4M", "count=\(count)", "oflag=direct", "conv=fdatasync",
+        ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -131,8 +144,10 @@ package struct BenchRecordCommand: ParsableCommand {
     /// Records 30 frames (one second) of the publisher's images or pattern into `output`.
     func makeSeed(executable: URL, output: URL, compressed: Bool) throws {
         let socket = "/tmp/fbbench-seed-\(getpid())-\(compressed ? "c" : "r").sock"
-        var publish = ["publish", "--path", socket, "--format", format, "--fps", "30", "--duration", "1",
-            "--wait-for-subscriber", "--quiet"]
+        var publish = [
+            "publish", "--path", socket, "--format", format, "--fps", "30", "--duration", "1",
+            "--wait-for-subscriber", "--quiet",
+        ]
         if let images { publish += ["--images", images] } else { publish += ["--size", size] }
         if compressed { publish.append("--compressed") }
         let recorder = try Child(
@@ -179,7 +194,10 @@ package struct BenchRecordCommand: ParsableCommand {
         let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-hog-\(getpid())").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "trap 'rm -f \(file)' EXIT; while :; do dd if=/dev/zero of=\(file) bs=1M count=4096 2>/dev/null; done"]
+        process.arguments = [
+            "-c",
+            "trap 'rm -f \(file)' EXIT; while :; do dd if=/dev/zero of=\(file) bs=1M count=4096 2>/dev/null; done",
+        ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

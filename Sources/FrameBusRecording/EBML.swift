@@ -82,12 +82,16 @@ struct EBMLWriter {
 
     mutating func id(_ id: UInt32) {
         let length = EBML.idLength(id)
-        for index in stride(from: length - 1, through: 0, by: -1) { bytes.append(UInt8(truncatingIfNeeded: id >> (8 * UInt32(index)))) }
+        for index in stride(from: length - 1, through: 0, by: -1) {
+            bytes.append(UInt8(truncatingIfNeeded: id >> (8 * UInt32(index))))
+        }
     }
 
     /// A size field of `length` bytes (1…8); `EBML.unknownSize` with length 8 for "unknown".
     mutating func size(_ size: UInt64, length: Int) {
-        precondition((1...8).contains(length) && (size == EBML.unknownSize || size < (UInt64(1) << (7 * UInt64(length))) - 1))
+        precondition(
+            (1...8).contains(length) && (size == EBML.unknownSize || size < (UInt64(1) << (7 * UInt64(length))) - 1)
+        )
         let marked = size | (UInt64(1) << (7 * UInt64(length)))
         for index in stride(from: length - 1, through: 0, by: -1) {
             bytes.append(UInt8(truncatingIfNeeded: marked >> (8 * UInt64(index))))
@@ -119,7 +123,9 @@ struct EBMLWriter {
         self.id(id)
         size(8)
         let bits = value.bitPattern
-        for index in stride(from: 7, through: 0, by: -1) { bytes.append(UInt8(truncatingIfNeeded: bits >> (8 * UInt64(index)))) }
+        for index in stride(from: 7, through: 0, by: -1) {
+            bytes.append(UInt8(truncatingIfNeeded: bits >> (8 * UInt64(index))))
+        }
     }
 
     mutating func string(_ id: UInt32, _ value: String) { binary(id, Array(value.utf8)) }

@@ -187,11 +187,15 @@ final class RecorderCore: SubscriberDelegate, Sendable {
                     || list.count >= limit
             {
                 last.sequences =
-                    min(last.sequences.lowerBound, drop.sequences.lowerBound)...max(
+                    min(
+                        last.sequences.lowerBound,
+                        drop.sequences.lowerBound
+                    )...max(
                         last.sequences.upperBound,
                         drop.sequences.upperBound
                     )
-                last.frameCount = last.frameCount.addingReportingOverflow(drop.frameCount).overflow
+                last.frameCount =
+                    last.frameCount.addingReportingOverflow(drop.frameCount).overflow
                     ? .max : last.frameCount + drop.frameCount
                 if last.reason != drop.reason { last.reason = drop.reason }
                 list[list.count - 1] = last
@@ -221,7 +225,11 @@ final class RecorderCore: SubscriberDelegate, Sendable {
         self.configuration = configuration
         let capacity = Self.roundUp(configuration.backlogByteCount)
         guard let ring = AlignedRing(capacity: capacity) else {
-            throw RecordingError(.invalidArgument, "Recorder.init", message: "cannot allocate a backlog of \(capacity) bytes")
+            throw RecordingError(
+                .invalidArgument,
+                "Recorder.init",
+                message: "cannot allocate a backlog of \(capacity) bytes"
+            )
         }
         self.ring = ring
         file = try RecordingFile(path: configuration.outputPath, direct: configuration.usesDirectIO)
@@ -419,7 +427,9 @@ final class RecorderCore: SubscriberDelegate, Sendable {
                 // A checkpoint that no frame brings (the stream is idle, or stopping): pad the open cluster to the
                 // block boundary here. Not while the producer is copying (its bytes are not committed yet).
                 let due = now &- state.lastCheckpoint >= checkpointNanoseconds || state.stopping
-                if state.failure == nil, !state.copying, state.clusterOpen, due, state.committed > state.checkpointTarget {
+                if state.failure == nil, !state.copying, state.clusterOpen, due,
+                    state.committed > state.checkpointTarget
+                {
                     let padding = MatroskaLayout.padding(from: state.committed)
                     // The producer always leaves two blocks free for this.
                     ring.write(padding, at: state.committed)
@@ -433,7 +443,8 @@ final class RecorderCore: SubscriberDelegate, Sendable {
                 // Only committed bytes are written: a checkpoint the producer has planned lies beyond them until its
                 // frame is copied.
                 let end = aligned
-                let finishing = state.stopping && !state.copying && state.committed == state.checkpointTarget
+                let finishing =
+                    state.stopping && !state.copying && state.committed == state.checkpointTarget
                     && !state.clusterOpen
                 // A rate sample every 250 ms, kept for 3 s.
                 if state.rateSamples.last.map({ now &- $0.nanoseconds >= 250_000_000 }) ?? true {
@@ -575,7 +586,9 @@ final class RecorderCore: SubscriberDelegate, Sendable {
             }
             if case .success = result { result = file.finish(size: Int64(fileEnd)) }
             if case .failure(let error) = result {
-                configuration.logger.error("closing the recording failed: \(error); it is readable up to its last frame written")
+                configuration.logger.error(
+                    "closing the recording failed: \(error); it is readable up to its last frame written"
+                )
                 fail(error, "close")
             } else {
                 state.withLock { $0.written = fileEnd }
@@ -644,7 +657,8 @@ final class RecorderCore: SubscriberDelegate, Sendable {
             if (state.reserved - state.written) * 2 > ring.capacity { status.busyReasons.insert(.backlogFilling) }
             if !state.usesDirectIO && configuration.usesDirectIO { status.busyReasons.insert(.bufferedWrites) }
             let free = (try? Syscall.availableBytes(file.descriptor).get()) ?? 0
-            status.remainingBytes = free.addingReportingOverflow(max(0, state.reservedEnd - Int64(state.written)))
+            status.remainingBytes =
+                free.addingReportingOverflow(max(0, state.reservedEnd - Int64(state.written)))
                 .partialValue
             return status
         }

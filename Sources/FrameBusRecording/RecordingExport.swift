@@ -21,7 +21,11 @@ public enum RecordingExport {
     ///   the destination.
     public static func export(from source: String, to destination: String) throws(RecordingError) -> Result {
         let reader = try RecordingReader(path: source)
-        let track = RecordingTrack(pixelFormat: reader.track.pixelFormat.base, width: reader.track.width, height: reader.track.height)
+        let track = RecordingTrack(
+            pixelFormat: reader.track.pixelFormat.base,
+            width: reader.track.width,
+            height: reader.track.height
+        )
         guard FileManager.default.createFile(atPath: destination, contents: nil),
             let output = FileHandle(forWritingAtPath: destination)
         else {
@@ -63,7 +67,7 @@ public enum RecordingExport {
             let next: RecordedFrame?
             do {
                 next = try reader.nextFrame()
-            } catch where error.code == .truncated {
+            } catch  where error.code == .truncated {
                 truncation = error
                 break
             }
@@ -110,7 +114,13 @@ public enum RecordingExport {
         let padding = MatroskaLayout.padding(from: position)
         try write(padding)
         position += padding.count
-        let trailer = MatroskaLayout.trailer(at: position, track: track, cues: cues, frames: UInt64(frames), drops: drops)
+        let trailer = MatroskaLayout.trailer(
+            at: position,
+            track: track,
+            cues: cues,
+            frames: UInt64(frames),
+            drops: drops
+        )
         try write(trailer.bytes)
         position += trailer.bytes.count
         let closing = MatroskaLayout.Closing(

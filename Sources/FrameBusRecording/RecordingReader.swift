@@ -71,16 +71,24 @@ public final class RecordingReader {
         }
         let headerBody = try cursor.bytes(at: header.dataStart, count: headerSize, op)
         let children = try EBMLParse.children(headerBody, op)
-        guard let docType = children.first(where: { $0.id == EBML.docType }).map({ String(decoding: $0.value, as: UTF8.self) }),
+        guard
+            let docType = children.first(where: { $0.id == EBML.docType }).map({
+                String(decoding: $0.value, as: UTF8.self)
+            }),
             docType == "matroska" || docType == "webm"
         else {
             throw RecordingError(.notARecording, op, message: "DocType is not matroska")
         }
         // Segment.
         let segment = try cursor.elementHeader(at: header.dataStart + headerSize, parentEnd: fileSize, op)
-        guard segment.id == EBML.segment else { throw RecordingError(.malformed, op, message: "no Segment after the EBML header") }
+        guard segment.id == EBML.segment else {
+            throw RecordingError(.malformed, op, message: "no Segment after the EBML header")
+        }
         let size = fileSize
-        segmentEnd = segment.size.map { min($0.addingReportingOverflow(segment.dataStart).overflow ? .max : $0 + segment.dataStart, size) } ?? size
+        segmentEnd =
+            segment.size.map {
+                min($0.addingReportingOverflow(segment.dataStart).overflow ? .max : $0 + segment.dataStart, size)
+            } ?? size
         var offset = segment.dataStart
         var found: RecordingTrack?
         var hasSeekHead = false
@@ -89,15 +97,23 @@ public final class RecordingReader {
             let element = try cursor.elementHeader(at: offset, parentEnd: segmentEnd, op)
             if element.id == EBML.cluster { break }
             guard let size = element.size else {
-                throw RecordingError(.malformed, op, message: "element \(String(element.id, radix: 16)) of unknown size at \(offset)")
+                throw RecordingError(
+                    .malformed,
+                    op,
+                    message: "element \(String(element.id, radix: 16)) of unknown size at \(offset)"
+                )
             }
             let end = element.dataStart + size
-            guard end <= segmentEnd else { throw RecordingError(.truncated, op, message: "header element past the end at \(offset)") }
+            guard end <= segmentEnd else {
+                throw RecordingError(.truncated, op, message: "header element past the end at \(offset)")
+            }
             switch element.id {
             case EBML.seekHead:
                 hasSeekHead = true
             case EBML.info:
-                guard size <= Self.maximumHeaderElement else { throw RecordingError(.malformed, op, message: "Info too large") }
+                guard size <= Self.maximumHeaderElement else {
+                    throw RecordingError(.malformed, op, message: "Info too large")
+                }
                 let info = try EBMLParse.children(try cursor.bytes(at: element.dataStart, count: size, op), op)
                 if let scale = info.first(where: { $0.id == EBML.timestampScale }) {
                     let value = try EBMLParse.unsigned(scale.value, op)
@@ -107,8 +123,12 @@ public final class RecordingReader {
                     timestampScale = value
                 }
             case EBML.tracks:
-                guard size <= Self.maximumHeaderElement else { throw RecordingError(.malformed, op, message: "Tracks too large") }
-                guard found == nil else { throw RecordingError(.unsupported, op, message: "more than one Tracks element") }
+                guard size <= Self.maximumHeaderElement else {
+                    throw RecordingError(.malformed, op, message: "Tracks too large")
+                }
+                guard found == nil else {
+                    throw RecordingError(.unsupported, op, message: "more than one Tracks element")
+                }
                 found = try Self.parseTracks(try cursor.bytes(at: element.dataStart, count: size, op), op)
             default:
                 break
@@ -116,7 +136,11 @@ public final class RecordingReader {
             offset = end
         }
         guard let track = found else {
-            throw RecordingError(offset >= segmentEnd ? .truncated : .malformed, op, message: "no video track before the frames")
+            throw RecordingError(
+                offset >= segmentEnd ? .truncated : .malformed,
+                op,
+                message: "no video track before the frames"
+            )
         }
         self.track = track
         isClosed = hasSeekHead
@@ -137,7 +161,9 @@ public final class RecordingReader {
                 throw RecordingError(.unsupported, op, message: "laced frames")
             }
             let codec = field(EBML.codecID).map { String(decoding: $0, as: UTF8.self) } ?? ""
-            guard let videoBytes = field(EBML.video) else { throw RecordingError(.malformed, op, message: "no Video element") }
+            guard let videoBytes = field(EBML.video) else {
+                throw RecordingError(.malformed, op, message: "no Video element")
+            }
             let video = try EBMLParse.children(videoBytes, op)
             func videoField(_ id: UInt32) -> [UInt8]? { video.first(where: { $0.id == id })?.value }
             guard let widthBytes = videoField(EBML.pixelWidth), let heightBytes = videoField(EBML.pixelHeight) else {
@@ -170,14 +196,20 @@ public final class RecordingReader {
                 guard let name = field(EBML.codecPrivate).map({ String(decoding: $0, as: UTF8.self) }),
                     let compressed = try? PixelFormat(name), compressed.isCompressed
                 else {
-                    throw RecordingError(.malformed, op, message: "V_FRAMEBUS without a compressed format in CodecPrivate")
+                    throw RecordingError(
+                        .malformed,
+                        op,
+                        message: "V_FRAMEBUS without a compressed format in CodecPrivate"
+                    )
                 }
                 format = compressed
             default:
                 throw RecordingError(.unsupported, op, message: "codec '\(codec)'")
             }
             let track = RecordingTrack(pixelFormat: format, width: Int(width), height: Int(height))
-            guard track.isValidGeometry else { throw RecordingError(.malformed, op, message: "size \(width)x\(height) for \(format)") }
+            guard track.isValidGeometry else {
+                throw RecordingError(.malformed, op, message: "size \(width)x\(height) for \(format)")
+            }
             result = track
         }
         guard let result else { throw RecordingError(.unsupported, op, message: "no video track") }
@@ -214,13 +246,21 @@ public final class RecordingReader {
             }
             guard let size = element.size else {
                 finished = true
-                throw RecordingError(.malformed, op, message: "element \(String(element.id, radix: 16)) of unknown size at \(position)")
+                throw RecordingError(
+                    .malformed,
+                    op,
+                    message: "element \(String(element.id, radix: 16)) of unknown size at \(position)"
+                )
             }
             let (end, overflow) = element.dataStart.addingReportingOverflow(size)
             guard !overflow, end <= segmentEnd else {
                 finished = true
                 let cut = end > fileSize || overflow
-                throw RecordingError(cut ? .truncated : .malformed, op, message: "element at \(position) ends past the \(cut ? "file" : "segment")")
+                throw RecordingError(
+                    cut ? .truncated : .malformed,
+                    op,
+                    message: "element at \(position) ends past the \(cut ? "file" : "segment")"
+                )
             }
             let start = position
             position = end
@@ -229,12 +269,17 @@ public final class RecordingReader {
                 guard size <= 8 else { throw RecordingError(.malformed, op, message: "Timestamp at \(start)") }
                 clusterTimestamp = try EBMLParse.unsigned(try cursor.bytes(at: element.dataStart, count: size, op), op)
             case EBML.simpleBlock:
-                if let frame = try readBlock(cursor, at: element.dataStart, size: size, record: nil, op) { return frame }
+                if let frame = try readBlock(cursor, at: element.dataStart, size: size, record: nil, op) {
+                    return frame
+                }
             case EBML.blockGroup:
                 if let frame = try readBlockGroup(cursor, at: element.dataStart, size: size, op) { return frame }
             case EBML.tags:
                 if size <= Self.maximumHeaderElement {
-                    closingDropLog = try? Self.parseDropLog(try cursor.bytes(at: element.dataStart, count: size, op), op)
+                    closingDropLog = try? Self.parseDropLog(
+                        try cursor.bytes(at: element.dataStart, count: size, op),
+                        op
+                    )
                 }
             default:
                 break
@@ -265,7 +310,10 @@ public final class RecordingReader {
                 let additions = try EBMLParse.children(try cursor.bytes(at: child.dataStart, count: childSize, op), op)
                 for more in additions where more.id == EBML.blockMore {
                     let fields = try EBMLParse.children(more.value, op)
-                    let id = try fields.first(where: { $0.id == EBML.blockAddID }).map { (f) throws(RecordingError) in try EBMLParse.unsigned(f.value, op) } ?? 1
+                    let id =
+                        try fields.first(where: { $0.id == EBML.blockAddID }).map { (f) throws(RecordingError) in
+                            try EBMLParse.unsigned(f.value, op)
+                        } ?? 1
                     if id == FrameRecord.blockAddID, let data = fields.first(where: { $0.id == EBML.blockAdditional }) {
                         guard let decoded = FrameRecord.decode(data.value[...]) else {
                             throw RecordingError(.malformed, op, message: "frame record at \(child.dataStart)")
@@ -290,7 +338,9 @@ public final class RecordingReader {
         guard size >= 4 else { throw RecordingError(.malformed, op, message: "block at \(start) of \(size) bytes") }
         let head = try cursor.bytes(at: start, count: 4, op)
         // Track number: a one-byte vint (tracks 1…126); our files have only track 1.
-        guard head[0] & 0x80 != 0 else { throw RecordingError(.unsupported, op, message: "track number of more than one byte at \(start)") }
+        guard head[0] & 0x80 != 0 else {
+            throw RecordingError(.unsupported, op, message: "track number of more than one byte at \(start)")
+        }
         guard head[0] & 0x7F == 1 else { return nil }
         guard head[3] & 0x06 == 0 else { throw RecordingError(.unsupported, op, message: "laced block at \(start)") }
         let relative = Int16(bitPattern: UInt16(head[1]) << 8 | UInt16(head[2]))
@@ -298,11 +348,19 @@ public final class RecordingReader {
         let maximum = UInt64(track.maximumFrameByteCount)
         if track.pixelFormat.isCompressed {
             guard payload > 0, payload <= maximum else {
-                throw RecordingError(.malformed, op, message: "compressed frame of \(payload) bytes at \(start) (at most \(maximum))")
+                throw RecordingError(
+                    .malformed,
+                    op,
+                    message: "compressed frame of \(payload) bytes at \(start) (at most \(maximum))"
+                )
             }
         } else {
             guard payload == maximum else {
-                throw RecordingError(.malformed, op, message: "raw frame of \(payload) bytes at \(start) (\(maximum) expected)")
+                throw RecordingError(
+                    .malformed,
+                    op,
+                    message: "raw frame of \(payload) bytes at \(start) (\(maximum) expected)"
+                )
             }
         }
         let bytes = try cursor.bytes(at: start + 4, count: payload, op)
@@ -322,15 +380,20 @@ public final class RecordingReader {
         for tag in try EBMLParse.children(bytes, op) where tag.id == EBML.tag {
             for simple in try EBMLParse.children(tag.value, op) where simple.id == EBML.simpleTag {
                 let fields = try EBMLParse.children(simple.value, op)
-                guard fields.first(where: { $0.id == EBML.tagName }).map({ String(decoding: $0.value, as: UTF8.self) })
-                    == "FRAMEBUS_DROPS",
-                    let text = fields.first(where: { $0.id == EBML.tagString }).map({ String(decoding: $0.value, as: UTF8.self) })
+                guard
+                    fields.first(where: { $0.id == EBML.tagName }).map({ String(decoding: $0.value, as: UTF8.self) })
+                        == "FRAMEBUS_DROPS",
+                    let text = fields.first(where: { $0.id == EBML.tagString }).map({
+                        String(decoding: $0.value, as: UTF8.self)
+                    })
                 else { continue }
                 var drops: [RecordingDrop] = []
                 for line in text.split(separator: "\n") {
                     let parts = line.split(separator: " ")
-                    guard parts.count == 4, let reason = RecordingDropReason.allCases.first(where: { "\($0)" == parts[0] }),
-                        let first = UInt64(parts[1]), let last = UInt64(parts[2]), first <= last, let count = UInt64(parts[3])
+                    guard parts.count == 4,
+                        let reason = RecordingDropReason.allCases.first(where: { "\($0)" == parts[0] }),
+                        let first = UInt64(parts[1]), let last = UInt64(parts[2]), first <= last,
+                        let count = UInt64(parts[3])
                     else { continue }
                     drops.append(RecordingDrop(reason: reason, sequences: first...last, frameCount: count))
                 }
@@ -383,7 +446,11 @@ struct Cursor {
             throw RecordingError(head.count < 4 ? .truncated : .malformed, op, message: "bad element id at \(offset)")
         }
         guard let (size, sizeLength) = EBMLParse.size(head[idLength...]) else {
-            throw RecordingError(head.count < 12 ? .truncated : .malformed, op, message: "bad element size at \(offset)")
+            throw RecordingError(
+                head.count < 12 ? .truncated : .malformed,
+                op,
+                message: "bad element size at \(offset)"
+            )
         }
         return Header(id: id, size: size, dataStart: offset + UInt64(idLength + sizeLength))
     }
@@ -436,7 +503,9 @@ enum EBMLParse {
     }
 
     static func unsigned(_ bytes: [UInt8], _ op: String) throws(RecordingError) -> UInt64 {
-        guard bytes.count <= 8 else { throw RecordingError(.malformed, op, message: "an unsigned integer of \(bytes.count) bytes") }
+        guard bytes.count <= 8 else {
+            throw RecordingError(.malformed, op, message: "an unsigned integer of \(bytes.count) bytes")
+        }
         return bytes.reduce(0) { $0 << 8 | UInt64($1) }
     }
 }
@@ -451,7 +520,8 @@ extension RecordedFrame {
             throw RecordingError(
                 .invalidArgument,
                 "RecordedFrame.copy(into:)",
-                message: "a \(buffer.width)x\(buffer.height) \(buffer.pixelFormat) buffer for a \(track.width)x\(track.height) \(track.pixelFormat) frame"
+                message:
+                    "a \(buffer.width)x\(buffer.height) \(buffer.pixelFormat) buffer for a \(track.width)x\(track.height) \(track.pixelFormat) frame"
             )
         }
     }

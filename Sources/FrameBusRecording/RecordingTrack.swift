@@ -138,7 +138,11 @@ struct FrameRecord: Hashable, Sendable {
             let value = read(offset, as: Int64.self)
             let timescale = read(offset + 8, as: Int32.self)
             // MediaTime's initializer checks the flags and the timescale: anything inconsistent is `.invalid`.
-            return MediaTime(value: value, timescale: timescale, flags: .init(rawValue: read(offset + 12, as: UInt32.self)))
+            return MediaTime(
+                value: value,
+                timescale: timescale,
+                flags: .init(rawValue: read(offset + 12, as: UInt32.self))
+            )
         }
         var drops: [RecordingDrop] = []
         for index in 0..<count {
@@ -147,7 +151,9 @@ struct FrameRecord: Hashable, Sendable {
             let first = read(offset + 8, as: UInt64.self)
             let last = read(offset + 16, as: UInt64.self)
             guard first <= last else { return nil }
-            drops.append(RecordingDrop(reason: reason, sequences: first...last, frameCount: read(offset + 24, as: UInt64.self)))
+            drops.append(
+                RecordingDrop(reason: reason, sequences: first...last, frameCount: read(offset + 24, as: UInt64.self))
+            )
         }
         return FrameRecord(
             sequence: read(8, as: UInt64.self),

@@ -59,7 +59,12 @@ struct PlayCommand: AsyncParsableCommand {
             )
         } else {
             pool = try PixelBufferPool(
-                attributes: .init(width: track.width, height: track.height, pixelFormat: track.pixelFormat, allocationThreshold: buffers)
+                attributes: .init(
+                    width: track.width,
+                    height: track.height,
+                    pixelFormat: track.pixelFormat,
+                    allocationThreshold: buffers
+                )
             )
         }
         var formats = [track.pixelFormat]
@@ -70,7 +75,11 @@ struct PlayCommand: AsyncParsableCommand {
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         if !quiet {
-            say(escapedForTerminal("playing \(file) (\(track.pixelFormat) \(track.width)x\(track.height)) on \(socketPath)"))
+            say(
+                escapedForTerminal(
+                    "playing \(file) (\(track.pixelFormat) \(track.width)x\(track.height)) on \(socketPath)"
+                )
+            )
         }
         if waitForSubscriber {
             while !stopping.received, publisher.statistics.subscribers.isEmpty {
@@ -99,7 +108,10 @@ struct PlayCommand: AsyncParsableCommand {
             }
             for drop in frame.drops {
                 // A hostile count could ask for billions of sequence numbers: a report stands for at most a million.
-                publisher.reportDroppedFrames(reason: drop.reason.playbackReason, count: Int(min(drop.frameCount, 1_000_000)))
+                publisher.reportDroppedFrames(
+                    reason: drop.reason.playbackReason,
+                    count: Int(min(drop.frameCount, 1_000_000))
+                )
             }
             // When this frame is due.
             var due: ContinuousClock.Instant?
@@ -130,7 +142,8 @@ struct PlayCommand: AsyncParsableCommand {
                 // As fast as subscribers take frames: while they hold all they may, a frame published now would be a
                 // drop for them (outOfBuffers), so wait (at most a second) for one to come back.
                 let limit = clock.now + .seconds(1)
-                while publisher.statistics.subscribers.contains(where: { $0.statistics.heldNow >= $0.maximumHeldFrames }),
+                while publisher.statistics.subscribers.contains(where: { $0.statistics.heldNow >= $0.maximumHeldFrames }
+                ),
                     clock.now < limit, !stopping.received
                 {
                     try? await Task.sleep(for: .milliseconds(1))

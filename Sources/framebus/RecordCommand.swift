@@ -30,7 +30,10 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Stop after this many seconds.")
     var duration: Double?
 
-    @Flag(help: "Record the lossless compressed variant, as the publisher encodes it (play it with `framebus play`, or turn it into raw Matroska with `framebus export`).")
+    @Flag(
+        help:
+            "Record the lossless compressed variant, as the publisher encodes it (play it with `framebus play`, or turn it into raw Matroska with `framebus export`)."
+    )
     var compressed = false
 
     @Flag(help: "Print JSON lines.")
@@ -48,7 +51,10 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "The queue depth asked of the publisher (1…64).")
     var queue: Int = 16
 
-    @Flag(name: .customLong("no-direct"), help: "Write through the page cache (sync_file_range + fadvise) instead of O_DIRECT.")
+    @Flag(
+        name: .customLong("no-direct"),
+        help: "Write through the page cache (sync_file_range + fadvise) instead of O_DIRECT."
+    )
     var buffered = false
 
     @Option(help: "Seconds to wait for a publisher to appear.")
@@ -79,7 +85,11 @@ struct RecordCommand: AsyncParsableCommand {
         let initial = recorder.status
         if !json {
             let mode = initial.usesDirectIO ? "O_DIRECT" : "buffered (\(initial.directIORefusal ?? "asked for"))"
-            say(escapedForTerminal("recording \(socketPath) to \(output): \(compressed ? "compressed" : "raw"), \(mode)"))
+            say(
+                escapedForTerminal(
+                    "recording \(socketPath) to \(output): \(compressed ? "compressed" : "raw"), \(mode)"
+                )
+            )
         }
         let clock = ContinuousClock()
         let start = clock.now
@@ -98,7 +108,16 @@ struct RecordCommand: AsyncParsableCommand {
                 || status.streamEnd != nil
             if Int(elapsed) > second && !done {
                 second = Int(elapsed)
-                say(Self.line(status, previous: previous, interval: elapsed - previousTime, seconds: elapsed, json: json, summary: false))
+                say(
+                    Self.line(
+                        status,
+                        previous: previous,
+                        interval: elapsed - previousTime,
+                        seconds: elapsed,
+                        json: json,
+                        summary: false
+                    )
+                )
                 previous = status
                 previousTime = elapsed
             }
@@ -106,15 +125,23 @@ struct RecordCommand: AsyncParsableCommand {
         }
         let final = recorder.stop()
         let elapsed = SubscribeCommand.seconds(clock.now - start)
-        say(Self.line(final, previous: RecorderStatus(), interval: elapsed, seconds: elapsed, json: json, summary: true))
+        say(
+            Self.line(final, previous: RecorderStatus(), interval: elapsed, seconds: elapsed, json: json, summary: true)
+        )
         if let failure = final.failure {
             FileHandle.standardError.write(
-                Data((escapedForTerminal("framebus record: \(failure); \(output) is readable up to frame \(final.framesWritten)") + "\n").utf8)
+                Data(
+                    (escapedForTerminal(
+                        "framebus record: \(failure); \(output) is readable up to frame \(final.framesWritten)"
+                    ) + "\n").utf8
+                )
             )
             throw ExitCode.failure
         }
         if let streamEnd = final.streamEnd, streamEnd.code != .endOfStream {
-            FileHandle.standardError.write(Data((escapedForTerminal("framebus record: the stream ended: \(streamEnd)") + "\n").utf8))
+            FileHandle.standardError.write(
+                Data((escapedForTerminal("framebus record: the stream ended: \(streamEnd)") + "\n").utf8)
+            )
             throw ExitCode.failure
         }
     }
@@ -132,7 +159,9 @@ struct RecordCommand: AsyncParsableCommand {
         let megabytesPerSecond = Double(bytes) / 1e6 / max(interval, 0.001)
         var drops: [String: UInt64] = [:]
         for reason in RecordingDropReason.allCases {
-            drops[reason.description] = status.drops[reason, default: 0] - min(previous.drops[reason, default: 0], status.drops[reason, default: 0])
+            drops[reason.description] =
+                status.drops[reason, default: 0]
+                - min(previous.drops[reason, default: 0], status.drops[reason, default: 0])
         }
         let busy = status.busyReasons.map(\.rawValue).sorted()
         if json {
@@ -146,7 +175,9 @@ struct RecordCommand: AsyncParsableCommand {
                 "writeP50us": status.writeLatencyP50Microseconds, "writeP99us": status.writeLatencyP99Microseconds,
                 "durableBytes": status.bytesDurable,
             ]
-            if let remaining = status.remainingSeconds, remaining.isFinite { object["remainingSeconds"] = remaining.rounded() }
+            if let remaining = status.remainingSeconds, remaining.isFinite {
+                object["remainingSeconds"] = remaining.rounded()
+            }
             if let track = status.track { object["format"] = "\(track.pixelFormat) \(track.width)x\(track.height)" }
             if summary {
                 object["summary"] = true

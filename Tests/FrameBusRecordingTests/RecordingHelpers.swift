@@ -23,7 +23,11 @@ final class ReferenceFrames: SubscriberDelegate, Sendable {
         guard let image = sampleBuffer.imageBuffer, let sequence = sampleBuffer.busSequenceNumber else { return }
         var bytes: [UInt8]?
         if image.pixelFormat.isCompressed {
-            if let raw = try? PixelBuffer(width: image.width, height: image.height, pixelFormat: image.pixelFormat.base),
+            if let raw = try? PixelBuffer(
+                width: image.width,
+                height: image.height,
+                pixelFormat: image.pixelFormat.base
+            ),
                 (try? decoder.decompress(image, into: raw)) != nil
             {
                 bytes = try? raw.withLock(.readOnly) { try raw.packedBytes() }

@@ -1,8 +1,8 @@
 import Foundation
 import FrameBus
 import FrameBusRecording
-import Testing
 import TestSupport
+import Testing
 
 /// `framebus record`, `play` and `export` as processes, against `framebus publish`, checked with the real ffmpeg and
 /// GStreamer. Serialized: each writes tens of megabytes and keeps a core busy.
@@ -17,8 +17,10 @@ import TestSupport
         output: URL
     ) async throws -> (reference: ReferenceFrames, recorder: ChildProcess, status: Int32) {
         let path = temporarySocketPath("rec")
-        var publishArguments = ["publish", "--path", path, "--format", format, "--size", size, "--fps", "30",
-            "--duration", "\(seconds)", "--wait-for-subscriber", "--quiet"]
+        var publishArguments = [
+            "publish", "--path", path, "--format", format, "--size", size, "--fps", "30",
+            "--duration", "\(seconds)", "--wait-for-subscriber", "--quiet",
+        ]
         if compressed { publishArguments.append("--compressed") }
         let reference = try ReferenceFrames(path: path)
         var recordArguments = ["record", "--path", path, "--output", output.path, "--json", "--connect-timeout", "60"]
@@ -32,13 +34,21 @@ import TestSupport
     }
 
     @Test(
-        .enabled(if: Tools.haveVideoTools, "needs ffmpeg, ffprobe and gst-launch-1.0 (apt-get install ffmpeg gstreamer1.0-tools)"),
+        .enabled(
+            if: Tools.haveVideoTools,
+            "needs ffmpeg, ffprobe and gst-launch-1.0 (apt-get install ffmpeg gstreamer1.0-tools)"
+        ),
         arguments: ["420v", "BGRA"]
     )
     func aRawRecordingDecodesInFfmpegAndGStreamerToTheRecordedBytes(format: String) async throws {
         let file = temporaryFileURL("raw-\(format).mkv")
         defer { try? FileManager.default.removeItem(at: file) }
-        let (reference, recorder, status) = try await recordStream(format: format, size: "320x240", seconds: 2, output: file)
+        let (reference, recorder, status) = try await recordStream(
+            format: format,
+            size: "320x240",
+            seconds: 2,
+            output: file
+        )
         #expect(status == 0, "\(recorder.output)")
         let summary = try #require(jsonLines(recorder.output).last)
         #expect(summary["summary"] as? Bool == true)
@@ -79,7 +89,10 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: demuxed) }
         let gst = try await runToEnd(
             try #require(Tools.gstLaunch),
-            ["-q", "filesrc", "location=\(file.path)", "!", "matroskademux", "!", "filesink", "location=\(demuxed.path)"],
+            [
+                "-q", "filesrc", "location=\(file.path)", "!", "matroskademux", "!", "filesink",
+                "location=\(demuxed.path)",
+            ],
             timeout: 120
         )
         #expect(gst.status == 0, "\(gst.output)")
@@ -113,7 +126,10 @@ import TestSupport
         #expect(recording.ending == nil || recording.ending?.code == .truncated)
         #expect(durable > 0)
         // Everything the recorder had reported written (and so everything up to its last checkpoint) is there.
-        #expect(recording.frames.count >= reported, "\(recording.frames.count) frames read, \(reported) reported written")
+        #expect(
+            recording.frames.count >= reported,
+            "\(recording.frames.count) frames read, \(reported) reported written"
+        )
         for frame in recording.frames {
             guard let sequence = frame.sequence, let expected = reference[sequence] else { continue }
             #expect(frame.bytes == expected, "frame \(sequence)")
@@ -123,7 +139,9 @@ import TestSupport
         let playPath = temporarySocketPath("play")
         let watcher = try ReferenceFrames(path: playPath)
         defer { watcher.cancel() }
-        let player = try await startFramebus(["play", file.path, "--path", playPath, "--fps", "0", "--wait-for-subscriber"])
+        let player = try await startFramebus([
+            "play", file.path, "--path", playPath, "--fps", "0", "--wait-for-subscriber",
+        ])
         #expect(try await player.exitStatus(within: 120) == 0, "\(player.output)")
         #expect(player.output.contains("truncated") || recording.ending == nil)
         try #require(await eventually { watcher.count >= recording.frames.count })
@@ -149,7 +167,11 @@ import TestSupport
         let recording = try readRecording(file.path)
         #expect(recording.track.pixelFormat == .compressedYUV420BiPlanarVideoRange8)
         #expect(recording.frames.count >= 30)
-        let export = try await runToEnd(try TestLocations.executable("framebus"), ["export", file.path, "--output", exported.path], timeout: 120)
+        let export = try await runToEnd(
+            try TestLocations.executable("framebus"),
+            ["export", file.path, "--output", exported.path],
+            timeout: 120
+        )
         #expect(export.status == 0, "\(export.output)")
         let raw = try readRecording(exported.path)
         #expect(raw.track.pixelFormat == .yuv420BiPlanarVideoRange8)
@@ -174,7 +196,9 @@ import TestSupport
 
     @Test(.enabled(if: Tools.canMount, "needs root to mount a small tmpfs"))
     func aFullDiskEndsTheRecordingWithAClearErrorAndAReadableFile() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fbrec-full-\(UUID().uuidString.prefix(8))")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "fbrec-full-\(UUID().uuidString.prefix(8))"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         #expect(Tools.run("/bin/mount", ["-t", "tmpfs", "-o", "size=12m", "tmpfs", directory.path]) == 0)
         defer {
@@ -206,7 +230,10 @@ import TestSupport
         if let ffprobe = Tools.ffprobe {
             let probe = try await runToEnd(
                 ffprobe,
-                ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", file.path],
+                [
+                    "-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0",
+                    file.path,
+                ],
                 timeout: 120
             )
             #expect(probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == "\(recording.frames.count)")

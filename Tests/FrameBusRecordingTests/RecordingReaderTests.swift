@@ -1,8 +1,8 @@
 import Foundation
 import FrameBus
 import FrameBusRecording
-import Testing
 import TestSupport
+import Testing
 
 /// The reader against damaged and hostile files: a recording made in this process by a real recorder and publisher,
 /// then cut and corrupted.
@@ -18,14 +18,18 @@ import TestSupport
         configuration.reservationStep = 1 << 20
         let recorder = try Recorder(configuration: configuration)
         try #require(await eventually { publisher.subscriberCount == 1 })
-        let pool = try PixelBufferPool(attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8))
+        let pool = try PixelBufferPool(
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
+        )
         var frames: [[UInt8]] = []
         for index in 0..<count {
             let buffer = try await publisher.nextPixelBuffer(from: pool)
             try buffer.lock()
             for plane in 0..<buffer.planeCount {
                 try unsafe buffer.withUnsafeMutableBytes(ofPlane: plane) { bytes in
-                    for offset in 0..<bytes.count { unsafe bytes[offset] = UInt8(truncatingIfNeeded: offset &* 7 &+ index &* 13) }
+                    for offset in 0..<bytes.count {
+                        unsafe bytes[offset] = UInt8(truncatingIfNeeded: offset &* 7 &+ index &* 13)
+                    }
                 }
             }
             frames.append(try buffer.packedBytes())
@@ -83,7 +87,9 @@ import TestSupport
         for round in 0..<400 {
             var bytes = original
             for _ in 0..<(1 + round % 4) {
-                let index = round % 3 == 0 ? Int(generator.next() % UInt64(bytes.count)) : hot[Int(generator.next() % UInt64(hot.count))]
+                let index =
+                    round % 3 == 0
+                    ? Int(generator.next() % UInt64(bytes.count)) : hot[Int(generator.next() % UInt64(hot.count))]
                 bytes[index] = UInt8(truncatingIfNeeded: generator.next())
             }
             try Data(bytes).write(to: damaged)

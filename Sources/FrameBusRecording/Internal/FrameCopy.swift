@@ -23,7 +23,10 @@ enum FrameCopy {
                 try unsafe image.withUnsafeBytes(ofPlane: index) { bytes in
                     for row in 0..<plane.rows {
                         let start = row * stride
-                        unsafe ring.write(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + plane.rowBytes)]), at: offset)
+                        unsafe ring.write(
+                            UnsafeRawBufferPointer(rebasing: bytes[start..<(start + plane.rowBytes)]),
+                            at: offset
+                        )
                         offset += plane.rowBytes
                     }
                 }

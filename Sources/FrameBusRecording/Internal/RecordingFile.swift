@@ -101,7 +101,8 @@ final class RecordingFile: @unchecked Sendable {
     /// and waited for and its pages dropped from the cache, so a recording never fills the page cache.
     func checkpoint(from start: Int64, upTo end: Int64) -> Result<Void, Errno> {
         if !isDirect, end > start {
-            if case .failure(let error) = Syscall.syncRange(descriptor, offset: start, length: end - start, wait: true) {
+            if case .failure(let error) = Syscall.syncRange(descriptor, offset: start, length: end - start, wait: true)
+            {
                 return .failure(error)
             }
         }
