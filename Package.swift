@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "FrameBusC", type: .dynamic, targets: ["FrameBusC"]),
         // A V4L2 camera as a producer (Linux); beside FrameBus, which does not depend on it.
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
+        // A recorder over FrameBus (a queue-mode subscriber writing Matroska with O_DIRECT) and its reader.
+        .library(name: "FrameBusRecording", targets: ["FrameBusRecording"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -88,11 +90,25 @@ let package = Package(
             swiftSettings: librarySettings
         ),
 
+        // Beside the stack, not in it: the recorder and the recording reader (docs/RECORDING.md); its file calls that
+        // need _GNU_SOURCE (O_DIRECT, fallocate flags, sync_file_range) in its own shim.
+        .target(name: "CFrameBusRecordingShims", cSettings: [.define("_GNU_SOURCE")]),
+        .target(
+            name: "FrameBusRecording",
+            dependencies: [
+                "FrameBus", "CFrameBusRecordingShims",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            swiftSettings: librarySettings
+        ),
+
         // The command line, and the peer process the cross-process tests start.
         .executableTarget(
             name: "framebus",
             dependencies: [
-                "FrameBus", "ImageSources", "V4L2Capture", "FrameBusBench",
+                "FrameBus", "ImageSources", "V4L2Capture", "FrameBusBench", "FrameBusRecording",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -101,7 +117,7 @@ let package = Package(
         .target(
             name: "FrameBusBench",
             dependencies: [
-                "FrameBus", "ImageSources", "Surfaces", "CFrameBusShims", "CLZ4", "CZstd",
+                "FrameBus", "ImageSources", "Surfaces", "CFrameBusShims", "CLZ4", "CZstd", "FrameBusRecording",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -153,6 +169,10 @@ let package = Package(
         ),
         // Host: the format, colorimetry and accounting logic; in a guest kernel with vivid: the capture for real.
         .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "FrameBus", "TestSupport"]),
+        .testTarget(
+            name: "FrameBusRecordingTests",
+            dependencies: ["FrameBusRecording", "FrameBus", "ImageSources", "TestSupport"]
+        ),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
         .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC", "CFrameBusABI", "TestSupport"]),
     ]

@@ -16,12 +16,12 @@ struct FrameBusCommand: AsyncParsableCommand {
         subcommands: [
             FormatsCommand.self, BenchCommand.self, PublishCommand.self, SubscribeCommand.self, DemoCommand.self,
             TopCommand.self,
-            CaptureCommand.self,
+            CaptureCommand.self, RecordCommand.self, PlayCommand.self, ExportCommand.self,
         ]
     )
 
     /// The commands that run until stopped and stop cleanly on SIGINT or SIGTERM (``StopSignals``).
-    static let stoppableCommands: Set<String> = ["publish", "subscribe", "demo", "top", "capture"]
+    static let stoppableCommands: Set<String> = ["publish", "subscribe", "demo", "top", "capture", "record", "play"]
 
     /// For a command that stops cleanly, blocks the stop signals before anything else runs, so that no thread (this
     /// one, and every thread started later, which inherits the mask) can take one; then parses and runs the command.
@@ -51,7 +51,10 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure the codec and the bus on this machine.",
-        subcommands: [BenchCodecCommand.self, BenchBusCommand.self, BenchStartCommand.self, BenchPlotCommand.self]
+        subcommands: [
+            BenchCodecCommand.self, BenchBusCommand.self, BenchStartCommand.self, BenchRecordCommand.self,
+            BenchPlotCommand.self,
+        ]
     )
 }
 

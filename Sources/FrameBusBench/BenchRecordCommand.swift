@@ -1,0 +1,208 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `framebus bench record`: what the recorder sustains against this disk's own O_DIRECT speed, measured in the same
+/// run, alone and beside a page-cache hog.
+package struct BenchRecordCommand: ParsableCommand {
+    package static let configuration = CommandConfiguration(
+        commandName: "record",
+        abstract: "Measure `framebus record` against the disk's sequential O_DIRECT write speed (same run).",
+        discussion: """
+            Rows: the floor (dd oflag=direct bs=4M), `framebus record` raw and compressed and with --no-direct \
+            (a buffered writer), each fed by `framebus play --loop --fps 0` of a one-second recording of the \
+            images or pattern (as fast as the recorder takes frames) for --seconds; then, with --hog, the same rows beside a process writing a file through the page cache. \
+            Each row: MB/s written, frames/s, drops, the backlog's peak, write latency p50/p99; a ratio to the floor. \
+            Files go to --directory (on the disk to measure) and are removed.
+            """
+    )
+
+    package init() {}
+
+    @Option(help: "A directory on the disk to measure.")
+    var directory: String = FileManager.default.currentDirectoryPath
+
+    @Option(help: "Seconds per row.")
+    var seconds: Double = 5
+
+    @Option(help: "Frame size of the test pattern, WIDTHxHEIGHT (ignored with --images).")
+    var size: String = "1920x1080"
+
+    @Option(help: "Pixel format published.")
+    var format: String = "420v"
+
+    @Option(help: "A folder of PNG images to publish instead of the test pattern.")
+    var images: String?
+
+    @Flag(help: "Also run every row beside a page-cache hog (a buffered writer of a large file).")
+    var hog = false
+
+    @Option(help: "Write the rows as JSON to this file.")
+    var json: String?
+
+    package func validate() throws {
+        guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be 0…3600") }
+    }
+
+    struct Row: Codable {
+        var name: String
+        var hog: Bool
+        var megabytesPerSecond: Double
+        var framesPerSecond: Double?
+        var drops: Int?
+        var backlogPeakBytes: Int?
+        var writeP50us: Int?
+        var writeP99us: Int?
+        var ratioToFloor: Double?
+        var direct: Bool?
+    }
+
+    package func run() throws {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        var rows: [Row] = []
+        print(
+            "framebus bench record: \(directory), \(seconds) s per row, \(images.map { "images \($0)" } ?? "\(size) pattern") \(format)"
+        )
+        // The sources: short recordings (raw and compressed) made once, then played in a loop with `--fps 0`, which
+        // publishes as fast as the recorder takes frames (it waits while the recorder holds all it may): so the
+        // recorder, not the producer, sets the pace.
+        let rawSeed = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-seed-\(getpid()).mkv")
+        let compressedSeed = URL(fileURLWithPath: directory).appendingPathComponent(
+            "framebus-bench-seedc-\(getpid()).mkv"
+        )
+        defer {
+            try? FileManager.default.removeItem(at: rawSeed)
+            try? FileManager.default.removeItem(at: compressedSeed)
+        }
+        try makeSeed(executable: executable, output: rawSeed, compressed: false)
+        try makeSeed(executable: executable, output: compressedSeed, compressed: true)
+        for withHog in hog ? [false, true] : [false] {
+            let hogProcess = withHog ? try startHog() : nil
+            defer { hogProcess?.terminate() }
+            let floor = try measureFloor()
+            rows.append(
+                Row(name: "floor: dd oflag=direct bs=4M", hog: withHog, megabytesPerSecond: floor, ratioToFloor: 1)
+            )
+            print(Self.text(rows.last!))
+            for (name, extra) in [
+                ("record raw", [String]()), ("record compressed", ["--compressed"]),
+                ("record raw, buffered (--no-direct)", ["--no-direct"]),
+            ] {
+                let seed = extra.contains("--compressed") ? compressedSeed : rawSeed
+                var row = try measureRecord(executable: executable, name: name, seed: seed, recordArguments: extra)
+                row.hog = withHog
+                row.ratioToFloor = floor > 0 ? row.megabytesPerSecond / floor : nil
+                rows.append(row)
+                print(Self.text(row))
+            }
+        }
+        if let json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(rows).write(to: URL(fileURLWithPath: json))
+        }
+    }
+
+    static func text(_ row: Row) -> String {
+        var text = String(
+            format: "%-40@ %@ %8.1f MB/s",
+            row.name as NSString,
+            row.hog ? "hog" : "   ",
+            row.megabytesPerSecond
+        )
+        if let fps = row.framesPerSecond { text += String(format: " %7.1f fps", fps) }
+        if let drops = row.drops { text += "  drops \(drops)" }
+        if let peak = row.backlogPeakBytes { text += String(format: "  backlog peak %.1f MB", Double(peak) / 1e6) }
+        if let p50 = row.writeP50us, let p99 = row.writeP99us { text += "  write p50 \(p50) µs p99 \(p99) µs" }
+        if let ratio = row.ratioToFloor { text += String(format: "  ×%.2f of floor", ratio) }
+        return text
+    }
+
+    /// dd's sequential O_DIRECT write speed: 4 MiB blocks, as many as `seconds` at 1 GB/s, at most 2 GiB.
+    func measureFloor() throws -> Double {
+        let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-floor-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let count = max(16, min(512, Int(seconds * 250)))
+        let start = Date()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/dd")
+        process.arguments = [
+            "if=/dev/zero", "of=\(file.path)", "bs=4M", "count=\(count)", "oflag=direct", "conv=fdatasync",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        let elapsed = Date().timeIntervalSince(start)
+        guard process.terminationStatus == 0 else { return 0 }
+        return Double(count) * 4 * 1_048_576 / 1e6 / elapsed
+    }
+
+    /// Records 30 frames (one second) of the publisher's images or pattern into `output`.
+    func makeSeed(executable: URL, output: URL, compressed: Bool) throws {
+        let socket = "/tmp/fbbench-seed-\(getpid())-\(compressed ? "c" : "r").sock"
+        var publish = [
+            "publish", "--path", socket, "--format", format, "--fps", "30", "--duration", "1",
+            "--wait-for-subscriber", "--quiet",
+        ]
+        if let images { publish += ["--images", images] } else { publish += ["--size", size] }
+        if compressed { publish.append("--compressed") }
+        let recorder = try Child(
+            executable,
+            ["record", "--path", socket, "--output", output.path, "--json"] + (compressed ? ["--compressed"] : [])
+        )
+        let publisher = try Child(executable, publish)
+        recorder.waitForExit(timeout: 120)
+        publisher.waitForExit(timeout: 10)
+        guard recorder.summary != nil else { throw ValidationError("could not record a seed: \(recorder.errors)") }
+    }
+
+    func measureRecord(executable: URL, name: String, seed: URL, recordArguments: [String]) throws -> Row {
+        let socket = "/tmp/fbbench-record-\(getpid())-\(UUID().uuidString.prefix(6)).sock"
+        let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-\(getpid()).mkv")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let publish = ["play", seed.path, "--path", socket, "--fps", "0", "--loop", "--wait-for-subscriber", "--quiet"]
+        let publisher = try Child(executable, publish)
+        defer { publisher.terminate() }
+        let recorder = try Child(
+            executable,
+            ["record", "--path", socket, "--output", file.path, "--json", "--duration", "\(seconds)"] + recordArguments
+        )
+        recorder.waitForExit(timeout: seconds + 60)
+        guard let summary = recorder.summary else {
+            return Row(name: name + " (no summary: \(recorder.errors.prefix(200)))", hog: false, megabytesPerSecond: 0)
+        }
+        let drops = (summary["drops"] as? [String: Int])?.values.reduce(0, +)
+        return Row(
+            name: name,
+            hog: false,
+            megabytesPerSecond: summary["megabytesPerSecond"] as? Double ?? 0,
+            framesPerSecond: summary["framesPerSecond"] as? Double,
+            drops: drops,
+            backlogPeakBytes: summary["backlogPeakBytes"] as? Int,
+            writeP50us: summary["writeP50us"] as? Int,
+            writeP99us: summary["writeP99us"] as? Int,
+            direct: summary["direct"] as? Bool
+        )
+    }
+
+    /// A page-cache hog: a shell loop writing a 4 GiB file through the page cache again and again.
+    func startHog() throws -> Process {
+        let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-hog-\(getpid())").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = [
+            "-c",
+            "trap 'rm -f \(file)' EXIT; while :; do dd if=/dev/zero of=\(file) bs=1M count=4096 2>/dev/null; done",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Let it fill the cache before the rows start.
+        Thread.sleep(forTimeInterval: 3)
+        return process
+    }
+}

@@ -1,0 +1,52 @@
+import FrameBus
+
+/// Copies a recorded frame's bytes into a pixel buffer for publishing (the reverse of ``FrameCopy``).
+enum FrameFill {
+    /// Raw: packed rows into the buffer's planes (row padding left as is). Compressed: the bytes at the start of
+    /// the surface. The buffer must be of the track's format and size (checked).
+    static func fill(_ buffer: PixelBuffer, with bytes: [UInt8], track: RecordingTrack) -> Bool {
+        guard buffer.pixelFormat == track.pixelFormat, buffer.width == track.width, buffer.height == track.height else {
+            return false
+        }
+        if track.pixelFormat.isCompressed {
+            do {
+                try buffer.surface.lock()
+                defer { try? buffer.surface.unlock() }
+                guard bytes.count <= buffer.surface.allocationSize else { return false }
+                unsafe buffer.surface.withUnsafeMutableBytes { destination in
+                    unsafe bytes.withUnsafeBytes { source in
+                        unsafe destination.baseAddress!.copyMemory(from: source.baseAddress!, byteCount: source.count)
+                    }
+                }
+                return true
+            } catch {
+                return false
+            }
+        }
+        let planes = track.rawPlanes
+        guard bytes.count == track.maximumFrameByteCount, buffer.planeCount == planes.count else { return false }
+        do {
+            try buffer.lock()
+            defer { try? buffer.unlock() }
+            var offset = 0
+            for (index, plane) in planes.enumerated() {
+                let stride = buffer.bytesPerRow(ofPlane: index)
+                guard stride >= plane.rowBytes, buffer.height(ofPlane: index) == plane.rows else { return false }
+                try unsafe buffer.withUnsafeMutableBytes(ofPlane: index) { destination in
+                    unsafe bytes.withUnsafeBytes { source in
+                        for row in 0..<plane.rows {
+                            unsafe (destination.baseAddress! + row * stride).copyMemory(
+                                from: source.baseAddress! + offset,
+                                byteCount: plane.rowBytes
+                            )
+                            offset += plane.rowBytes
+                        }
+                    }
+                }
+            }
+            return true
+        } catch {
+            return false
+        }
+    }
+}

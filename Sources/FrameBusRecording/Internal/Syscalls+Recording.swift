@@ -1,0 +1,74 @@
+// The recorder's file calls, as an extension of the package's one syscall layer (Surfaces/Internal/Syscalls.swift).
+import CFrameBusRecordingShims
+import Glibc
+import Surfaces
+import SystemPackage
+
+extension Syscall {
+    /// `open(2)` of a new recording for writing (truncating), with `O_DIRECT` when `direct`.
+    static func openRecording(_ path: String, direct: Bool) -> Result<Int32, Errno> {
+        valueOrErrno { unsafe cfbr_open_recording(path, direct ? 1 : 0) }
+    }
+
+    /// `fcntl(F_SETFL)` turning `O_DIRECT` on or off.
+    static func setDirect(_ fd: Int32, _ direct: Bool) -> Result<Void, Errno> {
+        valueOrErrno { cfbr_set_direct(fd, direct ? 1 : 0) }.map { _ in () }
+    }
+
+    /// `pwrite(2)` of all of `bytes` at `offset` (short writes are continued; a zero-byte write is `EIO`).
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Result<Void, Errno> {
+        var done = 0
+        while done < bytes.count {
+            let result = valueOrErrno {
+                unsafe pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + Int64(done)))
+            }
+            switch result {
+            case .success(let count):
+                if count <= 0 { return .failure(.ioError) }
+                done += count
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(())
+    }
+
+    /// `fallocate(2)` with `FALLOC_FL_KEEP_SIZE`.
+    static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, Errno> {
+        valueOrErrno { cfbr_reserve(fd, offset, length) }.map { _ in () }
+    }
+
+    /// `fdatasync(2)`.
+    static func syncData(_ fd: Int32) -> Result<Void, Errno> {
+        valueOrErrno { fdatasync(fd) }.map { _ in () }
+    }
+
+    /// `sync_file_range(2)`: start writeback of a range, and with `wait` wait for it.
+    static func syncRange(_ fd: Int32, offset: Int64, length: Int64, wait: Bool) -> Result<Void, Errno> {
+        valueOrErrno { cfbr_sync_range(fd, offset, length, wait ? 1 : 0) }.map { _ in () }
+    }
+
+    /// `posix_fadvise(2)` `POSIX_FADV_DONTNEED` (which returns its error instead of setting `errno`).
+    static func dropCache(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, Errno> {
+        let result = cfbr_drop_cache(fd, offset, length)
+        return result == 0 ? .success(()) : .failure(Errno(rawValue: result))
+    }
+
+    /// `ftruncate(2)`.
+    static func truncate(_ fd: Int32, to size: Int64) -> Result<Void, Errno> {
+        valueOrErrno { ftruncate(fd, off_t(size)) }.map { _ in () }
+    }
+
+    /// Bytes an unprivileged writer may still allocate on the descriptor's file system (`fstatvfs(3)`).
+    static func availableBytes(_ fd: Int32) -> Result<Int64, Errno> {
+        var status = statvfs()
+        return valueOrErrno { unsafe fstatvfs(fd, &status) }.map { _ in
+            let blocks = Int64(clamping: status.f_bavail)
+            let size = Int64(clamping: status.f_frsize)
+            let product = blocks.multipliedReportingOverflow(by: size)
+            return product.overflow ? .max : product.partialValue
+        }
+    }
+
+    /// `close(2)` of a file descriptor we own.
+    static func closeFile(_ fd: Int32) { close(fd) }
+}

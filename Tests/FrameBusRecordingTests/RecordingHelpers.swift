@@ -1,0 +1,108 @@
+import Foundation
+import FrameBus
+import FrameBusRecording
+import Synchronization
+import TestSupport
+
+/// A subscriber in the test process that keeps every frame's packed bytes by sequence number: the reference a
+/// recording is compared with (what the bus delivered, seen by another consumer).
+final class ReferenceFrames: SubscriberDelegate, Sendable {
+    private let frames = Mutex<[UInt64: [UInt8]]>([:])
+    private let order = Mutex<[UInt64]>([])
+    private let decoder = SurfaceCodecContext(threadCount: 1)
+    let subscriber: Subscriber
+
+    init(path: String, formats: [PixelFormat] = PixelFormat.baseFormats) throws {
+        var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats, delivery: .queue(depth: 16))
+        configuration.connectTimeout = .seconds(60)
+        subscriber = try Subscriber(configuration: configuration)
+        subscriber.setDelegateOnConnectionThread(self)
+    }
+
+    func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {
+        guard let image = sampleBuffer.imageBuffer, let sequence = sampleBuffer.busSequenceNumber else { return }
+        var bytes: [UInt8]?
+        if image.pixelFormat.isCompressed {
+            if let raw = try? PixelBuffer(
+                width: image.width,
+                height: image.height,
+                pixelFormat: image.pixelFormat.base
+            ),
+                (try? decoder.decompress(image, into: raw)) != nil
+            {
+                bytes = try? raw.withLock(.readOnly) { try raw.packedBytes() }
+            }
+        } else {
+            bytes = try? image.withLock(.readOnly) { try image.packedBytes() }
+        }
+        guard let bytes else { return }
+        frames.withLock { $0[sequence] = bytes }
+        order.withLock { $0.append(sequence) }
+    }
+
+    var count: Int { frames.withLock { $0.count } }
+    subscript(sequence: UInt64) -> [UInt8]? { frames.withLock { $0[sequence] } }
+    /// The frames in arrival order.
+    var inOrder: [[UInt8]] {
+        let sequences = order.withLock { $0 }
+        return frames.withLock { frames in sequences.compactMap { frames[$0] } }
+    }
+
+    func cancel() { subscriber.cancel() }
+}
+
+/// Every frame of a recording, in order, and how reading ended (nil: the recording's end; else the error).
+func readRecording(_ path: String) throws -> (frames: [RecordedFrame], ending: RecordingError?, track: RecordingTrack) {
+    let reader = try RecordingReader(path: path)
+    var frames: [RecordedFrame] = []
+    do {
+        while let frame = try reader.nextFrame() { frames.append(frame) }
+        return (frames, nil, reader.track)
+    } catch {
+        return (frames, error, reader.track)
+    }
+}
+
+/// Splits `bytes` into frames of `size` bytes.
+func split(_ bytes: [UInt8], frameSize: Int) -> [[UInt8]] {
+    stride(from: 0, to: bytes.count, by: frameSize).map { Array(bytes[$0..<min($0 + frameSize, bytes.count)]) }
+}
+
+/// A tool on PATH (ffmpeg, gst-launch-1.0), for the tests that compare with the real tools.
+enum Tools {
+    static let ffmpeg = TestLocations.onPath("ffmpeg")
+    static let ffprobe = TestLocations.onPath("ffprobe")
+    static let gstLaunch = TestLocations.onPath("gst-launch-1.0")
+    static var haveVideoTools: Bool { ffmpeg != nil && gstLaunch != nil && ffprobe != nil }
+
+    /// Whether this process may mount a small tmpfs (root with CAP_SYS_ADMIN): the disk-full test needs one.
+    static let canMount: Bool = {
+        guard getuid() == 0 else { return false }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fbrec-mountcheck-\(getpid())")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", directory.path]) == 0 else { return false }
+        return run("/bin/umount", [directory.path]) == 0
+    }()
+
+    /// Runs a short command synchronously (mount, umount) and returns its status.
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// The JSON lines a `framebus record --json` printed.
+func jsonLines(_ output: String) -> [[String: Any]] {
+    output.split(separator: "\n").compactMap { line in
+        guard line.hasPrefix("{") else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+    }
+}

@@ -1,0 +1,244 @@
+import Foundation
+import FrameBus
+import FrameBusRecording
+import TestSupport
+import Testing
+
+/// `framebus record`, `play` and `export` as processes, against `framebus publish`, checked with the real ffmpeg and
+/// GStreamer. Serialized: each writes tens of megabytes and keeps a core busy.
+@Suite(.serialized, .timeLimit(.minutes(5))) struct RecordingProcessTests {
+    /// Starts `framebus publish` (waiting for a subscriber), a reference subscriber in this process, and `framebus
+    /// record`; returns when the publisher has ended and the recorder has exited.
+    func recordStream(
+        format: String,
+        size: String,
+        seconds: Double,
+        compressed: Bool = false,
+        output: URL
+    ) async throws -> (reference: ReferenceFrames, recorder: ChildProcess, status: Int32) {
+        let path = temporarySocketPath("rec")
+        var publishArguments = [
+            "publish", "--path", path, "--format", format, "--size", size, "--fps", "30",
+            "--duration", "\(seconds)", "--wait-for-subscriber", "--quiet",
+        ]
+        if compressed { publishArguments.append("--compressed") }
+        let reference = try ReferenceFrames(path: path)
+        var recordArguments = ["record", "--path", path, "--output", output.path, "--json", "--connect-timeout", "60"]
+        if compressed { recordArguments.append("--compressed") }
+        let recorder = try await startFramebus(recordArguments)
+        let publisher = try await startFramebus(publishArguments)
+        let status = try await recorder.exitStatus(within: 120)
+        _ = try await publisher.exitStatus(within: 60)
+        reference.cancel()
+        return (reference, recorder, status)
+    }
+
+    @Test(
+        .enabled(
+            if: Tools.haveVideoTools,
+            "needs ffmpeg, ffprobe and gst-launch-1.0 (apt-get install ffmpeg gstreamer1.0-tools)"
+        ),
+        arguments: ["420v", "BGRA"]
+    )
+    func aRawRecordingDecodesInFfmpegAndGStreamerToTheRecordedBytes(format: String) async throws {
+        let file = temporaryFileURL("raw-\(format).mkv")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let (reference, recorder, status) = try await recordStream(
+            format: format,
+            size: "320x240",
+            seconds: 2,
+            output: file
+        )
+        #expect(status == 0, "\(recorder.output)")
+        let summary = try #require(jsonLines(recorder.output).last)
+        #expect(summary["summary"] as? Bool == true)
+        let recording = try readRecording(file.path)
+        #expect(recording.ending == nil)
+        // The publisher starts with its first subscriber, which may be the reference: on a loaded machine the
+        // recorder can join a few frames late. What matters is that every recorded frame is exact.
+        #expect(recording.frames.count >= 10)
+        #expect(summary["frames"] as? Int == recording.frames.count)
+
+        // Every recorded frame is the frame the bus delivered to another subscriber, byte for byte.
+        var compared = 0
+        for frame in recording.frames {
+            guard let sequence = frame.sequence, let expected = reference[sequence] else { continue }
+            #expect(frame.bytes == expected, "frame \(sequence)")
+            compared += 1
+        }
+        #expect(compared * 10 >= recording.frames.count * 8, "only \(compared) of \(recording.frames.count) compared")
+
+        // ffmpeg decodes the file to the same bytes, frame for frame.
+        let decoded = temporaryFileURL("raw-\(format).ffmpeg")
+        defer { try? FileManager.default.removeItem(at: decoded) }
+        let ffmpeg = try await runToEnd(
+            try #require(Tools.ffmpeg),
+            ["-v", "error", "-i", file.path, "-fps_mode", "passthrough", "-f", "rawvideo", "-y", decoded.path],
+            timeout: 120
+        )
+        #expect(ffmpeg.status == 0, "\(ffmpeg.output)")
+        let frameSize = recording.frames[0].bytes.count
+        let ffmpegFrames = split(Array(try Data(contentsOf: decoded)), frameSize: frameSize)
+        #expect(ffmpegFrames.count == recording.frames.count)
+        for (index, frame) in zip(ffmpegFrames, recording.frames).enumerated() where frame.0 != frame.1.bytes {
+            Issue.record("ffmpeg's frame \(index) differs")
+            break
+        }
+
+        // GStreamer's matroskademux hands out the same bytes (1.22 has no raw caps for NV12/BGRA in Matroska, so the
+        // buffers leave it as video/x-unknown; they are the frames all the same).
+        let demuxed = temporaryFileURL("raw-\(format).gst")
+        defer { try? FileManager.default.removeItem(at: demuxed) }
+        let gst = try await runToEnd(
+            try #require(Tools.gstLaunch),
+            [
+                "-q", "filesrc", "location=\(file.path)", "!", "matroskademux", "!", "filesink",
+                "location=\(demuxed.path)",
+            ],
+            timeout: 120
+        )
+        #expect(gst.status == 0, "\(gst.output)")
+        #expect(Array(try Data(contentsOf: demuxed)) == recording.frames.flatMap(\.bytes))
+    }
+
+    @Test func aRecorderKilledMidStreamPlaysBackBitExactUpToItsLastCheckpoint() async throws {
+        let file = temporaryFileURL("killed.mkv")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let path = temporarySocketPath("kill")
+        let reference = try ReferenceFrames(path: path)
+        defer { reference.cancel() }
+        let recorder = try await startFramebus([
+            "record", "--path", path, "--output", file.path, "--json", "--connect-timeout", "60",
+        ])
+        let publisher = try await startFramebus([
+            "publish", "--path", path, "--size", "320x240", "--fps", "30", "--duration", "60", "--wait-for-subscriber",
+            "--quiet",
+        ])
+        defer { publisher.send(SIGTERM) }
+        // Three status lines: at least two checkpoints have passed.
+        try #require(await eventually { jsonLines(recorder.output).count >= 3 })
+        let lines = jsonLines(recorder.output)
+        let durable = lines.compactMap { $0["durableBytes"] as? Int }.max() ?? 0
+        let reported = lines.compactMap { $0["frames"] as? Int }.reduce(0, +)
+        await recorder.kill()
+        #expect(recorder.endedBySignal == true)
+
+        let recording = try readRecording(file.path)
+        // Cut mid-element, or at an element's end: either way, every frame before the cut is read.
+        #expect(recording.ending == nil || recording.ending?.code == .truncated)
+        #expect(durable > 0)
+        // Everything the recorder had reported written (and so everything up to its last checkpoint) is there.
+        #expect(
+            recording.frames.count >= reported,
+            "\(recording.frames.count) frames read, \(reported) reported written"
+        )
+        for frame in recording.frames {
+            guard let sequence = frame.sequence, let expected = reference[sequence] else { continue }
+            #expect(frame.bytes == expected, "frame \(sequence)")
+        }
+
+        // `framebus play` publishes the same frames, bit-exact, in order.
+        let playPath = temporarySocketPath("play")
+        let watcher = try ReferenceFrames(path: playPath)
+        defer { watcher.cancel() }
+        let player = try await startFramebus([
+            "play", file.path, "--path", playPath, "--fps", "0", "--wait-for-subscriber",
+        ])
+        #expect(try await player.exitStatus(within: 120) == 0, "\(player.output)")
+        #expect(player.output.contains("truncated") || recording.ending == nil)
+        try #require(await eventually { watcher.count >= recording.frames.count })
+        #expect(watcher.inOrder == recording.frames.map(\.bytes))
+    }
+
+    @Test(.enabled(if: Tools.haveVideoTools, "needs ffmpeg"))
+    func aCompressedRecordingExportsToRawFramesFfmpegDecodesBitExact() async throws {
+        let file = temporaryFileURL("compressed.mkv")
+        let exported = temporaryFileURL("exported.mkv")
+        defer {
+            try? FileManager.default.removeItem(at: file)
+            try? FileManager.default.removeItem(at: exported)
+        }
+        let (reference, recorder, status) = try await recordStream(
+            format: "420v",
+            size: "320x240",
+            seconds: 2,
+            compressed: true,
+            output: file
+        )
+        #expect(status == 0, "\(recorder.output)")
+        let recording = try readRecording(file.path)
+        #expect(recording.track.pixelFormat == .compressedYUV420BiPlanarVideoRange8)
+        #expect(recording.frames.count >= 10)
+        let export = try await runToEnd(
+            try TestLocations.executable("framebus"),
+            ["export", file.path, "--output", exported.path],
+            timeout: 120
+        )
+        #expect(export.status == 0, "\(export.output)")
+        let raw = try readRecording(exported.path)
+        #expect(raw.track.pixelFormat == .yuv420BiPlanarVideoRange8)
+        #expect(raw.frames.count == recording.frames.count)
+        var compared = 0
+        for frame in raw.frames {
+            guard let sequence = frame.sequence, let expected = reference[sequence] else { continue }
+            #expect(frame.bytes == expected, "frame \(sequence)")
+            compared += 1
+        }
+        #expect(compared * 10 >= raw.frames.count * 8)
+        let decoded = temporaryFileURL("exported.ffmpeg")
+        defer { try? FileManager.default.removeItem(at: decoded) }
+        let ffmpeg = try await runToEnd(
+            try #require(Tools.ffmpeg),
+            ["-v", "error", "-i", exported.path, "-fps_mode", "passthrough", "-f", "rawvideo", "-y", decoded.path],
+            timeout: 120
+        )
+        #expect(ffmpeg.status == 0, "\(ffmpeg.output)")
+        #expect(Array(try Data(contentsOf: decoded)) == raw.frames.flatMap(\.bytes))
+    }
+
+    @Test(.enabled(if: Tools.canMount, "needs root to mount a small tmpfs"))
+    func aFullDiskEndsTheRecordingWithAClearErrorAndAReadableFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "fbrec-full-\(UUID().uuidString.prefix(8))"
+        )
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        #expect(Tools.run("/bin/mount", ["-t", "tmpfs", "-o", "size=12m", "tmpfs", directory.path]) == 0)
+        defer {
+            Tools.run("/bin/umount", [directory.path])
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let file = directory.appendingPathComponent("full.mkv")
+        let path = temporarySocketPath("full")
+        let recorder = try await startFramebus([
+            "record", "--path", path, "--output", file.path, "--json", "--connect-timeout", "60", "--reserve-mb", "2",
+            "--backlog-mb", "32",
+        ])
+        let publisher = try await startFramebus([
+            "publish", "--path", path, "--format", "BGRA", "--size", "640x480", "--fps", "30", "--duration", "60",
+            "--wait-for-subscriber", "--quiet",
+        ])
+        defer { publisher.send(SIGTERM) }
+        let status = try await recorder.exitStatus(within: 120)
+        #expect(status == 1, "\(recorder.output)")
+        #expect(recorder.output.contains("disk full"), "\(recorder.output)")
+        let summary = try #require(jsonLines(recorder.output).last)
+        #expect(summary["summary"] as? Bool == true)
+        #expect((summary["error"] as? String)?.contains("disk full") == true)
+        // The file ends cleanly after its last whole frame: the trailer went into the space kept reserved for it.
+        let recording = try readRecording(file.path)
+        #expect(recording.ending == nil, "\(String(describing: recording.ending))")
+        #expect(recording.frames.count == summary["frames"] as? Int)
+        #expect(recording.frames.count >= 3)
+        if let ffprobe = Tools.ffprobe {
+            let probe = try await runToEnd(
+                ffprobe,
+                [
+                    "-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0",
+                    file.path,
+                ],
+                timeout: 120
+            )
+            #expect(probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == "\(recording.frames.count)")
+        }
+    }
+}
