@@ -361,10 +361,12 @@ typedef struct fb_frame_size_limit {
  * fb_subscriber_create with a size policy of the caller's: `limit` says the largest frame accepted; NULL accepts
  * any size the protocol allows (65536 x 65536). fb_subscriber_create itself uses the default limit, 8192 x 8192 and
  * at most 8192 x 4352 pixels (8K in either orientation). FB_ERROR_INVALID_ARGUMENT for a limit outside the ranges
- * above. Otherwise exactly as fb_subscriber_create. Added in library 0.6.0.
+ * above. `flags` as fb_subscriber_create_with_flags's (0, or FB_SUBSCRIBER_DEFERRED): the one create function with
+ * both. Otherwise exactly as fb_subscriber_create. Added in library 0.6.0.
  */
 fb_status fb_subscriber_create_with_limit(
     const fb_subscriber_options *FB_NULLABLE options,
+    uint32_t flags,
     const fb_frame_size_limit *FB_NULLABLE limit,
     fb_subscriber *FB_NULLABLE *FB_NULLABLE out_subscriber,
     fb_error *FB_NULLABLE error

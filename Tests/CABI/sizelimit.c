@@ -26,15 +26,20 @@ int main(int argc, char **argv) {
     fb_subscriber *subscriber = NULL;
 
     fb_frame_size_limit wrong = {0, 100, 0};
-    if (fb_subscriber_create_with_limit(&options, &wrong, &subscriber, &error) != FB_ERROR_INVALID_ARGUMENT) {
+    if (fb_subscriber_create_with_limit(&options, 0, &wrong, &subscriber, &error) != FB_ERROR_INVALID_ARGUMENT) {
         printf("FAIL a zero width was accepted\n");
+        return 1;
+    }
+    fb_frame_size_limit fine = {64, 64, 0};
+    if (fb_subscriber_create_with_limit(&options, 0x80u, &fine, &subscriber, &error) != FB_ERROR_INVALID_ARGUMENT) {
+        printf("FAIL an unknown flag was accepted\n");
         return 1;
     }
     long width = strtol(argv[3], NULL, 10);
     fb_frame_size_limit limit = {(uint32_t)width, (uint32_t)strtoul(argv[4], NULL, 10), 0};
     fb_status created = width == 0 ? fb_subscriber_create(&options, &subscriber, &error)
-                        : width < 0 ? fb_subscriber_create_with_limit(&options, NULL, &subscriber, &error)
-                                    : fb_subscriber_create_with_limit(&options, &limit, &subscriber, &error);
+                        : width < 0 ? fb_subscriber_create_with_limit(&options, 0, NULL, &subscriber, &error)
+                                    : fb_subscriber_create_with_limit(&options, 0, &limit, &subscriber, &error);
     CHECK_OK(created);
     for (fb_event event; fb_subscriber_next_event(subscriber, 120000000000LL, &event, &error) == FB_OK;) {
         if (event.type == FB_EVENT_END) {

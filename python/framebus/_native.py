@@ -92,6 +92,12 @@ class PublisherStatistics(ctypes.Structure):
         "dropped_discontinuity", "held_now", "subscriber_count", "conversions")]
 
 
+class FrameSizeLimit(ctypes.Structure):
+    """fb_frame_size_limit: the largest frame a subscriber accepts (docs/PROTOCOL.md section 8.2)."""
+    _fields_ = [("maximum_width", ctypes.c_uint32), ("maximum_height", ctypes.c_uint32),
+                ("maximum_pixel_count", ctypes.c_uint64)]
+
+
 class SubscriberOptions(ctypes.Structure):
     _fields_ = [("path", ctypes.c_char_p), ("accepted_formats", ctypes.POINTER(ctypes.c_uint32)),
                 ("accepted_format_count", ctypes.c_size_t), ("queue_depth", ctypes.c_uint32),
@@ -223,6 +229,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fb_publisher_get_statistics": (ctypes.c_int32, [P, ctypes.POINTER(PublisherStatistics), E]),
         "fb_subscriber_options_init": (None, [ctypes.POINTER(SubscriberOptions)]),
         "fb_subscriber_create": (ctypes.c_int32, [ctypes.POINTER(SubscriberOptions), ctypes.POINTER(P), E]),
+        "fb_subscriber_create_with_flags": (ctypes.c_int32, [ctypes.POINTER(SubscriberOptions), u32, ctypes.POINTER(P),
+                                                             E]),
+        "fb_subscriber_create_with_limit": (ctypes.c_int32, [ctypes.POINTER(SubscriberOptions), u32,
+                                                             ctypes.POINTER(FrameSizeLimit), ctypes.POINTER(P), E]),
         "fb_subscriber_destroy": (None, [ctypes.c_size_t]),
         "fb_subscriber_next_event": (ctypes.c_int32, [ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(Event), E]),
         "fb_subscriber_interrupt": (None, [ctypes.c_size_t]),

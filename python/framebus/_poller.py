@@ -122,7 +122,8 @@ class NativeSubscriber(Subscriber):
 
     def __init__(self, path: str | None = None, accept=("420v",), queue: int | None = None,
                  allowed_uids=None, timeout: float = 5.0, wait: bool = False, engine: str | None = None,
-                 accepts_dma_buf: bool = True, wait_slice_us: int = 0):
+                 accepts_dma_buf: bool = True, wait_slice_us: int = 0, deferred: bool = False,
+                 largest_frame="default"):
         from .subscriber import default_socket_path
 
         self._handle = None
@@ -149,8 +150,18 @@ class NativeSubscriber(Subscriber):
         self._accepts_dma_buf = accepts_dma_buf
         options.wait_slice_us = wait_slice_us
         handle, error = ctypes.c_void_p(), _native.Error()
-        _native.check(lib.fb_subscriber_create(ctypes.byref(options), ctypes.byref(handle), ctypes.byref(error)),
-                      error)
+        flags = 1 if deferred else 0  # FB_SUBSCRIBER_DEFERRED
+        if isinstance(largest_frame, str) and largest_frame == "default":
+            status = lib.fb_subscriber_create_with_flags(ctypes.byref(options), flags, ctypes.byref(handle),
+                                                         ctypes.byref(error))
+        else:
+            limit = None
+            if largest_frame is not None:
+                width, height = _frame_size(largest_frame)
+                limit = ctypes.byref(_native.FrameSizeLimit(width, height, 0))
+            status = lib.fb_subscriber_create_with_limit(ctypes.byref(options), flags, limit, ctypes.byref(handle),
+                                                         ctypes.byref(error))
+        _native.check(status, error)
         self._handle = handle.value
         self._closed = False
         self._event = _native.Event()
@@ -331,3 +342,14 @@ class NativeSubscriber(Subscriber):
 
 def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
+def _frame_size(largest_frame) -> tuple[int, int]:
+    """A ``largest_frame`` of ``(width, height)``, checked as the C library checks it (1 to 65536 each)."""
+    try:
+        width, height = (int(side) for side in largest_frame)
+    except (TypeError, ValueError):
+        raise FrameBusError("invalidArgument", f"largest_frame {largest_frame!r}: (width, height), None or 'default'")
+    if not (1 <= width <= 65536 and 1 <= height <= 65536):
+        raise FrameBusError("invalidArgument", f"largest_frame {width}x{height}: each side 1 to 65536")
+    return width, height

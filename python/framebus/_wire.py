@@ -70,14 +70,16 @@ def _expect_size(data: bytes, size: int, name: str) -> None:
 # --- subscriber → publisher -----------------------------------------------------------------------------------
 
 
-def encode_hello(formats: list[int], queue_depth: int | None, accepts_dmabuf: bool = False) -> bytes:
+def encode_hello(formats: list[int], queue_depth: int | None, accepts_dmabuf: bool = False,
+                 deferred: bool = False) -> bytes:
     if not 1 <= len(formats) <= 16:
         raise ValueError("a subscriber accepts 1 to 16 formats")
     mode, depth = (0, 1) if queue_depth is None else (1, queue_depth)
     if not 1 <= depth <= MAXIMUM_QUEUE_DEPTH:
         raise ValueError(f"queue depth {depth} is outside 1...{MAXIMUM_QUEUE_DEPTH}")
     length = 24 + 4 * len(formats)
-    body = struct.pack("<IHHHHHH", MAGIC, VERSION, mode, depth, len(formats), 0, 1 if accepts_dmabuf else 0)
+    body = struct.pack("<IHHHHHH", MAGIC, VERSION, mode, depth, len(formats), 0,
+                       (1 if accepts_dmabuf else 0) | (2 if deferred else 0))
     return _HEADER.pack(HELLO, 0, length) + body + struct.pack(f"<{len(formats)}I", *formats)
 
 

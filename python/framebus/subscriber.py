@@ -396,6 +396,13 @@ class Subscriber:
     version-2 client here (NumPy only; memfd surfaces only). The default, ``"auto"`` (or ``$FRAMEBUS_ENGINE``),
     takes the native engine when the C library loads, else the pure-Python one.
 
+    Both engines take ``deferred`` (default ``False``): the publisher connects this subscriber at once but sends
+    frames only from its deferred start on, once its subscribers that are not deferred have their first frame
+    (docs/PROTOCOL.md section 5.1.1), for consumers that can start late (a recorder, an analysis); and
+    ``largest_frame``: ``"default"`` (8192 x 8192, at most 8192 x 4352 pixels), ``(width, height)``, or ``None``
+    for any size the protocol allows. A publisher's larger surface ends the stream before anything is mapped or
+    decoded (section 8.2), so a few bytes of a compressed frame cannot make ``Frame.decode()`` fill a huge image.
+
     Thread safety: one thread iterates; frames may be released (or dropped) from any thread, and by the garbage
     collector at any moment: releasing never waits for a lock, it queues a RELEASE that is sent at once when the
     socket is free, else by the iterating thread (which a wake-up socket rouses).
@@ -414,10 +421,20 @@ class Subscriber:
                  engine: str | None = None, **options):
         # The native engine's options mean nothing here: this engine never takes DMA-BUFs and has no waiting thread
         # of the library's to give a slice to.
-        unknown = set(options) - {"accepts_dma_buf", "wait_slice_us"}
+        unknown = set(options) - {"accepts_dma_buf", "wait_slice_us", "deferred", "largest_frame"}
         if unknown:
             raise TypeError(f"Subscriber() got unexpected keyword arguments {', '.join(sorted(unknown))}")
         self.engine = "python"
+        self._deferred = bool(options.get("deferred", False))
+        largest = options.get("largest_frame", "default")
+        if isinstance(largest, str) and largest == "default":
+            self._largest_frame = (8192, 8192, 8192 * 4352)
+        elif largest is None:
+            self._largest_frame = None
+        else:
+            from ._poller import _frame_size
+            width, height = _frame_size(largest)
+            self._largest_frame = (width, height, width * height)
         self.path = path or default_socket_path()
         self._formats = [pixel_format(name) for name in accept]
         self._latest_only = queue is None
@@ -447,7 +464,8 @@ class Subscriber:
         self._closed = False
         self._socket = self._connect(timeout, wait)
         try:
-            self._socket.sendall(_wire.encode_hello([f.code for f in self._formats], queue))
+            self._socket.sendall(_wire.encode_hello([f.code for f in self._formats], queue,
+                                                      deferred=self._deferred))
             self.welcome = self._read_welcome(timeout)
         except BaseException:
             self._socket.close()
@@ -722,6 +740,11 @@ class Subscriber:
             refuse("too many surfaces announced")
         if message.pixel_format != self.welcome.format:
             refuse(f"surface format {fourcc_name(message.pixel_format)} is not the granted one")
+        if self._largest_frame is not None:
+            width, height, pixels = self._largest_frame
+            if message.width > width or message.height > height or message.width * message.height > pixels:
+                refuse(f"a {message.width}x{message.height} surface is larger than this subscriber's largest frame "
+                       f"({width}x{height}, {pixels} pixels)")
         if message.backing != _wire.BACKING_MEMFD:
             refuse("a DMA-BUF surface, which this subscriber did not accept")
         fmt = pixel_format(message.pixel_format)

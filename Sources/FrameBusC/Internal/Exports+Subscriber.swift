@@ -49,23 +49,23 @@ private func subscriberCreate(
     function: String
 ) -> fb_status {
     unsafe boundary(error) { () throws(ABIError) in
-        guard flags & ~UInt32(FB_SUBSCRIBER_DEFERRED) == 0 else {
-            throw ABIError(.invalidArgument, "\(function): unknown flags 0x\(String(flags, radix: 16))")
-        }
+        try checkSubscriberFlags(flags, function)
         try unsafe createSubscriber(options, outSubscriber, largestFrame: .default, flags: flags, function)
     }
 }
 
-/// `fb_subscriber_create_with_limit`: the caller's size policy, or none for a NULL limit.
+/// `fb_subscriber_create_with_limit`: the caller's size policy, or none for a NULL limit, and flags.
 @_cdecl("fb_subscriber_create_with_limit")
 public func fbSubscriberCreateWithLimit(
     _ options: UnsafePointer<fb_subscriber_options>?,
+    _ flags: UInt32,
     _ limit: UnsafePointer<fb_frame_size_limit>?,
     _ outSubscriber: UnsafeMutablePointer<OpaquePointer?>?,
     _ error: UnsafeMutablePointer<fb_error>?
 ) -> fb_status {
     unsafe boundary(error) { () throws(ABIError) in
         let function = "fb_subscriber_create_with_limit"
+        try checkSubscriberFlags(flags, function)
         var largestFrame: FrameSizeLimit?
         if let limit = unsafe limit?.pointee {
             let side: ClosedRange<UInt32> = 1...65536
@@ -79,7 +79,14 @@ public func fbSubscriberCreateWithLimit(
                 maximumPixelCount: pixels
             )
         }
-        try unsafe createSubscriber(options, outSubscriber, largestFrame: largestFrame, flags: 0, function)
+        try unsafe createSubscriber(options, outSubscriber, largestFrame: largestFrame, flags: flags, function)
+    }
+}
+
+/// The create functions' `flags`: 0 or `FB_SUBSCRIBER_DEFERRED`.
+private func checkSubscriberFlags(_ flags: UInt32, _ function: String) throws(ABIError) {
+    guard flags & ~UInt32(FB_SUBSCRIBER_DEFERRED) == 0 else {
+        throw ABIError(.invalidArgument, "\(function): unknown flags 0x\(String(flags, radix: 16))")
     }
 }
 
