@@ -46,6 +46,12 @@ public final class Publisher: Sendable {
         self.streamID = UInt64.random(in: 1...UInt64.max)
         let core = try PublisherCore(configuration: configuration, streamID: streamID)
         self.core = core
+        do throws(FrameBusError) {
+            try core.startPressureMonitor()
+        } catch {
+            core.stop()
+            throw error
+        }
         let thread = Thread {
             while core.runOnce() {}
         }

@@ -111,6 +111,14 @@ final class PublisherCore: Sendable {
     /// Encodes and decodes frames for subscribers of another format, reusing its workspace (and threads) for every
     /// frame. Its calls are serialised, as `publish` calls are.
     let codec: SurfaceCodecContext
+    /// Makes every representation but the published one, on its own thread (started on first use).
+    let conversionWorker = ConversionWorker()
+    /// Each window's frame costs (``PublisherCost``).
+    let costMeter = Mutex(CostMeter())
+    /// Measures system pressure (nil: not configured, or stopped); started by ``startPressureMonitor()``.
+    let pressureMonitor = Mutex<SystemPressureMonitor?>(nil)
+    /// The last system pressure state (``Publisher/systemPressureState``).
+    let systemPressure = Mutex(SystemPressureState.nominal)
 
     init(configuration: Publisher.Configuration, streamID: UInt64) throws(FrameBusError) {
         self.configuration = configuration
@@ -134,6 +142,11 @@ final class PublisherCore: Sendable {
             state.sockets.removeAll()
             state.rings.removeAll()
             return true
+        }
+        conversionWorker.stop()
+        pressureMonitor.withLock { monitor in
+            monitor?.stop()
+            monitor = nil
         }
         if wasRunning {
             unfollowPools()

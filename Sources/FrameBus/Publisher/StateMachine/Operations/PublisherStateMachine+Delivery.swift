@@ -156,8 +156,15 @@ extension PublisherStateMachine {
 
     /// The producer lost `count` frames upstream (or drops them itself for `reason`): they use sequence numbers
     /// and every subscriber gets a DROP for them (coalesced with adjacent drops).
-    mutating func reportDropped(reason: WireDropReason, count: UInt64, now: UInt64) -> (ClosedRange<UInt64>, [Action])?
-    {
+    ///
+    /// Subscribers of `deferring` formats are left out: the conversion worker still has frames before these for them,
+    /// and tells them with ``deferredDrop(_:reason:formats:now:)`` once those are out (§4.2's order).
+    mutating func reportDropped(
+        reason: WireDropReason,
+        count: UInt64,
+        now: UInt64,
+        deferring: [UInt32] = []
+    ) -> (ClosedRange<UInt64>, [Action])? {
         guard !isStopped, !isSequenceSpaceExhausted, count > 0 else { return nil }
         // Sequence numbers 0…2⁶⁴−2 are usable; a count past the end is cut there (and the stream is then over).
         let first = nextSequence
@@ -170,7 +177,7 @@ extension PublisherStateMachine {
         if reason == .discontinuity { pendingDiscontinuity = true }
         var actions: [Action] = []
         for id in connections.keys.sorted() {
-            guard case .subscriber(let session) = connections[id] else { continue }
+            guard case .subscriber(let session) = connections[id], !deferring.contains(session.format) else { continue }
             if drop(range, reason, in: session, now: now) { actions.append(.deadlineChanged) }
             actions.append(.flush(id))
         }

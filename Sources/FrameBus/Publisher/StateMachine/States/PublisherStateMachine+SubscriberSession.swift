@@ -42,6 +42,8 @@ extension PublisherStateMachine {
         var droppedLate: UInt64 = 0
         var droppedOutOfBuffers: UInt64 = 0
         var droppedDiscontinuity: UInt64 = 0
+        /// Frames shed for it because the work for its format fell behind (counted in its DROP reason's total too).
+        var shed: UInt64 = 0
         var holdTimes = LatencyRecorder()
         var outbound: [Outbound] = []
 
