@@ -28,6 +28,12 @@ extension PublisherCore {
     /// The monitor's thread: the state changed.
     func systemPressureChanged(_ state: SystemPressureState) {
         systemPressure.withLock { $0 = state }
+        withState { core in
+            var fields = core.machine.status
+            fields.level = UInt16(state.level.rawValue)
+            fields.factors = state.factors.rawValue
+            perform(core.machine.updateStatus(fields, now: ProcessInfoShim.monotonicNanoseconds()), &core)
+        }
         let sample = pressureMonitor.withLock { $0?.lastSample } ?? SystemPressureSample()
         let line =
             "system pressure \(state) (cpu \(Self.percent(sample.cpu)), memory \(Self.percent(sample.memory)), "
@@ -38,5 +44,17 @@ extension PublisherCore {
 
     static func percent(_ share: Double?) -> String {
         share.map { "\(Int(($0 * 100).rounded())) %" } ?? "-"
+    }
+}
+
+extension PublisherCore {
+    /// The cost's part of STATUS, after each window (no STATUS is sent for it alone: PROTOCOL.md §5.13).
+    func costChanged(_ cost: PublisherCost) {
+        withState { state in
+            var fields = state.machine.status
+            fields.cost = cost.frameInterval == nil ? WireStatus.unknownCost : UInt32(min(max(0, cost.value * 1000), 4_294_967_294))
+            fields.framesShed = cost.framesShed
+            perform(state.machine.updateStatus(fields, now: ProcessInfoShim.monotonicNanoseconds()), &state)
+        }
     }
 }

@@ -93,6 +93,13 @@ extension PublisherCore {
                     height: UInt32(clamping: buffer.height),
                     discontinuity: discontinuity
                 )
+                // A new frame duration (a producer adapting its rate) is news for the subscribers that asked.
+                let duration = Self.wireTime(timing.duration)
+                if duration != state.machine.status.frameDuration {
+                    var fields = state.machine.status
+                    fields.frameDuration = duration
+                    perform(state.machine.updateStatus(fields, now: ProcessInfoShim.monotonicNanoseconds()), &state)
+                }
                 return (plan, state.surfaceDescriptions[buffer.surface.id.rawValue] != nil)
             }
             guard let plan else { throw FrameBusError(.closed, "Publisher.publish") }
@@ -130,14 +137,16 @@ extension PublisherCore {
                 let job = ConversionWorker.Job(buffer: buffer, template: template, formats: conversions)
                 if let replaced = conversionWorker.submit(job, core: self) { released.append(replaced) }
             }
-            let line = costMeter.withLock {
-                $0.published(
+            let (windowEnded, line, cost) = costMeter.withLock { meter in
+                let (ended, line) = meter.published(
                     fanOutNanoseconds: ProcessInfoShim.monotonicNanoseconds() &- started,
                     duration: timing.duration,
                     at: started
                 )
+                return (ended, line, meter.current)
             }
             if let line { logCost(line) }
+            if windowEnded { costChanged(cost) }
             return plan.sequence
         }
     }

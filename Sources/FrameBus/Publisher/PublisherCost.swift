@@ -82,8 +82,12 @@ struct CostMeter {
 
     /// A frame was published at `time` and its fan-out took `fanOutNanoseconds`.
     ///
-    /// - Returns: a log line when the window ended and the publisher became overloaded or recovered.
-    mutating func published(fanOutNanoseconds: UInt64, duration: MediaTime, at time: UInt64) -> String? {
+    /// - Returns: whether a window ended, and a log line when the publisher became (or stayed) overloaded or recovered.
+    mutating func published(
+        fanOutNanoseconds: UInt64,
+        duration: MediaTime,
+        at time: UInt64
+    ) -> (windowEnded: Bool, line: String?) {
         if windowStart == nil {
             windowStart = time
             firstPublish = time
@@ -92,8 +96,8 @@ struct CostMeter {
         lastPublish = time
         self.fanOutNanoseconds &+= fanOutNanoseconds
         if let seconds = duration.duration, seconds > .zero { self.duration = seconds.nanoseconds }
-        guard let start = windowStart, time &- start >= Self.window else { return nil }
-        return endWindow(at: time)
+        guard let start = windowStart, time &- start >= Self.window else { return (false, nil) }
+        return (true, endWindow(at: time))
     }
 
     /// The conversion worker spent `nanoseconds` on one frame.

@@ -55,11 +55,27 @@ public final class PublisherMonitor {
         /// Subscribers connected (may exceed `subscribers.count`: at most 32 are described).
         public var subscriberCount: Int
         public var subscribers: [SubscriberReport]
+        /// The publisher's status with this report (nil from a publisher that does not send STATUS).
+        public var status: Status?
+    }
+
+    /// The publisher's system pressure, cost and frame duration (docs/PROTOCOL.md §5.13).
+    public struct Status: Hashable, Sendable {
+        /// The system pressure the publisher measures.
+        public var systemPressure: SystemPressureState
+        /// Its work per frame against the frame interval (``PublisherCost/value``); nil before it measured one.
+        public var cost: Double?
+        /// The duration of the frames it publishes now; invalid when it does not say.
+        public var frameDuration: MediaTime
+        /// Frames shed for every subscriber since it started (``PublisherCost/framesShed``).
+        public var framesShed: UInt64
     }
 
     /// The publisher's stream id (from WELCOME).
     public let streamID: UInt64
     private let socket: Socket
+    /// Whether the publisher follows each report with a STATUS (nil until the first report tells).
+    private var expectsStatus: Bool?
 
     /// Connects to the publisher at `path` as a monitor.
     ///
@@ -86,7 +102,9 @@ public final class PublisherMonitor {
                 message: "the publisher at \(path) runs as uid \(credentials.uid), which is not allowed"
             )
         }
-        _ = socket.send(WireMessage.hello(.monitor).encoded())
+        var hello = WireHello.monitor
+        hello.flags = WireHello.wantsStatusFlag
+        _ = socket.send(WireMessage.hello(hello).encoded())
         switch try Self.receive(on: socket, timeout: timeout, operation) {
         case .welcome(let welcome) where welcome.kind == .monitor:
             self.streamID = welcome.streamID
@@ -116,14 +134,32 @@ public final class PublisherMonitor {
     /// - Throws: ``FrameBusError/Code-swift.struct/timedOut`` when none arrives within `timeout`,
     ///   ``FrameBusError/Code-swift.struct/protocolViolation`` for anything but a report.
     public func nextReport(timeout: Duration = .seconds(5)) throws(FrameBusError) -> Report? {
-        let message: WireMessage
+        var message: WireMessage
         do {
             message = try Self.receive(on: socket, timeout: timeout, "PublisherMonitor.nextReport")
+            // A STATUS that came late (after the short wait for it) belongs to the report before: skip it.
+            while case .status = message {
+                expectsStatus = true
+                message = try Self.receive(on: socket, timeout: timeout, "PublisherMonitor.nextReport")
+            }
         } catch  where error.code == .endOfStream {
             return nil
         }
         switch message {
         case .monitorReport(let report):
+            // A publisher that knows STATUS sends one right after each report (we asked in HELLO); an older one
+            // sends none, and its next message is the next report, a second later: wait for the STATUS only when
+            // this publisher sent one before, or for the first report a short while.
+            var status: Status?
+            if expectsStatus != false {
+                let wait: Duration = expectsStatus == true ? timeout : .milliseconds(200)
+                if case .status(let wire) = try? Self.receive(on: socket, timeout: wait, "PublisherMonitor.nextReport") {
+                    status = Self.status(wire)
+                    expectsStatus = true
+                } else if expectsStatus == nil {
+                    expectsStatus = false
+                }
+            }
             return Report(
                 time: report.time,
                 published: report.published,
@@ -150,7 +186,8 @@ public final class PublisherMonitor {
                         holdTimeP99: record.holdTimeP99,
                         version: Int(record.version)
                     )
-                }
+                },
+                status: status
             )
         case .endOfStream:
             return nil
@@ -167,6 +204,22 @@ public final class PublisherMonitor {
                 message: "unexpected \(message.type.name)"
             )
         }
+    }
+
+    static func status(_ wire: WireStatus) -> Status {
+        Status(
+            systemPressure: SystemPressureState(
+                level: SystemPressureState.Level(rawValue: UInt8(clamping: wire.level)) ?? .shutdown,
+                factors: SystemPressureState.Factors(rawValue: wire.factors & WireStatus.knownFactors)
+            ),
+            cost: wire.cost == WireStatus.unknownCost ? nil : Double(wire.cost) / 1000,
+            frameDuration: MediaTime(
+                value: wire.frameDuration.value,
+                timescale: wire.frameDuration.timescale,
+                flags: MediaTime.Flags(rawValue: wire.frameDuration.flags)
+            ),
+            framesShed: wire.framesShed
+        )
     }
 
     private static func receive(

@@ -257,7 +257,7 @@ package struct SubscriberStateMachine {
                 ),
                 reply: nil
             )
-        case .hello, .welcome, .release, .goodbye, .surfaceV1, .monitorReport:
+        case .hello, .welcome, .release, .goodbye, .surfaceV1, .monitorReport, .status:
             return fail(.malformedMessage, "unexpected \(message.type.name) in a version-2 subscription")
         }
     }
@@ -344,7 +344,7 @@ package struct SubscriberStateMachine {
         case .frameWasLate: reason = .frameWasLate
         case .outOfBuffers: reason = .outOfBuffers
         case .discontinuity: reason = .discontinuity
-        case nil: return fail(.malformedMessage, "DROP reason \(drop.reason)")
+        case .workFellBehind, nil: return fail(.malformedMessage, "DROP reason \(drop.reason)")
         }
         guard drop.firstSequence <= drop.lastSequence else {
             return fail(.malformedMessage, "DROP range \(drop.firstSequence) > \(drop.lastSequence)")

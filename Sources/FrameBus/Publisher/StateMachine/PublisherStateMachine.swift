@@ -136,6 +136,8 @@ package struct PublisherStateMachine<Resource> {
     /// Formats frames were converted to (``isConversionTarget(_:)``).
     var convertedFormats: Set<UInt32> = []
     var isStopped = false
+    /// What STATUS says now (``updateStatus(_:now:)``).
+    var status = StatusFields()
     var lastGeometry: (format: UInt32, width: UInt32, height: UInt32)?
     var pendingDiscontinuity = false
     var holdTimes = LatencyRecorder()

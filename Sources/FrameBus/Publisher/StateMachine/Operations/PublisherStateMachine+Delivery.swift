@@ -217,10 +217,13 @@ extension PublisherStateMachine {
         in session: SubscriberSession,
         now: UInt64
     ) -> Bool {
+        // Reason 4 goes only to a subscriber that said it knows it; any other gets outOfBuffers (PROTOCOL.md §5.8).
+        let reason: WireDropReason = reason == .workFellBehind && !session.wantsStatus ? .outOfBuffers : reason
         let count = WireDrop(range, reason: reason).frameCount
         switch reason {
         case .frameWasLate: session.droppedLate.saturatingAdd(count)
-        case .outOfBuffers: session.droppedOutOfBuffers.saturatingAdd(count)
+        // The monitor's record has one counter for both: the publisher could not give the frame to this subscriber.
+        case .outOfBuffers, .workFellBehind: session.droppedOutOfBuffers.saturatingAdd(count)
         case .discontinuity: session.droppedDiscontinuity.saturatingAdd(count)
         }
         if var pending = session.pendingDrop, pending.reason == reason, pending.range.upperBound < .max,

@@ -163,7 +163,11 @@ extension PublisherStateMachine {
             guard monitorCount < limits.maximumMonitors else {
                 return fail(id, .tooManySubscribers, "\(limits.maximumMonitors) monitors already connected", now: now)
             }
-            var monitor = MonitorSession(credentials: credentials, nextReport: now &+ limits.monitorInterval)
+            var monitor = MonitorSession(
+                credentials: credentials,
+                nextReport: now &+ limits.monitorInterval,
+                wantsStatus: hello.flags & WireHello.wantsStatusFlag != 0
+            )
             monitor.outbound.append(
                 .message(
                     .welcome(
@@ -184,6 +188,7 @@ extension PublisherStateMachine {
                 )
             )
             monitor.outbound.append(.message(.monitorReport(monitorReport(now: now))))
+            if monitor.wantsStatus { monitor.outbound.append(.message(.status(wireStatus(for: nil, now: now)))) }
             pendingCount -= 1
             monitorCount += 1
             connections[id] = .monitor(monitor)
@@ -221,6 +226,7 @@ extension PublisherStateMachine {
                 maximumHeldFrames: maximumHeld,
                 maximumAnnouncedSurfaces: announcedLimit,
                 acceptsDMABuf: version >= 2 && hello.flags & WireHello.acceptsDMABufFlag != 0,
+                wantsStatus: version >= 2 && hello.flags & WireHello.wantsStatusFlag != 0,
                 firstSequence: nextSequence
             )
             session.outbound.append(
@@ -241,6 +247,8 @@ extension PublisherStateMachine {
                     )
                 )
             )
+            // A subscriber that asked for STATUS hears the state right after WELCOME (PROTOCOL.md §5.13).
+            if session.wantsStatus { session.outbound.append(.message(.status(wireStatus(for: session, now: now)))) }
             pendingCount -= 1
             subscriberCount += 1
             connections[id] = .subscriber(session)

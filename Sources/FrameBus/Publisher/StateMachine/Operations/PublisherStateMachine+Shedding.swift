@@ -28,7 +28,7 @@ extension PublisherStateMachine {
             let first = max(range.lowerBound, session.firstSequence)
             let dropped = first...range.upperBound
             session.shed.saturatingAdd(WireDrop(dropped, reason: .outOfBuffers).frameCount)
-            if drop(dropped, shedReason(for: session), in: session, now: now) { actions.append(.deadlineChanged) }
+            if drop(dropped, .workFellBehind, in: session, now: now) { actions.append(.deadlineChanged) }
             actions.append(.flush(id))
             subscribers.append(id)
         }
@@ -67,15 +67,66 @@ extension PublisherStateMachine {
         }
         return formats
     }
-
-    /// The DROP reason a subscriber gets for a frame shed because the work for it fell behind: `outOfBuffers` (the
-    /// publisher could not make its format in time), the meaning version 1…3 subscribers already know (§5.8).
-    func shedReason(for session: SubscriberSession) -> WireDropReason {
-        .outOfBuffers
-    }
 }
 
 extension WireDropReason {
     /// How the publisher's log names the DROP of a shed frame.
-    static let shedName = "outOfBuffers"
+    static let shedName = "workFellBehind (outOfBuffers to a peer that did not ask for STATUS)"
+}
+
+// STATUS: system pressure, cost and frame duration for the peers that asked (PROTOCOL.md §5.13).
+
+extension PublisherStateMachine {
+    /// What STATUS says, kept by the machine so that a subscriber welcomed later hears the current state at once. The
+    /// IO layer updates it (``updateStatus(_:now:)``).
+    package struct StatusFields: Hashable, Sendable {
+        var level: UInt16 = 0
+        var factors: UInt16 = 0
+        var cost = WireStatus.unknownCost
+        var frameDuration = WireTime.invalid
+        /// Frames shed for every subscriber since the publisher started.
+        var framesShed: UInt64 = 0
+
+        package init(level: UInt16 = 0, factors: UInt16 = 0, cost: UInt32 = WireStatus.unknownCost,
+                     frameDuration: WireTime = .invalid, framesShed: UInt64 = 0) {
+            self.level = level
+            self.factors = factors
+            self.cost = cost
+            self.frameDuration = frameDuration
+            self.framesShed = framesShed
+        }
+    }
+
+    /// The STATUS for one subscriber (its own shed count) or, with nil, for a monitor (everyone's).
+    func wireStatus(for session: SubscriberSession?, now: UInt64) -> WireStatus {
+        WireStatus(
+            level: status.level,
+            factors: status.factors,
+            cost: status.cost,
+            frameDuration: status.frameDuration,
+            time: now,
+            framesShed: session?.shed ?? status.framesShed
+        )
+    }
+
+    /// New status fields: when the pressure level, its factors or the frame duration changed, every subscriber that
+    /// asked gets a STATUS (a change of cost alone waits for the next one, or the monitors' report).
+    package mutating func updateStatus(_ fields: StatusFields, now: UInt64) -> [Action] {
+        let changed =
+            fields.level != status.level || fields.factors != status.factors
+            || fields.frameDuration != status.frameDuration
+        status = fields
+        guard changed else { return [] }
+        var actions: [Action] = []
+        for id in connections.keys.sorted() {
+            guard case .subscriber(let session) = connections[id], session.wantsStatus else { continue }
+            enqueue(.message(.status(wireStatus(for: session, now: now))), in: session)
+            if session.outbound.count > limits.maximumQueuedMessages {
+                actions += tooSlow(id, queued: session.outbound.count, now: now)
+            } else {
+                actions.append(.flush(id))
+            }
+        }
+        return actions
+    }
 }

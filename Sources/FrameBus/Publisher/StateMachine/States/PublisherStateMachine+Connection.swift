@@ -4,6 +4,8 @@ extension PublisherStateMachine {
     struct MonitorSession {
         var credentials: Credentials
         var nextReport: UInt64
+        /// Its HELLO set `wantsStatus`: a STATUS follows each MONITOR_REPORT (PROTOCOL.md §5.13).
+        var wantsStatus = false
         var outbound: [Outbound] = []
     }
 

@@ -30,6 +30,8 @@ extension PublisherStateMachine {
         var heldLimit: Int
         let maximumAnnouncedSurfaces: Int
         let acceptsDMABuf: Bool
+        /// Its HELLO set `wantsStatus`: it gets STATUS and DROP reason `workFellBehind` (PROTOCOL.md §5.13, §5.8).
+        let wantsStatus: Bool
         let firstSequence: UInt64
         /// Announced surface ids and when (an increasing counter), for retiring the oldest.
         var announced: [UInt64: UInt64] = [:]
@@ -56,6 +58,7 @@ extension PublisherStateMachine {
             maximumHeldFrames: Int,
             maximumAnnouncedSurfaces: Int,
             acceptsDMABuf: Bool,
+            wantsStatus: Bool = false,
             firstSequence: UInt64
         ) {
             self.credentials = credentials
@@ -67,6 +70,7 @@ extension PublisherStateMachine {
             self.heldLimit = maximumHeldFrames
             self.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
             self.acceptsDMABuf = acceptsDMABuf
+            self.wantsStatus = wantsStatus
             self.firstSequence = firstSequence
         }
     }
