@@ -207,18 +207,12 @@ public final class PublisherMonitor {
     }
 
     static func status(_ wire: WireStatus) -> Status {
-        Status(
-            systemPressure: SystemPressureState(
-                level: SystemPressureState.Level(rawValue: UInt8(clamping: wire.level)) ?? .shutdown,
-                factors: SystemPressureState.Factors(rawValue: wire.factors & WireStatus.knownFactors)
-            ),
-            cost: wire.cost == WireStatus.unknownCost ? nil : Double(wire.cost) / 1000,
-            frameDuration: MediaTime(
-                value: wire.frameDuration.value,
-                timescale: wire.frameDuration.timescale,
-                flags: MediaTime.Flags(rawValue: wire.frameDuration.flags)
-            ),
-            framesShed: wire.framesShed
+        let status = PublisherStatus(wire)
+        return Status(
+            systemPressure: status.systemPressure,
+            cost: status.cost,
+            frameDuration: status.frameDuration,
+            framesShed: status.framesShed
         )
     }
 
