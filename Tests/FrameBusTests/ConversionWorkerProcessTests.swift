@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import FrameBus
 
@@ -69,7 +69,8 @@ import TestSupport
         }
         var covered = Set(delivered.compactMap { UInt64($0["seq"] ?? "") })
         for drop in drops {
-            let first = try #require(UInt64(drop["first"] ?? "")), last = try #require(UInt64(drop["last"] ?? ""))
+            let first = try #require(UInt64(drop["first"] ?? ""))
+            let last = try #require(UInt64(drop["last"] ?? ""))
             #expect(drop["reason"] == "OutOfBuffers", "\(drop)")
             for sequence in first...last { #expect(covered.insert(sequence).inserted, "sequence \(sequence) twice") }
         }
@@ -109,7 +110,10 @@ import TestSupport
         let lines = compressed.output.split(separator: "\n").filter { $0.hasPrefix("frame ") || $0.hasPrefix("drop ") }
         #expect(lines.count == 3, "\(compressed.output)")
         #expect(lines.first?.hasPrefix("frame seq=0 ") == true, "\(compressed.output)")
-        #expect(lines.dropFirst().first?.hasPrefix("drop reason=Discontinuity first=1 last=2") == true, "\(compressed.output)")
+        #expect(
+            lines.dropFirst().first?.hasPrefix("drop reason=Discontinuity first=1 last=2") == true,
+            "\(compressed.output)"
+        )
         #expect(lines.last?.hasPrefix("frame seq=3 ") == true, "\(compressed.output)")
     }
 }

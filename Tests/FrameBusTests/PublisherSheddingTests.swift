@@ -71,7 +71,10 @@ import Testing
         harness.perform(harness.machine.updateStatus(.init(level: 2, factors: 1, cost: 400), now: harness.now))
         let duration = WireTime(value: 1, timescale: 30, flags: 1)
         harness.perform(
-            harness.machine.updateStatus(.init(level: 2, factors: 1, cost: 400, frameDuration: duration), now: harness.now)
+            harness.machine.updateStatus(
+                .init(level: 2, factors: 1, cost: 400, frameDuration: duration),
+                now: harness.now
+            )
         )
         #expect(statuses(modern).map(\.level) == [0, 2, 2])
         #expect(statuses(modern).last?.frameDuration == duration)

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @testable import FrameBus
 
@@ -15,7 +15,10 @@ import TestSupport
     @Test(.enabled(if: hasPSI, "this kernel has no /proc/pressure (PSI)"))
     func cpuHogsRaiseTheLevelWithTheCPUFactor() async throws {
         let seen = Mutex<[SystemPressureState]>([])
-        var configuration = Publisher.Configuration(path: temporaryBusPath("psi"), formats: [.yuv420BiPlanarVideoRange8])
+        var configuration = Publisher.Configuration(
+            path: temporaryBusPath("psi"),
+            formats: [.yuv420BiPlanarVideoRange8]
+        )
         configuration.systemPressureHandler = { state in seen.withLock { $0.append(state) } }
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
@@ -81,7 +84,11 @@ import TestSupport
         func zone(_ name: String, temperature: Int, trips: [(String, Int)]) throws {
             let directory = root.appendingPathComponent(name)
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            try "\(temperature)\n".write(to: directory.appendingPathComponent("temp"), atomically: true, encoding: .utf8)
+            try "\(temperature)\n".write(
+                to: directory.appendingPathComponent("temp"),
+                atomically: true,
+                encoding: .utf8
+            )
             for (index, trip) in trips.enumerated() {
                 try "\(trip.0)\n".write(
                     to: directory.appendingPathComponent("trip_point_\(index)_type"),

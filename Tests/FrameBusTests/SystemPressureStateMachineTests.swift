@@ -61,7 +61,8 @@ import Testing
         Table(
             name: "a measurement hovering around a threshold does not flap",
             steps: [
-                step(0, cpu: 0.7, .serious, .cpu), step(1, cpu: 0.6, .serious, .cpu), step(2, cpu: 0.66, .serious, .cpu),
+                step(0, cpu: 0.7, .serious, .cpu), step(1, cpu: 0.6, .serious, .cpu),
+                step(2, cpu: 0.66, .serious, .cpu),
                 step(6, cpu: 0.5, .serious, .cpu), step(12, cpu: 0.5, .serious, .cpu),
             ]
         ),

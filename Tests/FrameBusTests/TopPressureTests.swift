@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import FrameBus
 
@@ -26,7 +26,10 @@ import TestSupport
         let top = try await startFramebus(["top", configuration.path, "--iterations", "1", "--no-clear"])
         #expect(try await top.exitStatus(within: 120) == 0, "\(top.output)")
         let line = top.output.split(separator: "\n").first { $0.hasPrefix("pressure ") }.map(String.init)
-        #expect(line?.hasPrefix("pressure critical [cpu, thermal]  cost -  frame 40.0ms  shed 0") == true, "\(top.output)")
+        #expect(
+            line?.hasPrefix("pressure critical [cpu, thermal]  cost -  frame 40.0ms  shed 0") == true,
+            "\(top.output)"
+        )
     }
 
     /// The monitor's first report already carries the status (it follows the report at once).

@@ -129,7 +129,9 @@ final class SystemPressureMonitor: Sendable {
             let (next, elevated) = shared.withLock { shared -> (SystemPressureState?, Bool) in
                 shared.lastSample = sample
                 let next = shared.machine.sampled(sample, now: now)
-                let elevated = SystemPressureState.Factors.all.contains { shared.machine.level(of: $0.factor) > .nominal }
+                let elevated = SystemPressureState.Factors.all.contains {
+                    shared.machine.level(of: $0.factor) > .nominal
+                }
                 return (next, elevated)
             }
             if let next { changed(next) }
@@ -152,7 +154,9 @@ final class SystemPressureMonitor: Sendable {
         }
         let span = Double(last.time - first.time) / 1000  // microseconds
         func share(_ path: KeyPath<Counters, UInt64?>) -> Double? {
-            guard let before = first[keyPath: path], let after = last[keyPath: path], after >= before else { return nil }
+            guard let before = first[keyPath: path], let after = last[keyPath: path], after >= before else {
+                return nil
+            }
             return min(1, Double(after - before) / span)
         }
         let memory: Double? = share(\.memorySome).map { some in min(1, some + 2 * (share(\.memoryFull) ?? 0)) }

@@ -7,7 +7,13 @@ package struct SystemPressureSample: Hashable, Sendable {
     package var thermal: Double?
     package var bus: Double?
 
-    package init(cpu: Double? = nil, memory: Double? = nil, io: Double? = nil, thermal: Double? = nil, bus: Double? = nil) {
+    package init(
+        cpu: Double? = nil,
+        memory: Double? = nil,
+        io: Double? = nil,
+        thermal: Double? = nil,
+        bus: Double? = nil
+    ) {
         self.cpu = cpu
         self.memory = memory
         self.io = io

@@ -23,7 +23,8 @@ package struct WireStatus: Hashable, Sendable {
     /// STATUS, `outOfBuffers`); for a monitor, for every subscriber together since the publisher started.
     public var framesShed: UInt64
 
-    public init(level: UInt16, factors: UInt16, cost: UInt32, frameDuration: WireTime, time: UInt64, framesShed: UInt64) {
+    public init(level: UInt16, factors: UInt16, cost: UInt32, frameDuration: WireTime, time: UInt64, framesShed: UInt64)
+    {
         self.level = level
         self.factors = factors
         self.cost = cost

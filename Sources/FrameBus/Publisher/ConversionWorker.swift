@@ -154,7 +154,9 @@ extension PublisherCore {
             }
             let frames = WireDrop(range, reason: .outOfBuffers).frameCount
             costMeter.withLock { meter in
-                for entry in dropped { meter.shed(format: entry.format, frames: frames, subscribers: entry.subscribers) }
+                for entry in dropped {
+                    meter.shed(format: entry.format, frames: frames, subscribers: entry.subscribers)
+                }
             }
         case .drop(let range, let reason, let formats):
             withState(releasingInto: &released) { state in

@@ -52,7 +52,9 @@ extension PublisherCore {
     func costChanged(_ cost: PublisherCost) {
         withState { state in
             var fields = state.machine.status
-            fields.cost = cost.frameInterval == nil ? WireStatus.unknownCost : UInt32(min(max(0, cost.value * 1000), 4_294_967_294))
+            fields.cost =
+                cost.frameInterval == nil
+                ? WireStatus.unknownCost : UInt32(min(max(0, cost.value * 1000), 4_294_967_294))
             fields.framesShed = cost.framesShed
             perform(state.machine.updateStatus(fields, now: ProcessInfoShim.monotonicNanoseconds()), &state)
         }

@@ -48,7 +48,8 @@ public struct PublisherCost: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String {
         let interval = frameInterval.map { "\(Self.milliseconds($0)) ms" } ?? "unknown"
-        return "cost \(Self.rounded(value)) of the \(interval) frame interval (fan-out \(Self.milliseconds(fanOut)) ms, "
+        return
+            "cost \(Self.rounded(value)) of the \(interval) frame interval (fan-out \(Self.milliseconds(fanOut)) ms, "
             + "conversion \(Self.milliseconds(conversion)) ms per frame)"
     }
 
@@ -108,7 +109,8 @@ struct CostMeter {
 
     /// The conversion worker shed `frames` in `format` for `subscribers`.
     mutating func shed(format: UInt32, frames: UInt64, subscribers: [UInt64]) {
-        current.framesShed = current.framesShed.addingReportingOverflow(frames).overflow ? .max : current.framesShed + frames
+        current.framesShed =
+            current.framesShed.addingReportingOverflow(frames).overflow ? .max : current.framesShed + frames
         var entry = shedding[format] ?? PublisherCost.Shedding(format: format, subscriberIDs: [], frames: 0)
         entry.frames = entry.frames.addingReportingOverflow(frames).overflow ? .max : entry.frames + frames
         for id in subscribers where !entry.subscriberIDs.contains(id) && entry.subscriberIDs.count < 64 {

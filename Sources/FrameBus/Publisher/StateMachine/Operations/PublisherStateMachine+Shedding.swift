@@ -87,8 +87,13 @@ extension PublisherStateMachine {
         /// Frames shed for every subscriber since the publisher started.
         var framesShed: UInt64 = 0
 
-        package init(level: UInt16 = 0, factors: UInt16 = 0, cost: UInt32 = WireStatus.unknownCost,
-                     frameDuration: WireTime = .invalid, framesShed: UInt64 = 0) {
+        package init(
+            level: UInt16 = 0,
+            factors: UInt16 = 0,
+            cost: UInt32 = WireStatus.unknownCost,
+            frameDuration: WireTime = .invalid,
+            framesShed: UInt64 = 0
+        ) {
             self.level = level
             self.factors = factors
             self.cost = cost
