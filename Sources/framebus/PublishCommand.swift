@@ -176,7 +176,8 @@ struct PublishCommand: AsyncParsableCommand {
                 pressure = state
                 let adapted = adapt ? policy.adaptedFrameRate(nominal: fps, current: rate, level: state.level) : rate
                 if !quiet {
-                    say("system pressure \(state)" + (adapted != rate ? ": \(Self.rate(rate)) -> \(Self.rate(adapted)) fps" : ""))
+                    let change = adapted != rate ? ": \(Self.rate(rate)) -> \(Self.rate(adapted)) fps" : ""
+                    say("system pressure \(state)" + change)
                 }
                 rate = adapted
                 interval = rate > 0 ? 1.0 / rate : 0
@@ -265,7 +266,12 @@ final class FrameProducer {
 
     /// Publishes frame `index`. Paced, a frame the pool cannot supply now is dropped and reported explicitly
     /// (outOfBuffers); unpaced (`waiting`), it waits for a free buffer.
-    func publishFrame(index: Int, on publisher: Publisher, waiting: Bool = false, duration: MediaTime = .invalid) async {
+    func publishFrame(
+        index: Int,
+        on publisher: Publisher,
+        waiting: Bool = false,
+        duration: MediaTime = .invalid
+    ) async {
         let timing = SampleTimingInfo(presentationTimeStamp: HostClock.now, duration: duration)
         if !images.isEmpty {
             _ = try? publisher.publish(images[index % images.count], timing: timing)

@@ -67,8 +67,8 @@ struct TopCommand: ParsableCommand {
                 + "subscribers \(report.subscriberCount)  dropped at source \(report.droppedAtSource)"
         )
         if let status = report.status {
-            let duration = status.frameDuration.isNumeric
-                ? String(format: "%.1fms", status.frameDuration.seconds * 1000) : "-"
+            let duration =
+                status.frameDuration.isNumeric ? String(format: "%.1fms", status.frameDuration.seconds * 1000) : "-"
             lines.append(
                 "pressure \(status.systemPressure)  cost \(status.cost.map { String(format: "%.2f", $0) } ?? "-")  "
                     + "frame \(duration)  shed \(status.framesShed)"

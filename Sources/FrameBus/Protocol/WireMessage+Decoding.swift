@@ -120,7 +120,11 @@ extension WireMessage {
                 let level: UInt16 = try reader.read()
                 let factors: UInt16 = try reader.read()
                 let cost: UInt32 = try reader.read()
-                let duration = WireTime(value: try reader.read(), timescale: try reader.read(), flags: try reader.read())
+                let duration = WireTime(
+                    value: try reader.read(),
+                    timescale: try reader.read(),
+                    flags: try reader.read()
+                )
                 let status = WireStatus(
                     level: level,
                     factors: factors,

@@ -153,7 +153,8 @@ public final class PublisherMonitor {
             var status: Status?
             if expectsStatus != false {
                 let wait: Duration = expectsStatus == true ? timeout : .milliseconds(200)
-                if case .status(let wire) = try? Self.receive(on: socket, timeout: wait, "PublisherMonitor.nextReport") {
+                let next = try? Self.receive(on: socket, timeout: wait, "PublisherMonitor.nextReport")
+                if case .status(let wire) = next {
                     status = Self.status(wire)
                     expectsStatus = true
                 } else if expectsStatus == nil {
