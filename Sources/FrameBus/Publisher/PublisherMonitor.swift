@@ -76,6 +76,8 @@ public final class PublisherMonitor {
     private let socket: Socket
     /// Whether the publisher follows each report with a STATUS (nil until the first report tells).
     private var expectsStatus: Bool?
+    /// A message read while looking for a STATUS that was something else: the next one to handle.
+    private var stashed: WireMessage?
 
     /// Connects to the publisher at `path` as a monitor.
     ///
@@ -136,7 +138,12 @@ public final class PublisherMonitor {
     public func nextReport(timeout: Duration = .seconds(5)) throws(FrameBusError) -> Report? {
         var message: WireMessage
         do {
-            message = try Self.receive(on: socket, timeout: timeout, "PublisherMonitor.nextReport")
+            if let pending = stashed {
+                stashed = nil
+                message = pending
+            } else {
+                message = try Self.receive(on: socket, timeout: timeout, "PublisherMonitor.nextReport")
+            }
             // A STATUS that came late (after the short wait for it) belongs to the report before: skip it.
             while case .status = message {
                 expectsStatus = true
@@ -157,8 +164,10 @@ public final class PublisherMonitor {
                 if case .status(let wire) = next {
                     status = Self.status(wire)
                     expectsStatus = true
-                } else if expectsStatus == nil {
-                    expectsStatus = false
+                } else {
+                    // Something else (the end of the stream, the next report): handled by the next call.
+                    stashed = next
+                    if expectsStatus == nil { expectsStatus = false }
                 }
             }
             return Report(
