@@ -163,44 +163,50 @@ extension PublisherCore {
         knownDescribed: Bool,
         releasingInto released: inout [PixelBuffer]
     ) {
-        // A surface published for the first time is exported (its read-only handle opened) before locking. The
-        // published format is fanned out first, so no description was dropped (at the cap) since `knownDescribed` was
-        // read: only the publishing thread adds descriptions of the producer's surfaces, and a buffer alive is not freed.
-        let fresh = knownDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
-        withState(releasingInto: &released) { state in
-            // One clock read for the reaping, the delivery and the sends.
-            let now = ProcessInfoShim.monotonicNanoseconds()
-            let described = converted.flatMap {
-                representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
+        // A surface published for the first time is exported (its read-only handle opened) before locking.
+        var fresh = knownDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
+        for attempt in 0..<2 {
+            let delivered = withState(releasingInto: &released) { state -> Bool in
+                // One clock read for the reaping, the delivery and the sends.
+                let now = ProcessInfoShim.monotonicNanoseconds()
+                let described = converted.flatMap {
+                    representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
+                }
+                // A description the caller knew of was dropped at the cap meanwhile (the conversion worker adds
+                // descriptions of its own pool's surfaces on its thread): describe it again, outside the lock.
+                if described == nil, converted != nil, fresh == nil, attempt == 0 { return false }
+                // The releases waiting in the subscribers' rings are reaped before the frame is handed to the
+                // machine only when they could change what it admits; otherwise after its wake-ups, which then come
+                // sooner (docs/PROTOCOL.md §9.5).
+                let reapsFirst = !state.machine.admitsRegardlessOfReleases(
+                    sequence: template.sequence,
+                    format: fourCC,
+                    surfaceID: described?.surfaceID,
+                    isConversion: isConversion
+                )
+                reapBeforePublishing(&state, now: now, reaping: reapsFirst)
+                // The kept action array is taken out of the state while it is filled and carried out.
+                var actions: [Machine.Action] = []
+                swap(&actions, &state.deliveryActions)
+                state.machine.deliver(
+                    template,
+                    format: fourCC,
+                    representation: described,
+                    isConversion: isConversion,
+                    now: now,
+                    into: &actions
+                )
+                perform(actions, &state, now: now)
+                actions.removeAll(keepingCapacity: true)
+                swap(&actions, &state.deliveryActions)
+                if !reapsFirst {
+                    state.reapsAfterWaking &+= 1
+                    serviceRings(&state, now: now)
+                }
+                return true
             }
-            // The releases waiting in the subscribers' rings are reaped before the frame is handed to the machine only
-            // when they could change what it admits; otherwise after its wake-ups, which then come sooner
-            // (docs/PROTOCOL.md §9.5).
-            let reapsFirst = !state.machine.admitsRegardlessOfReleases(
-                sequence: template.sequence,
-                format: fourCC,
-                surfaceID: described?.surfaceID,
-                isConversion: isConversion
-            )
-            reapBeforePublishing(&state, now: now, reaping: reapsFirst)
-            // The kept action array is taken out of the state while it is filled and carried out.
-            var actions: [Machine.Action] = []
-            swap(&actions, &state.deliveryActions)
-            state.machine.deliver(
-                template,
-                format: fourCC,
-                representation: described,
-                isConversion: isConversion,
-                now: now,
-                into: &actions
-            )
-            perform(actions, &state, now: now)
-            actions.removeAll(keepingCapacity: true)
-            swap(&actions, &state.deliveryActions)
-            if !reapsFirst {
-                state.reapsAfterWaking &+= 1
-                serviceRings(&state, now: now)
-            }
+            if delivered { return }
+            fresh = converted.flatMap { describeIfNew($0.surface) }
         }
     }
 
