@@ -44,7 +44,7 @@ extension Syscall {
         }
         defer { close(descriptor) }
         var bytes = [UInt8](repeating: 0, count: maximumSize)
-        let count = bytes.withUnsafeMutableBytes { buffer in
+        let count = unsafe bytes.withUnsafeMutableBytes { buffer in
             valueOrErrno { unsafe Glibc.pread(descriptor, buffer.baseAddress, buffer.count, 0) }
         }
         guard case .success(let read) = count, read >= 0 else { return nil }
@@ -58,7 +58,7 @@ extension Syscall {
         var names: [String] = []
         while let entry = unsafe Glibc.readdir(directory) {
             let name = unsafe withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                unsafe String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
             if name != "." && name != ".." { names.append(name) }
         }
