@@ -18,8 +18,6 @@ let package = Package(
         .library(name: "FrameBusC", type: .dynamic, targets: ["FrameBusC"]),
         // A V4L2 camera as a producer (Linux); beside FrameBus, which does not depend on it.
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
-        // Fuzz and benchmark entry points, for Fuzz/Bus and Benchmarks/: not installed, not API (see the target).
-        .library(name: "FrameBusTesting", targets: ["FrameBusTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -112,8 +110,8 @@ let package = Package(
         .executableTarget(name: "FrameBusTestPeer", dependencies: ["FrameBus", "FrameBusTesting", "ImageSources"]),
         // Test, fuzz and hostile-peer entry points (the libFuzzer bodies, a hand-driven version-3 peer): beside
         // FrameBus, not in it, so the shipping library has no test hooks; reaches FrameBus's internals through
-        // `package` access. A product only so that Fuzz/Bus and Benchmarks/ (packages of their own) can link it;
-        // not installed, not API.
+        // `package` access. Not a product: Fuzz/Bus and Benchmarks/ (packages of their own) compile its sources through
+        // a symlink as a module of this package (`-package-name`, see their manifests).
         .target(
             name: "FrameBusTesting",
             dependencies: [

@@ -9,7 +9,7 @@
 import Benchmark
 import Foundation
 import FrameBus
-import FrameBusTesting
+import BenchmarksTesting
 
 private final class Waiter: SubscriberDelegate, @unchecked Sendable {
     // @unchecked: only the semaphore is shared, and it is thread-safe.

@@ -150,6 +150,11 @@ package final class HostileRingPeer: @unchecked Sendable {
     /// Sends a datagram on the socket (with no descriptors).
     package func send(_ message: WireMessage) { _ = socket.send(message.encoded()) }
 
+    /// Sends a datagram on the socket with `descriptors` (borrowed: the caller still owns them), e.g. a SURFACE.
+    package func send(_ message: WireMessage, descriptors: [Int32]) {
+        _ = socket.send(message.encoded(), descriptors: descriptors)
+    }
+
     /// The next datagram from the other side, decoded (nil on end of file or timeout).
     package func nextMessage(timeoutMilliseconds: Int32 = 5000) -> WireMessage? {
         guard let datagram = try? Self.receive(on: socket, timeoutMilliseconds: timeoutMilliseconds) else { return nil }

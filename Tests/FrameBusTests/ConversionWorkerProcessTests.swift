@@ -26,7 +26,11 @@ import Testing
         let compressed = try await startPeer([
             "bus-subscriber", path, "--accept", "&8v0", "--frames", "\(frames)", "--checksum",
         ])
-        try #require(await eventually { publisher.subscriberCount == 2 }, "subscribers did not connect")
+        // One that predates STATUS: the same frames shed, as outOfBuffers.
+        let older = try await startPeer([
+            "bus-subscriber", path, "--accept", "&8v0", "--frames", "\(frames)", "--no-status",
+        ])
+        try #require(await eventually { publisher.subscriberCount == 3 }, "subscribers did not connect")
         let rawID = try #require(publisher.statistics.subscribers.first { $0.processID == raw.processIdentifier }?.id)
 
         publisher.core.conversionWorker.pause()
@@ -53,6 +57,8 @@ import Testing
         publisher.core.conversionWorker.resume()
         #expect(await raw.waitForExit(timeout: 120), "\(raw.output)")
         #expect(await compressed.waitForExit(timeout: 120), "\(compressed.output)")
+        #expect(await older.waitForExit(timeout: 120), "\(older.output)")
+        #expect(!older.records("drop").isEmpty && older.records("drop").allSatisfy { $0["reason"] == "OutOfBuffers" })
 
         let rawSequences = raw.records("frame").compactMap { UInt64($0["seq"] ?? "") }
         #expect(rawSequences == (0..<UInt64(frames)).map { $0 }, "\(raw.output)")
@@ -71,7 +77,7 @@ import Testing
         for drop in drops {
             let first = try #require(UInt64(drop["first"] ?? ""))
             let last = try #require(UInt64(drop["last"] ?? ""))
-            #expect(drop["reason"] == "OutOfBuffers", "\(drop)")
+            #expect(drop["reason"] == "WorkFellBehind", "\(drop)")
             for sequence in first...last { #expect(covered.insert(sequence).inserted, "sequence \(sequence) twice") }
         }
         #expect(covered == Set(0..<UInt64(frames)), "\(compressed.output)")

@@ -240,23 +240,23 @@ import Testing
     /// §9.8's back-off: after each sleep that only timed out the liveness interval doubles, up to the ceiling; any
     /// other end of a sleep (a wake-up, a changed word, a signal, the doorbell) brings it back to the base.
     @Test func theLivenessIntervalDoublesOnlyWhileSleepsTimeOutAndIsCapped() {
-        let base = SubscriberConnection.futexLivenessInterval
-        let ceiling = SubscriberConnection.futexLivenessCeiling
+        let base = WakePolicy.futexLivenessInterval
+        let ceiling = WakePolicy.futexLivenessCeiling
         var interval = base
         var seen: [Int64] = []
         for _ in 0..<7 {
-            interval = SubscriberConnection.livenessInterval(after: .timedOut, current: interval)
+            interval = WakePolicy.livenessInterval(after: .timedOut, current: interval)
             seen.append(interval)
         }
         #expect(seen == [40, 80, 160, 200, 200, 200, 200].map { Int64($0) * 1_000_000 })
         #expect(seen.last == ceiling)
         for outcome: FutexWaitOutcome in [.woken, .doorbell, .changed, .failed(.interrupted)] {
-            #expect(SubscriberConnection.livenessInterval(after: outcome, current: ceiling) == base)
-            #expect(SubscriberConnection.livenessInterval(after: outcome, current: base) == base)
+            #expect(WakePolicy.livenessInterval(after: outcome, current: ceiling) == base)
+            #expect(WakePolicy.livenessInterval(after: outcome, current: base) == base)
         }
         // Whatever it was (even a value it never takes), a timeout never passes the ceiling nor goes below twice the base.
         for current in [Int64.min, -1, 0, 1, base - 1, ceiling - 1, ceiling, ceiling + 1, Int64.max] {
-            let next = SubscriberConnection.livenessInterval(after: .timedOut, current: current)
+            let next = WakePolicy.livenessInterval(after: .timedOut, current: current)
             #expect(next <= ceiling && next >= min(2 * base, ceiling))
         }
     }
@@ -278,7 +278,7 @@ import Testing
         // 20 + 40 + 80 + 160 ms of timeouts reach the ceiling; nothing else wakes the idle connection thread.
         #expect(
             await eventually(timeout: 120) {
-                subscriber.wakeUpCounts.lastLivenessInterval == SubscriberConnection.futexLivenessCeiling
+                subscriber.wakeUpCounts.lastLivenessInterval == WakePolicy.futexLivenessCeiling
             }
         )
         let counts = subscriber.wakeUpCounts

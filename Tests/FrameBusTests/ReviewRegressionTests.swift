@@ -11,46 +11,12 @@ import Testing
 
 @testable import FrameBus
 
-// MARK: Helpers (private to this file: blocking work runs on its own thread, never on the cooperative pool)
-
-/// Runs blocking `body` on a new thread and awaits its result.
-private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.start()
-    }
-}
+// MARK: Helpers (private to this file; TestSupport has the rest: blocking work runs on its own thread
+// (`onDedicatedThread`), never on the cooperative pool, and polling is `eventually`)
 
 /// Runs `body` on a thread of its own, started before this returns.
 private func startThread(_ body: @escaping @Sendable () -> Void) {
     Thread(block: body).start()
-}
-
-/// Polls `condition` every 10 ms (suspending, not blocking) until it holds or `seconds` pass.
-private func reviewEventually(seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
-private func reviewBusPath(_ tag: String) -> String {
-    "/tmp/fbreview-\(tag)-\(UUID().uuidString.prefix(8)).sock"
-}
-
-/// An executable built next to the test bundle (`framebus`, `FrameBusTestPeer`).
-private func builtExecutable(_ name: String) throws -> URL {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-        Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent(),
-    ]
-    for directory in candidates {
-        let url = directory.appendingPathComponent(name)
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    throw TestSupportError("\(name) not found next to \(CommandLine.arguments[0]); run `swift build` first")
 }
 
 private struct Finished: Sendable {
@@ -144,18 +110,18 @@ private final class PoolBox: @unchecked Sendable {
             surfaceID = buffer.surface.id.rawValue
             try publisher.publish(buffer)
         }
-        let frame = try await onThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
+        let frame = try await onDedicatedThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
         let held = try #require(frame)
         #expect(held.surfaceID == surfaceID)
         peer.send(
             WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded()
         )
-        #expect(await reviewEventually { publisher.heldFrameCount == 0 && pool.idleBufferCount == 1 })
+        #expect(await eventually(timeout: 20) { publisher.heldFrameCount == 0 && pool.idleBufferCount == 1 })
         return surfaceID
     }
 
     private static func retired(_ surfaceID: UInt64, at peer: RawPeer, timeout: Double = 10) async throws -> Bool {
-        try await onThread {
+        try await onDedicatedThread {
             awaitMessage(peer, timeout: timeout) { message in
                 if case .retireSurface(let id) = message, id == surfaceID { true } else { nil }
             } ?? false
@@ -165,12 +131,12 @@ private final class PoolBox: @unchecked Sendable {
     /// The reviewer's experiment: a pool made where a freed pool was (same address, same `ObjectIdentifier`) must
     /// be followed too, so the surfaces it frees are retired.
     @Test func aPoolAtAFreedPoolsAddressIsFollowed() async throws {
-        let path = reviewBusPath("pool-reuse")
+        let path = temporarySocketPath("pool-reuse")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
         #expect(await peer.handshake() != nil)
-        #expect(await reviewEventually { publisher.subscriberCount == 1 })
+        #expect(await eventually(timeout: 20) { publisher.subscriberCount == 1 })
 
         let first = PoolBox(try PixelBufferPool(attributes: Self.attributes))
         let firstAddress = UInt(bitPattern: ObjectIdentifier(first.pool!).hashValue)
@@ -180,7 +146,7 @@ private final class PoolBox: @unchecked Sendable {
         // The last reference goes on a thread of our own, which then allocates pools until one lands at the freed
         // pool's address: malloc's per-thread cache hands the freed block to that thread's next allocation of its
         // size, which is the next pool object (nothing else runs on the thread in between).
-        let (second, others) = try await onThread { () -> (PixelBufferPool?, [PixelBufferPool]) in
+        let (second, others) = try await onDedicatedThread { () -> (PixelBufferPool?, [PixelBufferPool]) in
             first.pool = nil
             var others: [PixelBufferPool] = []
             for _ in 0..<256 {
@@ -224,12 +190,12 @@ private final class PoolBox: @unchecked Sendable {
 
     /// m11: the application's own freed-surface handler and the publisher's observer are both called.
     @Test func theApplicationsHandlerAndThePublisherBothHearOfFreedSurfaces() async throws {
-        let path = reviewBusPath("pool-multicast")
+        let path = temporarySocketPath("pool-multicast")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
         #expect(await peer.handshake() != nil)
-        #expect(await reviewEventually { publisher.subscriberCount == 1 })
+        #expect(await eventually(timeout: 20) { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(attributes: Self.attributes)
         let surfaceID = try await Self.publishAndRelease(publisher, pool, peer)
         let heard = Mutex<[UInt64]>([])
@@ -241,19 +207,19 @@ private final class PoolBox: @unchecked Sendable {
 
     /// m1: a surface from no followed pool is retired once the producer's last reference to it goes.
     @Test func aSurfaceFromNoFollowedPoolIsRetiredWhenItGoesAway() async throws {
-        let path = reviewBusPath("lone-surface")
+        let path = temporarySocketPath("lone-surface")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
         #expect(await peer.handshake() != nil)
-        #expect(await reviewEventually { publisher.subscriberCount == 1 })
+        #expect(await eventually(timeout: 20) { publisher.subscriberCount == 1 })
         var surfaceID: UInt64 = 0
         do {
             let buffer = try PixelBuffer(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
             surfaceID = buffer.surface.id.rawValue
             try publisher.publish(buffer)
         }
-        let frame = try await onThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
+        let frame = try await onDedicatedThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
         let held = try #require(frame)
         peer.send(
             WireMessage.release(WireRelease(sequence: held.sequence, surfaceID: held.surfaceID, flags: 0)).encoded()
@@ -269,7 +235,7 @@ private final class PoolBox: @unchecked Sendable {
     /// tiles need); a subscriber must take them, and the frame decodes bit-exact.
     @Test(arguments: [128, 256]) func aPublisherWithTallerTilesIsAccepted(rows: Int) async throws {
         let (width, height) = (64, 512)
-        let path = reviewBusPath("tiles-\(rows)")
+        let path = temporarySocketPath("tiles-\(rows)")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.compressedYUV420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let tileSize = SurfaceCodec.TileSize(width: nil, height: rows)
@@ -323,18 +289,18 @@ private final class PoolBox: @unchecked Sendable {
 
 @Suite(.timeLimit(.minutes(5))) struct DeliveredBytesTests {
     @Test func framesReleasedNotDeliveredAreNotCountedInBytesDelivered() async throws {
-        let path = reviewBusPath("bytes")
+        let path = temporarySocketPath("bytes")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let peer = try RawPeer(connectingTo: path)
         #expect(await peer.handshake() != nil)
-        #expect(await reviewEventually { publisher.subscriberCount == 1 })
+        #expect(await eventually(timeout: 20) { publisher.subscriberCount == 1 })
         let pool = try PixelBufferPool(attributes: PoolIdentityTests.attributes)
         // The first frame is consumed; the second is superseded in the subscriber's queue before anyone saw it.
         var frames: [WireFrame] = []
         for flags in [0, WireRelease.notDeliveredFlag] {
             try publisher.publish(try publisher.makePixelBuffer(from: pool))
-            let frame = try await onThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
+            let frame = try await onDedicatedThread { awaitMessage(peer) { if case .frame(let f) = $0 { f } else { nil } } }
             let received = try #require(frame)
             frames.append(received)
             peer.send(
@@ -343,9 +309,9 @@ private final class PoolBox: @unchecked Sendable {
                 )
                 .encoded()
             )
-            #expect(await reviewEventually { publisher.heldFrameCount == 0 })
+            #expect(await eventually(timeout: 20) { publisher.heldFrameCount == 0 })
         }
-        #expect(await reviewEventually { publisher.heldFrameCount == 0 })
+        #expect(await eventually(timeout: 20) { publisher.heldFrameCount == 0 })
         let statistics = publisher.statistics
         let record = try #require(statistics.subscribers.first)
         #expect(record.statistics.delivered == 1)
@@ -396,7 +362,7 @@ private final class PoolBox: @unchecked Sendable {
     /// hostile-f0b5039 B26: two MONITOR_REPORTs whose records share subscriber id 7 killed `framebus top` with
     /// SIGILL; now it ends with an error message and exit status 1.
     @Test func topEndsWithAnErrorOnRepeatedSubscriberIDs() async throws {
-        let path = reviewBusPath("top")
+        let path = temporarySocketPath("top")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
         // A thread started here and now, not from a task: a cooperative pool starved by other tests must not keep
@@ -425,7 +391,7 @@ private final class PoolBox: @unchecked Sendable {
                 _ = peer.next(timeout: 20)  // until top goes away
             }
         }
-        let result = try await run(try builtExecutable("framebus"), ["top", path, "--iterations", "2", "--no-clear"])
+        let result = try await run(try TestLocations.executable("framebus"), ["top", path, "--iterations", "2", "--no-clear"])
         #expect(result.reason == .exit, "top died by signal \(result.status): \(result.errorOutput)")
         #expect(result.status == 1)
         #expect(result.errorOutput.contains("subscriber id"), "\(result.errorOutput)")
@@ -434,7 +400,7 @@ private final class PoolBox: @unchecked Sendable {
     /// hostile-f0b5039 B21: a `&BGA` surface of 16384×16384 on a sparse memfd (the publisher commits nothing) and
     /// a FRAME over it. The subscriber must refuse the frame before anyone reads (or decodes) it.
     @Test func aFrameOverUncommittedMemoryIsRefused() async throws {
-        let path = reviewBusPath("sparse")
+        let path = temporarySocketPath("sparse")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
         // A thread started here and now, not from a task: a cooperative pool starved by other tests must not keep
@@ -508,7 +474,7 @@ private final class PoolBox: @unchecked Sendable {
 
 @Suite(.timeLimit(.minutes(3))) struct SubscribeDecodeFailureTests {
     @Test func undecodableFramesAreCountedAndReported() async throws {
-        let path = reviewBusPath("undecodable")
+        let path = temporarySocketPath("undecodable")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.compressedYUV420BiPlanarVideoRange8]))
         defer { publisher.stop() }
         let pool = try SurfaceCodec.makeCompressedPool(
@@ -540,7 +506,7 @@ private final class PoolBox: @unchecked Sendable {
         }
         defer { publishing.cancel() }
         let result = try await run(
-            try builtExecutable("framebus"),
+            try TestLocations.executable("framebus"),
             ["subscribe", "--path", path, "--accept", "&8v0", "--decode", "--json", "--queue", "8", "--frames", "6"]
         )
         #expect(result.reason == .exit && result.status == 0, "\(result.errorOutput)")
@@ -561,23 +527,23 @@ private final class PoolBox: @unchecked Sendable {
     /// refused at accept, with ERROR `notPermitted`, and never hold a slot.
     @Test(.enabled(if: getuid() == 0, "needs root, to flood as another uid"))
     func aFloodFromADisallowedUIDDoesNotDelayAnAllowedSubscriber() async throws {
-        let path = reviewBusPath("flood")
+        let path = temporarySocketPath("flood")
         var configuration = Publisher.Configuration(path: path, formats: [.yuv420BiPlanarVideoRange8])
         configuration.socketMode = 0o666
         configuration.handshakeTimeout = .seconds(30)
         let publisher = try Publisher(configuration: configuration)
         defer { publisher.stop() }
         let flood = try await ChildProcess(
-            try builtExecutable("FrameBusTestPeer"),
+            try TestLocations.executable("FrameBusTestPeer"),
             ["bus-flood-as", "65534", path, "--count", "300", "--timeout", "60"],
             captureStandardError: false
         )
         defer { flood.send(SIGKILL) }
         func floodReports() -> Int { flood.output.components(separatedBy: "flood open=").count - 1 }
         // Two seconds of flooding: before the fix every pending slot is taken by now.
-        #expect(await reviewEventually(seconds: 30) { floodReports() >= 2 }, "the flood did not start")
+        #expect(await eventually(timeout: 30) { floodReports() >= 2 }, "the flood did not start")
         #expect(!flood.output.contains("cannot become"))
-        let welcome = try await onThread { () -> WireWelcome? in
+        let welcome = try await onDedicatedThread { () -> WireWelcome? in
             guard case .success(let socket) = Socket.connect(path: path, timeoutNanoseconds: 10_000_000_000) else {
                 return nil
             }
@@ -629,7 +595,7 @@ private final class PoolBox: @unchecked Sendable {
 
     /// m4: an accepted connection is close-on-exec and non-blocking (accept4, no window after accept).
     @Test func acceptedConnectionsAreCloseOnExecAndNonBlocking() throws {
-        let path = reviewBusPath("accept4")
+        let path = temporarySocketPath("accept4")
         let listener = try Socket.listen(path: path, mode: 0o600).get()
         defer { unlink(path) }
         let client = try Socket.connect(path: path, timeoutNanoseconds: 2_000_000_000).get()

@@ -1,6 +1,7 @@
 import Foundation
 import FrameBus
 import Glibc
+import TestSupport
 import Testing
 
 /// The capture device the guest suite uses: $FRAMEBUS_V4L2_DEVICE, or /dev/video0 (vivid's first node after
@@ -38,18 +39,6 @@ struct GuestTestError: Error, CustomStringConvertible {
 /// A socket path on a local file system (in the guest, /tmp is tmpfs: `bind` on the 9p share fails).
 func temporarySocketPath(_ tag: String) -> String {
     "/tmp/fbv4l2-\(tag)-\(UUID().uuidString.prefix(8)).sock"
-}
-
-/// Waits without blocking a thread of the cooperative pool: checks `condition` every 20 ms for at most `timeout`.
-@discardableResult
-func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
 }
 
 /// A child process (FrameBusTestPeer or framebus) whose output goes to a file, so it can never block on a pipe.
@@ -111,10 +100,10 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Waits (asynchronously) for the child to exit; kills it after `timeout`. Returns whether it exited by itself.
     func exit(within timeout: Duration) async -> Bool {
-        let exited = await eventually(timeout: timeout) { hasExited }
+        let exited = await eventually(timeout: Double(timeout.components.seconds)) { hasExited }
         if !exited {
             kill(process.processIdentifier, SIGKILL)
-            await eventually(timeout: .seconds(10)) { hasExited }
+            await eventually(timeout: 10) { hasExited }
         }
         return exited
     }

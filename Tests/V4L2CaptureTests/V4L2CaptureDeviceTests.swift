@@ -2,6 +2,7 @@ import Foundation
 import FrameBus
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 import V4L2Capture
 
@@ -39,7 +40,7 @@ final class CaptureRun: Sendable {
     /// Stops the capture and the publisher and waits for the loop to end.
     func finish() async -> V4L2Capture.EndReason? {
         capture.stop()
-        await eventually(timeout: .seconds(30)) { endReason != nil }
+        await eventually(timeout: 30) { endReason != nil }
         publisher.stop()
         return endReason
     }
@@ -173,7 +174,7 @@ final class CaptureRun: Sendable {
             }
         }
         thread.start()
-        let done = await eventually(timeout: .seconds(60)) { !checks.withLock { $0.isEmpty } }
+        let done = await eventually(timeout: 60) { !checks.withLock { $0.isEmpty } }
         capture.stop()
         publisher.stop()
         try #require(done)
@@ -288,17 +289,17 @@ final class CaptureRun: Sendable {
             publisher.statistics.subscribers.first { $0.processID == pid }?.maximumHeldFrames
         }
         // Both are admitted (the grants are settled), then the hoarder fills its grant and keeps it.
-        let admitted = await eventually(timeout: .seconds(120)) {
+        let admitted = await eventually(timeout: 120) {
             grant(of: hoarder.processID) != nil && grant(of: steady.processID) != nil
         }
         try #require(admitted, "hoarder: \(hoarder.output) steady: \(steady.output)")
         let share = grant(of: hoarder.processID) ?? -1
         #expect((2...3).contains(share), "the hoarder was granted \(share) of a budget of 5")
-        let filled = await eventually(timeout: .seconds(120)) { held(by: hoarder.processID) == share }
+        let filled = await eventually(timeout: 120) { held(by: hoarder.processID) == share }
         try #require(filled, "hoarder holds \(held(by: hoarder.processID) ?? -1): \(hoarder.output)")
         // The device keeps running: frames keep coming, it always has a buffer, the hoarder gets outOfBuffers.
         let before = capture.statistics
-        let running = await eventually(timeout: .seconds(90)) {
+        let running = await eventually(timeout: 90) {
             capture.statistics.framesPublished >= before.framesPublished + 15
         }
         let during = capture.statistics
@@ -321,14 +322,14 @@ final class CaptureRun: Sendable {
 
         // kill -9: the publisher releases what the hoarder held, and the buffers go back to the device.
         kill(hoarder.processID, SIGKILL)
-        let returned = await eventually(timeout: .seconds(60)) {
+        let returned = await eventually(timeout: 60) {
             let statistics = capture.statistics
             return publisher.subscriberCount == 1 && statistics.buffersHeld <= 2
                 && statistics.buffersQueued >= statistics.bufferCount - 2
         }
         #expect(returned, "\(capture.statistics)")
         let after = capture.statistics.framesPublished
-        #expect(await eventually(timeout: .seconds(60)) { capture.statistics.framesPublished >= after + 10 })
+        #expect(await eventually(timeout: 60) { capture.statistics.framesPublished >= after + 10 })
         #expect(run.endReason == nil, "the capture kept running")
         let end = await run.finish()
         #expect(end == .stopped)
@@ -348,7 +349,7 @@ final class CaptureRun: Sendable {
                 "--fps", "15", "--frame-dump", dump.path, "--memory", "mmap",
             ]
         )
-        let listening = await eventually(timeout: .seconds(90)) { access(path, F_OK) == 0 }
+        let listening = await eventually(timeout: 90) { access(path, F_OK) == 0 }
         try #require(listening, "framebus capture did not listen: \(command.output)")
         // This process subscribes: it copies every frame it gets out of the DMA-BUF the publisher sent.
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8])
@@ -357,7 +358,7 @@ final class CaptureRun: Sendable {
         let subscriber = try Subscriber(configuration: configuration)
         let collector = FrameCollector()
         subscriber.setDelegate(collector, queue: DispatchQueue(label: "test.subscriber"))
-        let enough = await eventually(timeout: .seconds(150)) { collector.frameCount >= 25 }
+        let enough = await eventually(timeout: 150) { collector.frameCount >= 25 }
         subscriber.cancel()
         kill(command.processID, SIGTERM)
         let exited = await command.exit(within: .seconds(60))

@@ -2,6 +2,7 @@ import Foundation
 import FrameBus
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 import V4L2Capture
 
@@ -75,7 +76,7 @@ func captureIntoSubscriber(_ arguments: [String], frames: Int, tag: String) asyn
         "framebus",
         ["capture", "--device", captureDevicePath, "--path", path, "--frame-dump", dump.path] + arguments
     )
-    let listening = await eventually(timeout: .seconds(90)) { access(path, F_OK) == 0 || command.hasExited }
+    let listening = await eventually(timeout: 90) { access(path, F_OK) == 0 || command.hasExited }
     try #require(listening && !command.hasExited, "framebus capture did not listen: \(command.output)")
     var configuration = Subscriber.Configuration(path: path, acceptedFormats: [.yuv420BiPlanarVideoRange8])
     configuration.delivery = .queue(depth: 3)
@@ -83,7 +84,7 @@ func captureIntoSubscriber(_ arguments: [String], frames: Int, tag: String) asyn
     let subscriber = try Subscriber(configuration: configuration)
     let collector = DeliveryCollector()
     subscriber.setDelegate(collector, queue: DispatchQueue(label: "test.subscriber.\(tag)"))
-    let enough = await eventually(timeout: .seconds(150)) { collector.frameCount >= frames }
+    let enough = await eventually(timeout: 150) { collector.frameCount >= frames }
     subscriber.cancel()
     kill(command.processID, SIGTERM)
     let exited = await command.exit(within: .seconds(60))

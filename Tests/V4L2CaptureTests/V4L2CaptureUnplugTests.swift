@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// Unplugging the camera, for real: vivid's "Disconnect" control unregisters its video nodes as a USB unplug does,
@@ -15,13 +16,13 @@ import Testing
             "framebus",
             ["capture", "--device", captureDevicePath, "--path", path, "--size", "320x180", "--fps", "15"]
         )
-        let listening = await eventually(timeout: .seconds(90)) { access(path, F_OK) == 0 }
+        let listening = await eventually(timeout: 90) { access(path, F_OK) == 0 }
         try #require(listening, "framebus capture did not listen: \(command.output)")
         let subscriber = try ChildProcess(
             "FrameBusTestPeer",
             ["bus-subscriber", path, "--accept", "420v", "--frames", "1000000", "--timeout", "200"]
         )
-        let flowing = await eventually(timeout: .seconds(120)) { subscriber.records("frame").count >= 5 }
+        let flowing = await eventually(timeout: 120) { subscriber.records("frame").count >= 5 }
         try #require(flowing, "\(subscriber.output)")
 
         // Only that it ran: its exit status is a race of its own (v4l2-ctl may touch the node again after the control

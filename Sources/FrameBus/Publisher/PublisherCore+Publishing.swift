@@ -166,11 +166,14 @@ extension PublisherCore {
         // A surface published for the first time is exported (its read-only handle opened) before locking.
         var fresh = knownDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
         for attempt in 0..<2 {
+            // A description evicted at the cap is closed after the lock is released, not under it.
+            var evicted: SurfaceDescription?
+            defer { evicted = nil }
             let delivered = withState(releasingInto: &released) { state -> Bool in
                 // One clock read for the reaping, the delivery and the sends.
                 let now = ProcessInfoShim.monotonicNanoseconds()
                 let described = converted.flatMap {
-                    representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, &state)
+                    representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, evicted: &evicted, &state)
                 }
                 // A description the caller knew of was dropped at the cap meanwhile (the conversion worker adds
                 // descriptions of its own pool's surfaces on its thread): describe it again, outside the lock.
@@ -227,23 +230,33 @@ extension PublisherCore {
     }
 
     /// What a surface looks like on the wire: its cached description, or `fresh` (``describeIfNew(_:)``), cached.
+    ///
+    /// Surfaces from pools are forgotten when their pool frees them; `limit` bounds the rest. At the limit the least
+    /// recently used description makes room (one: the 1025th surface does not evict the other 1024, whose SURFACEs
+    /// may still wait in a subscriber's outbound and would then be exported again under the lock), handed out in
+    /// `evicted` so that its descriptor is closed after the lock is released.
     func representation(
         of buffer: PixelBuffer,
         bytesUsed: Int,
         fresh: SurfaceDescription?,
+        limit: Int = PublisherCore.maximumSurfaceDescriptions,
+        evicted: inout SurfaceDescription?,
         _ state: inout State
     ) -> Machine.Representation? {
         let key = buffer.surface.id.rawValue
         var description = state.surfaceDescriptions[key]  // a reference: looking it up copies nothing
         if description == nil, let fresh {
-            // Surfaces from pools are forgotten when their pool frees them; the cap bounds the rest.
-            if state.surfaceDescriptions.count >= Self.maximumSurfaceDescriptions {
-                state.surfaceDescriptions.removeAll(keepingCapacity: true)
+            if state.surfaceDescriptions.count >= max(limit, 1),
+                let oldest = state.surfaceDescriptions.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key
+            {
+                evicted = state.surfaceDescriptions.removeValue(forKey: oldest)
             }
             state.surfaceDescriptions[key] = fresh
             description = fresh
         }
         guard let description else { return nil }
+        state.descriptionUses &+= 1
+        description.lastUsed = state.descriptionUses
         return Machine.Representation(
             surfaceID: key,
             surface: description.surface,
@@ -258,8 +271,9 @@ extension PublisherCore {
     /// A described surface: what it looks like on the wire and its read-only descriptors. A class, so that every
     /// frame's lookup under the state lock is one retain rather than a copy of its arrays and weak reference.
     final class SurfaceDescription: @unchecked Sendable {
-        // `@unchecked Sendable`: every property is set in `init` and never changed (a weak reference is read
-        // atomically by the runtime); the handle's descriptors are only borrowed to be sent.
+        // `@unchecked Sendable`: every property but `lastUsed` is set in `init` and never changed (a weak reference
+        // is read atomically by the runtime); `lastUsed` is read and written only under the state lock; the handle's
+        // descriptors are only borrowed to be sent.
         let surface: WireSurface
         let surfaceV1: WireSurfaceV1?
         /// The surface itself, held weakly: once it is gone, nobody (publisher, producer or pool) can use it again.
@@ -267,6 +281,8 @@ extension PublisherCore {
         /// Its read-only descriptors, sent with every SURFACE (one open descriptor per described surface; closed
         /// with the description when the surface is freed).
         let handle: SurfaceHandle
+        /// When a frame last used it (``State/descriptionUses``), to evict the least recently used at the cap.
+        var lastUsed: UInt64 = 0
 
         init(surface: WireSurface, surfaceV1: WireSurfaceV1?, owner: Surface, handle: consuming SurfaceHandle) {
             self.surface = surface
@@ -395,11 +411,5 @@ extension PublisherCore {
 
     static func wireTime(_ time: MediaTime) -> WireTime {
         WireTime(value: time.value, timescale: time.timescale, flags: time.flags.rawValue)
-    }
-
-    /// The version-1 SURFACE_V1 of a single-memfd surface (tests build hostile variants of it).
-    static func wireSurfaceV1(_ surface: Surface) -> WireSurfaceV1 {
-        let handle = try! surface.makeHandle()
-        return describe(handle).surfaceV1!
     }
 }

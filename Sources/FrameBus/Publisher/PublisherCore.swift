@@ -29,6 +29,8 @@ final class PublisherCore: Sendable {
         var conversionPools: [PixelFormat: PixelBufferPool] = [:]
         /// What each surface sent so far looks like on the wire (from its handle, made once).
         var surfaceDescriptions: [UInt64: SurfaceDescription] = [:]
+        /// Frames' uses of descriptions so far: each use stamps its description (``SurfaceDescription/lastUsed``).
+        var descriptionUses: UInt64 = 0
         /// When the loop next looks for described surfaces that went away outside any followed pool.
         var nextSurfaceSweep: UInt64 = 0
         /// After `accept` failed (EMFILE), the listener is left alone until then.

@@ -1,4 +1,3 @@
-import Foundation
 import Synchronization
 
 /// Who runs a subscriber's connection loop (``SubscriberConnection``): its own thread, or a thread that waits for the
@@ -33,7 +32,8 @@ final class ConnectionLeadership: @unchecked Sendable {
     /// publisher unanswered) briefly. The futex liveness interval (docs/PROTOCOL.md §9.8).
     static let callerGrace: UInt64 = 20_000_000
 
-    private let condition = NSCondition()
+    /// Timed waits on `CLOCK_MONOTONIC`, as every deadline here is (a wall-clock step must not stretch the park).
+    private let condition = MonotonicCondition()
     private var leader = Leader.nobody
     /// A caller asked the connection thread to yield and waits for the turn.
     private var callerWaits = false
@@ -65,12 +65,12 @@ final class ConnectionLeadership: @unchecked Sendable {
         while true {
             precondition(leader != .finished && leader != .connectionThread, "connection thread turn taken twice")
             if leader == .caller || callerWaits {
-                _ = condition.wait(until: Self.date(afterNanoseconds: Self.callerGrace))
+                condition.wait(untilMonotonicNanoseconds: now &+ Self.callerGrace)
                 continue
             }
             let since = now &- callerLeftAt
             if callerLeftAt != 0, since < Self.callerGrace, !isCancelled() {
-                _ = condition.wait(until: Self.date(afterNanoseconds: Self.callerGrace - since))
+                condition.wait(untilMonotonicNanoseconds: now &+ (Self.callerGrace - since))
                 continue
             }
             leader = .connectionThread
@@ -125,7 +125,7 @@ final class ConnectionLeadership: @unchecked Sendable {
                 if let deadline {
                     let time = now
                     guard time < deadline else { return nil }
-                    _ = condition.wait(until: Self.date(afterNanoseconds: deadline - time))
+                    condition.wait(untilMonotonicNanoseconds: deadline)
                 } else {
                     condition.wait()
                 }
@@ -155,9 +155,5 @@ final class ConnectionLeadership: @unchecked Sendable {
         condition.lock()
         condition.broadcast()
         condition.unlock()
-    }
-
-    private static func date(afterNanoseconds nanoseconds: UInt64) -> Date {
-        Date(timeIntervalSinceNow: Double(nanoseconds) / 1e9)
     }
 }

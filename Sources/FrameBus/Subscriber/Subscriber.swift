@@ -92,6 +92,11 @@ public final class Subscriber: Sendable {
         /// for a consumer that must see only sealed memfds (a sandboxed one, say): the publisher then sends it no
         /// DMA-BUF frame (DROP `outOfBuffers` instead), and a DMA-BUF SURFACE ends the session.
         public var acceptsDMABuf = true
+        /// Whether to ask the publisher for its status (the HELLO's `wantsStatus`, docs/PROTOCOL.md §5.13): system
+        /// pressure, arriving as ``SubscriberEvent/systemPressureChanged(_:)`` and in ``Subscriber/publisherStatus``,
+        /// and drops of frames the publisher's encoder skipped as ``DroppedFrameReason/workFellBehind`` (without it,
+        /// those are `outOfBuffers`).
+        public var receivesStatus = true
         /// Where diagnostics go.
         public var logger: Logger
 
@@ -161,6 +166,11 @@ public final class Subscriber: Sendable {
 
     /// What the publisher granted on the current (or last) connection; `nil` before the first handshake.
     public var session: Session? { core.session }
+
+    /// The publisher's last status: system pressure, frame cost, frame duration, frames shed for us
+    /// (docs/PROTOCOL.md §5.13); nil before the first STATUS, from a publisher that sends none, or with
+    /// ``Configuration/receivesStatus`` off.
+    public var publisherStatus: PublisherStatus? { core.publisherStatus }
 
     /// Sets the delegate and the queue it is called on (asynchronously; `.main` is fine); events that already wait
     /// are delivered to it. The delegate is held weakly. While a delegate is set, ``events`` and ``frames`` throw
@@ -342,7 +352,7 @@ public final class Subscriber: Sendable {
                     switch event {
                     case .frame(let sample): return sample
                     case .ended(let error) where !events.core.configuration.reconnects: throw error
-                    case .ended, .connected, .reconnected, .dropped: continue
+                    case .ended, .connected, .reconnected, .dropped, .systemPressureChanged: continue
                     }
                 }
                 return nil

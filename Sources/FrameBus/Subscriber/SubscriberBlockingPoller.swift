@@ -43,7 +43,8 @@ extension Subscriber {
 
         private let core: SubscriberCore
         private let poller: Poller
-        private let condition: NSCondition
+        /// Timed waits on `CLOCK_MONOTONIC` (`fb_subscriber_next_event`'s timeout must not follow the wall clock).
+        private let condition: MonotonicCondition
         private let leadsOnCallerThread: Bool
         private let callerThreadSlice: UInt64?
         private let isInterrupted = Atomic<Bool>(false)
@@ -57,7 +58,7 @@ extension Subscriber {
             self.leadsOnCallerThread = leadsOnCallerThread
             self.callerThreadSlice = callerThreadSlice.map { UInt64(clamping: max($0.nanoseconds, 1)) }
             // `wake` holds the condition, not the poller: the subscriber keeps `wake`, and the poller the subscriber.
-            let condition = NSCondition()
+            let condition = MonotonicCondition()
             self.condition = condition
             poller = Poller(
                 core: core,
@@ -147,7 +148,7 @@ extension Subscriber {
             if let deadline {
                 let time = ProcessInfoShim.monotonicNanoseconds()
                 if time < deadline {
-                    _ = condition.wait(until: Date(timeIntervalSinceNow: Double(deadline - time) / 1e9))
+                    condition.wait(untilMonotonicNanoseconds: deadline)
                 }
             } else {
                 condition.wait()

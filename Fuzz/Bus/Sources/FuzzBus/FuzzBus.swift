@@ -6,7 +6,7 @@
 //   FUZZ_RACE_SECONDS=SECONDS      runs the rings' concurrent-writer harness (a hostile thread rewrites the ring
 //                                  files while the real readers and writers run, both directions) and exits.
 import Foundation
-import FrameBusTesting
+import FuzzBusTesting
 
 enum Target: String {
     case rings, subscriber
