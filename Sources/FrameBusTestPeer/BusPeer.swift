@@ -60,7 +60,7 @@ struct PeerOptions {
         while let argument = iterator.next() {
             guard argument.hasPrefix("--") else { continue }
             let name = String(argument.dropFirst(2))
-            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay"].contains(name) {
+            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay", "no-status"].contains(name) {
                 flags.insert(name)
             } else if let value = iterator.next() {
                 values[name] = value

@@ -108,7 +108,7 @@ import TestSupport
                         kind: .subscriber,
                         deliveryMode: 1,
                         queueDepth: 16,
-                        flags: WireHello.acceptsDMABufFlag,
+                        flags: WireHello.acceptsDMABufFlag | WireHello.wantsStatusFlag,
                         formats: [
                             PixelFormat.compressedYUV420BiPlanarVideoRange8.fourCC,
                             PixelFormat.yuv420BiPlanarVideoRange8.fourCC,
