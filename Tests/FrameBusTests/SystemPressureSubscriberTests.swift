@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import FrameBus
 
@@ -23,7 +23,10 @@ import TestSupport
         )
         defer { subscriber.cancel() }
         var iterator = subscriber.events.makeAsyncIterator()
-        guard case .connected = try await iterator.next() else { Issue.record("no connected event"); return }
+        guard case .connected = try await iterator.next() else {
+            Issue.record("no connected event")
+            return
+        }
         guard case .systemPressureChanged(let first) = try await iterator.next() else {
             Issue.record("no first pressure event")
             return
@@ -51,13 +54,19 @@ import TestSupport
         let subscriber = try Subscriber(configuration: configuration)
         defer { subscriber.cancel() }
         var iterator = subscriber.events.makeAsyncIterator()
-        guard case .connected = try await iterator.next() else { Issue.record("no connected event"); return }
+        guard case .connected = try await iterator.next() else {
+            Issue.record("no connected event")
+            return
+        }
         publisher.core.systemPressureChanged(SystemPressureState(level: .critical, factors: .cpu))
         let pool = try PublisherFairnessTests.pool(threshold: 8)
         let buffer = try publisher.makePixelBuffer(from: pool)
         _ = try fillFrame(buffer, index: 0)
         try publisher.publish(buffer)
-        guard case .frame = try await iterator.next() else { Issue.record("the frame was not the next event"); return }
+        guard case .frame = try await iterator.next() else {
+            Issue.record("the frame was not the next event")
+            return
+        }
         #expect(subscriber.publisherStatus == nil)
     }
 
