@@ -41,6 +41,8 @@ final class ConversionWorker: @unchecked Sendable {
     private var isStopped = false
     private var isStarted = false
     private var isBusy = false
+    /// The frame being converted now (``stop()`` accounts for it).
+    private var inFlight: Job?
     /// Tests hold the worker still, to stand for an encoder slower than any frame interval without timing anything.
     private var isPaused = false
 
@@ -112,24 +114,33 @@ final class ConversionWorker: @unchecked Sendable {
     }
 
     /// Ends the worker: what waits is dropped, and its thread ends after the item it carries out now.
-    func stop() {
+    ///
+    /// - Returns: what it had not carried out, the frame it converts now first, in sequence order: the publisher
+    ///   tells the subscribers of those frames before its END_OF_STREAM, so every sequence is accounted for. The caller
+    ///   drops the buffers in them once it has left its locks.
+    func stop() -> [Item] {
         condition.lock()
+        defer { condition.unlock() }
         isStopped = true
-        let dropped = items
+        var left = inFlight.map { [Item.convert($0)] } ?? []
+        left += items
         items.removeAll()
+        inFlight = nil
         condition.broadcast()
-        condition.unlock()
-        withExtendedLifetime(dropped) {}  // the buffers go here, unlocked
+        return left
     }
 
     private func next() -> Item? {
         condition.lock()
         defer { condition.unlock() }
         isBusy = false
+        inFlight = nil
         while (items.isEmpty || isPaused) && !isStopped { condition.wait() }
         if isStopped { return nil }
         isBusy = true
-        return items.removeFirst()
+        let item = items.removeFirst()
+        if case .convert(let job) = item { inFlight = job }
+        return item
     }
 }
 

@@ -135,6 +135,7 @@ extension PublisherStateMachine {
                 session.lastAttachments = frame.attachments
             }
             enqueue(.message(.frame(frame)), in: session)
+            session.lastFrameSequence = sequence
             session.held[sequence] = HeldFrame(
                 surfaceID: surfaceID,
                 resource: representation.resource,

@@ -22,10 +22,11 @@ extension PublisherStateMachine {
         var actions: [Action] = []
         var subscribers: [ConnectionID] = []
         for id in connections.keys.sorted() {
-            guard case .subscriber(let session) = connections[id], session.format == format,
-                session.firstSequence <= range.upperBound
-            else { continue }
-            let first = max(range.lowerBound, session.firstSequence)
+            guard case .subscriber(let session) = connections[id], session.format == format else { continue }
+            // Never a frame it was sent already (a worker that delivered just before the publisher stopped).
+            let after = session.lastFrameSequence.map { $0 &+ 1 } ?? 0
+            guard max(session.firstSequence, after) <= range.upperBound else { continue }
+            let first = max(range.lowerBound, session.firstSequence, after)
             let dropped = first...range.upperBound
             session.shed.saturatingAdd(WireDrop(dropped, reason: .outOfBuffers).frameCount)
             if drop(dropped, .workFellBehind, in: session, now: now) { actions.append(.deadlineChanged) }

@@ -46,6 +46,8 @@ extension PublisherStateMachine {
         var droppedDiscontinuity: UInt64 = 0
         /// Frames shed for it because the work for its format fell behind (counted in its DROP reason's total too).
         var shed: UInt64 = 0
+        /// The sequence of the last FRAME queued for it.
+        var lastFrameSequence: UInt64?
         var holdTimes = LatencyRecorder()
         var outbound: [Outbound] = []
 
