@@ -122,4 +122,40 @@ import Testing
         )
         #expect(lines.last?.hasPrefix("frame seq=3 ") == true, "\(compressed.output)")
     }
+
+    /// A publisher stopped while its conversion worker still had frames tells their subscribers with DROPs before
+    /// END_OF_STREAM: every sequence number is accounted for.
+    @Test func stoppingShedsWhatTheWorkerStillHadBeforeTheEnd() async throws {
+        let path = temporaryBusPath("stopshed")
+        let publisher = try Publisher(
+            configuration: .init(
+                path: path,
+                formats: [.yuv420BiPlanarVideoRange8, .compressedYUV420BiPlanarVideoRange8]
+            )
+        )
+        let compressed = try await startPeer(["bus-subscriber", path, "--accept", "&8v0", "--queue", "4"])
+        try #require(await eventually { publisher.subscriberCount == 1 }, "subscriber did not connect")
+        let pool = try PublisherFairnessTests.pool(threshold: 16)
+        publisher.core.conversionWorker.pause()
+        for index in 0..<3 {
+            let buffer = try publisher.makePixelBuffer(from: pool)
+            _ = try fillFrame(buffer, index: index)
+            try publisher.publish(buffer)
+        }
+        publisher.stop()
+        #expect(await compressed.waitForExit(timeout: 120), "\(compressed.output)")
+        let drops = compressed.records("drop")
+        let covered = drops.reduce(into: Set<UInt64>()) { set, drop in
+            if let first = UInt64(drop["first"] ?? ""), let last = UInt64(drop["last"] ?? ""), first <= last {
+                set.formUnion(first...last)
+            }
+        }
+        #expect(covered == [0, 1, 2], "\(compressed.output)")
+        #expect(compressed.records("frame").isEmpty, "\(compressed.output)")
+        // The DROPs came before the end of the stream.
+        let output = compressed.output
+        let lastDrop = try #require(output.range(of: "drop ", options: .backwards))
+        let end = try #require(output.range(of: "end code="), "\(output)")
+        #expect(lastDrop.lowerBound < end.lowerBound, "\(output)")
+    }
 }
