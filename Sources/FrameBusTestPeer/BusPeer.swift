@@ -16,6 +16,7 @@ import Foundation
 //     stats delivered=N late=N outOfBuffers=N discontinuity=N
 //   Exits when delivered + dropped frames reach --frames, on end of stream (unless --reconnect), or at --timeout.
 //   --hold N keeps the first N frames forever (never releases them); --delay-ms sleeps in didOutput.
+//   --no-status: do not ask for STATUS (HELLO without wantsStatus).
 //   --publisher-uid UID also trusts a publisher running as UID (SO_PEERCRED; by default only our own uid).
 //
 // bus-publisher PATH [--format 420v] [--size 320x240] [--fps 100] [--frames N] [--compressed] [--wait-for-subscriber]
@@ -59,7 +60,7 @@ struct PeerOptions {
         while let argument = iterator.next() {
             guard argument.hasPrefix("--") else { continue }
             let name = String(argument.dropFirst(2))
-            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay", "deferred"].contains(name) {
+            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay", "deferred", "no-status"].contains(name) {
                 flags.insert(name)
             } else if let value = iterator.next() {
                 values[name] = value
@@ -157,6 +158,9 @@ func runBusSubscriber(_ arguments: [String]) -> Int32 {
     if let depth = options.values["queue"].flatMap({ Int($0) }) { configuration.delivery = .queue(depth: depth) }
     configuration.reconnects = options.flags.contains("reconnect")
     configuration.isDeferred = options.flags.contains("deferred")
+    // --no-status: a subscriber that does not ask for STATUS (as one that predates it), so gets outOfBuffers for shed
+    // frames.
+    configuration.receivesStatus = !options.flags.contains("no-status")
     if let uid = options.values["publisher-uid"].flatMap({ UInt32($0) }) {
         configuration.allowedPublisherUserIDs.insert(uid)
     }

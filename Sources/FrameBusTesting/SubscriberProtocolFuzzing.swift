@@ -87,6 +87,9 @@ public enum SubscriberProtocolFuzzing {
                         return
                     }
                 }
+            case .status(let status):
+                // A STATUS is only ever a state to keep; one at most waits (SubscriberEventQueue).
+                queue.append(systemPressure: status.systemPressure)
             case .reportDrop(let drop):
                 precondition(drop.sequences.lowerBound <= drop.sequences.upperBound)
                 precondition(drop.frameCount >= 1)

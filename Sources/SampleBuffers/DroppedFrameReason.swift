@@ -1,4 +1,5 @@
-/// Why a frame was dropped (`kCMSampleBufferAttachmentKey_DroppedFrameReason`): Apple's three reasons.
+/// Why a frame was dropped (`kCMSampleBufferAttachmentKey_DroppedFrameReason`): Apple's three reasons, and FrameBus's
+/// fourth.
 ///
 /// The raw values are part of the FrameBus wire protocol and never change:
 ///
@@ -8,6 +9,7 @@
 /// | 1 | ``frameWasLate`` | `kCMSampleBufferDroppedFrameReason_FrameWasLate` | a newer frame replaced one the consumer had not taken yet |
 /// | 2 | ``outOfBuffers`` | `kCMSampleBufferDroppedFrameReason_OutOfBuffers` | the pool was exhausted because frames were held |
 /// | 3 | ``discontinuity`` | `kCMSampleBufferDroppedFrameReason_Discontinuity` | the producer restarted, changed format or lost frames upstream |
+/// | 4 | ``workFellBehind`` | — | the work done for this consumer alone (encoding its compressed format) fell behind the frames |
 ///
 /// A receiver that gets a raw value it does not know (from a newer peer) gets `nil` from ``init(rawValue:)`` and
 /// decides itself whether that is an error.
@@ -18,6 +20,9 @@ public enum DroppedFrameReason: UInt8, Hashable, Sendable, CaseIterable, CustomS
     case outOfBuffers = 2
     /// The stream was interrupted: producer restart, format change, or upstream loss.
     case discontinuity = 3
+    /// The publisher's work for this consumer's format (encoding the compressed variant, on a thread of its own)
+    /// could not keep up, and skipped this frame: the producer and consumers of other formats kept their rate.
+    case workFellBehind = 4
 
     /// The CoreMedia spelling, e.g. `"FrameWasLate"`.
     public var description: String {
@@ -25,6 +30,7 @@ public enum DroppedFrameReason: UInt8, Hashable, Sendable, CaseIterable, CustomS
         case .frameWasLate: "FrameWasLate"
         case .outOfBuffers: "OutOfBuffers"
         case .discontinuity: "Discontinuity"
+        case .workFellBehind: "WorkFellBehind"
         }
     }
 }

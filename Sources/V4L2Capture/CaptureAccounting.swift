@@ -46,6 +46,7 @@ struct CaptureAccounting: Sendable {
     private(set) var lostWhileStarved: UInt64 = 0
     private(set) var errorFrames: UInt64 = 0
     private(set) var droppedLate: UInt64 = 0
+    private(set) var skippedForPressure: UInt64 = 0
     private(set) var restarts: UInt64 = 0
     /// How often the device was left with no queued buffer.
     private(set) var starvations: UInt64 = 0
@@ -114,6 +115,13 @@ struct CaptureAccounting: Sendable {
     mutating func droppedWaiting(index: Int) {
         precondition(places[index] == .waiting)
         droppedLate &+= 1
+        places[index] = .queued
+    }
+
+    /// A waiting frame is not published because the frame rate is lowered for system pressure: back to the device.
+    mutating func skippedForPressure(index: Int) {
+        precondition(places[index] == .waiting)
+        skippedForPressure &+= 1
         places[index] = .queued
     }
 

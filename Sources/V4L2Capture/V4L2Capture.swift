@@ -84,6 +84,12 @@ public final class V4L2Capture: Sendable {
         public var devicePixelFormat: V4L2PixelFormat?
         /// The udmabuf device node for ``MemoryMode/importedMemFD``.
         public var udmabufDevicePath = "/dev/udmabuf"
+        /// Whether the frame rate follows the publisher's ``Publisher/systemPressureState``: at serious only every
+        /// second frame the device gives is published, at critical every fourth, at nominal every one again
+        /// (``SystemPressurePolicy/adaptedFrameRate(nominal:current:level:)``). The others go straight back to the
+        /// device, unpublished (no sequence number, no drop); each published frame's duration covers the frames
+        /// skipped after it, so subscribers see the new frame rate.
+        public var adaptsToSystemPressure = false
 
         /// Creates a configuration.
         public init(
@@ -222,6 +228,9 @@ public final class V4L2Capture: Sendable {
         public var errorFrames: UInt64 = 0
         /// Waiting frames dropped so the device got a buffer back, reported as ``DroppedFrameReason/frameWasLate``.
         public var framesDroppedLate: UInt64 = 0
+        /// Frames not published because the frame rate was lowered for system pressure
+        /// (``Configuration/adaptsToSystemPressure``): no subscriber misses them, the published frames last longer.
+        public var framesSkippedForPressure: UInt64 = 0
         /// How often the device's sequence went back or repeated (its counter restarted): the next frame was
         /// published as a discontinuity.
         public var sequenceRestarts: UInt64 = 0
@@ -823,6 +832,7 @@ public final class V4L2Capture: Sendable {
             statistics.framesLostWithoutBuffers = accounting.lostWhileStarved
             statistics.errorFrames = accounting.errorFrames
             statistics.framesDroppedLate = accounting.droppedLate
+            statistics.framesSkippedForPressure = accounting.skippedForPressure
             statistics.starvations = accounting.starvations
             statistics.sequenceRestarts = accounting.restarts
             statistics.bufferCount = accounting.bufferCount
@@ -844,6 +854,11 @@ public final class V4L2Capture: Sendable {
         let isArmed = state.withLock { $0.isArmed }
         if !isArmed, let error = startStreaming() { return Self.ending(error) }
         var pendingDiscontinuity = false
+        // Adapting to system pressure: publish one frame in `decimation`, `phase` counting the device's frames.
+        let nominalRate = format.framesPerSecond ?? 30
+        let policy = publisher.configuration.systemPressurePolicy ?? SystemPressurePolicy()
+        var decimation = 1
+        var phase = 0
         while true {
             if state.withLock({ $0.isStopRequested }) { return .stopped }
             let events: [Int16]
@@ -904,7 +919,23 @@ public final class V4L2Capture: Sendable {
                     }
                     continue
                 }
-                if let end = publish(entry.buffer, publisher, onFrame, &pendingDiscontinuity) { return end }
+                if configuration.adaptsToSystemPressure {
+                    let level = publisher.systemPressureState.level
+                    let current = nominalRate / Double(decimation)
+                    let adapted = policy.adaptedFrameRate(nominal: nominalRate, current: current, level: level)
+                    decimation = max(1, min(64, Int((nominalRate / adapted).rounded())))
+                    phase = decimation > 1 ? (phase + 1) % decimation : 0
+                    if phase != 0 {
+                        state.withLock { $0.accounting.skippedForPressure(index: index) }
+                        if case .failure(let errno) = queueBuffer(index) {
+                            return Self.ending(.systemCall("VIDIOC_QBUF", errno))
+                        }
+                        continue
+                    }
+                }
+                if let end = publish(entry.buffer, publisher, onFrame, &pendingDiscontinuity, lasting: decimation) {
+                    return end
+                }
                 // Between frames of a batch too: a slow batch must not keep released buffers from the device.
                 if let end = requeueReturned() { return end }
             }
@@ -927,7 +958,8 @@ public final class V4L2Capture: Sendable {
         _ buffer: Syscall.V4L2DequeuedBuffer,
         _ publisher: Publisher,
         _ onFrame: ((CapturedFrame) -> Void)?,
-        _ pendingDiscontinuity: inout Bool
+        _ pendingDiscontinuity: inout Bool,
+        lasting frames: Int = 1
     ) -> EndReason? {
         let index = Int(buffer.index)
         let returned = self.returned
@@ -941,9 +973,12 @@ public final class V4L2Capture: Sendable {
         }
         // From here the buffer comes back through its release handler, whatever happens.
         state.withLock { $0.accounting.published(index: index) }
+        // A frame published in place of `frames` device frames lasts as long as they do.
+        let duration = format.frameDuration
         let timing = SampleTimingInfo(
             presentationTimeStamp: Self.presentationTime(buffer),
-            duration: format.frameDuration
+            duration: frames > 1 && duration.isNumeric
+                ? MediaTime(value: duration.value &* Int64(frames), timescale: duration.timescale) : duration
         )
         let sequence: UInt64
         do {

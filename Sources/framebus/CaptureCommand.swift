@@ -83,6 +83,15 @@ struct CaptureCommand: AsyncParsableCommand {
     @Option(help: "Threads that encode each frame for subscribers of the compressed variant.")
     var encodeThreads: Int = 1
 
+    @Flag(
+        help: """
+            Adapt the frame rate to system pressure, as Apple advises: publish every second device frame at \
+            serious, every fourth at critical, every one again at nominal (the others go back to the device \
+            unpublished; each frame's duration says the new rate).
+            """
+    )
+    var adapt = false
+
     @Option(help: "Device buffers to ask for (3…64); two are the producer's, the rest the subscribers' to share.")
     var buffers: Int = 16
 
@@ -142,6 +151,7 @@ struct CaptureCommand: AsyncParsableCommand {
     func run() async throws {
         let socketPath = try SocketPathOption.resolve(path: path, name: name)
         var captureConfiguration = V4L2Capture.Configuration(devicePath: device)
+        captureConfiguration.adaptsToSystemPressure = adapt
         if let format {
             let pixelFormat = try PixelFormat(format)
             guard !pixelFormat.isCompressed else { throw ValidationError("capture a base format; use --compressed") }
@@ -209,7 +219,12 @@ struct CaptureCommand: AsyncParsableCommand {
             let elapsed = Int(SubscribeCommand.seconds(clock.now - start))
             if elapsed > lastReport, !quiet {
                 lastReport = elapsed
-                say("\(elapsed)s " + Self.status(capture.statistics, publisher.statistics))
+                let skipped = capture.statistics.framesSkippedForPressure
+                say(
+                    "\(elapsed)s " + Self.status(capture.statistics, publisher.statistics)
+                        + "  cost \(String(format: "%.2f", publisher.cost.value))  shed \(publisher.cost.framesShed)"
+                        + "  pressure \(publisher.systemPressureState)" + (adapt ? "  skipped \(skipped)" : "")
+                )
             }
         }
         let end = ending.withLock { $0 } ?? .stopped

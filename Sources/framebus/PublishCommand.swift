@@ -18,7 +18,9 @@ struct PublishCommand: AsyncParsableCommand {
             ${TMPDIR:-/tmp}/framebus-UID/framebus.sock (a private directory made with mode 0700); never put the \
             socket itself in a world-writable directory such as /tmp, where another user can take the name first. With --compressed the lossless \
             compressed variant of the format is offered too; it is encoded once per frame and shared by every \
-            subscriber that asks for it. Prints a status line per second. SIGINT and SIGTERM stop cleanly: every \
+            subscriber that asks for it, on an encode thread: a frame it cannot encode in time is dropped for the \
+            compressed subscribers only. Prints a status line per second, with the frame cost (1.0 = the whole frame \
+            interval), the frames shed and the system pressure; --adapt lowers the frame rate under pressure. SIGINT and SIGTERM stop cleanly: every \
             subscriber gets END_OF_STREAM and the socket file is removed.
             """
     )
@@ -62,8 +64,22 @@ struct PublishCommand: AsyncParsableCommand {
     @Flag(help: "Also offer the lossless compressed variant of the format.")
     var compressed = false
 
-    @Option(help: "Threads that encode each frame for subscribers of the compressed variant (1 uses the publishing thread).")
+    @Option(
+        help: """
+            Threads that encode each frame for subscribers of the compressed variant. Encoding never runs on the \
+            publishing thread: a frame the encoder cannot start in time is dropped for the compressed subscribers \
+            only, and the status line says so (cost, shed).
+            """
+    )
     var encodeThreads: Int = 1
+
+    @Flag(
+        help: """
+            Adapt the frame rate to system pressure, as Apple advises: half of --fps at serious, a quarter at \
+            critical, --fps again at nominal. Each frame carries its duration, so subscribers see the new rate.
+            """
+    )
+    var adapt = false
 
     @Option(help: "Stop after this many seconds.")
     var duration: Double?
@@ -93,6 +109,7 @@ struct PublishCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard fps >= 0, fps.isFinite else { throw ValidationError("--fps must be 0 (unpaced) or positive") }
+        guard !adapt || fps > 0 else { throw ValidationError("--adapt needs a frame rate (--fps above 0)") }
         guard UInt32(socketMode, radix: 8).map({ $0 <= 0o777 }) == true else {
             throw ValidationError("--socket-mode must be octal, e.g. 600 or 660")
         }
@@ -154,13 +171,28 @@ struct PublishCommand: AsyncParsableCommand {
             }
         }
 
-        let interval = fps > 0 ? 1.0 / fps : 0
+        var rate = fps
+        var interval = fps > 0 ? 1.0 / fps : 0
+        let policy = configuration.systemPressurePolicy ?? SystemPressurePolicy()
+        var pressure = SystemPressureState.nominal
         let start = Date()
         var next = start
         var index = 0
         var lastReport = 0
         while !stopping.received, duration.map({ Date().timeIntervalSince(start) < $0 }) ?? true {
-            await producer.publishFrame(index: index, on: publisher, waiting: fps == 0)
+            let state = publisher.systemPressureState
+            if state != pressure {
+                pressure = state
+                let adapted = adapt ? policy.adaptedFrameRate(nominal: fps, current: rate, level: state.level) : rate
+                if !quiet {
+                    let change = adapted != rate ? ": \(Self.rate(rate)) -> \(Self.rate(adapted)) fps" : ""
+                    say("system pressure \(state)" + change)
+                }
+                rate = adapted
+                interval = rate > 0 ? 1.0 / rate : 0
+            }
+            let frameDuration = rate > 0 ? MediaTime(seconds: 1 / rate, preferredTimescale: 1_000_000_000) : .invalid
+            await producer.publishFrame(index: index, on: publisher, waiting: fps == 0, duration: frameDuration)
             index += 1
             if interval > 0 {
                 next = next.addingTimeInterval(interval)
@@ -176,15 +208,21 @@ struct PublishCommand: AsyncParsableCommand {
             if elapsed > lastReport, !quiet {
                 lastReport = elapsed
                 let statistics = publisher.statistics
+                let cost = publisher.cost
                 say(
                     "\(elapsed)s published \(statistics.published)  subscribers \(statistics.subscribers.count)  "
                         + "delivered \(statistics.total.delivered)  held \(statistics.total.heldNow)  "
-                        + "dropped \(Self.dropSummary(statistics))"
+                        + "dropped \(Self.dropSummary(statistics))  cost \(String(format: "%.2f", cost.value))  "
+                        + "shed \(cost.framesShed)  pressure \(pressure)  fps \(Self.rate(rate))"
                 )
             }
         }
         publisher.stop()
         if let signal = stopping.signalName, !quiet { say("\(signal): stopped, socket removed") }
+    }
+
+    static func rate(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(Double((value * 100).rounded()) / 100)
     }
 
     static func dropSummary(_ statistics: PublisherStatistics) -> String {
@@ -237,8 +275,13 @@ final class FrameProducer {
 
     /// Publishes frame `index`. Paced, a frame the pool cannot supply now is dropped and reported explicitly
     /// (outOfBuffers); unpaced (`waiting`), it waits for a free buffer.
-    func publishFrame(index: Int, on publisher: Publisher, waiting: Bool = false) async {
-        let timing = SampleTimingInfo(presentationTimeStamp: HostClock.now)
+    func publishFrame(
+        index: Int,
+        on publisher: Publisher,
+        waiting: Bool = false,
+        duration: MediaTime = .invalid
+    ) async {
+        let timing = SampleTimingInfo(presentationTimeStamp: HostClock.now, duration: duration)
         if !images.isEmpty {
             _ = try? publisher.publish(images[index % images.count], timing: timing)
             return

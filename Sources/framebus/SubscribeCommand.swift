@@ -14,7 +14,9 @@ struct SubscribeCommand: AsyncParsableCommand {
         discussion: """
             Prints one line per second: frames per second, drops by reason, frames held, latency from publish \
             to delivery (p50/p99), bytes per frame. With --json each line is a JSON object, and the last one \
-            (with "summary": true) covers the whole run.
+            (with "summary": true) covers the whole run. The line of a second in which the publisher's system \
+            pressure changed (the first line, then each change) adds it: "systemPressure": {"level": "serious", \
+            "factors": ["cpu"]} (text: "system pressure serious [cpu]").
             """
     )
 
@@ -148,7 +150,7 @@ struct SubscribeCommand: AsyncParsableCommand {
             if Int(elapsed) > second || done {
                 second = Int(elapsed)
                 let now = subscriber.statistics
-                let line = StatisticsLine(
+                var line = StatisticsLine(
                     seconds: elapsed,
                     interval: elapsed - previousTime,
                     format: format(),
@@ -157,6 +159,7 @@ struct SubscribeCommand: AsyncParsableCommand {
                     decodeMilliseconds: counter.decodeAverage,
                     undecodable: counter.undecodable.map { $0 - previousUndecodable }
                 )
+                line.systemPressure = counter.takePressureChange()
                 say(json ? line.json(summary: false) : line.text)
                 previous = now
                 previousUndecodable = counter.undecodable ?? 0
@@ -243,6 +246,21 @@ final class FrameCounter: SubscriberDelegate, @unchecked Sendable {
 
     func subscriber(_ subscriber: Subscriber, didConnect session: Subscriber.Session) {
         onConnect(session)
+    }
+
+    /// The publisher's pressure changes since the last line (`takePressureChange()`).
+    private var pressureChange: SystemPressureState?
+
+    func subscriber(_ subscriber: Subscriber, didChangeSystemPressure state: SystemPressureState) {
+        lock.withLock { pressureChange = state }
+    }
+
+    /// The newest pressure state received since the last call, if it changed.
+    func takePressureChange() -> SystemPressureState? {
+        lock.withLock {
+            defer { pressureChange = nil }
+            return pressureChange
+        }
     }
 
     var ended: FrameBusError? { lock.withLock { endError } }
@@ -347,6 +365,8 @@ struct StatisticsLine {
     var decodeMilliseconds: Double?
     /// Frames received but not decoded in the interval (`--decode` only).
     var undecodable: Int?
+    /// The publisher's system pressure, on the line of each second in which it changed.
+    var systemPressure: SystemPressureState?
 
     init(
         seconds: Double,
@@ -394,6 +414,7 @@ struct StatisticsLine {
             bytesPerFrame
         )
         return line + (undecodable.map { "  undecodable \($0)" } ?? "")
+            + (systemPressure.map { "  system pressure \($0)" } ?? "")
     }
 
     func json(summary: Bool) -> String {
@@ -405,6 +426,9 @@ struct StatisticsLine {
         ]
         if summary { object["summary"] = true }
         if let undecodable { object["undecodable"] = undecodable }
+        if let systemPressure {
+            object["systemPressure"] = ["level": "\(systemPressure.level)", "factors": systemPressure.factors.names]
+        }
         if let decodeMilliseconds { object["decodeMs"] = (decodeMilliseconds * 1000).rounded() / 1000 }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
         return String(decoding: data, as: UTF8.self)

@@ -107,6 +107,14 @@ struct TopCommand: ParsableCommand {
                     + (formats.isEmpty ? "-" : formats.joined(separator: ", ")).escapingControlCharacters
             )
         }
+        if let status = report.status {
+            let duration =
+                status.frameDuration.isNumeric ? String(format: "%.1fms", status.frameDuration.seconds * 1000) : "-"
+            lines.append(
+                "pressure \(status.systemPressure)  cost \(status.cost.map { String(format: "%.2f", $0) } ?? "-")  "
+                    + "frame \(duration)  shed \(status.framesShed)"
+            )
+        }
         lines.append(
             pad("ID", 5) + pad("PID", 8) + pad("FORMAT", 8) + pad("MODE", 9) + pad("HELD", 6) + pad("QUEUE", 6)
                 + pad("FPS", 8) + pad("MB/s", 9) + pad("LATE", 7) + pad("OOB", 7) + pad("DISC", 7)
@@ -153,6 +161,9 @@ struct TopCommand: ParsableCommand {
         "HOLD p50, p99 how long it keeps a frame before releasing it   V its protocol version",
         "NAME its process's name (/proc/PID/comm), with the script an interpreter runs or the framebus command "
             + "(/proc/PID/cmdline); ? if it is gone",
+        "pressure: the system pressure the publisher measures (level, factors)   cost: its work per frame against "
+            + "the frame interval (1.0 = all of it)   frame: the frames' duration   shed: frames dropped because the "
+            + "encoder fell behind (counted in OOB too)",
     ]
 
     static func pad(_ text: String, _ width: Int) -> String {

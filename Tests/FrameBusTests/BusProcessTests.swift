@@ -43,7 +43,7 @@ import TestSupport
         count: Int,
         gap: UInt32 = 2000,
         first: Int = 0
-    ) throws -> [UInt64: UInt64] {
+    ) async throws -> [UInt64: UInt64] {
         var hashes: [UInt64: UInt64] = [:]
         for index in first..<(first + count) {
             let buffer = try publisher.makePixelBuffer(from: pool)
@@ -51,12 +51,14 @@ import TestSupport
             let sequence = try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))
             hashes[sequence] = hash
             usleep(gap)
+            // Every frame reaches converted formats too: the next waits for the conversion worker.
+            try #require(await conversionsSettled(publisher), "the conversion worker did not finish frame \(sequence)")
         }
         return hashes
     }
 
-    /// With one conversion thread the publisher encodes on the publishing thread; with two, each frame is split
-    /// across its codec context's threads. Both must give the same bytes.
+    /// With one conversion thread the conversion worker encodes each frame alone; with two, each frame is split across
+    /// its codec context's threads. Both must give the same bytes.
     @Test(arguments: [1, 2])
     func framesArriveBitExactInOtherProcessesWithEachRepresentationMadeOnce(conversionThreads: Int) async throws {
         let path = temporaryBusPath("exact")
@@ -76,7 +78,7 @@ import TestSupport
             ["bus-subscriber", path, "--accept", "&8v0", "--queue", "16", "--frames", "\(count)", "--checksum"])
         try #require(await eventually { publisher.subscriberCount == 3 }, "subscribers did not connect")
 
-        let hashes = try publishFrames(publisher, pool: try makePool(), count: count, gap: 5000)
+        let hashes = try await publishFrames(publisher, pool: try makePool(), count: count, gap: 5000)
         for peer in [raw, compressedA, compressedB] {
             #expect(await peer.waitForExit(timeout: 120))
             let frames = peer.records("frame")
@@ -134,7 +136,7 @@ import TestSupport
         let count = 30
         let peer = try await startPeer(["bus-subscriber", path, "--delay-ms", "200", "--frames", "\(count)"])
         try #require(await eventually { publisher.subscriberCount == 1 })
-        try publishFrames(publisher, pool: try makePool(), count: count, gap: 2000)
+        try await publishFrames(publisher, pool: try makePool(), count: count, gap: 2000)
         #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
         let delivered = Int(stats["delivered"] ?? "") ?? -1
@@ -160,9 +162,9 @@ import TestSupport
         let peer = try await startPeer(["bus-subscriber", path, "--queue", "32", "--delay-ms", "5", "--frames", "33"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool()
-        try publishFrames(publisher, pool: pool, count: 15, gap: 500)
+        try await publishFrames(publisher, pool: pool, count: 15, gap: 500)
         let lost = publisher.reportDroppedFrames(reason: .discontinuity, count: 3)
-        try publishFrames(publisher, pool: pool, count: 15, gap: 500, first: 15)
+        try await publishFrames(publisher, pool: pool, count: 15, gap: 500, first: 15)
         #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
         #expect(stats["delivered"] == "30")
@@ -244,7 +246,7 @@ import TestSupport
         let peer = try await startPeer(["bus-subscriber", path, "--queue", "8", "--hold", "100", "--timeout", "600"])
         try #require(await eventually { publisher.subscriberCount == 1 })
         let pool = try makePool(threshold: 8)
-        try publishFrames(publisher, pool: pool, count: 5)
+        try await publishFrames(publisher, pool: pool, count: 5)
         try #require(await eventually { peer.records("frame").count == 5 }, "\(peer.output)")
         #expect(publisher.heldFrameCount == 5)
         #expect(pool.inUseBufferCount == 5)

@@ -30,3 +30,10 @@ func fillFrame(_ buffer: PixelBuffer, index: Int) throws -> UInt64 {
     }
     return fnv1a(try buffer.packedBytes())
 }
+
+/// Waits until the publisher's conversion worker has made and fanned out every frame handed to it. A test that expects
+/// every frame in a converted format publishes no faster than the worker converts: a publisher that outruns it sheds
+/// frames for those subscribers, by design (``PublisherCost``).
+func conversionsSettled(_ publisher: Publisher) async -> Bool {
+    await eventually { publisher.core.conversionWorker.isIdle }
+}

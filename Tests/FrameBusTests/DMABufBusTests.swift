@@ -125,6 +125,8 @@ enum BusDeviceRequirement {
             #expect(buffer.surface.backing == .dmaBuf(modifier: DRMModifier.linear))
             let hash = try fillFrame(buffer, index: index)
             hashes[try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))] = hash
+            // Every frame reaches the compressed subscriber too: the next waits for the conversion worker.
+            try #require(await conversionsSettled(publisher))
         }
         for (peer, backing) in [(raw, "dmabuf:0"), (compressed, "memfd")] {
             #expect(await peer.waitForExit(timeout: Self.patience), "\(peer.output)")

@@ -38,6 +38,7 @@ import Testing
         case .frame(let frame, _): "f\(frame)"
         case .connected: "conn"
         case .dropped: "drop"
+        case .systemPressure: "pressure"
         case .ended: "end"
         }
     }

@@ -24,6 +24,7 @@ import TestSupport
     func nextEvent(_ iterator: inout Subscriber.Events.Iterator) async throws -> SubscriberEvent? {
         while let event = try await iterator.next() {
             if case .dropped = event { continue }
+            if case .systemPressureChanged = event { continue }
             return event
         }
         return nil

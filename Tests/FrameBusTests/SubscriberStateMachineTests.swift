@@ -108,7 +108,8 @@ import TestSupport
                         kind: .subscriber,
                         deliveryMode: 1,
                         queueDepth: 16,
-                        flags: WireHello.acceptsDMABufFlag | WireHello.knowsUnsupportedSurfaceFlag,
+                        flags: WireHello.acceptsDMABufFlag | WireHello.wantsStatusFlag
+                            | WireHello.knowsUnsupportedSurfaceFlag,
                         formats: [
                             PixelFormat.compressedYUV420BiPlanarVideoRange8.fourCC,
                             PixelFormat.yuv420BiPlanarVideoRange8.fourCC,

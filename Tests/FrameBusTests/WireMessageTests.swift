@@ -635,10 +635,10 @@ enum GoldenVectors {
             expected: .invalidField
         ),
         Mutation(
-            name: "DROP reason 4",
+            name: "DROP reason 5",
             base: GoldenVectors.drop,
             descriptors: 0,
-            patches: [(24, [4])],
+            patches: [(24, [5])],
             expected: .invalidField
         ),
         Mutation(

@@ -466,9 +466,12 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
 
 @Suite(.timeLimit(.minutes(5))) struct DroppedFrameReasonTests {
     @Test func rawValuesAreTheDocumentedWireValues() {
-        #expect(DroppedFrameReason.allCases.map(\.rawValue) == [1, 2, 3])
-        #expect(DroppedFrameReason.allCases == [.frameWasLate, .outOfBuffers, .discontinuity])
-        #expect(DroppedFrameReason.allCases.map(\.description) == ["FrameWasLate", "OutOfBuffers", "Discontinuity"])
+        #expect(DroppedFrameReason.allCases.map(\.rawValue) == [1, 2, 3, 4])
+        #expect(DroppedFrameReason.allCases == [.frameWasLate, .outOfBuffers, .discontinuity, .workFellBehind])
+        #expect(
+            DroppedFrameReason.allCases.map(\.description)
+                == ["FrameWasLate", "OutOfBuffers", "Discontinuity", "WorkFellBehind"]
+        )
         #expect(DroppedFrameReasonInfo.allCases.map(\.rawValue) == [1, 2, 3, 4, 5])
         #expect(DroppedFrameReasonInfo.cameraModeSwitch.description == "CameraModeSwitch")
     }
@@ -476,7 +479,7 @@ private let specials: [MediaTime] = [.invalid, .indefinite, .positiveInfinity, .
     /// Every byte: only the documented values decode; 0 is reserved for "none".
     @Test func unknownRawValuesDecodeToNil() {
         for raw in UInt8.min...UInt8.max {
-            #expect((DroppedFrameReason(rawValue: raw) != nil) == (1...3).contains(raw))
+            #expect((DroppedFrameReason(rawValue: raw) != nil) == (1...4).contains(raw))
             #expect((DroppedFrameReasonInfo(rawValue: raw) != nil) == (1...5).contains(raw))
         }
     }

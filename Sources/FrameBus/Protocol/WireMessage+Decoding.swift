@@ -118,6 +118,27 @@ extension WireMessage {
                 try reader.readReserved(UInt32.self, "GOODBYE reserved")
                 return .goodbye(reason: reason)
             case .monitorReport: return .monitorReport(try decodeMonitorReport())
+            case .status:
+                try expectSize(WireProtocol.statusSize)
+                let level: UInt16 = try reader.read()
+                let factors: UInt16 = try reader.read()
+                let cost: UInt32 = try reader.read()
+                let duration = WireTime(
+                    value: try reader.read(),
+                    timescale: try reader.read(),
+                    flags: try reader.read()
+                )
+                let status = WireStatus(
+                    level: level,
+                    factors: factors,
+                    cost: cost,
+                    frameDuration: duration,
+                    time: try reader.read(),
+                    framesShed: try reader.read()
+                )
+                try check(level <= WireStatus.maximumLevel, "level \(level)")
+                try checkTime(duration, "frame duration")
+                return .status(status)
             }
         }
 
@@ -161,11 +182,7 @@ extension WireMessage {
                 }
                 kind = known
                 flags = try reader.read()
-                try check(
-                    flags & ~(WireHello.acceptsDMABufFlag | WireHello.deferredFlag
-                        | WireHello.knowsUnsupportedSurfaceFlag) == 0,
-                    "flags 0x\(String(flags, radix: 16))"
-                )
+                try check(flags & ~WireHello.knownFlags == 0, "flags 0x\(String(flags, radix: 16))")
             }
             try expectSize(WireProtocol.helloFixedSize + 4 * Int(count))
             switch kind {

@@ -128,6 +128,15 @@ extension WireMessage {
         case .goodbye(let reason):
             writer.write(reason)
             writer.write(UInt32(0))
+        case .status(let status):
+            writer.write(status.level)
+            writer.write(status.factors)
+            writer.write(status.cost)
+            writer.write(status.frameDuration.value)
+            writer.write(status.frameDuration.timescale)
+            writer.write(status.frameDuration.flags)
+            writer.write(status.time)
+            writer.write(status.framesShed)
         case .monitorReport(let report):
             let records = report.records.prefix(WireProtocol.maximumMonitorRecords)
             writer.write(report.time)

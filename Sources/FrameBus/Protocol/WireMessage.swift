@@ -33,6 +33,9 @@ package enum WireMessageType: UInt16, Sendable, CaseIterable {
     case goodbye = 0x0041
     /// Publisher → monitor (version 2): a snapshot of the publisher's counters.
     case monitorReport = 0x0050
+    /// Publisher → subscriber or monitor that set ``WireHello/wantsStatusFlag``: system pressure, cost, frame
+    /// duration.
+    case status = 0x0060
 
     /// The name docs/PROTOCOL.md uses.
     public var name: String {
@@ -49,6 +52,7 @@ package enum WireMessageType: UInt16, Sendable, CaseIterable {
         case .release: "RELEASE"
         case .goodbye: "GOODBYE"
         case .monitorReport: "MONITOR_REPORT"
+        case .status: "STATUS"
         }
     }
 }
@@ -103,6 +107,7 @@ package enum WireProtocol {
     static let goodbyeSize = 16
     static let monitorReportFixedSize = 40
     static let monitorRecordSize = 96
+    static let statusSize = 48
 }
 
 /// What a connection is for (HELLO and WELCOME `kind`, version 2).
@@ -124,6 +129,11 @@ package struct WireHello: Hashable, Sendable {
     /// monitor understands a report record's `droppedUnsupportedSurface` and a WELCOME that names the publisher's
     /// format. A peer that does not set it is sent neither.
     public static let knowsUnsupportedSurfaceFlag: UInt16 = 1 << 3
+    /// Bit of ``flags``: the peer understands STATUS and DROP reason `workFellBehind`, and wants them (versions 2
+    /// and 3; docs/PROTOCOL.md §5.13).
+    public static let wantsStatusFlag: UInt16 = 1 << 2
+    /// Every flag this implementation knows.
+    static let knownFlags: UInt16 = acceptsDMABufFlag | deferredFlag | wantsStatusFlag | knowsUnsupportedSurfaceFlag
 
     /// 1 (the version-1 layout and magic) or 2.
     public var version: UInt16
@@ -133,7 +143,8 @@ package struct WireHello: Hashable, Sendable {
     public var deliveryMode: UInt16
     /// 1 for latest-only; 1…64 for queue; 0 for a monitor.
     public var queueDepth: UInt16
-    /// Version 2: bit 0 ``acceptsDMABufFlag``, bit 1 ``deferredFlag``.
+    /// Version 2: bit 0 ``acceptsDMABufFlag``, bit 1 ``deferredFlag``, bit 2 ``wantsStatusFlag``, bit 3
+    /// ``knowsUnsupportedSurfaceFlag``.
     public var flags: UInt16
     /// FourCC codes in order of preference, 1…16 of them (none for a monitor).
     public var formats: [UInt32]
@@ -459,6 +470,9 @@ package enum WireDropReason: UInt32, Sendable, CaseIterable {
     case frameWasLate = 1
     case outOfBuffers = 2
     case discontinuity = 3
+    /// The work for this subscriber's format (the conversion worker) fell behind; sent only to a subscriber that set
+    /// ``WireHello/wantsStatusFlag`` (docs/PROTOCOL.md §5.8).
+    case workFellBehind = 4
 
     /// DROP reason 5 (docs/PROTOCOL.md §5.8): an `outOfBuffers` drop whose cause is the frame's surface, one this
     /// subscriber cannot take (a DMA-BUF for a subscriber without `acceptsDMABuf`). Sent only to a subscriber that
@@ -535,6 +549,7 @@ package enum WireMessage: Hashable, Sendable {
     case release(WireRelease)
     case goodbye(reason: UInt32)
     case monitorReport(WireMonitorReport)
+    case status(WireStatus)
 
     public var type: WireMessageType {
         switch self {
@@ -550,6 +565,7 @@ package enum WireMessage: Hashable, Sendable {
         case .release: .release
         case .goodbye: .goodbye
         case .monitorReport: .monitorReport
+        case .status: .status
         }
     }
 

@@ -62,9 +62,11 @@ extension Publisher {
         /// subscribers of that format are admitted against it as against the producer's pool (``HoldingPolicy``), so
         /// hoarders of a converted format cannot starve its other subscribers.
         public var conversionBufferLimit: Int?
-        /// Threads that encode (or decode) each frame for subscribers of another format (1…64): 1 converts on the
-        /// thread that calls ``Publisher/publish(_:timing:)``; more split each frame across that many threads, which
-        /// the publisher keeps for its lifetime. Conversion allocates nothing per frame either way.
+        /// Threads that encode (or decode) each frame for subscribers of another format (1…64). Conversion never runs
+        /// on the thread that calls ``Publisher/publish(_:timing:)``: the publisher's conversion worker makes each
+        /// converted frame (1: alone), or splits it across this many threads, which the publisher keeps for its
+        /// lifetime; a frame it cannot start before the next arrives is shed for those subscribers
+        /// (``PublisherCost``). Conversion allocates nothing per frame either way.
         public var conversionThreadCount = 1
         /// Whether a version-3 subscriber that offers futex wake-ups (docs/PROTOCOL.md §9.8) is woken by a
         /// `FUTEX_WAKE` on its announce ring instead of a datagram. Off: every subscriber gets wake-up datagrams
@@ -80,6 +82,12 @@ extension Publisher {
         public var deferredStartTimeout: Duration = .seconds(1)
         /// Told before and after each deferred start (``Publisher/DeferredStart``), on the publishing thread.
         public var deferredStartHandler: (@Sendable (Publisher.DeferredStart) -> Void)?
+        /// The thresholds and hysteresis of ``Publisher/systemPressureState`` (``SystemPressurePolicy``); nil: the
+        /// publisher does not measure system pressure (no thread, no PSI trigger), and its state stays nominal.
+        public var systemPressurePolicy: SystemPressurePolicy? = SystemPressurePolicy()
+        /// Called on the publisher's pressure thread whenever ``Publisher/systemPressureState`` changes (not for the
+        /// initial nominal state). It must not block: lower the frame rate, or hand the state to your own queue.
+        public var systemPressureHandler: (@Sendable (SystemPressureState) -> Void)?
         /// Where diagnostics go (closed connections and their reasons, rate-limited).
         public var logger: Logger
 
@@ -150,6 +158,7 @@ extension Publisher {
                 deferredStartTimeout >= .zero && deferredStartTimeout <= .seconds(3600),
                 "deferredStartTimeout \(deferredStartTimeout)"
             )
+            try systemPressurePolicy?.validate()
         }
 
         var limits: PublisherStateMachine<PixelBuffer>.Limits {

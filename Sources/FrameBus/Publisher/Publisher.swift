@@ -21,8 +21,9 @@ import SampleBuffers
 /// try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))
 /// ```
 ///
-/// The protocol logic is ``PublisherStateMachine``; its IO layer is `PublisherCore`: `publish` fans out on the
-/// caller's thread, and one thread accepts connections, reads releases and keeps time. That thread holds only the
+/// The protocol logic is ``PublisherStateMachine``; its IO layer is `PublisherCore`: `publish` fans out the published
+/// format on the caller's thread, a conversion thread makes and fans out the other formats (``cost`` says when it
+/// falls behind), and one thread accepts connections, reads releases and keeps time. That thread holds only the
 /// core, never this object, so dropping the last reference to a publisher ends its stream at once: `deinit`
 /// stops the core (END_OF_STREAM to every subscriber, the socket file removed) and rings the loop thread's
 /// doorbell, and a new publisher can listen at the same path right away.
@@ -46,6 +47,12 @@ public final class Publisher: Sendable {
         self.streamID = UInt64.random(in: 1...UInt64.max)
         let core = try PublisherCore(configuration: configuration, streamID: streamID)
         self.core = core
+        do throws(FrameBusError) {
+            try core.startPressureMonitor()
+        } catch {
+            core.stop()
+            throw error
+        }
         let thread = Thread {
             while core.runOnce() {}
         }

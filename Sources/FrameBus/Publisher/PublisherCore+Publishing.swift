@@ -23,9 +23,20 @@ extension PublisherCore {
         return publishing.withLock { _ in
             withState(releasingInto: &released) { state in
                 let now = ProcessInfoShim.monotonicNanoseconds()
-                guard let (range, actions) = state.machine.reportDropped(reason: reason, count: count, now: now)
+                // Subscribers served by the conversion worker hear of the loss after the frames it still has for them.
+                let converted = state.machine.convertedSessionFormats
+                guard
+                    let (range, actions) = state.machine.reportDropped(
+                        reason: reason,
+                        count: count,
+                        now: now,
+                        deferring: converted
+                    )
                 else { return nil }
                 perform(actions, &state)
+                if !converted.isEmpty && !conversionWorker.deferDrop(range, reason, formats: converted) {
+                    perform(state.machine.deferredDrop(range, reason: reason, formats: converted, now: now), &state)
+                }
                 return range
             }
         }
@@ -77,6 +88,7 @@ extension PublisherCore {
         releasingInto released: inout [PixelBuffer]
     ) throws(FrameBusError) -> UInt64 {
         do {
+            let started = ProcessInfoShim.monotonicNanoseconds()
             // One lock for the plan and for whether the published surface is described already (it usually is: a
             // pool's surfaces come back), so a frame in the published format takes the lock twice, not three times.
             let (plan, sourceIsDescribed): (Machine.FramePlan?, Bool) = withState(releasingInto: &released) { state in
@@ -86,6 +98,13 @@ extension PublisherCore {
                     height: UInt32(clamping: buffer.height),
                     discontinuity: discontinuity
                 )
+                // A new frame duration (a producer adapting its rate) is news for the subscribers that asked.
+                let duration = Self.wireTime(timing.duration)
+                if duration != state.machine.status.frameDuration {
+                    var fields = state.machine.status
+                    fields.frameDuration = duration
+                    perform(state.machine.updateStatus(fields, now: ProcessInfoShim.monotonicNanoseconds()), &state)
+                }
                 return (plan, state.surfaceDescriptions[buffer.surface.id.rawValue] != nil)
             }
             guard let plan else { throw FrameBusError(.closed, "Publisher.publish") }
@@ -99,67 +118,103 @@ extension PublisherCore {
                 flags: plan.isDiscontinuity ? WireFrame.discontinuityFlag : 0,
                 attachments: WireAttachments.encode(buffer.attachments).tuple
             )
-            // Each representation is made once (outside the state lock: encoding takes milliseconds) and fanned
-            // out as soon as it exists, the published format first.
+            // The published format is fanned out here, on the producer's thread; every other representation is made
+            // by the conversion worker on its own thread, so encoding never holds the producer or its raw subscribers
+            // back (docs/ARCHITECTURE.md, "Sustained performance").
+            var conversions: [UInt32] = []
             for fourCC in plan.formats {
                 guard let format = try? PixelFormat(fourCC: fourCC) else { continue }
-                let converted: PixelBuffer?
-                let bytesUsed: Int
-                if format == source {
-                    converted = buffer
-                    bytesUsed = Self.bytesUsed(of: buffer)
-                } else if let (destination, used) = convert(buffer, to: format) {
-                    converted = destination
-                    bytesUsed = used
-                } else {
-                    converted = nil
-                    bytesUsed = 0
+                guard format == source else {
+                    conversions.append(fourCC)
+                    continue
                 }
-                // A surface published for the first time is exported (its read-only handle opened) before locking.
-                // The published format comes first in the plan, so no description was dropped (at the cap) since
-                // `sourceIsDescribed` was read: only this thread adds descriptions, and a buffer alive is not freed.
-                let fresh =
-                    format == source && sourceIsDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
-                // A description evicted at the cap is closed after the lock is released, not under it.
-                var evicted: SurfaceDescription?
-                defer { evicted = nil }
-                withState(releasingInto: &released) { state in
-                    // One clock read for the reaping, the delivery and the sends.
-                    let now = ProcessInfoShim.monotonicNanoseconds()
-                    let described = converted.flatMap {
-                        representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, evicted: &evicted, &state)
-                    }
-                    // The releases waiting in the subscribers' rings are reaped before the frame is handed to the
-                    // machine only when they could change what it admits; otherwise after its wake-ups, which then
-                    // come sooner (docs/PROTOCOL.md §9.5).
-                    let reapsFirst = !state.machine.admitsRegardlessOfReleases(
-                        sequence: template.sequence,
-                        format: fourCC,
-                        surfaceID: described?.surfaceID,
-                        isConversion: format != source
-                    )
-                    reapBeforePublishing(&state, now: now, reaping: reapsFirst)
-                    // The kept action array is taken out of the state while it is filled and carried out.
-                    var actions: [Machine.Action] = []
-                    swap(&actions, &state.deliveryActions)
-                    state.machine.deliver(
-                        template,
-                        format: fourCC,
-                        representation: described,
-                        isConversion: format != source,
-                        now: now,
-                        into: &actions
-                    )
-                    perform(actions, &state, now: now)
-                    actions.removeAll(keepingCapacity: true)
-                    swap(&actions, &state.deliveryActions)
-                    if !reapsFirst {
-                        state.reapsAfterWaking &+= 1
-                        serviceRings(&state, now: now)
-                    }
-                }
+                deliverRepresentation(
+                    template,
+                    fourCC: fourCC,
+                    converted: buffer,
+                    bytesUsed: Self.bytesUsed(of: buffer),
+                    isConversion: false,
+                    knownDescribed: sourceIsDescribed,
+                    releasingInto: &released
+                )
             }
+            if !conversions.isEmpty {
+                let job = ConversionWorker.Job(buffer: buffer, template: template, formats: conversions)
+                if let replaced = conversionWorker.submit(job, core: self) { released.append(replaced) }
+            }
+            let (windowEnded, line, cost) = costMeter.withLock { meter in
+                let (ended, line) = meter.published(
+                    fanOutNanoseconds: ProcessInfoShim.monotonicNanoseconds() &- started,
+                    duration: timing.duration,
+                    at: started
+                )
+                return (ended, line, meter.current)
+            }
+            if let line { logCost(line) }
+            if windowEnded { costChanged(cost) }
             return plan.sequence
+        }
+    }
+
+    /// Fans out one representation of frame `template.sequence` to every subscriber of `fourCC`: `converted` nil means
+    /// it could not be made (those subscribers get a DROP). Runs on the producer's thread for the published format and
+    /// on the conversion worker's for the others.
+    func deliverRepresentation(
+        _ template: WireFrame,
+        fourCC: UInt32,
+        converted: PixelBuffer?,
+        bytesUsed: Int,
+        isConversion: Bool,
+        knownDescribed: Bool,
+        releasingInto released: inout [PixelBuffer]
+    ) {
+        // A surface published for the first time is exported (its read-only handle opened) before locking.
+        var fresh = knownDescribed ? nil : converted.flatMap { describeIfNew($0.surface) }
+        for attempt in 0..<2 {
+            // A description evicted at the cap is closed after the lock is released, not under it.
+            var evicted: SurfaceDescription?
+            defer { evicted = nil }
+            let delivered = withState(releasingInto: &released) { state -> Bool in
+                // One clock read for the reaping, the delivery and the sends.
+                let now = ProcessInfoShim.monotonicNanoseconds()
+                let described = converted.flatMap {
+                    representation(of: $0, bytesUsed: bytesUsed, fresh: fresh, evicted: &evicted, &state)
+                }
+                // A description the caller knew of was dropped at the cap meanwhile (the conversion worker adds
+                // descriptions of its own pool's surfaces on its thread): describe it again, outside the lock.
+                if described == nil, converted != nil, fresh == nil, attempt == 0 { return false }
+                // The releases waiting in the subscribers' rings are reaped before the frame is handed to the
+                // machine only when they could change what it admits; otherwise after its wake-ups, which then come
+                // sooner (docs/PROTOCOL.md §9.5).
+                let reapsFirst = !state.machine.admitsRegardlessOfReleases(
+                    sequence: template.sequence,
+                    format: fourCC,
+                    surfaceID: described?.surfaceID,
+                    isConversion: isConversion
+                )
+                reapBeforePublishing(&state, now: now, reaping: reapsFirst)
+                // The kept action array is taken out of the state while it is filled and carried out.
+                var actions: [Machine.Action] = []
+                swap(&actions, &state.deliveryActions)
+                state.machine.deliver(
+                    template,
+                    format: fourCC,
+                    representation: described,
+                    isConversion: isConversion,
+                    now: now,
+                    into: &actions
+                )
+                perform(actions, &state, now: now)
+                actions.removeAll(keepingCapacity: true)
+                swap(&actions, &state.deliveryActions)
+                if !reapsFirst {
+                    state.reapsAfterWaking &+= 1
+                    serviceRings(&state, now: now)
+                }
+                return true
+            }
+            if delivered { return }
+            fresh = converted.flatMap { describeIfNew($0.surface) }
         }
     }
 

@@ -117,6 +117,14 @@ final class PublisherCore: Sendable {
     /// Encodes and decodes frames for subscribers of another format, reusing its workspace (and threads) for every
     /// frame. Its calls are serialised, as `publish` calls are.
     let codec: SurfaceCodecContext
+    /// Makes every representation but the published one, on its own thread (started on first use).
+    let conversionWorker = ConversionWorker()
+    /// Each window's frame costs (``PublisherCost``).
+    let costMeter = Mutex(CostMeter())
+    /// Measures system pressure (nil: not configured, or stopped); started by ``startPressureMonitor()``.
+    let pressureMonitor = Mutex<SystemPressureMonitor?>(nil)
+    /// The last system pressure state (``Publisher/systemPressureState``).
+    let systemPressure = Mutex(SystemPressureState.nominal)
 
     init(configuration: Publisher.Configuration, streamID: UInt64) throws(FrameBusError) {
         self.configuration = configuration
@@ -133,13 +141,38 @@ final class PublisherCore: Sendable {
 
     /// The work of ``Publisher``'s `stop` (documented there).
     func stop() {
-        let wasRunning = withState { state -> Bool in
-            guard !state.machine.isStopped else { return false }
-            perform(state.machine.stop(now: ProcessInfoShim.monotonicNanoseconds()), &state)
+        let (wasRunning, unconverted) = withState { state -> (Bool, [ConversionWorker.Item]) in
+            guard !state.machine.isStopped else { return (false, conversionWorker.stop()) }
+            let now = ProcessInfoShim.monotonicNanoseconds()
+            // Frames the conversion worker still had are shed for their subscribers before END_OF_STREAM, so every
+            // sequence number reaches each of them as a FRAME or a DROP (a frame it delivers meanwhile is not shed
+            // again: the machine sheds only what it has not sent).
+            let unconverted = conversionWorker.stop()
+            for item in unconverted {
+                switch item {
+                case .convert(let job):
+                    let sequence = job.template.sequence
+                    for format in job.formats {
+                        perform(state.machine.shed(sequence...sequence, format: format, now: now).actions, &state)
+                    }
+                case .shed(let range, let formats):
+                    for format in formats {
+                        perform(state.machine.shed(range, format: format, now: now).actions, &state)
+                    }
+                case .drop(let range, let reason, let formats):
+                    perform(state.machine.deferredDrop(range, reason: reason, formats: formats, now: now), &state)
+                }
+            }
+            perform(state.machine.stop(now: now), &state)
             for (_, socket) in state.sockets { socket.shutdown() }
             state.sockets.removeAll()
             state.rings.removeAll()
-            return true
+            return (true, unconverted)
+        }
+        withExtendedLifetime(unconverted) {}  // their buffers go here, unlocked
+        pressureMonitor.withLock { monitor in
+            monitor?.stop()
+            monitor = nil
         }
         if wasRunning {
             unfollowPools()

@@ -58,6 +58,20 @@ public final class PublisherMonitor {
         /// Subscribers connected (may exceed `subscribers.count`: at most 32 are described).
         public var subscriberCount: Int
         public var subscribers: [SubscriberReport]
+        /// The publisher's status with this report (nil from a publisher that does not send STATUS).
+        public var status: Status?
+    }
+
+    /// The publisher's system pressure, cost and frame duration (docs/PROTOCOL.md §5.13).
+    public struct Status: Hashable, Sendable {
+        /// The system pressure the publisher measures.
+        public var systemPressure: SystemPressureState
+        /// Its work per frame against the frame interval (``PublisherCost/value``); nil before it measured one.
+        public var cost: Double?
+        /// The duration of the frames it publishes now; invalid when it does not say.
+        public var frameDuration: MediaTime
+        /// Frames shed for every subscriber since it started (``PublisherCost/framesShed``).
+        public var framesShed: UInt64
     }
 
     /// The publisher's stream id (from WELCOME).
@@ -68,6 +82,10 @@ public final class PublisherMonitor {
     /// it (an older one) or names no format this library knows.
     public let publisherFormat: PixelFormat?
     private let socket: Socket
+    /// Whether the publisher follows each report with a STATUS (nil until the first report tells).
+    private var expectsStatus: Bool?
+    /// A message read while looking for a STATUS that was something else: the next one to handle.
+    private var stashed: WireMessage?
 
     /// Connects to the publisher at `path` as a monitor.
     ///
@@ -94,7 +112,9 @@ public final class PublisherMonitor {
                 message: "the publisher at \(path) runs as uid \(credentials.uid), which is not allowed"
             )
         }
-        _ = socket.send(WireMessage.hello(.knowingMonitor).encoded())
+        var hello = WireHello.knowingMonitor
+        hello.flags |= WireHello.wantsStatusFlag
+        _ = socket.send(WireMessage.hello(hello).encoded())
         switch try Self.receive(on: socket, timeout: timeout, operation) {
         case .welcome(let welcome) where welcome.kind == .monitor:
             self.streamID = welcome.streamID
@@ -126,14 +146,40 @@ public final class PublisherMonitor {
     /// - Throws: ``FrameBusError/Code-swift.struct/timedOut`` when none arrives within `timeout`,
     ///   ``FrameBusError/Code-swift.struct/protocolViolation`` for anything but a report.
     public func nextReport(timeout: Duration = .seconds(5)) throws(FrameBusError) -> Report? {
-        let message: WireMessage
+        var message: WireMessage
         do {
-            message = try Self.receive(on: socket, timeout: timeout, "PublisherMonitor.nextReport")
+            if let pending = stashed {
+                stashed = nil
+                message = pending
+            } else {
+                message = try Self.receive(on: socket, timeout: timeout, "PublisherMonitor.nextReport")
+            }
+            // A STATUS that came late (after the short wait for it) belongs to the report before: skip it.
+            while case .status = message {
+                expectsStatus = true
+                message = try Self.receive(on: socket, timeout: timeout, "PublisherMonitor.nextReport")
+            }
         } catch  where error.code == .endOfStream {
             return nil
         }
         switch message {
         case .monitorReport(let report):
+            // A publisher that knows STATUS sends one right after each report (we asked in HELLO); an older one
+            // sends none, and its next message is the next report, a second later: wait for the STATUS only when
+            // this publisher sent one before, or for the first report a short while.
+            var status: Status?
+            if expectsStatus != false {
+                let wait: Duration = expectsStatus == true ? timeout : .milliseconds(200)
+                let next = try? Self.receive(on: socket, timeout: wait, "PublisherMonitor.nextReport")
+                if case .status(let wire) = next {
+                    status = Self.status(wire)
+                    expectsStatus = true
+                } else {
+                    // Something else (the end of the stream, the next report): handled by the next call.
+                    stashed = next
+                    if expectsStatus == nil { expectsStatus = false }
+                }
+            }
             return Report(
                 time: report.time,
                 published: report.published,
@@ -161,7 +207,8 @@ public final class PublisherMonitor {
                         version: Int(record.version),
                         droppedUnsupportedSurface: UInt64(record.droppedUnsupportedSurface)
                     )
-                }
+                },
+                status: status
             )
         case .endOfStream:
             return nil
@@ -178,6 +225,16 @@ public final class PublisherMonitor {
                 message: "unexpected \(message.type.name)"
             )
         }
+    }
+
+    static func status(_ wire: WireStatus) -> Status {
+        let status = PublisherStatus(wire)
+        return Status(
+            systemPressure: status.systemPressure,
+            cost: status.cost,
+            frameDuration: status.frameDuration,
+            framesShed: status.framesShed
+        )
     }
 
     private static func receive(

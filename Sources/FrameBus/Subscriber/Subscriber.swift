@@ -105,6 +105,11 @@ public final class Subscriber: Sendable {
         /// cannot make a decoding consumer fill a huge image. Default ``FrameSizeLimit/default`` (8192 × 8192, at
         /// most 8192 × 4352 pixels); nil accepts any size the protocol allows.
         public var largestFrame: FrameSizeLimit? = .default
+        /// Whether to ask the publisher for its status (the HELLO's `wantsStatus`, docs/PROTOCOL.md §5.13): system
+        /// pressure, arriving as ``SubscriberEvent/systemPressureChanged(_:)`` and in ``Subscriber/publisherStatus``,
+        /// and drops of frames the publisher's encoder skipped as ``DroppedFrameReason/workFellBehind`` (without it,
+        /// those are `outOfBuffers`).
+        public var receivesStatus = true
         /// Where diagnostics go.
         public var logger: Logger
 
@@ -174,6 +179,11 @@ public final class Subscriber: Sendable {
 
     /// What the publisher granted on the current (or last) connection; `nil` before the first handshake.
     public var session: Session? { core.session }
+
+    /// The publisher's last status: system pressure, frame cost, frame duration, frames shed for us
+    /// (docs/PROTOCOL.md §5.13); nil before the first STATUS, from a publisher that sends none, or with
+    /// ``Configuration/receivesStatus`` off.
+    public var publisherStatus: PublisherStatus? { core.publisherStatus }
 
     /// Sets the delegate and the queue it is called on (asynchronously; `.main` is fine); events that already wait
     /// are delivered to it. The delegate is held weakly. While a delegate is set, ``events`` and ``frames`` throw
@@ -355,7 +365,7 @@ public final class Subscriber: Sendable {
                     switch event {
                     case .frame(let sample): return sample
                     case .ended(let error) where !events.core.configuration.reconnects: throw error
-                    case .ended, .connected, .reconnected, .dropped: continue
+                    case .ended, .connected, .reconnected, .dropped, .systemPressureChanged: continue
                     }
                 }
                 return nil

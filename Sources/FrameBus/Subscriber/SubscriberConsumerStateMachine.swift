@@ -302,6 +302,12 @@ struct SubscriberConsumerStateMachine<Frame, Waiter> {
         return wakeConsumer(onConnectionThread: onConnectionThread)
     }
 
+    /// The publisher's system pressure changed (only the newest waits: an older one still waiting is replaced).
+    mutating func systemPressureChanged(_ pressure: SystemPressureState, onConnectionThread: Bool) -> WakeAction {
+        if stream != .cancelled { queue.append(systemPressure: pressure) }
+        return wakeConsumer(onConnectionThread: onConnectionThread)
+    }
+
     /// The connection ended; `isFinal` when no other will follow.
     mutating func ended(_ error: FrameBusError, isFinal: Bool, onConnectionThread: Bool) -> WakeAction {
         if stream != .cancelled {

@@ -35,6 +35,8 @@ final class SubscriberCore: Sendable {
     struct State {
         var consumers: Consumers
         var session: Subscriber.Session?
+        /// The publisher's last STATUS on the current connection (nil before one, and after it ends).
+        var publisherStatus: PublisherStatus?
         /// The current connection (also during its handshake), so that ``cancel()`` can close it at once.
         var socket: Socket?
         var isConnected = false
@@ -103,6 +105,7 @@ final class SubscriberCore: Sendable {
     }
 
     var session: Subscriber.Session? { state.withLock { $0.session } }
+    var publisherStatus: PublisherStatus? { state.withLock { $0.publisherStatus } }
     var isConnected: Bool { state.withLock { $0.isConnected } }
     var isCancelled: Bool { state.withLock { $0.consumers.isCancelled } }
 
@@ -184,9 +187,23 @@ final class SubscriberCore: Sendable {
         perform(wake, onConnectionThread: true)
     }
 
+    /// A STATUS arrived: kept for ``Subscriber/publisherStatus``; a new pressure state is an event.
+    func statusReceived(_ status: PublisherStatus) {
+        let wake = state.withLock { state -> Consumers.WakeAction? in
+            let previous = state.publisherStatus?.systemPressure
+            state.publisherStatus = status
+            guard previous != status.systemPressure else { return nil }
+            let wake = state.consumers.systemPressureChanged(status.systemPressure, onConnectionThread: true)
+            state.taken(wake)
+            return wake
+        }
+        if let wake { perform(wake, onConnectionThread: true) }
+    }
+
     /// The connection ended; `isFinal` when no other will follow.
     func connectionEnded(_ error: FrameBusError, isFinal: Bool) {
         let wake = state.withLock { state in
+            state.publisherStatus = nil
             state.socket = nil
             state.isConnected = false
             let wake = state.consumers.ended(error, isFinal: isFinal, onConnectionThread: true)
@@ -311,6 +328,7 @@ final class SubscriberCore: Sendable {
         case .connected(let session, let isReconnect): isReconnect ? .reconnected(session) : .connected(session)
         case .frame(let frame, _): .frame(frame.sample)
         case .dropped(let drop): .dropped(drop)
+        case .systemPressure(let state): .systemPressureChanged(state)
         case .ended(let error): .ended(error)
         }
     }
@@ -356,6 +374,7 @@ final class SubscriberCore: Sendable {
                     }
                     delegate.subscriber(owner, didOutput: frame.sample)
                 case .dropped(let drop): delegate.subscriber(owner, didDrop: Self.marker(for: drop))
+                case .systemPressure(let state): delegate.subscriber(owner, didChangeSystemPressure: state)
                 case .ended(let error): delegate.subscriber(owner, didEndWith: error)
                 }
             }

@@ -19,9 +19,15 @@ public protocol SubscriberDelegate: AnyObject, Sendable {
     func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError)
     /// A handshake succeeded (the first, or one after a reconnect): `session` says what the publisher granted.
     func subscriber(_ subscriber: Subscriber, didConnect session: Subscriber.Session)
+    /// The publisher's system pressure changed (``SubscriberEvent/systemPressureChanged(_:)``; the first right after
+    /// the handshake). Apple's advice applies to a consumer too: do less per frame at serious and critical.
+    func subscriber(_ subscriber: Subscriber, didChangeSystemPressure state: SystemPressureState)
 }
 
 extension SubscriberDelegate {
+    /// The publisher's system pressure changed (``SubscriberEvent/systemPressureChanged(_:)``); nothing by default.
+    public func subscriber(_ subscriber: Subscriber, didChangeSystemPressure state: SystemPressureState) {}
+
     /// Does nothing.
     public func subscriber(_ subscriber: Subscriber, didDrop sampleBuffer: SampleBuffer) {}
     /// Does nothing.

@@ -49,6 +49,10 @@ public enum SubscriberEvent: Sendable, CustomStringConvertible {
     case frame(SampleBuffer)
     /// Frames that were not delivered.
     case dropped(SubscriberDrop)
+    /// The publisher's system pressure changed (``Subscriber/Configuration/receivesStatus``): the first one comes
+    /// right after ``connected(_:)``, then one per change. Apple's advice applies to a consumer too: do less per
+    /// frame at serious and critical. The publisher's cost and frame duration are in ``Subscriber/publisherStatus``.
+    case systemPressureChanged(SystemPressureState)
     /// The connection ended: ``FrameBusError/Code-swift.struct/endOfStream`` when the publisher stopped or died;
     /// ``FrameBusError/Code-swift.struct/refused``, ``FrameBusError/Code-swift.struct/permissionDenied``,
     /// ``FrameBusError/Code-swift.struct/timedOut``, ``FrameBusError/Code-swift.struct/protocolViolation`` or
@@ -62,6 +66,7 @@ public enum SubscriberEvent: Sendable, CustomStringConvertible {
         case .reconnected(let session): "reconnected(\(session.format), stream \(session.streamID))"
         case .frame(let sample): "frame(\(sample.busSequenceNumber.map { "\($0)" } ?? "?"))"
         case .dropped(let drop): "dropped(\(drop))"
+        case .systemPressureChanged(let state): "systemPressureChanged(\(state))"
         case .ended(let error): "ended(\(error))"
         }
     }
@@ -81,6 +86,7 @@ package struct SubscriberEventQueue<Frame> {
         case connected(Subscriber.Session, isReconnect: Bool)
         case frame(Frame, sequence: UInt64)
         case dropped(SubscriberDrop)
+        case systemPressure(SystemPressureState)
         case ended(FrameBusError)
     }
 
@@ -131,6 +137,13 @@ package struct SubscriberEventQueue<Frame> {
         coalesce(around: entries.count - 1)
     }
 
+    /// Appends a pressure change; one still waiting is dropped first (only the newest state matters), so at most one
+    /// waits however often the publisher's state changes.
+    package mutating func append(systemPressure state: SystemPressureState) {
+        entries.removeAll { if case .systemPressure = $0 { true } else { false } }
+        entries.append(.systemPressure(state))
+    }
+
     package mutating func append(connected session: Subscriber.Session, isReconnect: Bool) {
         entries.append(.connected(session, isReconnect: isReconnect))
         connectionEventCount += 1
@@ -165,6 +178,7 @@ package struct SubscriberEventQueue<Frame> {
         switch entry {
         case .frame: frameCount -= 1
         case .dropped: dropReportCount -= 1
+        case .systemPressure: break
         case .connected, .ended: connectionEventCount -= 1
         }
     }

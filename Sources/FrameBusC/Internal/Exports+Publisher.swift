@@ -222,7 +222,10 @@ public func fbPublisherReportDrops(
     unsafe boundary(error) { () throws(ABIError) in
         let function = "fb_publisher_report_drops"
         guard let publisher = unsafe publisher else { throw .null("publisher", in: function) }
-        guard let dropReason = UInt8(exactly: reason).flatMap(DroppedFrameReason.init(rawValue:)) else {
+        // The C header names reasons 1…3; workFellBehind (4) is the publisher's own, never the producer's to report.
+        guard let dropReason = UInt8(exactly: reason).flatMap(DroppedFrameReason.init(rawValue:)),
+            dropReason != .workFellBehind
+        else {
             throw ABIError(.invalidArgument, "\(function): unknown reason \(reason)")
         }
         guard count >= 1, count <= 1 << 32 else {

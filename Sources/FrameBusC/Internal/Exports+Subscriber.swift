@@ -124,6 +124,9 @@ private func createSubscriber(
     configuration.reconnectInterval = reconnectInterval
     configuration.reconnects = unsafe options.reconnects != 0
     configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
+    // fb_event has no system pressure event yet (a new ABI version): a C subscriber does not ask for STATUS, and
+    // gets FB_DROP_OUT_OF_BUFFERS for frames the publisher's encoder skipped, as before.
+    configuration.receivesStatus = false
     configuration.isDeferred = flags & UInt32(FB_SUBSCRIBER_DEFERRED) != 0
     let waitSlice: Duration?
     switch unsafe options.wait_slice_us {
@@ -189,6 +192,9 @@ private func makeEvent(_ event: SubscriberEvent) throws(ABIError) -> fb_event {
             last_sequence: drop.sequences.upperBound,
             frame_count: drop.frameCount
         )
+    case .systemPressureChanged:
+        // Never asked for (receivesStatus is off above): nothing to report.
+        unsafe result.type = UInt32(FB_EVENT_NONE.rawValue)
     case .ended(let error):
         let mapped = ABIError(error)
         unsafe result.type = UInt32(FB_EVENT_END.rawValue)

@@ -142,6 +142,8 @@ package struct PublisherStateMachine<Resource> {
     var isStopped = false
     /// Deferred start (PublisherStateMachine+Deferral.swift).
     var deferral = DeferralState()
+    /// What STATUS says now (``updateStatus(_:now:)``).
+    var status = StatusFields()
     var lastGeometry: (format: UInt32, width: UInt32, height: UInt32)?
     var pendingDiscontinuity = false
     var holdTimes = LatencyRecorder()

@@ -64,6 +64,9 @@ extension SubscriberConnection {
             }
             core.report(drop)
             return true
+        case .status(let status):
+            core.statusReceived(status)
+            return true
         case .close(let error, let reply):
             if machine.retriesWithoutRings || machine.retriesWithoutOptionalFlags {
                 // The publisher speaks no version 3: connect again at once with version 2 (§9.1); or it knows no

@@ -75,6 +75,7 @@ final class SubscriberConnection {
         machine.acceptsDMABuf = core.configuration.acceptsDMABuf
         machine.isDeferred = core.configuration.isDeferred
         machine.largestFrame = core.configuration.largestFrame
+        machine.receivesStatus = core.configuration.receivesStatus
     }
 
     var now: UInt64 { ProcessInfoShim.monotonicNanoseconds() }

@@ -36,6 +36,8 @@ package struct SubscriberStateMachine {
         case deliverFrame(WireFrame, discontinuity: DiscontinuityFlags)
         /// Tell the consumer that these frames were dropped.
         case reportDrop(SubscriberDrop)
+        /// The publisher's STATUS (docs/PROTOCOL.md §5.13): keep it, and tell the consumer if the pressure changed.
+        case status(PublisherStatus)
         /// Close the connection, first sending `reply` (an ERROR) if there is one, and end the stream with `error`.
         case close(FrameBusError, reply: WireErrorMessage?)
     }
@@ -48,6 +50,9 @@ package struct SubscriberStateMachine {
     var largestFrame: FrameSizeLimit? = .default
     /// A DROP reason 5 (`unsupportedSurface`, §5.8) came since the IO layer last asked: it says why once.
     var unsupportedSurfaceNoticePending = false
+    /// Whether the HELLO asks for STATUS and DROP reason `workFellBehind` (`wantsStatus`); without it, either is
+    /// malformed.
+    var receivesStatus = true
     let delivery: Subscriber.Delivery
     let limits: Limits
     /// The stream id of the last connection that got a WELCOME, to tell a restarted publisher from the same one.

@@ -144,6 +144,7 @@ extension PublisherStateMachine {
                 session.lastAttachments = frame.attachments
             }
             enqueue(.message(.frame(frame)), in: session)
+            session.lastFrameSequence = sequence
             session.held[sequence] = HeldFrame(
                 surfaceID: surfaceID,
                 resource: representation.resource,
@@ -165,8 +166,15 @@ extension PublisherStateMachine {
 
     /// The producer lost `count` frames upstream (or drops them itself for `reason`): they use sequence numbers
     /// and every subscriber gets a DROP for them (coalesced with adjacent drops).
-    mutating func reportDropped(reason: WireDropReason, count: UInt64, now: UInt64) -> (ClosedRange<UInt64>, [Action])?
-    {
+    ///
+    /// Subscribers of `deferring` formats are left out: the conversion worker still has frames before these for them,
+    /// and tells them with ``deferredDrop(_:reason:formats:now:)`` once those are out (§4.2's order).
+    mutating func reportDropped(
+        reason: WireDropReason,
+        count: UInt64,
+        now: UInt64,
+        deferring: [UInt32] = []
+    ) -> (ClosedRange<UInt64>, [Action])? {
         guard !isStopped, !isSequenceSpaceExhausted, count > 0 else { return nil }
         // Sequence numbers 0…2⁶⁴−2 are usable; a count past the end is cut there (and the stream is then over).
         let first = nextSequence
@@ -179,8 +187,11 @@ extension PublisherStateMachine {
         if reason == .discontinuity { pendingDiscontinuity = true }
         var actions: [Action] = []
         for id in connections.keys.sorted() {
-            // A deferred subscriber waiting for its start is told nothing of frames before it (§5.1.1).
-            guard case .subscriber(let session) = connections[id], !session.isAwaitingDeferredStart else { continue }
+            // A deferred subscriber waiting for its start is told nothing of frames before it (§5.1.1); the
+            // conversion worker tells subscribers of a format it is still making of these frames itself.
+            guard case .subscriber(let session) = connections[id], !session.isAwaitingDeferredStart,
+                !deferring.contains(session.format)
+            else { continue }
             if drop(range, reason, in: session, now: now) { actions.append(.deadlineChanged) }
             actions.append(.flush(id))
         }
@@ -221,10 +232,13 @@ extension PublisherStateMachine {
         now: UInt64,
         unsupportedSurface: Bool = false
     ) -> Bool {
+        // Reason 4 goes only to a subscriber that said it knows it; any other gets outOfBuffers (PROTOCOL.md §5.8).
+        let reason: WireDropReason = reason == .workFellBehind && !session.wantsStatus ? .outOfBuffers : reason
         let count = WireDrop(range, reason: reason).frameCount
         switch reason {
         case .frameWasLate: session.droppedLate.saturatingAdd(count)
-        case .outOfBuffers: session.droppedOutOfBuffers.saturatingAdd(count)
+        // The monitor's record has one counter for both: the publisher could not give the frame to this subscriber.
+        case .outOfBuffers, .workFellBehind: session.droppedOutOfBuffers.saturatingAdd(count)
         case .discontinuity: session.droppedDiscontinuity.saturatingAdd(count)
         }
         if unsupportedSurface { session.droppedUnsupportedSurface.saturatingAdd(count) }

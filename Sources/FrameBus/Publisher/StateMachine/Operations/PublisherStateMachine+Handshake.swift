@@ -168,7 +168,11 @@ extension PublisherStateMachine {
             guard monitorCount < limits.maximumMonitors else {
                 return fail(id, .tooManySubscribers, "\(limits.maximumMonitors) monitors already connected", now: now)
             }
-            var monitor = MonitorSession(credentials: credentials, nextReport: now &+ limits.monitorInterval)
+            var monitor = MonitorSession(
+                credentials: credentials,
+                nextReport: now &+ limits.monitorInterval,
+                wantsStatus: hello.flags & WireHello.wantsStatusFlag != 0
+            )
             monitor.knowsUnsupportedSurface = hello.flags & WireHello.knowsUnsupportedSurfaceFlag != 0
             monitor.outbound.append(
                 .message(
@@ -191,6 +195,7 @@ extension PublisherStateMachine {
                 )
             )
             monitor.outbound.append(.message(.monitorReport(monitorReport(now: now, for: monitor))))
+            if monitor.wantsStatus { monitor.outbound.append(.message(.status(wireStatus(for: nil, now: now)))) }
             pendingCount -= 1
             monitorCount += 1
             connections[id] = .monitor(monitor)
@@ -229,6 +234,7 @@ extension PublisherStateMachine {
                 maximumAnnouncedSurfaces: announcedLimit,
                 acceptsDMABuf: version >= 2 && hello.flags & WireHello.acceptsDMABufFlag != 0,
                 knowsUnsupportedSurface: version >= 2 && hello.flags & WireHello.knowsUnsupportedSurfaceFlag != 0,
+                wantsStatus: version >= 2 && hello.flags & WireHello.wantsStatusFlag != 0,
                 firstSequence: nextSequence,
                 isDeferred: version >= 2 && hello.flags & WireHello.deferredFlag != 0,
                 welcomedAt: now
@@ -252,6 +258,8 @@ extension PublisherStateMachine {
                     )
                 )
             )
+            // A subscriber that asked for STATUS hears the state right after WELCOME (PROTOCOL.md §5.13).
+            if session.wantsStatus { session.outbound.append(.message(.status(wireStatus(for: session, now: now)))) }
             pendingCount -= 1
             subscriberCount += 1
             connections[id] = .subscriber(session)

@@ -29,8 +29,11 @@ extension PublisherStateMachine {
             case .monitor(var monitor) where now >= monitor.nextReport:
                 monitor.nextReport = now &+ limits.monitorInterval
                 monitor.outbound.append(.message(.monitorReport(monitorReport(now: now, for: monitor))))
+                if monitor.wantsStatus { monitor.outbound.append(.message(.status(wireStatus(for: nil, now: now)))) }
                 connections[id] = .monitor(monitor)
-                if monitor.outbound.count > limits.maximumQueuedMonitorReports {
+                // A STATUS follows each report to a monitor that asked: it may have twice as many messages waiting.
+                let limit = limits.maximumQueuedMonitorReports * (monitor.wantsStatus ? 2 : 1)
+                if monitor.outbound.count > limit {
                     actions += tooSlow(id, queued: monitor.outbound.count, now: now)
                 } else {
                     actions.append(.flush(id))

@@ -6,6 +6,8 @@ extension PublisherStateMachine {
         var nextReport: UInt64
         /// It set `knowsUnsupportedSurface`: its reports carry `droppedUnsupportedSurface` (else 0 there).
         var knowsUnsupportedSurface = false
+        /// Its HELLO set `wantsStatus`: a STATUS follows each MONITOR_REPORT (PROTOCOL.md §5.13).
+        var wantsStatus = false
         var outbound: [Outbound] = []
     }
 

@@ -32,6 +32,8 @@ extension PublisherStateMachine {
         var heldLimit: Int
         let maximumAnnouncedSurfaces: Int
         let acceptsDMABuf: Bool
+        /// Its HELLO set `wantsStatus`: it gets STATUS and DROP reason `workFellBehind` (PROTOCOL.md §5.13, §5.8).
+        let wantsStatus: Bool
         /// It set `knowsUnsupportedSurface`: drops of surfaces it cannot take go out as DROP reason 5.
         let knowsUnsupportedSurface: Bool
         /// The first frame it may receive: the next one when it was welcomed, or, for a deferred subscriber, the
@@ -59,6 +61,10 @@ extension PublisherStateMachine {
         /// Of `droppedOutOfBuffers`, the frames whose surface it cannot take (a DMA-BUF without `acceptsDMABuf`, a
         /// surface version 1 cannot describe).
         var droppedUnsupportedSurface: UInt64 = 0
+        /// Frames shed for it because the work for its format fell behind (counted in its DROP reason's total too).
+        var shed: UInt64 = 0
+        /// The sequence of the last FRAME queued for it.
+        var lastFrameSequence: UInt64?
         var holdTimes = LatencyRecorder()
         var outbound: [Outbound] = []
 
@@ -72,6 +78,7 @@ extension PublisherStateMachine {
             maximumAnnouncedSurfaces: Int,
             acceptsDMABuf: Bool,
             knowsUnsupportedSurface: Bool = false,
+            wantsStatus: Bool = false,
             firstSequence: UInt64,
             isDeferred: Bool = false,
             welcomedAt: UInt64 = 0
@@ -86,6 +93,7 @@ extension PublisherStateMachine {
             self.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces
             self.acceptsDMABuf = acceptsDMABuf
             self.knowsUnsupportedSurface = knowsUnsupportedSurface
+            self.wantsStatus = wantsStatus
             self.firstSequence = isDeferred ? PublisherStateMachine.awaitingDeferredStart : firstSequence
             self.isDeferred = isDeferred
             self.welcomedAt = welcomedAt

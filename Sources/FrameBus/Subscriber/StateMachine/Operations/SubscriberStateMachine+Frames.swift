@@ -35,11 +35,12 @@ extension SubscriberStateMachine {
         case .frameWasLate: reason = .frameWasLate
         case .outOfBuffers: reason = .outOfBuffers
         case .discontinuity: reason = .discontinuity
+        case .workFellBehind where receivesStatus: reason = .workFellBehind
         case nil where drop.reason == WireDropReason.unsupportedSurfaceRawValue:
             // §5.8: an `outOfBuffers` drop whose cause is the frame's surface; the IO layer says why, once.
             reason = .outOfBuffers
             unsupportedSurfaceNoticePending = true
-        case nil: return fail(.malformedMessage, "DROP reason \(drop.reason)")
+        case .workFellBehind, nil: return fail(.malformedMessage, "DROP reason \(drop.reason)")
         }
         guard drop.firstSequence <= drop.lastSequence else {
             return fail(.malformedMessage, "DROP range \(drop.firstSequence) > \(drop.lastSequence)")

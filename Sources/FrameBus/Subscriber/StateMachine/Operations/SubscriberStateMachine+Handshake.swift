@@ -20,6 +20,8 @@ extension SubscriberStateMachine {
         if offeredDeferral { flags |= WireHello.deferredFlag }
         // §5.8: we understand DROP reason 5 (frames whose surface we cannot take).
         if offeredOptionalFlags { flags |= WireHello.knowsUnsupportedSurfaceFlag }
+        // §5.13: STATUS, and DROP reason 4 for frames the publisher's conversion shed.
+        if offeredOptionalFlags && receivesStatus { flags |= WireHello.wantsStatusFlag }
         return .hello(
             WireHello(
                 version: offeredVersion,
@@ -78,8 +80,8 @@ extension SubscriberStateMachine {
             if error.code == WireErrorCode.unsupportedVersion.rawValue && offeredVersion == WireProtocol.ringVersion {
                 retriesWithoutRings = true
             }
-            // A publisher older than the optional flags (deferred, knowsUnsupportedSurface) refuses them as unknown
-            // HELLO flags (§5.1, §5.1.1).
+            // A publisher older than the optional flags (deferred, wantsStatus, knowsUnsupportedSurface) refuses them as
+            // unknown HELLO flags (§5.1, §5.1.1).
             if error.code == WireErrorCode.malformedMessage.rawValue && offeredOptionalFlags
                 && error.reason.contains("flags 0x")
             {

@@ -78,6 +78,9 @@ extension SubscriberStateMachine {
             return accept(frame, &active)
         case .drop(let drop):
             return report(drop, &active)
+        case .status(let status):
+            guard receivesStatus else { return fail(.malformedMessage, "STATUS, which this subscriber did not ask for") }
+            return .status(PublisherStatus(status))
         case .endOfStream:
             state = .closed
             return .close(FrameBusError(.endOfStream, "Subscriber", message: "the publisher stopped"), reply: nil)
