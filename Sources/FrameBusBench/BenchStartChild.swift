@@ -156,7 +156,7 @@ private final class PhaseRecorder: SubscriberDelegate, @unchecked Sendable {
         case .frame(let sample):
             output(sample)
             return true
-        case .dropped:
+        case .dropped, .systemPressureChanged:
             return false
         case .ended(let error):
             fail("\(error)")

@@ -16,6 +16,8 @@ public enum RecordingDropReason: UInt8, Hashable, Sendable, CaseIterable, Custom
     case ioError = 6
     /// The frame's format or size differs from the recording's track (the publisher reconfigured).
     case formatChange = 7
+    /// The publisher's work for the recorder's format (its compressed encoder) fell behind (`workFellBehind`).
+    case busWorkFellBehind = 8
 
     /// The name used in JSON and in the file's drop log.
     public var description: String {
@@ -27,6 +29,7 @@ public enum RecordingDropReason: UInt8, Hashable, Sendable, CaseIterable, Custom
         case .diskFull: "diskFull"
         case .ioError: "ioError"
         case .formatChange: "formatChange"
+        case .busWorkFellBehind: "busWorkFellBehind"
         }
     }
 
@@ -36,16 +39,18 @@ public enum RecordingDropReason: UInt8, Hashable, Sendable, CaseIterable, Custom
         case .frameWasLate: self = .busFrameWasLate
         case .outOfBuffers: self = .busOutOfBuffers
         case .discontinuity: self = .busDiscontinuity
+        case .workFellBehind: self = .busWorkFellBehind
         }
     }
 
     /// The reason `framebus play` gives subscribers for these frames: bus reasons as they were; frames the
-    /// recorder's backlog could not hold as `outOfBuffers` (a buffer was full); frames lost to the disk or to a
-    /// format change as `discontinuity`.
+    /// recorder's backlog could not hold, and frames the publisher's encoder skipped, as `outOfBuffers` (a producer
+    /// reports only the three reasons every subscriber knows); frames lost to the disk or to a format change as
+    /// `discontinuity`.
     public var playbackReason: DroppedFrameReason {
         switch self {
         case .busFrameWasLate: .frameWasLate
-        case .busOutOfBuffers, .backlogFull: .outOfBuffers
+        case .busOutOfBuffers, .backlogFull, .busWorkFellBehind: .outOfBuffers
         case .busDiscontinuity, .diskFull, .ioError, .formatChange: .discontinuity
         }
     }
