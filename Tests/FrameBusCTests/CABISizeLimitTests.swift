@@ -8,8 +8,20 @@ import Testing
 /// (docs/PROTOCOL.md §8.2). A publisher's 64x48 frames end a subscription limited to 32x32 with
 /// FB_ERROR_SURFACE_REJECTED before any frame; a NULL limit and the default limit take them.
 @Suite(.timeLimit(.minutes(5))) struct CABISizeLimitTests {
-    @Test(arguments: [("32", "32", false), ("64", "48", true), ("-1", "0", true), ("0", "0", true)])
-    func aCSubscribersLimitRefusesLargerFramesOnly(width: String, height: String, admitted: Bool) async throws {
+    /// One C subscriber: its limit (sizelimit.c's WIDTH and HEIGHT arguments) and whether 64x48 frames pass it.
+    struct Case: Sendable, CustomTestStringConvertible {
+        var width: String
+        var height: String
+        var admitted: Bool
+        var testDescription: String { "\(width)x\(height) admits 64x48: \(admitted)" }
+    }
+
+    @Test(arguments: [
+        Case(width: "32", height: "32", admitted: false), Case(width: "64", height: "48", admitted: true),
+        Case(width: "-1", height: "0", admitted: true), Case(width: "0", height: "0", admitted: true),
+    ])
+    func aCSubscribersLimitRefusesLargerFramesOnly(_ limit: Case) async throws {
+        let (width, height, admitted) = (limit.width, limit.height, limit.admitted)
         let scratch = try ScratchDirectory()
         let path = scratch.path("bus.sock")
         let publisher = try Publisher(configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8]))

@@ -193,15 +193,20 @@ import TestSupport
     }
 
     /// DROP reason 5 (`unsupportedSurface`, PROTOCOL.md §5.8), which our HELLO asks for: reported as `outOfBuffers`,
-    /// with a notice for the IO layer to say why; reason 4 (reserved) is still malformed.
+    /// with a notice for the IO layer to say why; reason 4 from a publisher we did not ask for STATUS, and reason 6, are
+    /// malformed.
     @Test func aDropOfSurfacesWeCannotTakeIsOutOfBuffersWithANotice() {
         var machine = Self.activeMachine()
         #expect(!machine.unsupportedSurfaceNoticePending)
         let action = machine.received(.drop(WireDrop(firstSequence: 3, lastSequence: 5, reason: 5)))
         #expect(action == .reportDrop(SubscriberDrop(reason: .outOfBuffers, sequences: 3...5)))
         #expect(machine.unsupportedSurfaceNoticePending)
+        var withoutStatus = Self.activeMachine()
+        withoutStatus.receivesStatus = false
+        let reason4 = WireDrop(firstSequence: 3, lastSequence: 5, reason: 4)
+        #expect(Self.replyCode(withoutStatus.received(.drop(reason4))) != nil)
         var other = Self.activeMachine()
-        #expect(Self.replyCode(other.received(.drop(WireDrop(firstSequence: 3, lastSequence: 5, reason: 4)))) != nil)
+        #expect(Self.replyCode(other.received(.drop(WireDrop(firstSequence: 3, lastSequence: 5, reason: 6)))) != nil)
     }
 
     @Test func dropCountsFromAPublisherSaturate() {

@@ -635,10 +635,10 @@ enum GoldenVectors {
             expected: .invalidField
         ),
         Mutation(
-            name: "DROP reason 5",
+            name: "DROP reason 6",
             base: GoldenVectors.drop,
             descriptors: 0,
-            patches: [(24, [5])],
+            patches: [(24, [6])],
             expected: .invalidField
         ),
         Mutation(

@@ -67,7 +67,7 @@ import Testing
         let bytes = WireMessage.hello(hello).encoded()
         #expect(bytes[22] == 0x04)
         #expect(try WireMessage.decode(bytes, descriptorCount: 0) == .hello(hello))
-        hello.flags = 1 << 3
+        hello.flags = 1 << 4
         #expect(throws: WireError.self) {
             try WireMessage.decode(WireMessage.hello(hello).encoded(), descriptorCount: 0)
         }
