@@ -110,6 +110,9 @@ import TestSupport
             var configuration = Publisher.Configuration(path: path, formats: [SubscriberDelegateTests.format])
             // The only subscriber: its share of the pool is the whole budget.
             configuration.maximumSubscribers = 1
+            // These tests count every event a consumer gets: no system pressure events, which a loaded machine (CI's
+            // CPU hogs) would otherwise send between the frames (SystemPressureSubscriberTests test those).
+            configuration.systemPressurePolicy = nil
             publisher = try Publisher(configuration: configuration)
             pool = try PixelBufferPool(
                 attributes: .init(
