@@ -112,21 +112,22 @@ struct DemoCommand: AsyncParsableCommand {
 
         say("")
         let header = [
-            "subscriber", "format", "frames", "late", "outOfBuffers", "discontinuity", "p50 µs", "p99 µs",
+            "subscriber", "format", "frames", "late", "outOfBuffers", "discontinuity", "behind", "p50 µs", "p99 µs",
             "bytes/frame",
             "decode",
         ]
         var rows: [[String]] = []
         for (name, child) in [("raw", raw), ("compressed", compressed)] {
             guard let summary = child.summary else {
-                rows.append([name, "-", "no summary", "", "", "", "", "", "", child.errors])
+                rows.append([name, "-", "no summary", "", "", "", "", "", "", "", child.errors])
                 continue
             }
             func number(_ key: String) -> String { (summary[key] as? NSNumber)?.stringValue ?? "-" }
             rows.append([
                 name, summary["format"] as? String ?? "?", number("frames"), number("frameWasLate"),
                 number("outOfBuffers"),
-                number("discontinuity"), number("p50us"), number("p99us"), number("bytesPerFrame"),
+                number("discontinuity"), number("workFellBehind"), number("p50us"), number("p99us"),
+                number("bytesPerFrame"),
                 (summary["decodeMs"] as? NSNumber).map { "\($0) ms/frame" } ?? "-",
             ])
         }
@@ -136,8 +137,8 @@ struct DemoCommand: AsyncParsableCommand {
             "\npublisher: \(final.published) frames published, \(dropped) dropped before fan-out; "
                 + "\(final.conversions) compressed frames encoded (once per frame, shared by every subscriber that asks)."
         )
-        let rawBytes = rows.first.flatMap { Double($0[8]) } ?? 0
-        let compressedBytes = rows.last.flatMap { Double($0[8]) } ?? 0
+        let rawBytes = rows.first.flatMap { Double($0[9]) } ?? 0
+        let compressedBytes = rows.last.flatMap { Double($0[9]) } ?? 0
         if rawBytes > 0, compressedBytes > 0 {
             say(String(format: "compressed frames are %.1f× smaller than raw ones.", rawBytes / compressedBytes))
         }

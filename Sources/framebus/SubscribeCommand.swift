@@ -358,6 +358,8 @@ struct StatisticsLine {
     var late: Int
     var outOfBuffers: Int
     var discontinuity: Int
+    /// Frames the publisher's conversion (the compressed encoder) skipped for this subscriber (`workFellBehind`).
+    var workFellBehind: Int
     var held: Int
     var bytesPerFrame: Int
     var p50: Double
@@ -388,6 +390,7 @@ struct StatisticsLine {
         late = delta(.frameWasLate)
         outOfBuffers = delta(.outOfBuffers)
         discontinuity = delta(.discontinuity)
+        workFellBehind = delta(.workFellBehind)
         held = current.heldNow
         let bytes = current.bytesDelivered - previous.bytesDelivered
         bytesPerFrame = frames > 0 ? bytes / frames : 0
@@ -413,7 +416,8 @@ struct StatisticsLine {
             p99,
             bytesPerFrame
         )
-        return line + (undecodable.map { "  undecodable \($0)" } ?? "")
+        return line + (workFellBehind > 0 ? "  workFellBehind \(workFellBehind)" : "")
+            + (undecodable.map { "  undecodable \($0)" } ?? "")
             + (systemPressure.map { "  system pressure \($0)" } ?? "")
     }
 
@@ -421,7 +425,7 @@ struct StatisticsLine {
         var object: [String: Any] = [
             "seconds": (seconds * 100).rounded() / 100, "format": format, "frames": frames,
             "framesPerSecond": (framesPerSecond * 10).rounded() / 10, "frameWasLate": late,
-            "outOfBuffers": outOfBuffers, "discontinuity": discontinuity, "held": held,
+            "outOfBuffers": outOfBuffers, "discontinuity": discontinuity, "workFellBehind": workFellBehind, "held": held,
             "p50us": (p50 * 10).rounded() / 10, "p99us": (p99 * 10).rounded() / 10, "bytesPerFrame": bytesPerFrame,
         ]
         if summary { object["summary"] = true }
