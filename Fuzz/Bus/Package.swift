@@ -11,10 +11,14 @@
 import Foundation
 import PackageDescription
 
-/// The `-package-name` SwiftPM compiles the main package's modules with: its identity, the name of its directory,
-/// lowercased (a checkout in /src/framebus is `framebus`, a worktree in /work/wt/split `split`).
-let mainPackageName = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    .lastPathComponent.lowercased()
+/// The `-package-name` SwiftPM compiles the main package's modules with: its identity (the name of its directory,
+/// lowercased) made a C identifier, every character other than an ASCII letter, digit or `_` replaced by `_`, and a
+/// leading digit prefixed with `_` (a checkout in /src/framebus is `framebus`, a clone in /tmp/ci-clone2 `ci_clone2`).
+let mainPackageName: String = {
+    let identity = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().lastPathComponent.lowercased()
+    let mangled = String(identity.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") ? $0 : "_" })
+    return mangled.first?.isNumber == true ? "_" + mangled : mangled
+}()
 
 let package = Package(
     name: "FuzzBus",
