@@ -97,6 +97,13 @@ import Testing
             let hash = try Self.fill(buffer, index: index)
             let sequence = try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))
             hashes[String(sequence)] = String(hash, radix: 16)
+            // The next frame once this one's compressed variant arrived: the publisher encodes off its publishing
+            // thread, latest-only, so frames published faster than it encodes (a guest under TCG) would be shed for
+            // the compressed subscriber, which is not what this test is about (ConversionWorkerProcessTests is).
+            try #require(
+                await eventually(timeout: Self.patience) { compressed.records("frame").count > index },
+                "compressed: \(compressed.output)"
+            )
         }
         func dropped(_ peer: ChildProcess) -> Int {
             peer.records("drop").filter { $0["reason"] == "2" }.compactMap { Int($0["count"] ?? "") }.reduce(0, +)
