@@ -94,7 +94,14 @@ enum Tools {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
+        // Bounded: a mount that hangs ends the command, not the test run.
+        let deadline = Date().addingTimeInterval(30)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+            return -1
+        }
         return process.terminationStatus
     }
 }
