@@ -156,10 +156,12 @@ private final class ManagedCounter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Waits until `threads` threads added their count (each ends once the publisher closed: a bounded wait).
+    /// Waits until `threads` threads added their count (each ends once the publisher closed), at most 120 s: a
+    /// flooder that never ends must not hang the peer (its lifeline ends it too).
     func waitForAll(_ threads: Int) {
         condition.lock()
-        while finished < threads { condition.wait() }
+        let deadline = Date().addingTimeInterval(120)
+        while finished < threads, condition.wait(until: deadline) {}
         condition.unlock()
     }
 

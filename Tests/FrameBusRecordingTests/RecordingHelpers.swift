@@ -93,13 +93,13 @@ enum Tools {
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        // Bounded: the exit is an event (terminationHandler); a mount that hangs past 30 s ends the command, not
+        // the test run.
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         guard (try? process.run()) != nil else { return -1 }
-        // Bounded: a mount that hangs ends the command, not the test run.
-        let deadline = Date().addingTimeInterval(30)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
+        guard exited.wait(timeout: .now() + 30) == .success else {
             process.terminate()
-            process.waitUntilExit()
             return -1
         }
         return process.terminationStatus
