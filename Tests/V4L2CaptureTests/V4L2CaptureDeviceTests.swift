@@ -193,11 +193,11 @@ final class CaptureRun: Sendable {
         let path = temporarySocketPath("accounted")
         let publisher = try Publisher(configuration: capture.publisherConfiguration(path: path))
         let run = CaptureRun(capture, publisher)
-        let subscriber = try ChildProcess(
-            "FrameBusTestPeer",
-            ["bus-subscriber", path, "--accept", "420v", "--queue", "3", "--frames", "60", "--timeout", "150"]
+        let subscriber = try await startPeer(
+            ["bus-subscriber", path, "--accept", "420v", "--queue", "3", "--frames", "60", "--timeout", "150"],
+            captureStandardError: true
         )
-        #expect(await subscriber.exit(within: .seconds(170)), "subscriber: \(subscriber.output)")
+        #expect(await subscriber.waitForExit(timeout: 170), "subscriber: \(subscriber.output)")
         let end = await run.finish()
         #expect(end == .stopped)
 
@@ -274,13 +274,13 @@ final class CaptureRun: Sendable {
         #expect(configuration.heldFrameBudget == 5)
         let publisher = try Publisher(configuration: configuration)
         let run = CaptureRun(capture, publisher)
-        let hoarder = try ChildProcess(
-            "FrameBusTestPeer",
-            ["bus-subscriber", path, "--accept", "420v", "--hold", "1000", "--frames", "1000000", "--timeout", "280"]
+        let hoarder = try await startPeer(
+            ["bus-subscriber", path, "--accept", "420v", "--hold", "1000", "--frames", "1000000", "--timeout", "280"],
+            captureStandardError: true
         )
-        let steady = try ChildProcess(
-            "FrameBusTestPeer",
-            ["bus-subscriber", path, "--accept", "420v", "--frames", "1000000", "--timeout", "280"]
+        let steady = try await startPeer(
+            ["bus-subscriber", path, "--accept", "420v", "--frames", "1000000", "--timeout", "280"],
+            captureStandardError: true
         )
         func held(by pid: Int32) -> Int? {
             publisher.statistics.subscribers.first { $0.processID == pid }?.statistics.heldNow
@@ -290,13 +290,13 @@ final class CaptureRun: Sendable {
         }
         // Both are admitted (the grants are settled), then the hoarder fills its grant and keeps it.
         let admitted = await eventually(timeout: 120) {
-            grant(of: hoarder.processID) != nil && grant(of: steady.processID) != nil
+            grant(of: hoarder.processIdentifier) != nil && grant(of: steady.processIdentifier) != nil
         }
         try #require(admitted, "hoarder: \(hoarder.output) steady: \(steady.output)")
-        let share = grant(of: hoarder.processID) ?? -1
+        let share = grant(of: hoarder.processIdentifier) ?? -1
         #expect((2...3).contains(share), "the hoarder was granted \(share) of a budget of 5")
-        let filled = await eventually(timeout: 120) { held(by: hoarder.processID) == share }
-        try #require(filled, "hoarder holds \(held(by: hoarder.processID) ?? -1): \(hoarder.output)")
+        let filled = await eventually(timeout: 120) { held(by: hoarder.processIdentifier) == share }
+        try #require(filled, "hoarder holds \(held(by: hoarder.processIdentifier) ?? -1): \(hoarder.output)")
         // The device keeps running: frames keep coming, it always has a buffer, the hoarder gets outOfBuffers.
         let before = capture.statistics
         let running = await eventually(timeout: 90) {
@@ -306,22 +306,22 @@ final class CaptureRun: Sendable {
         #expect(running, "\(during)")
         #expect(during.starvations == before.starvations, "the device ran dry while the hoarder held: \(during)")
         #expect(during.framesLostWithoutBuffers == before.framesLostWithoutBuffers, "\(during)")
-        #expect(held(by: hoarder.processID) == share)
+        #expect(held(by: hoarder.processIdentifier) == share)
         let hoarderDrops =
-            publisher.statistics.subscribers.first { $0.processID == hoarder.processID }?
+            publisher.statistics.subscribers.first { $0.processID == hoarder.processIdentifier }?
             .statistics.dropped[.outOfBuffers] ?? 0
         #expect(hoarderDrops > 0)
 
         // `framebus top` shows both subscribers, the hoarder holding its grant.
-        let top = try ChildProcess("framebus", ["top", path, "--iterations", "1"])
-        #expect(await top.exit(within: .seconds(60)))
+        let top = try await startFramebus(["top", path, "--iterations", "1"])
+        #expect(await top.waitForExit(timeout: 60))
         let rows = top.output.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
-        let hoarderRow = rows.first { $0.count > 4 && $0[1] == "\(hoarder.processID)" }
+        let hoarderRow = rows.first { $0.count > 4 && $0[1] == "\(hoarder.processIdentifier)" }
         #expect(hoarderRow.map { $0[2] == "420v" && $0[4] == "\(share)" } == true, "\(top.output)")
-        #expect(rows.contains { $0.count > 4 && $0[1] == "\(steady.processID)" }, "\(top.output)")
+        #expect(rows.contains { $0.count > 4 && $0[1] == "\(steady.processIdentifier)" }, "\(top.output)")
 
         // kill -9: the publisher releases what the hoarder held, and the buffers go back to the device.
-        kill(hoarder.processID, SIGKILL)
+        hoarder.send(SIGKILL)
         let returned = await eventually(timeout: 60) {
             let statistics = capture.statistics
             return publisher.subscriberCount == 1 && statistics.buffersHeld <= 2
@@ -333,7 +333,7 @@ final class CaptureRun: Sendable {
         #expect(run.endReason == nil, "the capture kept running")
         let end = await run.finish()
         #expect(end == .stopped)
-        _ = await steady.exit(within: .seconds(30))
+        _ = await steady.waitForExit(timeout: 30)
     }
 
     @Test(.enabled(if: runsDeviceTests, noDeviceReason))
@@ -342,8 +342,7 @@ final class CaptureRun: Sendable {
         let path = temporarySocketPath("cli")
         let dump = FileManager.default.temporaryDirectory.appendingPathComponent("fbv4l2-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dump) }
-        let command = try ChildProcess(
-            "framebus",
+        let command = try await startFramebus(
             [
                 "capture", "--device", captureDevicePath, "--path", path, "--format", "420v", "--size", "320x180",
                 "--fps", "15", "--frame-dump", dump.path, "--memory", "mmap",
@@ -360,10 +359,10 @@ final class CaptureRun: Sendable {
         subscriber.setDelegate(collector, queue: DispatchQueue(label: "test.subscriber"))
         let enough = await eventually(timeout: 150) { collector.frameCount >= 25 }
         subscriber.cancel()
-        kill(command.processID, SIGTERM)
-        let exited = await command.exit(within: .seconds(60))
+        command.send(SIGTERM)
+        let exited = await command.waitForExit(timeout: 60)
         #expect(exited, "\(command.output)")
-        #expect(command.exitStatus == 0, "\(command.output)")
+        #expect(command.terminationStatus == 0, "\(command.output)")
         #expect(access(path, F_OK) != 0, "socket file left behind")
         #expect(command.output.contains("SIGTERM: stopped"), "\(command.output)")
         #expect(command.output.contains("NV12 320x180 as 420v"), "\(command.output)")

@@ -72,8 +72,7 @@ func captureIntoSubscriber(_ arguments: [String], frames: Int, tag: String) asyn
     let path = temporarySocketPath(tag)
     let dump = FileManager.default.temporaryDirectory.appendingPathComponent("fbv4l2-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: dump) }
-    let command = try ChildProcess(
-        "framebus",
+    let command = try await startFramebus(
         ["capture", "--device", captureDevicePath, "--path", path, "--frame-dump", dump.path] + arguments
     )
     let listening = await eventually(timeout: 90) { access(path, F_OK) == 0 || command.hasExited }
@@ -86,8 +85,8 @@ func captureIntoSubscriber(_ arguments: [String], frames: Int, tag: String) asyn
     subscriber.setDelegate(collector, queue: DispatchQueue(label: "test.subscriber.\(tag)"))
     let enough = await eventually(timeout: 150) { collector.frameCount >= frames }
     subscriber.cancel()
-    kill(command.processID, SIGTERM)
-    let exited = await command.exit(within: .seconds(60))
+    command.send(SIGTERM)
+    let exited = await command.waitForExit(timeout: 60)
     #expect(enough, "\(collector.frameCount) frames: \(command.output)")
     #expect(exited, "capture: \(command.output)")
     var dumped: [UInt64: Data] = [:]
@@ -97,7 +96,7 @@ func captureIntoSubscriber(_ arguments: [String], frames: Int, tag: String) asyn
     }
     return CaptureDelivery(
         captureOutput: command.output,
-        captureExitStatus: command.exitStatus,
+        captureExitStatus: command.terminationStatus,
         frames: collector.frames,
         drops: collector.drops,
         dumped: dumped

@@ -12,15 +12,14 @@ import Testing
         try requireCaptureDevice()
         _ = try #require(v4l2ctlPath, "needs v4l2-ctl (apt-get install v4l-utils)")
         let path = temporarySocketPath("unplug")
-        let command = try ChildProcess(
-            "framebus",
+        let command = try await startFramebus(
             ["capture", "--device", captureDevicePath, "--path", path, "--size", "320x180", "--fps", "15"]
         )
         let listening = await eventually(timeout: 90) { access(path, F_OK) == 0 }
         try #require(listening, "framebus capture did not listen: \(command.output)")
-        let subscriber = try ChildProcess(
-            "FrameBusTestPeer",
-            ["bus-subscriber", path, "--accept", "420v", "--frames", "1000000", "--timeout", "200"]
+        let subscriber = try await startPeer(
+            ["bus-subscriber", path, "--accept", "420v", "--frames", "1000000", "--timeout", "200"],
+            captureStandardError: true
         )
         let flowing = await eventually(timeout: 120) { subscriber.records("frame").count >= 5 }
         try #require(flowing, "\(subscriber.output)")
@@ -30,12 +29,12 @@ import Testing
         // What proves the unplug is the producer's and the subscriber's account of it.
         #expect(try await v4l2ctl(["--set-ctrl", "disconnect=1"]) != nil, "v4l2-ctl did not finish")
 
-        #expect(await command.exit(within: .seconds(90)), "\(command.output)")
-        #expect(command.exitStatus == 3, "\(command.output)")
+        #expect(await command.waitForExit(timeout: 90), "\(command.output)")
+        #expect(command.terminationStatus == 3, "\(command.output)")
         #expect(command.output.contains("is gone, stream ended"), "\(command.output)")
         #expect(command.output.contains("deviceLost"), "\(command.output)")
         // The subscriber learns the stream ended (END_OF_STREAM), not a broken connection.
-        #expect(await subscriber.exit(within: .seconds(60)), "\(subscriber.output)")
+        #expect(await subscriber.waitForExit(timeout: 60), "\(subscriber.output)")
         #expect(subscriber.output.contains("end code=end of stream"), "\(subscriber.output)")
         #expect(access(path, F_OK) != 0, "socket file left behind")
     }
