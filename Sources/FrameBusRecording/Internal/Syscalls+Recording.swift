@@ -32,6 +32,37 @@ extension Syscall {
         return .success(())
     }
 
+    /// `pread(2)` of `count` bytes at `offset` into a new array, one copy from the page cache (short reads are
+    /// continued; end of file before `count` bytes is `.success(nil)`).
+    static func readAll(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UInt8]?, Errno> {
+        var failure: Errno?
+        var endOfFile = false
+        let bytes = unsafe [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var done = 0
+            while done < count {
+                let result = valueOrErrno {
+                    unsafe pread(fd, buffer.baseAddress! + done, count - done, off_t(offset + Int64(done)))
+                }
+                switch result {
+                case .success(let read):
+                    guard read > 0 else {
+                        endOfFile = true
+                        initialized = done
+                        return
+                    }
+                    done += read
+                case .failure(let error):
+                    failure = error
+                    initialized = done
+                    return
+                }
+            }
+            initialized = done
+        }
+        if let failure { return .failure(failure) }
+        return .success(endOfFile ? nil : bytes)
+    }
+
     /// `fallocate(2)` with `FALLOC_FL_KEEP_SIZE`.
     static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, Errno> {
         valueOrErrno { cfbr_reserve(fd, offset, length) }.map { _ in () }
