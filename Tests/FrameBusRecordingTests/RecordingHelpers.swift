@@ -85,6 +85,13 @@ enum Tools {
         return run("/bin/umount", [directory.path]) == 0
     }()
 
+    /// mkfs.ext4 (Debian: e2fsprogs, Essential) and a loop device: the I/O-error test makes a small ext4 file system
+    /// in a file and mounts it with `-o loop`.
+    static let mkfsExt4: String? = ["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"].first { (path: String) in
+        access(path, X_OK) == 0
+    }
+    static var canLoopMount: Bool { canMount && mkfsExt4 != nil && access("/dev/loop-control", R_OK | W_OK) == 0 }
+
     /// Runs a short command synchronously (mount, umount) and returns its status.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) -> Int32 {

@@ -241,4 +241,84 @@ import Testing
             #expect(probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == "\(recording.frames.count)")
         }
     }
+
+    /// A disk that fails under the recorder: an ext4 file system in a loop-mounted file, shut down mid-recording with
+    /// ext4's EXT4_IOC_SHUTDOWN ioctl (what `xfs_io -x -c shutdown` does; fstests' way to fail a file system), after
+    /// which every write and sync gets EIO from the kernel, as from a dying disk. (`mount -o remount,ro`, the other
+    /// way to fail writes, is refused with EBUSY while the recording is open for writing.) The recorder must end
+    /// with "I/O error", exit 1, and leave a file whose frames, read after the file system is mounted again, are
+    /// bit-exact up to where the disk failed.
+    @Test(.enabled(if: Tools.canLoopMount, "needs root, /dev/loop-control and mkfs.ext4 to loop-mount an ext4 file"))
+    func aDiskThatFailsMidRecordingEndsItWithAnIOErrorAndAReadableFile() async throws {
+        let image = temporaryFileURL("ioerror.ext4")
+        let directory = temporaryFileURL("ioerror-mnt")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(at: directory)
+            try? FileManager.default.removeItem(at: image)
+        }
+        #expect(FileManager.default.createFile(atPath: image.path, contents: nil))
+        #expect(truncate(image.path, 96 << 20) == 0)
+        try #require(Tools.run(try #require(Tools.mkfsExt4), ["-q", "-F", image.path]) == 0)
+        try #require(Tools.run("/bin/mount", ["-o", "loop", image.path, directory.path]) == 0)
+        var mounted = true
+        defer { if mounted { Tools.run("/bin/umount", [directory.path]) } }
+
+        let file = directory.appendingPathComponent("failing.mkv")
+        let path = temporarySocketPath("ioerr")
+        let reference = try ReferenceFrames(path: path)
+        defer { reference.cancel() }
+        let recorder = try await startFramebus([
+            "record", "--path", path, "--output", file.path, "--json", "--connect-timeout", "60",
+        ])
+        let publisher = try await startFramebus([
+            "publish", "--path", path, "--format", "420v", "--size", "320x240", "--fps", "30", "--duration", "60",
+            "--wait-for-subscriber", "--quiet",
+        ])
+        defer { publisher.send(SIGTERM) }
+        // Two status lines: frames have reached the disk and a checkpoint has passed.
+        try #require(await eventually { jsonLines(recorder.output).count >= 2 }, "\(recorder.output)")
+        #expect(recorder.hasExited == false)
+
+        // Shut the file system down (flag 0, EXT4_GOING_FLAGS_DEFAULT: what was written is flushed first), through
+        // the real ioctl, from Python's fcntl (Swift cannot call the variadic ioctl).
+        let shutdown = try await runToEnd(
+            try #require(TestLocations.onPath("python3")),
+            [
+                "-c",
+                "import fcntl, os, struct, sys; fcntl.ioctl(os.open(sys.argv[1], os.O_RDONLY), 0x8004587D, "
+                    + "struct.pack('I', 0))",
+                directory.path,
+            ],
+            timeout: 60
+        )
+        try #require(shutdown.status == 0, "EXT4_IOC_SHUTDOWN: \(shutdown.output)")
+
+        let status = try await recorder.exitStatus(within: 120)
+        #expect(status == 1, "\(recorder.output)")
+        #expect(recorder.output.contains("I/O error"), "\(recorder.output)")
+        let summary = try #require(jsonLines(recorder.output).last)
+        #expect(summary["summary"] as? Bool == true, "\(recorder.output)")
+        #expect((summary["error"] as? String)?.contains("I/O error") == true, "\(summary)")
+
+        // Mounted again (the journal replayed), the recording reads as a recording cut short: a prefix of the
+        // stream, every frame bit-exact.
+        #expect(Tools.run("/bin/umount", [directory.path]) == 0)
+        mounted = false
+        try #require(Tools.run("/bin/mount", ["-o", "loop", image.path, directory.path]) == 0)
+        mounted = true
+        let recording = try readRecording(file.path)
+        #expect(
+            recording.ending == nil || recording.ending?.code == .truncated,
+            "\(String(describing: recording.ending))"
+        )
+        #expect(recording.frames.count >= 1)
+        var compared = 0
+        for frame in recording.frames {
+            guard let sequence = frame.sequence, let expected = reference[sequence] else { continue }
+            #expect(frame.bytes == expected, "frame \(sequence)")
+            compared += 1
+        }
+        #expect(compared >= 1, "no recorded frame matched one the reference subscriber saw")
+    }
 }
