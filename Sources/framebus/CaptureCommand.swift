@@ -83,6 +83,14 @@ struct CaptureCommand: AsyncParsableCommand {
     @Option(help: "Threads that encode each frame for subscribers of the compressed variant.")
     var encodeThreads: Int = 1
 
+    @Option(
+        help: """
+            How hard the encoder searches for the compressed variant: fast (the default, for live streams) or best \
+            (smaller on screen content, many times slower to encode; for recording when the interval allows).
+            """
+    )
+    var effort: SurfaceCodec.Effort = .fast
+
     @Flag(
         help: """
             Adapt the frame rate to system pressure, as Apple advises: publish every second device frame at \
@@ -181,6 +189,7 @@ struct CaptureCommand: AsyncParsableCommand {
         configuration.allowedUserIDs.formUnion(allowUID)
         configuration.maximumSubscribers = min(maxSubscribers, configuration.heldFrameBudget ?? maxSubscribers)
         configuration.conversionThreadCount = encodeThreads
+        configuration.compressionEffort = effort
         let log = frameLog != nil || frameDump != nil ? try FrameLog(path: frameLog, dumpDirectory: frameDump) : nil
         // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly".
         let stopping = StopSignals.install()

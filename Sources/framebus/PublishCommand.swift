@@ -73,6 +73,14 @@ struct PublishCommand: AsyncParsableCommand {
     )
     var encodeThreads: Int = 1
 
+    @Option(
+        help: """
+            How hard the encoder searches for the compressed variant: fast (the default, for live streams) or best \
+            (smaller on screen content, many times slower to encode; for recording when the interval allows).
+            """
+    )
+    var effort: SurfaceCodec.Effort = .fast
+
     @Flag(
         help: """
             Adapt the frame rate to system pressure, as Apple advises: half of --fps at serious, a quarter at \
@@ -153,6 +161,7 @@ struct PublishCommand: AsyncParsableCommand {
         configuration.allowedUserIDs.formUnion(allowUID)
         configuration.maximumSubscribers = maxSubscribers
         configuration.conversionThreadCount = encodeThreads
+        configuration.compressionEffort = effort
         // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly" (one that came earlier,
         // even before this line, was kept pending by `main` and is seen now).
         let stopping = StopSignals.install()

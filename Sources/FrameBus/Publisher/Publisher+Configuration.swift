@@ -68,6 +68,12 @@ extension Publisher {
         /// lifetime; a frame it cannot start before the next arrives is shed for those subscribers
         /// (``PublisherCost``). Conversion allocates nothing per frame either way.
         public var conversionThreadCount = 1
+        /// How hard the conversion worker's encoder searches when it makes a compressed variant
+        /// (``SurfaceCodec/Effort``): ``SurfaceCodec/Effort/fast`` (the default) for a live stream, whose every frame
+        /// must encode within its interval; ``SurfaceCodec/Effort/best`` when the compressed subscribers are
+        /// recorders and the interval leaves the time (a frame that cannot start in time is shed for them either
+        /// way). The surfaces decode the same whatever the effort.
+        public var compressionEffort: SurfaceCodec.Effort = .fast
         /// Whether a version-3 subscriber that offers futex wake-ups (docs/PROTOCOL.md §9.8) is woken by a
         /// `FUTEX_WAKE` on its announce ring instead of a datagram. Off: every subscriber gets wake-up datagrams
         /// (§9.5).

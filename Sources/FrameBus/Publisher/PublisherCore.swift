@@ -135,7 +135,10 @@ final class PublisherCore: Sendable {
             backlog: Int32(min(configuration.maximumPendingHandshakes, 4096))
         ).get()
         self.doorbell = try Doorbell()
-        self.codec = SurfaceCodecContext(threadCount: configuration.conversionThreadCount)
+        self.codec = SurfaceCodecContext(
+            threadCount: configuration.conversionThreadCount,
+            effort: configuration.compressionEffort
+        )
         self.state = Mutex(State(machine: Machine(limits: configuration.limits, streamID: streamID)))
     }
 
