@@ -143,7 +143,8 @@ let package = Package(
         .target(
             name: "FrameBusC",
             dependencies: [
-                "FrameBus", "SurfaceCompression", "CFrameBusABI", .product(name: "Logging", package: "swift-log"),
+                "FrameBus", "SurfaceCompression", "FrameBusRecording", "CFrameBusABI",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: librarySettings
         ),
@@ -174,6 +175,9 @@ let package = Package(
             dependencies: ["FrameBusRecording", "FrameBus", "ImageSources", "TestSupport"]
         ),
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
-        .testTarget(name: "FrameBusCTests", dependencies: ["FrameBusC", "CFrameBusABI", "TestSupport"]),
+        .testTarget(
+            name: "FrameBusCTests",
+            dependencies: ["FrameBusC", "FrameBusRecording", "CFrameBusABI", "TestSupport"]
+        ),
     ]
 )

@@ -1113,6 +1113,164 @@ fb_status fb_set_log_handler(fb_log_function FB_NULLABLE function, void *FB_NULL
  */
 fb_status fb_set_log_level(fb_log_level minimum, fb_error *FB_NULLABLE error);
 
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Recorder                                                                                                     */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/**
+ * A recorder: a queue-mode subscriber that writes every frame it receives, raw or in the compressed layout exactly
+ * as it arrives, to a Matroska file (docs/RECORDING.md), with O_DIRECT from one I/O thread behind an in-memory
+ * backlog, a checkpoint at least every second, and a drop log of every frame that did not reach the disk. The same
+ * recorder as `framebus record`. Created by fb_recorder_create, stopped by fb_recorder_stop, freed by
+ * fb_recorder_destroy.
+ */
+typedef struct fb_recorder fb_recorder;
+
+/** How to make a recorder. Fill with fb_recorder_options_init, then set what you need. */
+typedef struct fb_recorder_options {
+    /** The publisher's socket path (required), NUL-terminated; copied. */
+    const char *FB_NULLABLE path;
+    /** The recording's path (required; created or truncated), NUL-terminated; copied. */
+    const char *FB_NULLABLE output_path;
+    /** 1: record the lossless compressed variant the publisher offers (`framebus publish --compressed`); 0
+     *  (default): the base formats. */
+    uint32_t compressed;
+    /** 1: write through the page cache (sync_file_range and POSIX_FADV_DONTNEED at each checkpoint) instead of
+     *  O_DIRECT; 0 (default): O_DIRECT where the file system allows it. */
+    uint32_t buffered;
+    /** The in-memory backlog that absorbs disk stalls, in bytes: 0 (default) for 256 MiB; at least 1 MiB. */
+    uint64_t backlog_bytes;
+    /** The queue depth asked of the publisher, 1...64; 0 (default) for 16. */
+    uint32_t queue_depth;
+    /** Milliseconds between checkpoints (cluster padded to 4 KiB, then fdatasync), 10...1000; 0 (default) for
+     *  1000: after a crash, everything up to the last checkpoint reads back bit-exact. */
+    uint32_t checkpoint_ms;
+    /** Milliseconds to wait for the publisher's socket to appear and accept; 0 (default) for 5000. */
+    uint32_t connect_timeout_ms;
+    /** Set to 0 (fb_recorder_options_init does); reserved for fields to come, refused when not 0. */
+    uint32_t reserved[5];
+} fb_recorder_options;
+
+/** Sets defaults (every field 0: see each field). Call it before setting fields. Thread-safe. Does nothing for
+ *  NULL. */
+void fb_recorder_options_init(fb_recorder_options *FB_NULLABLE options);
+
+/**
+ * Opens the recording, connects to the publisher and starts recording; returns at once (the recorder connects
+ * and records on threads of its own).
+ * Ownership: on FB_OK, *out_recorder is yours; stop it with fb_recorder_stop and free it with fb_recorder_destroy.
+ * Errors: FB_ERROR_INVALID_ARGUMENT (a NULL or empty path, an option out of range, a reserved field not 0);
+ * FB_ERROR_SYSTEM_CALL when the file cannot be created (system_errno says why: ENOSPC, EIO, EACCES...); the
+ * subscriber's errors (for example FB_ERROR_INVALID_ARGUMENT for a socket path too long). A publisher that is not
+ * there yet is not an error here: the recorder waits connect_timeout_ms for it, then its status shows the end.
+ * Thread-safe.
+ */
+fb_status fb_recorder_create(
+    const fb_recorder_options *FB_NULLABLE options,
+    fb_recorder *FB_NULLABLE *FB_NULLABLE out_recorder,
+    fb_error *FB_NULLABLE error
+);
+
+/** Why frames did not reach the disk: the index into fb_recorder_status.drops (the recording's drop log uses
+ *  the same numbers, docs/RECORDING.md). */
+typedef enum fb_recording_drop_reason {
+    /** The bus replaced a frame the recorder had not taken yet. */
+    FB_RECORDING_DROP_BUS_FRAME_WAS_LATE = 1,
+    /** The publisher's pool was exhausted: the recorder held all it was granted. */
+    FB_RECORDING_DROP_BUS_OUT_OF_BUFFERS = 2,
+    /** The publisher lost frames upstream or restarted. */
+    FB_RECORDING_DROP_BUS_DISCONTINUITY = 3,
+    /** The in-memory backlog was full: the disk did not keep up. */
+    FB_RECORDING_DROP_BACKLOG_FULL = 4,
+    /** The file system ran out of space. */
+    FB_RECORDING_DROP_DISK_FULL = 5,
+    /** A write or a sync failed. */
+    FB_RECORDING_DROP_IO_ERROR = 6,
+    /** The frame's format or size differs from the recording's track. */
+    FB_RECORDING_DROP_FORMAT_CHANGE = 7,
+    /** The publisher's work for the recorder's format (its compressed encoder) fell behind. */
+    FB_RECORDING_DROP_BUS_WORK_FELL_BEHIND = 8,
+} fb_recording_drop_reason;
+
+/** Bits of fb_recorder_status.busy_reasons: why the recorder is busy right now. */
+enum {
+    /** A write to the disk has been in flight for more than 100 ms. */
+    FB_RECORDER_BUSY_WRITE_STALL = 1u << 0,
+    /** A checkpoint's fdatasync is in flight. */
+    FB_RECORDER_BUSY_SYNCING = 1u << 1,
+    /** Space is being reserved ahead (fallocate). */
+    FB_RECORDER_BUSY_RESERVING = 1u << 2,
+    /** The backlog is more than half full: the disk is not keeping up. */
+    FB_RECORDER_BUSY_BACKLOG_FILLING = 1u << 3,
+    /** O_DIRECT was refused (or not asked for), so writes go through the page cache. */
+    FB_RECORDER_BUSY_BUFFERED_WRITES = 1u << 4,
+};
+
+/** A recorder's state, as Apple's storage reports it: what was written, what remains, why it is busy. */
+typedef struct fb_recorder_status {
+    /** Frames taken from the bus into the backlog. */
+    uint64_t frames_accepted;
+    /** Frames wholly written to the file. */
+    uint64_t frames_written;
+    /** Bytes written to the file, and of those, bytes made durable by a checkpoint. */
+    uint64_t bytes_written;
+    uint64_t bytes_durable;
+    /** Frames that did not reach the disk, in all. */
+    uint64_t dropped_frames;
+    /** The same by reason: drops[FB_RECORDING_DROP_...]; drops[0] and the entries past the last reason are 0. */
+    uint64_t drops[16];
+    /** The backlog now, its capacity, and its peak since the start, in bytes. */
+    uint64_t backlog_bytes;
+    uint64_t backlog_capacity;
+    uint64_t backlog_peak_bytes;
+    /** Free space left on the file system for the recording, in bytes. */
+    uint64_t remaining_bytes;
+    /** Seconds left at the current rate; negative when not known yet (no rate). */
+    double remaining_seconds;
+    /** The write rate over the last seconds, bytes per second. */
+    double bytes_per_second;
+    /** Write latency percentiles of the I/O thread's writes, microseconds. */
+    uint64_t write_latency_p50_us;
+    uint64_t write_latency_p99_us;
+    /** FB_RECORDER_BUSY_... bits. */
+    uint32_t busy_reasons;
+    /** 1 if the file is written with O_DIRECT. */
+    uint32_t uses_direct_io;
+    /** 1 once the bus stream ended (the publisher stopped or went away, or never came): call fb_recorder_stop. */
+    uint32_t stream_ended;
+    /** 1 once the file is closed (fb_recorder_stop returned, or the recording failed). */
+    uint32_t closed;
+    /** FB_OK, or why the recording stopped writing: FB_ERROR_SYSTEM_CALL with failure_errno ENOSPC (disk full),
+     *  EIO or another errno (I/O error). The file is readable up to its last checkpoint either way. */
+    fb_status failure;
+    int32_t failure_errno;
+    /** Set to 0; reserved for fields to come. */
+    uint64_t reserved[8];
+} fb_recorder_status;
+
+/** A snapshot of the recorder's state into *status. Errors: FB_ERROR_INVALID_ARGUMENT for NULL. Thread-safe. */
+fb_status fb_recorder_get_status(
+    fb_recorder *FB_NULLABLE recorder,
+    fb_recorder_status *FB_NULLABLE status,
+    fb_error *FB_NULLABLE error
+);
+
+/**
+ * Stops recording: no frame is taken after this; the backlog is written, the last cluster checkpointed, and the
+ * file closed with its duration, cues and drop log. Waits for the I/O thread (bounded by the backlog's size over
+ * the disk's speed). Fills *final_status if not NULL. Idempotent. Errors: FB_ERROR_INVALID_ARGUMENT for a NULL
+ * recorder. Thread-safe.
+ */
+fb_status fb_recorder_stop(
+    fb_recorder *FB_NULLABLE recorder,
+    fb_recorder_status *FB_NULLABLE final_status,
+    fb_error *FB_NULLABLE error
+);
+
+/** Stops the recorder if it runs (as fb_recorder_stop) and frees it. NULL is ignored. Not concurrently with
+ *  another call on it. */
+void fb_recorder_destroy(fb_recorder *FB_NULLABLE recorder);
+
 #ifdef __cplusplus
 }
 #endif
