@@ -15,8 +15,8 @@ import Testing
         let publisher = try await ChildProcess(
             try CABILocations.productsDirectory().appendingPathComponent("FrameBusTestPeer"),
             ["bus-publisher", path, "--size", "64x48", "--fps", "50", "--wait-for-subscriber", "--bus-pressure"],
-            outputDirectory: scratch.url,
-            lifeline: true
+            lifeline: true,
+            outputDirectory: scratch.url
         )
         #expect(await publisher.waitForOutput("listening", timeout: 120), "publisher: \(publisher.output)")
         let subscriber = try await program.start([path, mode], in: scratch)
