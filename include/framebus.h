@@ -494,7 +494,8 @@ typedef struct fb_system_pressure {
     uint64_t frames_shed;
 } fb_system_pressure;
 
-/** One event. Only the member that fb_event.type names is meaningful; the others are zero. */
+/** One event. Only the member that fb_event.type names is meaningful; the others are zero, except that drop and
+ *  system_pressure share their storage (read the one the type names). */
 typedef struct fb_event {
     /** An fb_event_type. */
     uint32_t type;
