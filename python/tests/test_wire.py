@@ -178,7 +178,8 @@ def test_a_hostile_status_is_malformed(data, why):
 
 
 def test_drop_reason_four_only_for_a_subscriber_that_asked():
-    drop = hexbytes("21 00 00 00 20 00 00 00  03 00 00 00 00 00 00 00  05 00 00 00 00 00 00 00  04 00 00 00 00 00 00 00")
+    drop = hexbytes("""21 00 00 00 20 00 00 00  03 00 00 00 00 00 00 00
+                       05 00 00 00 00 00 00 00  04 00 00 00 00 00 00 00""")
     assert _wire.decode_drop(drop, wants_status=True) == (3, 5, "workFellBehind")
     with pytest.raises(FrameBusError):
         _wire.decode_drop(drop)
