@@ -488,10 +488,21 @@ class Subscriber:
         self._closed = False
         self._socket = self._connect(timeout, wait)
         try:
-            self._socket.sendall(_wire.encode_hello([f.code for f in self._formats], queue,
-                                                      deferred=self._deferred,
-                                                      wants_status=self._wants_status))
-            self.welcome = self._read_welcome(timeout)
+            try:
+                self._send_hello(queue)
+                self.welcome = self._read_welcome(timeout)
+            except FrameBusError as error:
+                # A publisher older than the HELLO's optional flags (deferred, wantsStatus) refuses them with ERROR
+                # malformedMessage: ask again at once without them, as the reference subscriber does, and be served
+                # as before (no deferral, no SystemPressure events).
+                if error.code != "malformedMessage" or not getattr(error, "from_publisher", False) or not (
+                        self._deferred or self._wants_status):
+                    raise
+                self._socket.close()
+                self._deferred = self._wants_status = False
+                self._socket = self._connect(timeout, wait)
+                self._send_hello(queue)
+                self.welcome = self._read_welcome(timeout)
         except BaseException:
             self._socket.close()
             raise
@@ -527,6 +538,10 @@ class Subscriber:
             raise FrameBusError("publisherNotPermitted", f"the publisher at {self.path} runs as uid {uid}, pid {pid}")
         return sock
 
+    def _send_hello(self, queue: int | None) -> None:
+        self._socket.sendall(_wire.encode_hello([f.code for f in self._formats], queue, deferred=self._deferred,
+                                                  wants_status=self._wants_status))
+
     def _read_welcome(self, timeout: float) -> _wire.Welcome:
         self._socket.settimeout(timeout)
         try:
@@ -538,7 +553,9 @@ class Subscriber:
         kind = _wire.header(data)
         if kind == _wire.ERROR:
             code, reason = _wire.decode_error(data)
-            raise FrameBusError(code, _printable(reason))
+            refusal = FrameBusError(code, _printable(reason))
+            refusal.from_publisher = True  # the publisher's answer, not our own finding
+            raise refusal
         if kind != _wire.WELCOME:
             raise FrameBusError("malformedMessage", f"expected WELCOME, got type 0x{kind:04x}")
         welcome = _wire.decode_welcome(data)

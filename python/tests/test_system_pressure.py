@@ -91,3 +91,44 @@ def test_async_for_yields_the_pressure_changes_too(pressure_publisher):
     seen = asyncio.run(asyncio.wait_for(main(), TIMEOUT))
     assert [event.level for event in seen][0] == "nominal", seen
     assert seen[-1].level == "serious" and seen[-1].factors == ("bus",), seen
+
+
+def test_the_python_engine_asks_again_without_the_flag_when_an_older_publisher_refuses_it(tmp_path):
+    # A publisher older than the HELLO's wantsStatus bit (docs/PROTOCOL.md section 5.1) answers it with ERROR
+    # malformedMessage; the subscriber connects again at once without it and is served as before. The publisher
+    # here is a socket on a thread that plays that older publisher's handshake.
+    import socket
+    import struct
+    import threading
+
+    from framebus import _wire
+    from test_holding import encode_welcome
+
+    path = str(tmp_path / "older.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(2)
+    listener.settimeout(TIMEOUT)
+    flags = []
+
+    def serve():
+        for answer in (_wire.encode_error("malformedMessage", "HELLO flags 0x4"), encode_welcome()):
+            connection, _ = listener.accept()
+            with connection:
+                connection.settimeout(TIMEOUT)
+                hello = connection.recv(4096)
+                flags.append(struct.unpack_from("<H", hello, 22)[0])
+                connection.send(answer)
+                if answer[:2] != b"\x03\x00":
+                    connection.shutdown(socket.SHUT_WR)  # then end of stream
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        with framebus.Subscriber(path, accept=["420v"], engine="python", system_pressure_events=True) as bus:
+            assert bus.next_event(timeout=TIMEOUT) == framebus.EndOfStream("closed", None)
+            assert bus.system_pressure is None
+    finally:
+        server.join(TIMEOUT)
+        listener.close()
+    assert flags == [_wire.HELLO_WANTS_STATUS, 0], flags
