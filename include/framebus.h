@@ -241,6 +241,10 @@ typedef enum fb_drop_reason {
     FB_DROP_OUT_OF_BUFFERS = 2,
     /** The producer lost frames upstream, restarted or was reconfigured. */
     FB_DROP_DISCONTINUITY = 3,
+    /** The work the publisher does for this subscriber's format (encoding its compressed variant, or decoding) fell
+     *  behind, and it shed these frames (docs/PROTOCOL.md section 5.8). Only to a subscriber created with
+     *  FB_SUBSCRIBER_SYSTEM_PRESSURE (any other gets FB_DROP_OUT_OF_BUFFERS for the same frames). Library 0.7.0. */
+    FB_DROP_WORK_FELL_BEHIND = 4,
 } fb_drop_reason;
 
 /** One plane of a frame or buffer in shared memory. */
@@ -334,9 +338,23 @@ fb_status fb_subscriber_create(
  *  late (recorders, analysis, compressed consumers), so that a preview's first frame does not wait for them. */
 #define FB_SUBSCRIBER_DEFERRED 1u
 
+/** fb_subscriber_create_with_flags: receive the publisher's system pressure (the HELLO's wantsStatus, docs/PROTOCOL.md
+ *  section 5.13) as FB_EVENT_SYSTEM_PRESSURE events: the first right after FB_EVENT_CONNECTED, then one whenever the
+ *  publisher's pressure level or factors change. With it, frames the publisher's encoder shed for this subscriber are
+ *  reported as FB_DROP_WORK_FELL_BEHIND (without it, FB_DROP_OUT_OF_BUFFERS).
+ *
+ *  Why a flag: fb_event is allocated by the caller with the size of the header it was built with, so it cannot grow
+ *  without breaking programs built before. The pressure event instead shares the storage of fb_event.drop (a union:
+ *  the struct's size and layout are unchanged), and only a subscriber created with this flag ever gets the new event
+ *  type, so a program built before it, which would not know FB_EVENT_SYSTEM_PRESSURE, never sees one. A library older
+ *  than 0.7.0 refuses the flag with FB_ERROR_INVALID_ARGUMENT: create the subscriber again without it there.
+ *  Library 0.7.0. */
+#define FB_SUBSCRIBER_SYSTEM_PRESSURE 2u
+
 /**
- * fb_subscriber_create, with flags: 0, or FB_SUBSCRIBER_DEFERRED. Other bits are FB_ERROR_INVALID_ARGUMENT.
- * Added in library 0.6.0 (a compatible addition: FB_ABI_VERSION stays 2).
+ * fb_subscriber_create, with flags: 0, or FB_SUBSCRIBER_DEFERRED and FB_SUBSCRIBER_SYSTEM_PRESSURE in any
+ * combination. Other bits are FB_ERROR_INVALID_ARGUMENT.
+ * Added in library 0.6.0 (a compatible addition: FB_ABI_VERSION stays 2); FB_SUBSCRIBER_SYSTEM_PRESSURE in 0.7.0.
  */
 fb_status fb_subscriber_create_with_flags(
     const fb_subscriber_options *FB_NULLABLE options,
@@ -361,8 +379,8 @@ typedef struct fb_frame_size_limit {
  * fb_subscriber_create with a size policy of the caller's: `limit` says the largest frame accepted; NULL accepts
  * any size the protocol allows (65536 x 65536). fb_subscriber_create itself uses the default limit, 8192 x 8192 and
  * at most 8192 x 4352 pixels (8K in either orientation). FB_ERROR_INVALID_ARGUMENT for a limit outside the ranges
- * above. `flags` as fb_subscriber_create_with_flags's (0, or FB_SUBSCRIBER_DEFERRED): the one create function with
- * both. Otherwise exactly as fb_subscriber_create. Added in library 0.6.0.
+ * above. `flags` as fb_subscriber_create_with_flags's (0, FB_SUBSCRIBER_DEFERRED, FB_SUBSCRIBER_SYSTEM_PRESSURE):
+ * the one create function with both. Otherwise exactly as fb_subscriber_create. Added in library 0.6.0.
  */
 fb_status fb_subscriber_create_with_limit(
     const fb_subscriber_options *FB_NULLABLE options,
@@ -395,6 +413,10 @@ typedef enum fb_event_type {
      *  or died; FB_ERROR_REFUSED, FB_ERROR_PERMISSION_DENIED, FB_ERROR_TIMED_OUT, FB_ERROR_PROTOCOL_VIOLATION
      *  or FB_ERROR_SURFACE_REJECTED otherwise). Without reconnects it is the last event. */
     FB_EVENT_END = 4,
+    /** The publisher's system pressure changed (the first right after each FB_EVENT_CONNECTED);
+     *  fb_event.system_pressure says what it is now. Only for a subscriber created with FB_SUBSCRIBER_SYSTEM_PRESSURE.
+     *  Library 0.7.0. */
+    FB_EVENT_SYSTEM_PRESSURE = 5,
 } fb_event_type;
 
 /** What a publisher granted a subscriber. */
@@ -428,7 +450,52 @@ typedef struct fb_drop {
     uint64_t frame_count;
 } fb_drop;
 
-/** One event. Only the member that fb_event.type names is meaningful; the others are zero. */
+/** fb_system_pressure.level: how hard the publisher's system is pressed (AVCaptureDevice.SystemPressureState.Level;
+ *  the STATUS level of docs/PROTOCOL.md section 5.13). */
+typedef enum fb_system_pressure_level {
+    /** Nothing to do. */
+    FB_PRESSURE_NOMINAL = 0,
+    /** Somewhat elevated: no action needed, but watch it. */
+    FB_PRESSURE_FAIR = 1,
+    /** Elevated: lower the frame rate or the work per frame. */
+    FB_PRESSURE_SERIOUS = 2,
+    /** Critically elevated: lower the frame rate (and work) drastically. */
+    FB_PRESSURE_CRITICAL = 3,
+    /** The system is about to throttle or stop everything: stop what can be stopped. */
+    FB_PRESSURE_SHUTDOWN = 4,
+} fb_system_pressure_level;
+
+/** fb_system_pressure.factors: what drives the level (bits as on the wire). */
+/** Tasks wait for a CPU (PSI cpu). */
+#define FB_PRESSURE_FACTOR_CPU 0x01u
+/** Tasks wait for memory (PSI memory). */
+#define FB_PRESSURE_FACTOR_MEMORY 0x02u
+/** Tasks wait for I/O (PSI io). */
+#define FB_PRESSURE_FACTOR_IO 0x04u
+/** A thermal zone nears or passes its trip points. */
+#define FB_PRESSURE_FACTOR_THERMAL 0x08u
+/** The stream itself: the publisher's cost per frame against the frame interval, and frames it shed. */
+#define FB_PRESSURE_FACTOR_BUS 0x10u
+
+/** The publisher's system pressure, as its STATUS said it (FB_EVENT_SYSTEM_PRESSURE). 32 bytes: it shares fb_event's
+ *  storage with fb_drop (library 0.7.0). */
+typedef struct fb_system_pressure {
+    /** An fb_system_pressure_level. */
+    uint32_t level;
+    /** FB_PRESSURE_FACTOR_* bits (0 at nominal); unknown bits are cleared by the library. */
+    uint32_t factors;
+    /** The publisher's work per frame against the frame interval (1.0 = all of it: fan-out plus conversion, over the
+     *  last second), or a negative value (-1) when it has not measured one yet. */
+    double cost;
+    /** The duration of the frames the publisher publishes now, nanoseconds (a producer that adapts its frame rate
+     *  to pressure changes it), or FB_TIME_NONE when it does not say. */
+    int64_t frame_duration_ns;
+    /** Frames the publisher shed for this subscriber since it connected (FB_DROP_WORK_FELL_BEHIND). */
+    uint64_t frames_shed;
+} fb_system_pressure;
+
+/** One event. Only the member that fb_event.type names is meaningful; the others are zero, except that drop and
+ *  system_pressure share their storage (read the one the type names). */
 typedef struct fb_event {
     /** An fb_event_type. */
     uint32_t type;
@@ -436,8 +503,14 @@ typedef struct fb_event {
     fb_status end_status;
     /** FB_EVENT_FRAME: the frame, owned by the caller: release it exactly once with fb_frame_release. */
     fb_frame *FB_NULLABLE frame;
-    /** FB_EVENT_DROP. */
-    fb_drop drop;
+    /** drop and system_pressure share their storage (an anonymous C11 union; the struct's layout is that of ABI
+     *  version 2 before library 0.7.0). */
+    union {
+        /** FB_EVENT_DROP. */
+        fb_drop drop;
+        /** FB_EVENT_SYSTEM_PRESSURE (library 0.7.0, only with FB_SUBSCRIBER_SYSTEM_PRESSURE). */
+        fb_system_pressure system_pressure;
+    };
     /** FB_EVENT_CONNECTED. */
     fb_session session;
     /** FB_EVENT_END: a message about the end, NUL-terminated. */

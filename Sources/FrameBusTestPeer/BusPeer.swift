@@ -24,6 +24,10 @@ import Foundation
 //   Publishes the moving test pattern until killed or N frames; prints "listening" once ready. With
 //   --wait-for-subscriber the first frame waits for a subscriber.
 //   --stay: after N frames, prints "idle" and keeps the bus open, publishing nothing, until killed.
+//   --bus-pressure: real system pressure that a test can count on: a SystemPressurePolicy in which only the bus
+//   factor counts, with thresholds so low that any measured cost reaches serious. The monitor thread measures it as
+//   always, so subscribers that asked for STATUS see nominal (no frame yet, no cost), then serious [bus] once frames
+//   flow (within a window or two), through the real STATUS path. Frames carry a duration of 1/fps.
 import FrameBus
 import Glibc
 import ImageSources
@@ -60,7 +64,10 @@ struct PeerOptions {
         while let argument = iterator.next() {
             guard argument.hasPrefix("--") else { continue }
             let name = String(argument.dropFirst(2))
-            if ["checksum", "reconnect", "compressed", "wait-for-subscriber", "stay", "deferred", "no-status"].contains(name) {
+            if [
+                "checksum", "reconnect", "compressed", "wait-for-subscriber", "stay", "deferred", "no-status",
+                "bus-pressure",
+            ].contains(name) {
                 flags.insert(name)
             } else if let value = iterator.next() {
                 values[name] = value
@@ -195,7 +202,19 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
         if options.flags.contains("compressed"), let compressed = format.compressedVariant {
             formats.append(compressed)
         }
-        let publisher = try Publisher(configuration: .init(path: path, formats: formats))
+        var configuration = Publisher.Configuration(path: path, formats: formats)
+        let busPressure = options.flags.contains("bus-pressure")
+        if busPressure {
+            var policy = SystemPressurePolicy()
+            let never = SystemPressurePolicy.Thresholds(fair: nil, serious: nil, critical: nil)
+            policy.cpu = never
+            policy.memory = never
+            policy.io = never
+            policy.thermal = never
+            policy.bus = .init(fair: 1e-9, serious: 2e-9, critical: nil)
+            configuration.systemPressurePolicy = policy
+        }
+        let publisher = try Publisher(configuration: configuration)
         let pool = try PixelBufferPool(
             attributes: .init(width: size[0], height: size[1], pixelFormat: format, allocationThreshold: 16)
         )
@@ -215,7 +234,9 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
                 usleep(1000)
             }
         }
-        let interval = UInt32(1_000_000 / max(1, options.int("fps", 100)))
+        let fps = max(1, options.int("fps", 100))
+        let interval = UInt32(1_000_000 / fps)
+        let duration = busPressure ? MediaTime(value: 1, timescale: Int32(clamping: fps)) : .invalid
         let limit = options.int("frames", Int.max)
         var index = 0
         while index < limit {
@@ -223,7 +244,10 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
                 try buffer.lock()
                 try pattern.fill(buffer, frameIndex: index)
                 try buffer.unlock()
-                try publisher.publish(buffer, timing: SampleTimingInfo(presentationTimeStamp: HostClock.now))
+                try publisher.publish(
+                    buffer,
+                    timing: SampleTimingInfo(presentationTimeStamp: HostClock.now, duration: duration)
+                )
             }
             index += 1
             usleep(interval)

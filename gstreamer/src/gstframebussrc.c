@@ -684,6 +684,41 @@ gst_framebus_src_eos_probe (GstPad * pad, GstPadProbeInfo * probe, gpointer data
 
 /* ---- the loop ---------------------------------------------------------------------------------------------- */
 
+/* The publisher's system pressure changed (and once after each connection): a framebussrc-system-pressure element
+ * message with level (string), factors (comma-separated string, "" at nominal), cost (double, -1 before the publisher
+ * measured one), frame-duration (guint64 ns, GST_CLOCK_TIME_NONE when unknown) and frames-shed (guint64). */
+static void
+gst_framebus_src_post_system_pressure (GstFramebusSrc * self, const fb_system_pressure * pressure)
+{
+  static const gchar *const levels[] = { "nominal", "fair", "serious", "critical", "shutdown" };
+  static const struct {
+    guint32 bit;
+    const gchar *name;
+  } factor_names[] = {
+    {FB_PRESSURE_FACTOR_CPU, "cpu"}, {FB_PRESSURE_FACTOR_MEMORY, "memory"}, {FB_PRESSURE_FACTOR_IO, "io"},
+    {FB_PRESSURE_FACTOR_THERMAL, "thermal"}, {FB_PRESSURE_FACTOR_BUS, "bus"},
+  };
+  const gchar *level = pressure->level < G_N_ELEMENTS (levels) ? levels[pressure->level] : "shutdown";
+  GString *factors = g_string_new (NULL);
+  for (gsize index = 0; index < G_N_ELEMENTS (factor_names); index++) {
+    if (pressure->factors & factor_names[index].bit) {
+      if (factors->len > 0)
+        g_string_append_c (factors, ',');
+      g_string_append (factors, factor_names[index].name);
+    }
+  }
+  guint64 duration = pressure->frame_duration_ns > 0 ? (guint64) pressure->frame_duration_ns : GST_CLOCK_TIME_NONE;
+  GST_INFO_OBJECT (self, "system pressure %s [%s], cost %.2f", level, factors->str, pressure->cost);
+  GstStructure *structure = gst_structure_new ("framebussrc-system-pressure",
+      "level", G_TYPE_STRING, level,
+      "factors", G_TYPE_STRING, factors->str,
+      "cost", G_TYPE_DOUBLE, pressure->cost < 0 ? -1.0 : pressure->cost,
+      "frame-duration", G_TYPE_UINT64, duration,
+      "frames-shed", G_TYPE_UINT64, (guint64) pressure->frames_shed, NULL);
+  g_string_free (factors, TRUE);
+  gst_element_post_message (GST_ELEMENT_CAST (self), gst_message_new_element (GST_OBJECT_CAST (self), structure));
+}
+
 static GstFlowReturn
 gst_framebus_src_handle_frame (GstFramebusSrc * self, fb_frame * frame, GstBuffer ** out)
 {
@@ -825,7 +860,7 @@ gst_framebus_src_create (GstPushSrc * src, GstBuffer ** out)
         self->pending_discont = TRUE;
         if (event.drop.reason == FB_DROP_FRAME_WAS_LATE)
           counter_add (&self->dropped_late, event.drop.frame_count);
-        else if (event.drop.reason == FB_DROP_OUT_OF_BUFFERS)
+        else if (event.drop.reason == FB_DROP_OUT_OF_BUFFERS || event.drop.reason == FB_DROP_WORK_FELL_BEHIND)
           counter_add (&self->dropped_out_of_buffers, event.drop.frame_count);
         else
           counter_add (&self->dropped_discontinuity, event.drop.frame_count);
@@ -849,6 +884,9 @@ gst_framebus_src_create (GstPushSrc * src, GstBuffer ** out)
             ("%s", fb_status_name (event.end_status)));
         return GST_FLOW_ERROR;
       }
+      case FB_EVENT_SYSTEM_PRESSURE:
+        gst_framebus_src_post_system_pressure (self, &event.system_pressure);
+        break;
       case FB_EVENT_FRAME:{
         GstFlowReturn result = gst_framebus_src_handle_frame (self, event.frame, out);
         if (result == GST_FLOW_CUSTOM_SUCCESS)
@@ -926,7 +964,9 @@ gst_framebus_src_start (GstBaseSrc * src)
   options.reconnects = self->reconnect ? 1 : 0;
   options.connect_timeout_ns = (int64_t) MIN (self->connect_timeout, (guint64) G_MAXINT64);
   options.wait_slice_us = self->wait_slice;
-  guint32 create_flags = self->deferred ? FB_SUBSCRIBER_DEFERRED : 0;
+  /* The publisher's system pressure comes as FB_EVENT_SYSTEM_PRESSURE, posted as a framebussrc-system-pressure
+   * element message. */
+  guint32 create_flags = (self->deferred ? FB_SUBSCRIBER_DEFERRED : 0) | FB_SUBSCRIBER_SYSTEM_PRESSURE;
   GST_OBJECT_UNLOCK (self);
 
   if (path == NULL) {
@@ -966,6 +1006,12 @@ gst_framebus_src_start (GstBaseSrc * src)
   options.accepted_format_count = count;
   fb_error error = { 0 };
   fb_status status = fb_subscriber_create_with_flags (&options, create_flags, &self->subscriber, &error);
+  if (status == FB_ERROR_INVALID_ARGUMENT) {
+    /* A library older than 0.7.0 does not know the pressure flag: subscribe without it (no pressure messages). */
+    GST_INFO_OBJECT (self, "subscribing without system pressure: %s", error.message);
+    status = fb_subscriber_create_with_flags (&options, create_flags & ~FB_SUBSCRIBER_SYSTEM_PRESSURE,
+        &self->subscriber, &error);
+  }
   if (status != FB_OK) {
     GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ, ("Could not subscribe at %s", path), ("%s: %s",
             fb_status_name (status), error.message));

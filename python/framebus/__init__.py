@@ -13,11 +13,12 @@
 
 from ._formats import FORMATS, PixelFormat, fourcc, fourcc_name, pixel_format
 from .errors import FrameBusError
-from .subscriber import Dropped, EndOfStream, Frame, Subscriber, default_socket_path, runtime_directory
+from .subscriber import (Dropped, EndOfStream, Frame, Subscriber, SystemPressure, default_socket_path,
+                         runtime_directory)
 
 __all__ = [
     "FORMATS", "PixelFormat", "fourcc", "fourcc_name", "pixel_format", "FrameBusError", "Dropped", "EndOfStream",
-    "Frame", "Monitor", "Publisher", "Subscriber", "default_socket_path", "runtime_directory",
+    "Frame", "Monitor", "Publisher", "Subscriber", "SystemPressure", "default_socket_path", "runtime_directory",
 ]
 __version__ = "0.3.0"
 

@@ -117,10 +117,21 @@ class Drop(ctypes.Structure):
                 ("last_sequence", ctypes.c_uint64), ("frame_count", ctypes.c_uint64)]
 
 
+class SystemPressure(ctypes.Structure):
+    _fields_ = [("level", ctypes.c_uint32), ("factors", ctypes.c_uint32), ("cost", ctypes.c_double),
+                ("frame_duration_ns", ctypes.c_int64), ("frames_shed", ctypes.c_uint64)]
+
+
+class DropOrPressure(ctypes.Union):
+    # fb_event's anonymous union (library 0.7.0): the pressure payload shares fb_drop's storage.
+    _fields_ = [("drop", Drop), ("system_pressure", SystemPressure)]
+
+
 class Event(ctypes.Structure):
     # `frame` is a plain integer (c_size_t, not c_void_p, which reads NULL as None): the fb_frame pointer.
+    _anonymous_ = ("payload",)
     _fields_ = [("type", ctypes.c_uint32), ("end_status", ctypes.c_int32), ("frame", ctypes.c_size_t),
-                ("drop", Drop), ("session", Session), ("end_message", ctypes.c_char * 256)]
+                ("payload", DropOrPressure), ("session", Session), ("end_message", ctypes.c_char * 256)]
 
 
 class FrameInfo(ctypes.Structure):

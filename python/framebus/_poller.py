@@ -24,11 +24,14 @@ from collections import namedtuple
 from . import _native
 from ._formats import BY_CODE as _BY_CODE, pixel_format
 from .errors import FrameBusError
-from .subscriber import Dropped, EndOfStream, Frame, Subscriber, _Memory, _time
+from .subscriber import Dropped, EndOfStream, Frame, Subscriber, SystemPressure, _Memory, _time
 
-EVENT_CONNECTED, EVENT_FRAME, EVENT_DROP, EVENT_END = 1, 2, 3, 4
+EVENT_CONNECTED, EVENT_FRAME, EVENT_DROP, EVENT_END, EVENT_SYSTEM_PRESSURE = 1, 2, 3, 4, 5
+SUBSCRIBER_DEFERRED, SUBSCRIBER_SYSTEM_PRESSURE = 1, 2
 STATUS_END_OF_STREAM, STATUS_TIMED_OUT, STATUS_CLOSED, STATUS_INTERRUPTED = 7, 8, 10, 14
-_DROP_REASONS = {1: "frameWasLate", 2: "outOfBuffers", 3: "discontinuity"}
+_DROP_REASONS = {1: "frameWasLate", 2: "outOfBuffers", 3: "discontinuity", 4: "workFellBehind"}
+_LEVELS = ("nominal", "fair", "serious", "critical", "shutdown")
+_FACTORS = ("cpu", "memory", "io", "thermal", "bus")
 # A wait without a time limit is made of slices this long, so a signal (Ctrl-C) is handled within one slice:
 # Python runs signal handlers only between bytecodes, never inside a foreign call.
 _SLICE_NS = 250_000_000
@@ -123,7 +126,7 @@ class NativeSubscriber(Subscriber):
     def __init__(self, path: str | None = None, accept=("420v",), queue: int | None = None,
                  allowed_uids=None, timeout: float = 5.0, wait: bool = False, engine: str | None = None,
                  accepts_dma_buf: bool = True, wait_slice_us: int = 0, deferred: bool = False,
-                 largest_frame="default"):
+                 largest_frame="default", system_pressure_events: bool = False):
         from .subscriber import default_socket_path
 
         self._handle = None
@@ -150,7 +153,8 @@ class NativeSubscriber(Subscriber):
         self._accepts_dma_buf = accepts_dma_buf
         options.wait_slice_us = wait_slice_us
         handle, error = ctypes.c_void_p(), _native.Error()
-        flags = 1 if deferred else 0  # FB_SUBSCRIBER_DEFERRED
+        self.system_pressure: SystemPressure | None = None
+        flags = (SUBSCRIBER_DEFERRED if deferred else 0) | (SUBSCRIBER_SYSTEM_PRESSURE if system_pressure_events else 0)
         if isinstance(largest_frame, str) and largest_frame == "default":
             status = lib.fb_subscriber_create_with_flags(ctypes.byref(options), flags, ctypes.byref(handle),
                                                          ctypes.byref(error))
@@ -296,6 +300,15 @@ class NativeSubscriber(Subscriber):
             code, message = _native.status_name(status), _printable(message)
             self._ended = EndOfStream(f"error {code}: {message}", None)
             raise FrameBusError(code, message)
+        if kind == EVENT_SYSTEM_PRESSURE:  # only with system_pressure_events (the library's flag)
+            p = event.system_pressure
+            self.system_pressure = SystemPressure(
+                _LEVELS[p.level] if p.level < len(_LEVELS) else "shutdown",
+                tuple(name for bit, name in enumerate(_FACTORS) if p.factors & (1 << bit)),
+                None if p.cost < 0 else p.cost,
+                None if p.frame_duration_ns == -(1 << 63) else p.frame_duration_ns,
+                p.frames_shed)
+            return self.system_pressure
         return None  # CONNECTED again (a reconnection) or NONE: nothing for the caller
 
     def _warn_if_arrays_pin_the_stream(self) -> None:

@@ -24,6 +24,7 @@ HELLO, WELCOME, ERROR = 0x0001, 0x0002, 0x0003
 SURFACE_V1, RETIRE_SURFACE, SURFACE = 0x0010, 0x0011, 0x0012
 FRAME, DROP, END_OF_STREAM = 0x0020, 0x0021, 0x0030
 RELEASE, GOODBYE, MONITOR_REPORT = 0x0040, 0x0041, 0x0050
+STATUS = 0x0060
 
 ERROR_CODES = {
     1: "unsupportedVersion",
@@ -40,6 +41,12 @@ ERROR_CODES = {
 ERROR_CODE_VALUES = {name: code for code, name in ERROR_CODES.items()}
 
 DROP_REASONS = {1: "frameWasLate", 2: "outOfBuffers", 3: "discontinuity"}
+# Only to a subscriber whose HELLO set wantsStatus (docs/PROTOCOL.md section 5.8); malformed for any other.
+DROP_WORK_FELL_BEHIND = 4
+HELLO_WANTS_STATUS = 4
+PRESSURE_LEVELS = ("nominal", "fair", "serious", "critical", "shutdown")
+PRESSURE_FACTORS = ("cpu", "memory", "io", "thermal", "bus")  # bits 0...4
+UNKNOWN_COST = 0xFFFFFFFF
 BACKING_MEMFD, BACKING_DMABUF = 1, 2
 RELEASE_NOT_DELIVERED = 1
 
@@ -71,7 +78,7 @@ def _expect_size(data: bytes, size: int, name: str) -> None:
 
 
 def encode_hello(formats: list[int], queue_depth: int | None, accepts_dmabuf: bool = False,
-                 deferred: bool = False) -> bytes:
+                 deferred: bool = False, wants_status: bool = False) -> bytes:
     if not 1 <= len(formats) <= 16:
         raise ValueError("a subscriber accepts 1 to 16 formats")
     mode, depth = (0, 1) if queue_depth is None else (1, queue_depth)
@@ -79,7 +86,8 @@ def encode_hello(formats: list[int], queue_depth: int | None, accepts_dmabuf: bo
         raise ValueError(f"queue depth {depth} is outside 1...{MAXIMUM_QUEUE_DEPTH}")
     length = 24 + 4 * len(formats)
     body = struct.pack("<IHHHHHH", MAGIC, VERSION, mode, depth, len(formats), 0,
-                       (1 if accepts_dmabuf else 0) | (2 if deferred else 0))
+                       (1 if accepts_dmabuf else 0) | (2 if deferred else 0)
+                       | (HELLO_WANTS_STATUS if wants_status else 0))
     return _HEADER.pack(HELLO, 0, length) + body + struct.pack(f"<{len(formats)}I", *formats)
 
 
@@ -253,12 +261,39 @@ def decode_frame(data: bytes) -> FrameMessage:
     return FrameMessage(seq, sid, pts, duration, publish, used, flags, attachments)  # type: ignore[arg-type]
 
 
-def decode_drop(data: bytes) -> tuple[int, int, str]:
+def decode_drop(data: bytes, wants_status: bool = False) -> tuple[int, int, str]:
     _expect_size(data, 32, "DROP")
     first, last, reason, reserved = struct.unpack_from("<QQII", data, 8)
+    if wants_status and reason == DROP_WORK_FELL_BEHIND and last >= first and reserved == 0:
+        return first, last, "workFellBehind"
     if last < first or reason not in DROP_REASONS or reserved != 0:
         raise _malformed(f"DROP {first}...{last} reason {reason}")
     return first, last, DROP_REASONS[reason]
+
+
+@dataclass(frozen=True)
+class StatusMessage:
+    level: str
+    factors: tuple[str, ...]
+    cost: float | None
+    frame_duration: tuple[int, int, int]
+    time: int
+    frames_shed: int
+
+
+def decode_status(data: bytes) -> StatusMessage:
+    """STATUS (docs/PROTOCOL.md section 5.13), 48 bytes: a level above shutdown, or a frame duration of unknown
+    flags or a valid one without a positive timescale, is malformed; unknown factor bits are ignored."""
+    _expect_size(data, 48, "STATUS")
+    level, factors, cost, value, timescale, flags, made, shed = struct.unpack_from("<HHIqiIQQ", data, 8)
+    if level >= len(PRESSURE_LEVELS):
+        raise _malformed(f"STATUS level {level}")
+    duration = (value, timescale, flags)
+    if flags & ~0x1F or (flags & 1 and timescale <= 0):
+        raise _malformed(f"STATUS frameDuration flags 0x{flags:x} timescale {timescale}")
+    names = tuple(name for bit, name in enumerate(PRESSURE_FACTORS) if factors & (1 << bit))
+    return StatusMessage(PRESSURE_LEVELS[level], names, None if cost == UNKNOWN_COST else cost / 1000, duration,
+                         made, shed)
 
 
 def decode_end_of_stream(data: bytes) -> int | None:

@@ -122,6 +122,24 @@ class Dropped:
 
 
 @dataclass(frozen=True)
+class SystemPressure:
+    """The publisher's system pressure changed (the first right after connecting), for a subscriber made with
+    ``system_pressure_events=True``: AVFoundation's ``systemPressureState`` across processes (docs/PROTOCOL.md
+    section 5.13). ``level`` is ``"nominal"``, ``"fair"``, ``"serious"``, ``"critical"`` or ``"shutdown"``;
+    ``factors`` what drives it, in the order ``cpu``, ``memory``, ``io``, ``thermal``, ``bus`` (the stream's own cost
+    and shed frames), empty at nominal. ``cost`` is the publisher's work per frame against the frame interval (1.0 =
+    all of it), ``None`` before it measured one; ``frame_duration_ns`` the duration of the frames it publishes now
+    (``None`` when it does not say); ``frames_shed`` the frames it shed for this subscriber (drops of reason
+    ``workFellBehind``). Lower your own work at serious and critical, as Apple advises."""
+
+    level: str
+    factors: tuple[str, ...]
+    cost: float | None = None
+    frame_duration_ns: int | None = None
+    frames_shed: int = 0
+
+
+@dataclass(frozen=True)
 class EndOfStream:
     """The publisher stopped (``reason`` "stopped") or went away ("closed")."""
 
@@ -387,7 +405,9 @@ class Subscriber:
     ``accept`` lists the formats this subscriber takes, in order of preference; ``queue`` is ``None`` for
     latest-only delivery (a newer frame replaces one not yet taken, reported as a ``frameWasLate`` drop) or a
     depth of 1…64. Iterating yields :class:`Frame` and :class:`Dropped` events in sequence order, then one
-    :class:`EndOfStream`. ``allowed_uids`` are the publisher uids trusted (default: our own). With ``wait`` the
+    :class:`EndOfStream`; with ``system_pressure_events=True`` also a :class:`SystemPressure` whenever the
+    publisher's pressure level or factors change (the first right after connecting), and ``system_pressure`` holds
+    the latest (``None`` until one came). ``allowed_uids`` are the publisher uids trusted (default: our own). With ``wait`` the
     constructor waits up to ``timeout`` seconds for the publisher's socket to appear.
 
     ``engine`` chooses the implementation: ``"native"`` runs the FrameBus C library's poller (protocol version 3:
@@ -421,11 +441,15 @@ class Subscriber:
                  engine: str | None = None, **options):
         # The native engine's options mean nothing here: this engine never takes DMA-BUFs and has no waiting thread
         # of the library's to give a slice to.
-        unknown = set(options) - {"accepts_dma_buf", "wait_slice_us", "deferred", "largest_frame"}
+        unknown = set(options) - {"accepts_dma_buf", "wait_slice_us", "deferred", "largest_frame",
+                                  "system_pressure_events"}
         if unknown:
             raise TypeError(f"Subscriber() got unexpected keyword arguments {', '.join(sorted(unknown))}")
         self.engine = "python"
         self._deferred = bool(options.get("deferred", False))
+        # The HELLO's wantsStatus: STATUS messages become SystemPressure events, and DROP reason 4 is understood.
+        self._wants_status = bool(options.get("system_pressure_events", False))
+        self.system_pressure: SystemPressure | None = None
         largest = options.get("largest_frame", "default")
         if isinstance(largest, str) and largest == "default":
             self._largest_frame = (8192, 8192, 8192 * 4352)
@@ -464,9 +488,21 @@ class Subscriber:
         self._closed = False
         self._socket = self._connect(timeout, wait)
         try:
-            self._socket.sendall(_wire.encode_hello([f.code for f in self._formats], queue,
-                                                      deferred=self._deferred))
-            self.welcome = self._read_welcome(timeout)
+            try:
+                self._send_hello(queue)
+                self.welcome = self._read_welcome(timeout)
+            except FrameBusError as error:
+                # A publisher older than the HELLO's optional flags (deferred, wantsStatus) refuses them with ERROR
+                # malformedMessage: ask again at once without them, as the reference subscriber does, and be served
+                # as before (no deferral, no SystemPressure events).
+                if error.code != "malformedMessage" or not getattr(error, "from_publisher", False) or not (
+                        self._deferred or self._wants_status):
+                    raise
+                self._socket.close()
+                self._deferred = self._wants_status = False
+                self._socket = self._connect(timeout, wait)
+                self._send_hello(queue)
+                self.welcome = self._read_welcome(timeout)
         except BaseException:
             self._socket.close()
             raise
@@ -502,6 +538,10 @@ class Subscriber:
             raise FrameBusError("publisherNotPermitted", f"the publisher at {self.path} runs as uid {uid}, pid {pid}")
         return sock
 
+    def _send_hello(self, queue: int | None) -> None:
+        self._socket.sendall(_wire.encode_hello([f.code for f in self._formats], queue, deferred=self._deferred,
+                                                  wants_status=self._wants_status))
+
     def _read_welcome(self, timeout: float) -> _wire.Welcome:
         self._socket.settimeout(timeout)
         try:
@@ -513,7 +553,9 @@ class Subscriber:
         kind = _wire.header(data)
         if kind == _wire.ERROR:
             code, reason = _wire.decode_error(data)
-            raise FrameBusError(code, _printable(reason))
+            refusal = FrameBusError(code, _printable(reason))
+            refusal.from_publisher = True  # the publisher's answer, not our own finding
+            raise refusal
         if kind != _wire.WELCOME:
             raise FrameBusError("malformedMessage", f"expected WELCOME, got type 0x{kind:04x}")
         welcome = _wire.decode_welcome(data)
@@ -558,8 +600,9 @@ class Subscriber:
         return _async_events(self)
 
     def next_event(self, timeout: float | None = None):
-        """The next :class:`Frame`, :class:`Dropped` or :class:`EndOfStream`; ``None`` after the end of stream was
-        returned, or when ``timeout`` seconds pass without an event."""
+        """The next :class:`Frame`, :class:`Dropped`, :class:`SystemPressure` (only with
+        ``system_pressure_events=True``) or :class:`EndOfStream`; ``None`` after the end of stream was returned, or
+        when ``timeout`` seconds pass without an event."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._pump()
@@ -571,7 +614,7 @@ class Subscriber:
                 event = self._events.popleft()
                 if isinstance(event, Dropped):
                     self._explain_drops(event, self._taken - self._sent)
-                else:
+                elif isinstance(event, Frame):
                     self._unexplained_drops = 0
                 return event
             if self._ended is not None:
@@ -686,8 +729,26 @@ class Subscriber:
             self._taken += 1
             self._last_sequence = message.sequence
             self._events.append(Frame(self, message, surface))
+        elif kind == _wire.STATUS:
+            if not self._wants_status:
+                raise FrameBusError("malformedMessage", "STATUS to a subscriber that did not ask for it")
+            status = _wire.decode_status(data)
+            duration = _time(status.frame_duration)
+            pressure = SystemPressure(status.level, status.factors, status.cost,
+                                      None if duration is None else round(duration * 1_000_000_000),
+                                      status.frames_shed)
+            previous = self.system_pressure
+            self.system_pressure = pressure
+            if previous is None or (previous.level, previous.factors) != (pressure.level, pressure.factors):
+                # At most one waits: a newer state replaces an older one not yet taken, so a publisher that changes
+                # its state in a loop cannot grow the queue.
+                for index, event in enumerate(self._events):
+                    if isinstance(event, SystemPressure):
+                        del self._events[index]
+                        break
+                self._events.append(pressure)
         elif kind == _wire.DROP:
-            first, last, reason = _wire.decode_drop(data)
+            first, last, reason = _wire.decode_drop(data, self._wants_status)
             if first <= self._last_sequence:
                 raise FrameBusError("malformedMessage", f"DROP {first}...{last} goes back in sequence")
             self._last_sequence = last

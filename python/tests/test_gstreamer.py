@@ -575,6 +575,67 @@ def test_framebussrc_wraps_a_surface_made_of_one_memfd_per_plane(gst_env, tmp_pa
     assert stats["zero-copy"] == 1, stats  # videoconvert reads video meta: wrapped, not copied
 
 
+def pressure_publisher(path: Path) -> subprocess.Popen:
+    """FrameBusTestPeer's bus-publisher --bus-pressure: a real publisher whose real pressure monitor measures its
+    real cost against a policy in which only the bus factor counts and any cost is serious. It waits for a subscriber,
+    then publishes 64x48 frames of 20 ms; subscribers that ask see nominal, then serious with the bus factor. Its
+    standard input is its lifeline: it exits when we close our end."""
+    peer = subprocess.Popen([peer_binary(), "bus-publisher", str(path), "--size", "64x48", "--fps", "50",
+                             "--wait-for-subscriber", "--bus-pressure"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "FRAMEBUS_TEST_LIFELINE": "stdin"})
+    assert peer.stdout.readline().strip() == "listening"
+    return peer
+
+
+def test_framebussrc_posts_the_publishers_system_pressure_on_the_bus(gst_env, tmp_path):
+    # gst-launch-1.0 -m prints every element message; the first pressure message comes right after connecting
+    # (nominal: no frame published yet), the next when the publisher's monitor finds its cost serious.
+    import queue
+    import threading
+    path = tmp_path / "pressure.sock"
+    peer = pressure_publisher(path)
+    launch = subprocess.Popen(["gst-launch-1.0", "-m", "-e", "framebussrc", f"socket-path={path}", "accept=420v",
+                               "!", "fakesink"], env=gst_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    lines: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in launch.stdout] + [lines.put(None)],
+                              daemon=True)
+    reader.start()
+    messages, output = [], []
+    deadline = time.monotonic() + FRAME_TIMEOUT
+    try:
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            output.append(line)
+            if "framebussrc-system-pressure," in line:
+                messages.append(dict(re.findall(r"([a-z-]+)=\((?:string|double|guint64)\)\"?([^,;\"]*)", line)))
+                if messages[-1].get("level") == "serious":
+                    break
+    finally:
+        launch.send_signal(signal.SIGINT)  # -e: an end of stream, then it exits
+        try:
+            launch.wait(30)
+        except subprocess.TimeoutExpired:
+            launch.kill()
+            launch.wait()
+        peer.stdin.close()
+        peer.kill()
+        peer.wait()
+    text = "".join(output)
+    assert len(messages) >= 2, text
+    assert messages[0]["level"] == "nominal" and messages[0]["factors"] == "", text
+    assert messages[-1]["level"] == "serious" and messages[-1]["factors"] == "bus", text
+    assert float(messages[-1]["cost"]) > 0, text
+    assert messages[-1]["frame-duration"] == "20000000", text
+    assert messages[-1]["frames-shed"] == "0", text
+
+
 @pytest.mark.parametrize("scenario, accept", [
     ("unsealed-surface", "420v"),   # a memfd others could shrink: refused before it is mapped
     ("huge-compressed", "&8v0"),    # a 16384x16384 compressed surface in 4 KiB (and damaged compressed data)

@@ -148,3 +148,38 @@ def test_surface_planes_outside_their_descriptor_are_refused():
     with pytest.raises(FrameBusError) as caught:
         _wire.decode_surface(bytes(data))
     assert caught.value.code == "malformedMessage"
+
+
+def status(level=2, factors=0x11, cost=1250, duration=(1, 30, 1), made=7, shed=3) -> bytes:
+    """A STATUS datagram (docs/PROTOCOL.md section 5.13), packed here from the table, not by the decoder's code."""
+    import struct
+    return struct.pack("<HHIHHIqiIQQ", 0x0060, 0, 48, level, factors, cost, *duration, made, shed)
+
+
+def test_status_decodes_and_ignores_unknown_factor_bits():
+    message = _wire.decode_status(status(factors=0x11 | 0x8000))
+    assert (message.level, message.factors, message.cost) == ("serious", ("cpu", "bus"), 1.25)
+    assert message.frame_duration == (1, 30, 1) and (message.time, message.frames_shed) == (7, 3)
+    assert _wire.decode_status(status(level=0, factors=0, cost=0xFFFFFFFF)).cost is None
+
+
+@pytest.mark.parametrize("data, why", [
+    (status(level=5), "level above shutdown"),
+    (status(duration=(1, 30, 0x20)), "unknown time flags"),
+    (status(duration=(1, 0, 1)), "a valid time without a timescale"),
+    (status()[:40], "short"),
+])
+def test_a_hostile_status_is_malformed(data, why):
+    with pytest.raises(FrameBusError) as raised:
+        if len(data) != 48:
+            _wire.header(data)
+        _wire.decode_status(data)
+    assert raised.value.code == "malformedMessage", why
+
+
+def test_drop_reason_four_only_for_a_subscriber_that_asked():
+    drop = hexbytes("""21 00 00 00 20 00 00 00  03 00 00 00 00 00 00 00
+                       05 00 00 00 00 00 00 00  04 00 00 00 00 00 00 00""")
+    assert _wire.decode_drop(drop, wants_status=True) == (3, 5, "workFellBehind")
+    with pytest.raises(FrameBusError):
+        _wire.decode_drop(drop)

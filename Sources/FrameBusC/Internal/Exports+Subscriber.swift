@@ -83,9 +83,9 @@ public func fbSubscriberCreateWithLimit(
     }
 }
 
-/// The create functions' `flags`: 0 or `FB_SUBSCRIBER_DEFERRED`.
+/// The create functions' `flags`: `FB_SUBSCRIBER_DEFERRED` and `FB_SUBSCRIBER_SYSTEM_PRESSURE`, in any combination.
 private func checkSubscriberFlags(_ flags: UInt32, _ function: String) throws(ABIError) {
-    guard flags & ~UInt32(FB_SUBSCRIBER_DEFERRED) == 0 else {
+    guard flags & ~(UInt32(FB_SUBSCRIBER_DEFERRED) | UInt32(FB_SUBSCRIBER_SYSTEM_PRESSURE)) == 0 else {
         throw ABIError(.invalidArgument, "\(function): unknown flags 0x\(String(flags, radix: 16))")
     }
 }
@@ -124,9 +124,10 @@ private func createSubscriber(
     configuration.reconnectInterval = reconnectInterval
     configuration.reconnects = unsafe options.reconnects != 0
     configuration.acceptsDMABuf = unsafe options.accepts_dma_buf != 0
-    // fb_event has no system pressure event yet (a new ABI version): a C subscriber does not ask for STATUS, and
-    // gets FB_DROP_OUT_OF_BUFFERS for frames the publisher's encoder skipped, as before.
-    configuration.receivesStatus = false
+    // Only a caller that opted in knows FB_EVENT_SYSTEM_PRESSURE and FB_DROP_WORK_FELL_BEHIND (a program built
+    // before them gets neither): without the flag the HELLO does not ask for STATUS, and frames the publisher's
+    // encoder skipped arrive as FB_DROP_OUT_OF_BUFFERS, as before.
+    configuration.receivesStatus = flags & UInt32(FB_SUBSCRIBER_SYSTEM_PRESSURE) != 0
     configuration.isDeferred = flags & UInt32(FB_SUBSCRIBER_DEFERRED) != 0
     let waitSlice: Duration?
     switch unsafe options.wait_slice_us {
@@ -164,12 +165,16 @@ public func fbSubscriberNextEvent(
         unsafe event.pointee = fb_event()
         let handle = unsafe Handle.borrow(subscriber, as: SubscriberHandle.self)
         let next = try handle.nextEvent(timeoutNanoseconds: timeoutNanoseconds).get()
-        unsafe event.pointee = try makeEvent(next)
+        unsafe event.pointee = try makeEvent(next, status: { handle.subscriber.publisherStatus })
     }
 }
 
-/// An event for C; a frame becomes an `fb_frame` handle the caller owns.
-private func makeEvent(_ event: SubscriberEvent) throws(ABIError) -> fb_event {
+/// An event for C; a frame becomes an `fb_frame` handle the caller owns. `status` gives the publisher's latest
+/// STATUS, whose cost, frame duration and frames shed go with a pressure event.
+private func makeEvent(
+    _ event: SubscriberEvent,
+    status: () -> PublisherStatus?
+) throws(ABIError) -> fb_event {
     var result = unsafe fb_event()
     switch event {
     case .connected(let session), .reconnected(let session):
@@ -192,9 +197,10 @@ private func makeEvent(_ event: SubscriberEvent) throws(ABIError) -> fb_event {
             last_sequence: drop.sequences.upperBound,
             frame_count: drop.frameCount
         )
-    case .systemPressureChanged:
-        // Never asked for (receivesStatus is off above): nothing to report.
-        unsafe result.type = UInt32(FB_EVENT_NONE.rawValue)
+    case .systemPressureChanged(let state):
+        // Only with FB_SUBSCRIBER_SYSTEM_PRESSURE (receivesStatus is off without it).
+        unsafe result.type = UInt32(FB_EVENT_SYSTEM_PRESSURE.rawValue)
+        unsafe result.system_pressure = fb_system_pressure(state, status: status())
     case .ended(let error):
         let mapped = ABIError(error)
         unsafe result.type = UInt32(FB_EVENT_END.rawValue)
@@ -204,6 +210,19 @@ private func makeEvent(_ event: SubscriberEvent) throws(ABIError) -> fb_event {
         }
     }
     return unsafe result
+}
+
+extension fb_system_pressure {
+    /// The event's level and factors; cost, frame duration and frames shed from the publisher's latest STATUS.
+    init(_ state: SystemPressureState, status: PublisherStatus?) {
+        self.init(
+            level: UInt32(state.level.rawValue),
+            factors: UInt32(state.factors.rawValue),
+            cost: status?.cost ?? -1,
+            frame_duration_ns: status?.frameDuration.nanoseconds ?? Int64.min,  // FB_TIME_NONE
+            frames_shed: status?.framesShed ?? 0
+        )
+    }
 }
 
 extension fb_session {
