@@ -18,7 +18,8 @@ from .subscriber import (Dropped, EndOfStream, Frame, Subscriber, SystemPressure
 
 __all__ = [
     "FORMATS", "PixelFormat", "fourcc", "fourcc_name", "pixel_format", "FrameBusError", "Dropped", "EndOfStream",
-    "Frame", "Monitor", "Publisher", "Subscriber", "SystemPressure", "default_socket_path", "runtime_directory",
+    "Frame", "Monitor", "Publisher", "Recorder", "RecorderStatus", "Subscriber", "SystemPressure",
+    "default_socket_path", "runtime_directory",
 ]
 __version__ = "0.3.0"
 
@@ -29,6 +30,10 @@ def __getattr__(name: str):
         from .publisher import Publisher
 
         return Publisher
+    if name in ("Recorder", "RecorderStatus"):
+        from . import recorder
+
+        return getattr(recorder, name)
     if name == "Monitor":
         from .monitor import Monitor
 
