@@ -766,7 +766,12 @@ typedef struct fb_publisher_options {
     uint32_t extra_held_frames_per_subscriber;
     /** Mode of the socket file (default 0600; up to 0777). */
     uint32_t socket_mode;
-    uint32_t reserved;
+    /** How hard the publisher's encoder searches when it makes an offered compressed variant:
+     *  FB_CODEC_EFFORT_FAST (0, the default) for live streams, FB_CODEC_EFFORT_BEST (1) when the compressed
+     *  subscribers are recorders and the frame interval leaves the time (a frame that cannot start in time is shed
+     *  for them either way). Other values are refused. This field was `reserved` (0) before 0.7: a library from
+     *  before ignores it. */
+    uint32_t compression_effort;
 } fb_publisher_options;
 
 /** Sets defaults (see each field). Thread-safe. Does nothing for NULL. */

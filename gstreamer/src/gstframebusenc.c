@@ -17,16 +17,37 @@
 enum {
   PROP_0,
   PROP_THREADS,
+  PROP_EFFORT,
   PROP_STATS,
 };
 
 #define DEFAULT_THREADS 0
+#define DEFAULT_EFFORT FB_CODEC_EFFORT_FAST
+
+/* fb_codec_options.effort as a GEnum, so gst-inspect-1.0 lists its values and a launch line can say effort=best. */
+#define GST_TYPE_FRAMEBUS_ENC_EFFORT (gst_framebus_enc_effort_get_type ())
+static GType
+gst_framebus_enc_effort_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {FB_CODEC_EFFORT_FAST, "Live encoding: the encoder's fast search (the default)", "fast"},
+    {FB_CODEC_EFFORT_BEST, "Offline encoding: smaller on screen content, many times slower to encode", "best"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type)) {
+    GType registered = g_enum_register_static ("GstFramebusEncEffort", values);
+    g_once_init_leave (&type, registered);
+  }
+  return type;
+}
 
 struct _GstFramebusEnc {
   GstVideoEncoder parent;
 
-  /* property, with the object lock */
+  /* properties, with the object lock */
   guint threads;
+  gint effort;
 
   /* streaming thread */
   fb_codec *codec;
@@ -68,11 +89,14 @@ static gboolean
 gst_framebus_enc_start (GstVideoEncoder * encoder)
 {
   GstFramebusEnc *self = GST_FRAMEBUS_ENC (encoder);
+  fb_codec_options options;
+  fb_codec_options_init (&options);
   GST_OBJECT_LOCK (self);
-  guint threads = self->threads;
+  options.thread_count = self->threads;
+  options.effort = (uint32_t) self->effort;
   GST_OBJECT_UNLOCK (self);
   fb_error error = { 0 };
-  fb_status status = fb_codec_create (threads, &self->codec, &error);
+  fb_status status = fb_codec_create_with_options (&options, &self->codec, &error);
   if (status != FB_OK) {
     GST_ELEMENT_ERROR (self, LIBRARY, INIT, ("Could not make a FrameBus codec"), ("%s: %s",
             fb_status_name (status), error.message));
@@ -228,6 +252,9 @@ gst_framebus_enc_set_property (GObject * object, guint id, const GValue * value,
     case PROP_THREADS:
       self->threads = g_value_get_uint (value);
       break;
+    case PROP_EFFORT:
+      self->effort = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, spec);
       break;
@@ -243,6 +270,11 @@ gst_framebus_enc_get_property (GObject * object, guint id, GValue * value, GPara
     case PROP_THREADS:
       GST_OBJECT_LOCK (self);
       g_value_set_uint (value, self->threads);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case PROP_EFFORT:
+      GST_OBJECT_LOCK (self);
+      g_value_set_enum (value, self->effort);
       GST_OBJECT_UNLOCK (self);
       break;
     case PROP_STATS:
@@ -269,6 +301,11 @@ gst_framebus_enc_class_init (GstFramebusEncClass * klass)
           "Threads that compress one frame, tiles in parallel (0: one per processor; 1: the streaming thread "
           "alone). The output is the same whatever the count", 0, 256, DEFAULT_THREADS,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (object_class, PROP_EFFORT,
+      g_param_spec_enum ("effort", "Effort",
+          "How hard the encoder searches: fast (live streams) or best (recording, archiving: smaller on screen "
+          "content, many times slower). framebusdec decodes either the same way", GST_TYPE_FRAMEBUS_ENC_EFFORT,
+          DEFAULT_EFFORT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
           "framebusenc-stats: frames (compressed), raw-bytes (their raw size), compressed-bytes (what left); "
@@ -294,4 +331,5 @@ static void
 gst_framebus_enc_init (GstFramebusEnc * self)
 {
   self->threads = DEFAULT_THREADS;
+  self->effort = DEFAULT_EFFORT;
 }

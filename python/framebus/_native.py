@@ -62,7 +62,7 @@ class PublisherOptions(ctypes.Structure):
                 ("offered_format_count", ctypes.c_size_t), ("minimum_buffer_count", ctypes.c_uint32),
                 ("maximum_buffer_count", ctypes.c_uint32), ("maximum_subscribers", ctypes.c_uint32),
                 ("extra_held_frames_per_subscriber", ctypes.c_uint32), ("socket_mode", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
+                ("compression_effort", ctypes.c_uint32)]
 
 
 class BufferInfo(ctypes.Structure):

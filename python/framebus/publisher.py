@@ -79,13 +79,15 @@ class Publisher:
     ``offer`` lists the formats subscribers may ask for (default: ``format`` and its lossless compressed
     variant, encoded once per frame for every subscriber that takes it). ``buffers`` is the pool's
     (minimum, maximum) size: frames held by subscribers pin buffers, and a full pool drops frames
-    (``outOfBuffers``) rather than blocking.
+    (``outOfBuffers``) rather than blocking. ``effort`` is how hard the encoder of the compressed variant searches:
+    ``"fast"`` (live streams) or ``"best"`` (recorders: smaller on screen content, many times slower to encode).
     """
 
     _handle = None  # until fb_publisher_create succeeds: close() and __del__ of a failed construction do nothing
 
     def __init__(self, path: str, format: str = "420v", width: int = 1920, height: int = 1080,
-                 offer=None, buffers=(4, 8), socket_mode: int = 0o600, maximum_subscribers: int = 16):
+                 offer=None, buffers=(4, 8), socket_mode: int = 0o600, maximum_subscribers: int = 16,
+                 effort: str = "fast"):
         self._lib = _native.library()
         self.format = pixel_format(format)
         if self.format.is_compressed:
@@ -99,6 +101,10 @@ class Publisher:
             options.offered_formats, options.offered_format_count = self._offered, len(offer)
         options.minimum_buffer_count, options.maximum_buffer_count = buffers
         options.maximum_subscribers, options.socket_mode = maximum_subscribers, socket_mode
+        efforts = {"fast": 0, "best": 1}
+        if effort not in efforts:
+            raise FrameBusError("invalidArgument", f"effort {effort!r} is neither 'fast' nor 'best'")
+        options.compression_effort = efforts[effort]
         handle, error = ctypes.c_void_p(), _native.Error()
         _native.check(self._lib.fb_publisher_create(ctypes.byref(options), ctypes.byref(handle), ctypes.byref(error)),
                       error)

@@ -107,7 +107,7 @@ def wait_until_bound(port: int, process: subprocess.Popen) -> None:
 
 # ---- the elements --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("element, properties", [("framebusenc", ["threads", "stats"]),
+@pytest.mark.parametrize("element, properties", [("framebusenc", ["threads", "effort", "stats"]),
                                                   ("framebusdec", ["threads", "stats", "max-errors"]),
                                                   ("framebussrc", ["decode"])])
 def test_gst_inspect_documents_the_codec_elements(gst_env, element, properties):
@@ -121,6 +121,27 @@ def test_gst_inspect_documents_the_codec_elements(gst_env, element, properties):
     plugin = subprocess.run(["gst-inspect-1.0", str(PLUGIN_DIR / "libgstframebus.so")], env=gst_env,
                             capture_output=True, text=True, timeout=120).stdout
     assert re.search(r"Version\s+0\.2\.0", plugin), plugin
+
+
+def test_enc_effort_best_writes_other_smaller_bytes_that_decode_bit_exact(gst_env, tmp_path):
+    """effort=best (fb_codec_options.effort) reaches the codec: on content where the two efforts differ (videotestsrc's
+    pinwheel: long runs and edges, like screen content) its frames are other bytes, smaller in all, and framebusdec
+    restores every byte either way."""
+    width, height, count = 256, 192, 3
+    caps = f"video/x-raw,format=BGRA,width={width},height={height},framerate=30/1"
+    reference = reference_frames(gst_env, tmp_path, caps, count, pattern="pinwheel")
+    encoded = {}
+    for effort in ("fast", "best"):
+        compressed = tmp_path / f"{effort}.bin"
+        gst_launch(gst_env, f"videotestsrc num-buffers={count} pattern=pinwheel ! {caps} ! "
+                            f"framebusenc effort={effort} threads=1 ! filesink location={compressed}")
+        encoded[effort] = compressed.read_bytes()
+        decoded = tmp_path / f"{effort}.raw"
+        gst_launch(gst_env, f"videotestsrc num-buffers={count} pattern=pinwheel ! {caps} ! "
+                            f"framebusenc effort={effort} ! framebusdec ! {caps} ! filesink location={decoded}")
+        assert decoded.read_bytes() == reference, f"effort={effort}: not bit-exact"
+    assert encoded["best"] != encoded["fast"]
+    assert len(encoded["best"]) < len(encoded["fast"]), {name: len(data) for name, data in encoded.items()}
 
 
 @pytest.mark.parametrize("fmt, colorimetry", [("NV12", ""), ("NV12", ",colorimetry=1:4:0:0"), ("P010_10LE", ""),

@@ -123,6 +123,50 @@ def test_compressed_frames_decode_bit_exact_whole_and_in_bands(tmp_path, fmt):
             thread.join()
 
 
+def screen_frame(width, height):
+    """BGRA with glyph-like marks on a gradient: content where the encoder's two efforts write different bytes."""
+    y, x = np.mgrid[0:height, 0:width]
+    ink = ((x // 6 + y // 11) % 3 == 0) & (x % 6 < 4) & (y % 11 < 8) & ((x * 5 + y * 3) % 7 < 3)
+    frame = np.empty((height, width, 4), dtype=np.uint8)
+    for channel in range(4):
+        frame[:, :, channel] = np.where(ink, 30 + channel, 230 - y // 40).astype(np.uint8)
+    return frame
+
+
+def first_compressed_frame(publisher, path, planes):
+    """Publishes `planes` until a subscriber of the compressed variant has one; its bytes and decoded planes."""
+    with framebus.Subscriber(path, accept=["&BGA"], queue=2) as bus:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            event = bus.next_event(timeout=0.05)
+            if isinstance(event, framebus.Frame):
+                with event as frame:
+                    return bytes(frame.compressed_bytes), frame.decode()
+            try:
+                publisher.publish(*planes)
+            except framebus.FrameBusError as error:
+                if error.code != "outOfBuffers":
+                    raise
+    raise AssertionError("no compressed frame arrived")
+
+
+def test_the_publishers_effort_reaches_its_encoder(tmp_path):
+    width, height = 256, 192
+    screen = screen_frame(width, height)
+    received = {}
+    for effort in ("fast", "best"):
+        path = str(tmp_path / f"effort-{effort}.sock")
+        with framebus.Publisher(path, "BGRA", width, height, offer=["BGRA", "&BGA"], effort=effort) as publisher:
+            received[effort] = first_compressed_frame(publisher, path, [screen])
+    for effort, (_, decoded) in received.items():
+        assert np.array_equal(decoded[0], screen), f"effort {effort}: not bit-exact"
+    assert received["best"][0] != received["fast"][0]
+    assert len(received["best"][0]) < len(received["fast"][0])
+    with pytest.raises(framebus.FrameBusError) as refused:
+        framebus.Publisher(str(tmp_path / "bad.sock"), "BGRA", width, height, effort="slow")
+    assert refused.value.code == "invalidArgument"
+
+
 def test_damaged_compressed_bytes_raise_instead_of_crashing():
     fmt = framebus.FORMATS["420v"]
     with pytest.raises(framebus.FrameBusError) as caught:

@@ -65,6 +65,17 @@ public func fbPublisherCreate(
                     + "socket_mode up to 0777 are allowed"
             )
         }
+        let effort: SurfaceCodec.Effort
+        switch unsafe options.compression_effort {
+        case UInt32(FB_CODEC_EFFORT_FAST): effort = .fast
+        case UInt32(FB_CODEC_EFFORT_BEST): effort = .best
+        case let other:
+            throw ABIError(
+                .invalidArgument,
+                "\(function): compression_effort \(other) is neither FB_CODEC_EFFORT_FAST (0) nor "
+                    + "FB_CODEC_EFFORT_BEST (1)"
+            )
+        }
         try unsafe checkCallerSize(Int(options.width), Int(options.height), fit: format, function)
         let pool: PixelBufferPool
         do {
@@ -85,6 +96,7 @@ public func fbPublisherCreate(
         configuration.socketMode = unsafe options.socket_mode
         configuration.maximumSubscribers = unsafe Int(options.maximum_subscribers)
         configuration.extraHeldFramesPerSubscriber = unsafe Int(options.extra_held_frames_per_subscriber)
+        configuration.compressionEffort = effort
         let publisher: Publisher
         do { publisher = try Publisher(configuration: configuration) } catch { throw ABIError(any: error) }
         // The publisher learns the pool's capacity (its held-frame budget) from the first buffer it hands out; take one
