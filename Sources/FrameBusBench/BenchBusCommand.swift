@@ -36,12 +36,16 @@ package struct BenchBusCommand: ParsableCommand {
 
     @Option(
         help: """
-            Transports, comma separated: framebus (the delegate on a dispatch queue), framebus-thread (the \
-            delegate on the subscriber's connection thread), framebus-events (a for-await loop over events on \
+            Transports, comma separated: framebus (the delegate on a dispatch queue, setDelegate(_:queue:)), \
+            framebus-thread (the default delegate, setDelegate(_:), on the subscriber's connection thread), \
+            framebus-events (a for-await loop over events on \
             the cooperative pool), framebus-events-executor (the same loop on Subscriber.executor), \
             framebus-poller (a thread of its own taking events with the blocking poller behind the C interface's \
             fb_subscriber_next_event, which runs the subscriber's loop while it waits), framebus-poller-slice (the \
-            same, asking for a 100 µs scheduler slice: fb_subscriber_options.wait_slice_us), seqpacket-floor, eventfd-floor, stream-copy, fanout, fanout-floor (the fanout counts woken with no \
+            same, asking for a 100 µs scheduler slice: fb_subscriber_options.wait_slice_us), seqpacket-floor, \
+            eventfd-floor, eventfd-dispatch-floor (the eventfd floor with the peer waiting through a DispatchSource on \
+            a serial queue: what a dispatch queue's wake-up costs on Linux), stream-copy, fanout, fanout-floor (the \
+            fanout counts woken with no \
             frame: an eventfd per subscriber, and one futex broadcast), gst-zerocopy, gst-copy, iceoryx2-py (Python \
             bindings: Python's overhead is on its side), framebus-python (a subscriber written in Python: the \
             framebus package as --python imports it).
@@ -108,16 +112,26 @@ package struct BenchBusCommand: ParsableCommand {
                 say(result.line)
             }
         }
-        if transportList.contains(Self.eventfdFloor) {
+        if !transportList.isDisjoint(with: [Self.eventfdFloor, Self.eventfdDispatchFloor]) {
             let eventfds = try shareEventfds(channel)
             defer {
                 BenchmarkSocket.closeDescriptor(eventfds.ping)
                 BenchmarkSocket.closeDescriptor(eventfds.pong)
             }
-            for rate in rateList {
-                let result = try measureEventfdFloor(channel, eventfds: eventfds, rate: rate, frames: count(rate))
-                results.append(result)
-                say(result.line)
+            // The plain floor, then the same wake-up waited for by a DispatchSource on a serial queue.
+            for dispatch in [false, true]
+            where transportList.contains(dispatch ? Self.eventfdDispatchFloor : Self.eventfdFloor) {
+                for rate in rateList {
+                    let result = try measureEventfdFloor(
+                        channel,
+                        eventfds: eventfds,
+                        rate: rate,
+                        frames: count(rate),
+                        throughDispatchSource: dispatch
+                    )
+                    results.append(result)
+                    say(result.line)
+                }
             }
         }
         // The subscriber's delegate on a dispatch queue, or on its connection thread (one wake-up less); its `events`
@@ -829,7 +843,7 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 configuration.connectTimeout = .seconds(10)
                 let subscriber = try Subscriber(configuration: configuration)
                 if words.count > 2, words[2] == "thread" {
-                    subscriber.setDelegateOnConnectionThread(self)
+                    subscriber.setDelegate(self)
                 } else if words.count > 2, words[2].hasPrefix("poller") {
                     try startPollingThread(subscriber, slice: words[2] == "poller-slice" ? .microseconds(100) : nil)
                 } else if words.count > 2, words[2].hasPrefix("events") {
@@ -865,6 +879,8 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 try reply(try makeReport())
             case "efd":
                 try receiveEventfds()
+            case "efd-dispatch-run":
+                try runEventfdDispatchFloor(Int(words.count > 1 ? words[1] : "0") ?? 0)
             case "efd-run":
                 try runEventfdFloor(words.count > 1 ? Int(words[1]) ?? 0 : 0)
             case "fanfloor-efd", "fanfloor-futex":

@@ -5,7 +5,7 @@ import TestSupport
 
 @testable import FrameBus
 
-/// A delegate called on the subscriber's connection thread (`setDelegateOnConnectionThread`): every event, in
+/// A delegate called on the subscriber's connection thread (`setDelegate(_:)`, the default): every event, in
 /// order, on that thread, one callback at a time; handed over from and to a queue delegate without overlap; and
 /// safe to cancel from.
 @Suite(.timeLimit(.minutes(5))) struct ConnectionThreadDelegateTests {
@@ -73,12 +73,18 @@ import TestSupport
         }
     }
 
-    @Test func everyFrameArrivesInOrderOnTheConnectionThread() async throws {
+    /// `setDelegate(_:)`, the default delegate, and its older spelling `setDelegateOnConnectionThread(_:)`.
+    @Test(arguments: [true, false])
+    func everyFrameOfTheDefaultDelegateArrivesInOrderOnTheConnectionThread(setWithoutQueue: Bool) async throws {
         let bus = try Bus("thread-all", delivery: .queue(depth: 32))
         defer { bus.stop() }
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
-        bus.subscriber.setDelegateOnConnectionThread(delegate)
+        if setWithoutQueue {
+            bus.subscriber.setDelegate(delegate)
+        } else {
+            bus.subscriber.setDelegateOnConnectionThread(delegate)
+        }
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         for index in 0..<20 {
             try bus.publish(index)

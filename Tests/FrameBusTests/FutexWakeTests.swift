@@ -58,9 +58,8 @@ import Testing
             let appended = writer.append(frame)
             #expect(appended == .success(true))
             let committed = writer.commit()
-            #expect(committed)
+            #expect(committed == .published, "no FUTEX_WAKE for a reader that never said it sleeps")
         }
-        #expect(publisher.futexWakeCalls.load(ordering: .relaxed) == 0)
         #expect(publisher.own.load32(RingLayout.wakeCountOffset) == 10)
         for _ in 0..<10 {
             guard case .success(_?) = reader.peek() else {
@@ -78,8 +77,7 @@ import Testing
         let appended2 = writer.append(frame)
         #expect(appended2 == .success(true))
         let committed2 = writer.commit()
-        #expect(committed2)
-        #expect(publisher.futexWakeCalls.load(ordering: .relaxed) == 1)
+        #expect(committed2 == .wokePeer, "one FUTEX_WAKE for the reader that said it sleeps")
         // The wake came before the wait: the word changed, so the wait returns at once instead of sleeping.
         let early = subscriber.peer.futexWait(
             RingLayout.wakeCountOffset,
@@ -114,10 +112,9 @@ import Testing
         let appended3 = writer.append(frame)
         #expect(appended3 == .success(true))
         let committed3 = writer.commit()
-        #expect(committed3)
+        #expect(committed3 == .wokePeer)
         let woke = try await outcome
         #expect(woke == .woken || woke == .changed, "woken by the commit (or it came before the wait began)")
-        #expect(publisher.futexWakeCalls.load(ordering: .relaxed) == 2)
         reader.clearSleeping()
     }
 
@@ -183,8 +180,10 @@ import Testing
 
     /// A paced frame's wake-up comes before the publisher reaps the releases waiting in the rings (docs/PROTOCOL.md
     /// §9.5) whenever they cannot change what the frame's delivery admits: here every frame, since the subscriber in
-    /// another process holds none when the next is published. Each frame is still delivered, none dropped.
-    @Test func aPacedFrameIsAnnouncedBeforeTheReleasesAreReaped() async throws {
+    /// another process holds none when the next is published. That order is the machine's decision
+    /// (``ReapAfterWakingTests`` check it changes nothing a subscriber sees); across processes, each frame is still
+    /// delivered and none dropped.
+    @Test func aPacedStreamReapedAfterEachWakeUpDeliversEveryFrame() async throws {
         let path = temporaryBusPath("reap-after-waking")
         let publisher = try Publisher(
             configuration: .init(path: path, formats: [.yuv420BiPlanarVideoRange8])
@@ -201,7 +200,6 @@ import Testing
             // The next frame once this one came back (the loop thread reaps an idle stream's releases itself).
             try #require(await eventually(timeout: 120) { publisher.heldFrameCount == 0 })
         }
-        #expect(publisher.core.reapsAfterWaking == total)
         #expect(await peer.waitForExit(timeout: 120))
         let stats = try #require(peer.records("stats").first, "\(peer.output)")
         #expect(stats["delivered"] == "\(total)")

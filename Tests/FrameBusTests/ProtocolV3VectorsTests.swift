@@ -1,6 +1,7 @@
 import Foundation
-import Testing
+import FrameBusTesting
 import TestSupport
+import Testing
 
 @testable import FrameBus
 

@@ -596,7 +596,7 @@ struct MachineHarness {
     // MARK: Slow readers, monitors, stop
 
     @Test func aSubscriberThatStopsReadingGetsTooSlowAndLosesItsFrames() {
-        var harness = Harness { $0.maximumQueuedMessages = 8 }
+        var harness = Harness { $0.slowSubscribers.maximumQueuedMessages = 8 }
         let slow = harness.subscribe(mode: 1, depth: 64)
         let fine = harness.subscribe()
         harness.writable = [fine]

@@ -184,27 +184,14 @@ import SystemPackage
         }
     }
 
-    /// Copies slot `index % slotCount` into private memory.
-    package func copySlot(_ index: UInt64) -> [UInt8] {
-        copy(offset: RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize,
-            count: RingLayout.slotSize)
-    }
-
-    /// Copies slot `index % slotCount` into `slot`, private memory of ours reused for every slot read (one copy, as
-    /// ``copySlot(_:)`` makes, without allocating). `slot` becomes `slotSize` bytes long.
+    /// Copies slot `index % slotCount` into `slot`, private memory of ours reused for every slot read (one copy,
+    /// without allocating). `slot` becomes `slotSize` bytes long.
     package func copySlot(_ index: UInt64, into slot: inout [UInt8]) {
         if slot.count != RingLayout.slotSize { slot = [UInt8](repeating: 0, count: RingLayout.slotSize) }
         let offset = RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
         unsafe slot.withUnsafeMutableBytes { destination in
             unsafe destination.baseAddress!.copyMemory(from: unsafe address + offset, byteCount: RingLayout.slotSize)
         }
-    }
-
-    /// Writes slot `index % slotCount` of our own file.
-    package func writeSlot(_ index: UInt64, _ bytes: [UInt8]) {
-        precondition(isWritable && bytes.count == RingLayout.slotSize)
-        let offset = RingLayout.headerSize + Int(index % UInt64(RingLayout.slotCount)) * RingLayout.slotSize
-        unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
     }
 
     /// Writes slot `index % slotCount` of our own file as ``RingLayout/slot(controlCount:message:)`` lays it out
@@ -230,12 +217,6 @@ import SystemPackage
             repeating: 0,
             count: RingLayout.maximumMessageLength - message.count
         )
-    }
-
-    /// Writes arbitrary bytes into our own file (hostile test peers only).
-    package func scribble(offset: Int, _ bytes: [UInt8]) {
-        precondition(isWritable && offset >= 0 && offset + bytes.count <= RingLayout.byteCount)
-        unsafe bytes.withUnsafeBytes { unsafe (address + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
     }
 }
 

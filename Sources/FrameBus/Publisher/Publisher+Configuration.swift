@@ -175,11 +175,11 @@ extension Publisher {
             limits.maximumSubscribers = maximumSubscribers
             limits.maximumMonitors = maximumMonitors
             limits.maximumPendingHandshakes = maximumPendingHandshakes
-            limits.handshakeTimeout = handshakeTimeout.nanoseconds
-            limits.maximumQueuedMessages = maximumQueuedMessages
+            limits.reaping.handshakeTimeout = handshakeTimeout.nanoseconds
+            limits.slowSubscribers.maximumQueuedMessages = maximumQueuedMessages
             limits.monitorInterval = monitorInterval.nanoseconds
-            limits.dropFlushInterval = dropFlushInterval.nanoseconds
-            limits.closeGracePeriod = closeGracePeriod.nanoseconds
+            limits.slowSubscribers.dropFlushInterval = dropFlushInterval.nanoseconds
+            limits.reaping.closeGracePeriod = closeGracePeriod.nanoseconds
             limits.extraHeldFramesPerSubscriber = extraHeldFramesPerSubscriber
             limits.producerReserve = producerReserve
             limits.maximumAnnouncedSurfaces = maximumAnnouncedSurfaces

@@ -207,10 +207,7 @@ extension PublisherCore {
                 perform(actions, &state, now: now)
                 actions.removeAll(keepingCapacity: true)
                 swap(&actions, &state.deliveryActions)
-                if !reapsFirst {
-                    state.reapsAfterWaking &+= 1
-                    serviceRings(&state, now: now)
-                }
+                if !reapsFirst { serviceRings(&state, now: now) }
                 return true
             }
             if delivered { return }

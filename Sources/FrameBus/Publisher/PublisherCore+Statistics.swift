@@ -94,8 +94,5 @@ extension PublisherCore {
     /// The work of ``Publisher``'s `heldFrameCount` (documented there).
     var heldFrameCount: Int { withState { $0.machine.heldFrameCount } }
 
-    /// Frame deliveries whose releases were reaped after the frame's wake-ups (docs/PROTOCOL.md §9.5; for tests).
-    var reapsAfterWaking: Int { withState { $0.reapsAfterWaking } }
-
     var isStopped: Bool { withState { $0.machine.isStopped } }
 }

@@ -44,9 +44,6 @@ final class PublisherCore: Sendable {
         /// The actions of a frame's delivery, kept between frames (empty, its capacity kept) so that delivering a
         /// frame allocates no array for them.
         var deliveryActions: [Machine.Action] = []
-        /// Frame deliveries whose subscribers' releases were reaped after the frame's wake-ups rather than before
-        /// (a count the code keeps, for tests).
-        var reapsAfterWaking = 0
         /// Log lines written under the lock, emitted by ``PublisherCore/withState(_:)`` once it is released: a log
         /// handler may block (a full stderr pipe, a slow journald), and must not stall `publish` or the loop.
         var deferredLogs: [(level: Logger.Level, message: String)] = []

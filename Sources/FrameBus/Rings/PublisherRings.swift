@@ -92,7 +92,7 @@ package final class PublisherRings {
 
     /// Publishes what was appended and wakes the subscriber if it sleeps; a reason if its wake-up socket broke.
     func commit() -> String? {
-        writer.commit() ? nil : "the subscriber's wake-up socket is no longer usable"
+        writer.commit() != .wakeFailed ? nil : "the subscriber's wake-up socket is no longer usable"
     }
 
     /// Before the loop sleeps: true if it may (nothing waits in the release ring).

@@ -1,4 +1,3 @@
-import Atomics
 import SystemPackage
 
 /// Both rings of one version-3 session, as one side sees them (docs/PROTOCOL.md §9): our own ring file, which we
@@ -33,12 +32,8 @@ package final class RingChannel: Sendable {
     /// if the wake-up descriptor became unusable.
     package func wakePeer() -> Bool {
         guard wakesPeerByFutex else { return peerWake.signal() }
-        futexWakeCalls.wrappingIncrement(ordering: .relaxed)
         return own.futexWake(RingLayout.wakeCountOffset)
     }
-
-    /// `FUTEX_WAKE` calls made to wake the peer (a count the code keeps, for tests).
-    package let futexWakeCalls = ManagedAtomic<Int>(0)
 
     /// The publisher of a futex-woken session sent a socket message: records it in the announce header (§9.8) and,
     /// if the subscriber sleeps, wakes it. False if the kernel refused the wake-up.
@@ -130,15 +125,26 @@ package struct RingWriter: ~Copyable {
         return .success(true)
     }
 
-    /// Publishes what was appended and wakes the peer if it said it is going to sleep. False if the wake-up
-    /// descriptor became unusable (the peer broke it).
-    package mutating func commit() -> Bool {
-        guard written != published else { return true }
+    /// What ``commit()`` did (docs/PROTOCOL.md §9.5, §9.8).
+    package enum Commit: Equatable, Sendable {
+        /// Published (or nothing new to publish) without waking the peer: it is awake, or it reads lazily and is
+        /// below its wake threshold.
+        case published
+        /// Published, and the peer woken: one `FUTEX_WAKE` (a futex-woken session's publisher) or one datagram.
+        case wokePeer
+        /// The wake-up descriptor became unusable (the peer broke it).
+        case wakeFailed
+    }
+
+    /// Publishes what was appended and wakes the peer if it said it is going to sleep (or, for a lazy reader, once
+    /// the wake threshold is reached).
+    package mutating func commit() -> Commit {
+        guard written != published else { return .published }
         published = written
         channel.own.store(written, RingLayout.tailOffset)
         // §9.8: the wake count changes with every tail a futex-woken subscriber may be sleeping on.
         if channel.wakesPeerByFutex { channel.own.increment32(RingLayout.wakeCountOffset) }
-        if channel.peer.load(RingLayout.sleepingOffset) != 0 { return channel.wakePeer() }
+        if channel.peer.load(RingLayout.sleepingOffset) != 0 { return wake() }
         // A reader that reaps lazily (the publisher, §9.5) is woken once when this many messages wait unread, so the
         // ring never fills while it is busy elsewhere. `lastPeerHead` was checked by `append` (within `written`).
         if let wakeThreshold {
@@ -147,11 +153,13 @@ package struct RingWriter: ~Copyable {
                 isThresholdWakeSent = false
             } else if !isThresholdWakeSent {
                 isThresholdWakeSent = true
-                return channel.wakePeer()
+                return wake()
             }
         }
-        return true
+        return .published
     }
+
+    private func wake() -> Commit { channel.wakePeer() ? .wokePeer : .wakeFailed }
 
     /// Says we wait for room, then checks again: true if there is still no room (sleep; the peer wakes us when it
     /// reads), false if room appeared meanwhile (the flag is cleared again).
@@ -311,7 +319,7 @@ package final class ReleaseRing {
         case .failure(let violation): return .violation(violation.description)
         case .success(false): return .full
         case .success(true):
-            return writer.commit() ? .sent : .violation("the publisher's wake-up socket is no longer usable")
+            return writer.commit() != .wakeFailed ? .sent : .violation("the publisher's wake-up socket is no longer usable")
         }
     }
 }

@@ -27,8 +27,11 @@ import Surfaces
 /// }
 /// ```
 ///
-/// ``frames`` is the same sequence with only the frames; or set a ``SubscriberDelegate`` with
-/// ``setDelegate(_:queue:)``. One consumer at a time: a second concurrent iteration throws
+/// ``frames`` is the same sequence with only the frames. Or set a ``SubscriberDelegate`` with ``setDelegate(_:)``:
+/// called on the subscriber's own thread as each frame is read, the cheapest way to take frames (one thread wake-up
+/// per frame); ``setDelegate(_:queue:)`` calls it on a dispatch queue instead, and a loop over ``events`` resumes on
+/// Swift's cooperative pool, each a second wake-up per frame (``executor`` removes it for a loop). One consumer at a
+/// time: a second concurrent iteration throws
 /// ``FrameBusError/Code-swift.struct/concurrentConsumer``.
 public final class Subscriber: Sendable {
     /// How frames wait for the consumer.
@@ -72,7 +75,7 @@ public final class Subscriber: Sendable {
         /// `futex_waitv` (Linux 5.16+), used if the publisher accepts. Off: wake-up datagrams, as §9.5 describes.
         public var usesFutexWakeUps = true
         /// The scheduler slice the connection thread asks for while frames are consumed on it (a delegate set with
-        /// ``Subscriber/setDelegateOnConnectionThread(_:)``, or ``Subscriber/events`` iterated under
+        /// ``Subscriber/setDelegate(_:)``, or ``Subscriber/events`` iterated under
         /// ``Subscriber/executor``); nil: never asked.
         ///
         /// Linux 6.12's scheduler (EEVDF) lets a woken thread that asked for a shorter slice than the running one's
@@ -185,9 +188,30 @@ public final class Subscriber: Sendable {
     /// ``Configuration/receivesStatus`` off.
     public var publisherStatus: PublisherStatus? { core.publisherStatus }
 
-    /// Sets the delegate and the queue it is called on (asynchronously; `.main` is fine); events that already wait
-    /// are delivered to it. The delegate is held weakly. While a delegate is set, ``events`` and ``frames`` throw
+    /// Sets the delegate, called on the subscriber's own connection thread as soon as each event is read: the
+    /// default way to take frames, and the cheapest (one thread wake-up per frame, like PipeWire's process callback or
+    /// a GStreamer streaming thread; README's "Which consumer costs what"). Events that already wait are delivered
+    /// to it. The delegate is held weakly. While a delegate is set, ``events`` and ``frames`` throw
     /// ``FrameBusError/Code-swift.struct/concurrentConsumer``; set `nil` to iterate them instead.
+    ///
+    /// A callback must return quickly and must not wait for anything: while it runs, the subscriber reads nothing
+    /// from the publisher, so late frames are not replaced meanwhile, and a callback that blocks for long gets this
+    /// subscriber disconnected as too slow. Hand heavy work to another thread (keeping the sample buffer holds the
+    /// frame), or use ``setDelegate(_:queue:)``. Calling ``cancel()`` or either `setDelegate` from a callback is fine.
+    /// Callbacks never overlap: a delegate set while a callback of the previous one runs gets the following events
+    /// after that callback has returned. Once the connection thread has ended, waiting events are delivered on the
+    /// thread that calls this method.
+    public func setDelegate(_ delegate: (any SubscriberDelegate)?) {
+        core.setDelegate(delegate, target: .connectionThread)
+    }
+
+    /// Sets the delegate and the queue it is called on (asynchronously; `.main` is fine); events that already wait
+    /// are delivered to it. Otherwise as ``setDelegate(_:)``.
+    ///
+    /// The explicit choice for a delegate that must run on a queue of its own (the UI, work that may block): it costs
+    /// a second thread wake-up per frame, the queue's, after the connection thread's (on Linux a `DispatchSource`
+    /// would cost the same: libdispatch's event thread waits and then wakes a worker), about twice the subscriber's
+    /// CPU per frame and twice the latency of ``setDelegate(_:)`` (README's "Which consumer costs what").
     ///
     /// Callbacks never overlap: a delegate set while a callback of the previous one runs gets the following events
     /// after that callback has returned, each on the queue it was set with.
@@ -195,18 +219,10 @@ public final class Subscriber: Sendable {
         core.setDelegate(delegate, target: .queue(queue))
     }
 
-    /// Sets a delegate that is called on the subscriber's own connection thread, as soon as each event is read:
-    /// the lowest latency the bus offers (like PipeWire's process callback or a GStreamer streaming thread). With
-    /// ``setDelegate(_:queue:)`` a second thread wakes for every frame; here none does.
-    ///
-    /// A callback must return quickly and must not wait for anything: while it runs, the subscriber reads nothing
-    /// from the publisher, so late frames are not replaced meanwhile, and a callback that blocks for long gets this
-    /// subscriber disconnected as too slow. Hand heavy work to another thread (keeping the sample buffer holds the
-    /// frame). Calling ``cancel()``, ``setDelegate(_:queue:)`` or this method from a callback is fine. Otherwise it
-    /// behaves as ``setDelegate(_:queue:)``: held weakly, callbacks never overlap, and events that wait are
-    /// delivered to it (on the thread that calls this method if the connection thread has already ended).
+    /// ``setDelegate(_:)``: the delegate is called on the subscriber's connection thread (the name this had before
+    /// it became the default).
     public func setDelegateOnConnectionThread(_ delegate: (any SubscriberDelegate)?) {
-        core.setDelegate(delegate, target: .connectionThread)
+        setDelegate(delegate)
     }
 
     /// Takes events on a thread that is neither a task nor a dispatch queue (the C interface's
@@ -260,7 +276,7 @@ public final class Subscriber: Sendable {
     /// A `TaskExecutor` that runs on this subscriber's connection thread: a loop over ``events`` or ``frames`` under
     /// `withTaskExecutorPreference(subscriber.executor)` (or in `Task(executorPreference: subscriber.executor)`)
     /// resumes on the thread that read each frame, as soon as it is read: one thread wake-up per frame, as with
-    /// ``setDelegateOnConnectionThread(_:)``. Without it, each event resumes the loop on Swift's cooperative pool, a
+    /// ``setDelegate(_:)``. Without it, each event resumes the loop on Swift's cooperative pool, a
     /// second thread woken per frame.
     ///
     /// ```swift

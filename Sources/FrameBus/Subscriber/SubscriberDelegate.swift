@@ -1,9 +1,10 @@
 import SampleBuffers
 
-/// Receives a subscriber's frames on the queue given to ``Subscriber/setDelegate(_:queue:)``
-/// (AVCaptureVideoDataOutputSampleBufferDelegate).
+/// Receives a subscriber's frames (AVCaptureVideoDataOutputSampleBufferDelegate): on the subscriber's connection
+/// thread with ``Subscriber/setDelegate(_:)`` (the default, one thread wake-up per frame; a callback must not block),
+/// or asynchronously on a queue of your choice with ``Subscriber/setDelegate(_:queue:)`` (a second wake-up per frame).
 ///
-/// Callbacks arrive asynchronously on that queue, one at a time and in order. The subscriber holds its delegate
+/// Callbacks arrive one at a time and in order. The subscriber holds its delegate
 /// weakly, so an owner may be its own subscriber's delegate.
 ///
 /// A frame stays held (its surface pinned in the publisher's pool) while any reference to its ``SampleBuffer``

@@ -37,12 +37,11 @@ package struct PublisherStateMachine<Resource> {
         var maximumSubscribers = 16
         var maximumMonitors = 4
         var maximumPendingHandshakes = 64
-        var handshakeTimeout: UInt64 = 5_000_000_000
-        var maximumQueuedMessages = 256
-        var maximumQueuedMonitorReports = 4
-        var closeGracePeriod: UInt64 = 1_000_000_000
+        /// When a silent or failed connection is let go of, and what that releases.
+        var reaping = ReapingPolicy()
+        /// What a subscriber or monitor that falls behind gets: coalesced drops, eviction.
+        var slowSubscribers = SlowSubscriberPolicy()
         var monitorInterval: UInt64 = 1_000_000_000
-        var dropFlushInterval: UInt64 = 100_000_000
         var extraHeldFramesPerSubscriber = 2
         var producerReserve = 2
         var maximumAnnouncedSurfaces = 64

@@ -16,7 +16,7 @@ extension PublisherStateMachine {
         precondition(canAcceptConnection, "accepted a connection beyond the pending-handshake cap")
         let id = ConnectionID(rawValue: nextConnectionID)
         nextConnectionID &+= 1
-        connections[id] = .pending(credentials, deadline: now &+ limits.handshakeTimeout)
+        connections[id] = .pending(credentials, deadline: limits.reaping.handshakeDeadline(acceptedAt: now))
         pendingCount += 1
         return id
     }

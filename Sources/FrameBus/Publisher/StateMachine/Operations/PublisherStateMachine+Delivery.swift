@@ -153,7 +153,7 @@ extension PublisherStateMachine {
             )
             session.delivered.saturatingAdd(1)
             session.bytesDelivered.saturatingAdd(representation.bytesUsed)
-            if session.outbound.count > limits.maximumQueuedMessages {
+            if limits.slowSubscribers.verdict(subscriberQueuedMessages: session.outbound.count) == .evict {
                 tooSlowSubscribers.append((id, session.outbound.count))
                 continue
             }

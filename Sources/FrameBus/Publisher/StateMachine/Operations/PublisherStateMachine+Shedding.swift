@@ -127,7 +127,7 @@ extension PublisherStateMachine {
         for id in connections.keys.sorted() {
             guard case .subscriber(let session) = connections[id], session.wantsStatus else { continue }
             enqueue(.message(.status(wireStatus(for: session, now: now))), in: session)
-            if session.outbound.count > limits.maximumQueuedMessages {
+            if limits.slowSubscribers.verdict(subscriberQueuedMessages: session.outbound.count) == .evict {
                 actions += tooSlow(id, queued: session.outbound.count, now: now)
             } else {
                 actions.append(.flush(id))

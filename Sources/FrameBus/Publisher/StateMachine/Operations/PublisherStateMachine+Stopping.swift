@@ -61,7 +61,7 @@ extension PublisherStateMachine {
         log(.warning, "\(code)", "closing \(who): \(code): \(reason)", now: now, &actions)
         forget(id)
         connections[id] = .closing(
-            deadline: now &+ limits.closeGracePeriod,
+            deadline: limits.reaping.closingDeadline(failedAt: now),
             outbound: [.message(.error(WireErrorMessage(code, reason)))]
         )
         actions.append(.flush(id))

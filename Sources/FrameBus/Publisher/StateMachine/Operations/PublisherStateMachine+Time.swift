@@ -10,17 +10,19 @@ extension PublisherStateMachine {
         var actions: [Action] = []
         for id in connections.keys.sorted() {
             switch connections[id] {
-            case .pending(let credentials, let deadline) where now >= deadline:
+            case .pending(let credentials, let deadline) where ReapingPolicy.isDue(deadline, now: now):
                 actions += fail(
                     id,
                     .handshakeTimeout,
-                    "no HELLO within \(limits.handshakeTimeout / 1_000_000) ms (pid \(credentials.processID))",
+                    "no HELLO within \(limits.reaping.handshakeTimeout / 1_000_000) ms (pid \(credentials.processID))",
                     now: now
                 )
             case .subscriber(let session):
-                if let pending = session.pendingDrop, now &- pending.startedAt >= limits.dropFlushInterval {
+                if let pending = session.pendingDrop,
+                    limits.slowSubscribers.isDropDue(startedAt: pending.startedAt, now: now)
+                {
                     flushPendingDrop(session)
-                    if session.outbound.count > limits.maximumQueuedMessages {
+                    if limits.slowSubscribers.verdict(subscriberQueuedMessages: session.outbound.count) == .evict {
                         actions += tooSlow(id, queued: session.outbound.count, now: now)
                     } else {
                         actions.append(.flush(id))
@@ -32,13 +34,16 @@ extension PublisherStateMachine {
                 if monitor.wantsStatus { monitor.outbound.append(.message(.status(wireStatus(for: nil, now: now)))) }
                 connections[id] = .monitor(monitor)
                 // A STATUS follows each report to a monitor that asked: it may have twice as many messages waiting.
-                let limit = limits.maximumQueuedMonitorReports * (monitor.wantsStatus ? 2 : 1)
-                if monitor.outbound.count > limit {
+                let verdict = limits.slowSubscribers.verdict(
+                    monitorQueuedMessages: monitor.outbound.count,
+                    wantsStatus: monitor.wantsStatus
+                )
+                if verdict == .evict {
                     actions += tooSlow(id, queued: monitor.outbound.count, now: now)
                 } else {
                     actions.append(.flush(id))
                 }
-            case .closing(let deadline, _) where now >= deadline:
+            case .closing(let deadline, _) where ReapingPolicy.isDue(deadline, now: now):
                 forget(id)
                 actions.append(.close(id))
             default:
@@ -56,7 +61,9 @@ extension PublisherStateMachine {
             switch connection {
             case .pending(_, let deadline): consider(deadline)
             case .subscriber(let session):
-                if let pending = session.pendingDrop { consider(pending.startedAt &+ limits.dropFlushInterval) }
+                if let pending = session.pendingDrop {
+                    consider(limits.slowSubscribers.dropFlushDeadline(startedAt: pending.startedAt))
+                }
             case .monitor(let monitor): consider(monitor.nextReport)
             case .closing(let deadline, _): consider(deadline)
             }
