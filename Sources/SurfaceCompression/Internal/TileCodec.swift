@@ -1,4 +1,4 @@
-/// The compressed surface layout (versions 1 to 6) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 to 8) and the tile-parallel encoder and decoder over raw memory.
 ///
 /// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
@@ -494,8 +494,22 @@ enum TileCodec {
     /// use Up modes one area per component for the packed payload of the tile above (`bytesPerSample` slots each:
     /// a packed10/packed16 payload takes up to about 2.1 × the component's samples' bytes).
     static func encodeScratchByteCount(_ grid: TileGrid) -> Int {
+        encodeZstdStateOffset(grid) + encodeZstdStateByteCount(grid)
+    }
+
+    /// Where an encoding worker's static zstd context starts in its scratch (after every other area).
+    static func encodeZstdStateOffset(_ grid: TileGrid) -> Int {
         let dictionaries = grid.encodesTileAbove ? grid.componentCount * grid.format.bytesPerSample : 0
         return grid.scratchComponentStride * (encodeScratchSlots + dictionaries) + LZ4Block.highCompressionStateByteCount
+    }
+
+    /// Bytes of an encoding worker's static zstd context: enough for a component of the grid's largest tile (0 when
+    /// the grid does not encode zstd frames).
+    static func encodeZstdStateByteCount(_ grid: TileGrid) -> Int {
+        guard grid.encodesZstd else { return 0 }
+        return ZstdFrame.compressionStateByteCount(
+            rawBytes: grid.tileWidth * grid.tileHeight * grid.format.bytesPerSample
+        )
     }
 
     /// What the encoder keeps of the tile encoded just before (the tile above, in a band grid): per component the
@@ -505,7 +519,8 @@ enum TileCodec {
     }
 
     /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output; after the 8
-    /// slots, liblz4's HC state, then (grids that use Up modes) the dictionary areas of ``AboveDictionaries``.
+    /// slots, liblz4's HC state, then (grids that use Up modes) the dictionary areas of ``AboveDictionaries``, then
+    /// (layout version 8 at effort fast) the static zstd context.
     static func encodeTile(
         _ grid: TileGrid,
         tile: Int,
@@ -536,7 +551,39 @@ enum TileCodec {
             let extent = grid.componentExtent(tile: tile, component: c)
             let samples = unsafe scratch + c * stride
             var choice: ComponentCodec.Choice
-            if grid.format.bytesPerSample == 1 {
+            let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
+            // Layout version 8, effort fast: a component that looks like screen content (most 8-byte words equal the
+            // word above) is stored as one zstd frame of its samples when that is smaller than raw, and nothing else
+            // is tried; photographs, and screen components zstd cannot shrink, take the modes below.
+            var zstdWritten = 0
+            if grid.encodesZstd,
+                unsafe ComponentCodec.looksLikeScreen(
+                    UnsafeRawPointer(samples),
+                    rowBytes: rawBytes / extent.height,
+                    rows: extent.height
+                ),
+                unsafe !ComponentCodec.isSolid(
+                    UnsafeRawPointer(samples),
+                    count: rawBytes,
+                    bytesPerSample: grid.format.bytesPerSample
+                )
+            {
+                zstdWritten = unsafe ZstdFrame.compress(
+                    samples,
+                    count: rawBytes,
+                    into: alternative,
+                    capacity: rawBytes - 1,
+                    state: scratch + encodeZstdStateOffset(grid),
+                    stateByteCount: encodeZstdStateByteCount(grid)
+                )
+            }
+            if zstdWritten > 0 {
+                unsafe choice = ComponentCodec.Choice(
+                    mode: .zstd,
+                    payload: UnsafeRawPointer(alternative),
+                    byteCount: zstdWritten
+                )
+            } else if grid.format.bytesPerSample == 1 {
                 unsafe choice = ComponentCodec.encode8(
                     samples: samples.assumingMemoryBound(to: UInt8.self),
                     width: extent.width,
@@ -562,7 +609,6 @@ enum TileCodec {
                 )
             }
             let dictionary = unsafe dictionaries + c * dictionaryStride
-            let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
             let screenLike = unsafe choice.mode == .lz4 || choice.mode.innerMode != nil && choice.triedPackedLZ4
             if usesAbove, above.counts[c] > 0, screenLike, unsafe choice.byteCount > 1 {
                 // The samples through LZ4 with the tile above's inner payload as dictionary, into slot 7 (free: no
@@ -715,6 +761,33 @@ enum TileCodec {
     /// (``decompressLZ4Entry(_:payload:scratch:stride:rawBytes:dictionaryCount:into:capacity:where:)``).
     static let decodeScratchSlots = 9
 
+    /// Decodes the zstd entry `e` (payload at `payload`, in the surface) into exactly `rawBytes` bytes at `output`
+    /// (its capacity): the payload is copied into private slot 5 first (libzstd is safe on hostile input, not on
+    /// input that changes while it reads; e.byteCount <= raw <= the slot), and libzstd runs in the worker's static
+    /// context, after the scratch slots. Throws `corruptPayload` unless the copy is one zstd frame that states and
+    /// decodes to exactly `rawBytes` bytes, without a dictionary, its window at most 8 MiB (§6.9).
+    static func decompressZstdEntry(
+        _ e: Entry,
+        payload: UnsafeRawPointer,
+        scratch: UnsafeMutableRawPointer,
+        stride: Int,
+        rawBytes: Int,
+        into output: UnsafeMutableRawPointer,
+        where where_: () -> String
+    ) throws(CompressionError) {
+        let copy = unsafe scratch + 5 * stride
+        unsafe copy.copyMemory(from: payload, byteCount: e.byteCount)
+        guard
+            unsafe ZstdFrame.decompress(
+                UnsafeRawPointer(copy),
+                count: e.byteCount,
+                into: output,
+                rawBytes: rawBytes,
+                state: scratch + decodeScratchSlots * stride
+            )
+        else { throw CompressionError(.corruptPayload, where_() + " (zstd)") }
+    }
+
     /// Decompresses the LZ4 block of LZ4-block entry `e` (payload at `payload`, in the surface) into `output`, at
     /// most `capacity` bytes, with the `dictionaryCount` bytes right before `output` as its dictionary (§6.5; 0 for
     /// none), and returns the decompressed size, or a negative number when LZ4 refuses the block. Every byte it
@@ -848,7 +921,10 @@ enum TileCodec {
         let keepsInner = header.entries.contains { $0.mode.usesTileAbove }
         let areaPayloads = max(1, innerAreaPayloads)
         let innerBytes = keepsInner ? grid.componentCount * innerAreaByteCount(grid, payloads: areaPayloads) : 0
-        let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * decodeScratchSlots + innerBytes)
+        let scratch = unsafe workspace.scratch(
+            workers: workers,
+            byteCount: stride * decodeScratchSlots + ZstdFrame.decompressionStateByteCount + innerBytes
+        )
         CodecWorkspace.reset(&workspace.failures, count: workers, to: nil)
         CodecWorkspace.reset(&workspace.decodeTallies, count: workers, to: DecodeTally())
         unsafe workspace.failures.withUnsafeMutableBufferPointer { failures in
@@ -949,7 +1025,8 @@ enum TileCodec {
         _ stride: Int,
         payloads: Int
     ) -> UnsafeMutableRawPointer {
-        unsafe scratch + decodeScratchSlots * stride + c * innerAreaByteCount(grid, payloads: payloads)
+        unsafe scratch + decodeScratchSlots * stride + ZstdFrame.decompressionStateByteCount
+            + c * innerAreaByteCount(grid, payloads: payloads)
     }
 
     /// Puts the inner payload of tile `tile`, component `c`, into the component's area and returns where it is and
@@ -1060,6 +1137,17 @@ enum TileCodec {
                 where: where_
             )
             if samples && count != rawBytes { count = -1 }
+        case .zstd:
+            try unsafe decompressZstdEntry(
+                e,
+                payload: payload,
+                scratch: scratch,
+                stride: stride,
+                rawBytes: rawBytes,
+                into: output,
+                where: where_
+            )
+            count = rawBytes
         }
         guard count > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
         inner.tiles[c] = tile
@@ -1288,6 +1376,21 @@ enum TileCodec {
                         rowStride: inPlane ? image.bytesPerRow0 : nil
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
+                if inPlane { yWrittenInPlace = true }
+            case .zstd:
+                // As for lz4: libzstd reads a private copy; the Y of a band with contiguous plane rows goes straight
+                // into the plane.
+                let inPlane = c == 0 && yRowsContiguous
+                let target = unsafe inPlane ? planeRows : slot
+                try unsafe decompressZstdEntry(
+                    e,
+                    payload: payload,
+                    scratch: scratch,
+                    stride: stride,
+                    rawBytes: n * bytesPerSample,
+                    into: target,
+                    where: where_
+                )
                 if inPlane { yWrittenInPlace = true }
             case .lz4Up:
                 throw CompressionError(.corruptPayload, where_())  // has an inner payload: handled above
