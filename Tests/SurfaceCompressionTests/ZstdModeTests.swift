@@ -255,7 +255,8 @@ import Testing
         let bytes = [UInt8](Data(base64Encoded: zstdGoldenSurface)!)
         let header = try bytes.withUnsafeBytes { try TileCodec.parse($0.baseAddress!, count: $0.count) }
         #expect(header.grid.layoutVersion == 8)
-        #expect(header.entries.contains { $0.mode == .zstd })
+        #expect(header.entries.filter { $0.mode == .zstd }.count == 4)
+        #expect(header.entries.contains { $0.mode == .packed8LZ4 })
         let source = screenBytes(.bgra8, width: 48, height: 24, seed: 12)
         var image = [UInt8](repeating: 0, count: source.count)
         try bytes.withUnsafeBytes { surface in
@@ -273,5 +274,24 @@ import Testing
     }
 }
 
-/// Made by `ZstdModeTests` (encode of `screenBytes(.bgra8, width: 48, height: 24, seed: 12)`, tiles of 48 × 8).
-let zstdGoldenSurface = ""
+/// Written by the encoder of the commit that added layout version 8 (`ScreenContentTests.compress` of `screenBytes(.bgra8, width: 48,
+/// height: 24, seed: 12)`, full-width bands of 8 rows, layout version 8, effort fast; libzstd 1.5.4): zstd, solid,
+/// lz4 and packed8LZ4 entries. Base64.
+let zstdGoldenSurface =
+    "RkJTQwgAQABBUkdCMAAAABgAAAAwAAAACAAAAAwAAAAJBQAAAAAAAMHeZMew18ZhAAAAAAAAAAAAAAAAAAAAAEMAAAANAAAAYxnwuit4" +
+    "bP8BAAAAAQAAAGG2Y5I2Xtt3AQAAAAEAAACBrTIb2UaBBUMAAAANAAAA1lipu0NIcRVDAAAADQAAAGMZ8LoreGz/AQAAAAEAAABhtmOS" +
+    "Nl7bdwEAAAABAAAAga0yG9lGgQVDAAAADQAAANZYqbtDSHEV0gAAAAIAAAD2aXxCJOI2y7cAAAAGAAAAxjNF4o5qbdu3AAAABgAAAK19" +
+    "/oqAeDdtuQAAAAYAAABwCySKa1uxnyi1L/1ggADNAQAEA0VHSkxPUVRWWVteYGNlaGptb3J0d3l8foGDhoiLjZCSlZeanJ+hpKapq66w" +
+    "s7W4ugEA0DRVBQX3CSi1L/1ggADNAQAEA1dZXF5hY2Zoa21wcnV3enx/gYSGiYuOkJOVmJqdn6Kkp6msrrGztri7vcDCxcfKzAEA0DRV" +
+    "BQUotS/9YIAAzQEABANFR0pMT1FUVllbXmBjZWhqbW9ydHd5fH6Bg4aIi42QkpWXmpyfoaSmqauusLO1uLoBANA0VQUF9wkotS/9YIAA" +
+    "zQEABANXWVxeYWNmaGttcHJ1d3p8f4GEhomLjpCTlZianZ+ipKeprK6xs7a4u73AwsXHyswBANA0VQUFE3gBADEoKOgBACMo6AkAAwwA" +
+    "AxgAECgYAAAOAAMvABB4JwACKgACBgACAgAAIgACKAACOQAIMAAAKAARKAMAAgIAAwwAADEAAgUAAQwABmAAADAAABMAAAYAAgIAAAwA" +
+    "AC0AAJsAAGYANego6DAAAQ4AABEAAisAACMAAgwAAVsAAkwAABMABDAAAhQAALAAAS0AAh0AAScAADEAABYAAAYAJCjoMAABcAAAQQAB" +
+    "JAAAAgAAIAAABgAABAAAewABEAAFkAAAIgAPAgAMUOjo6OjoS2ZmZmADAEIAZmAAAQAh8DsIAJEU4AIAAACt27oOAAAJABAtEgDitIDb" +
+    "uq3bAi4AAC0AAC4cAAIJAHHQAi3QAm4LFQBw0AIu0AJA60IAEQAJALAuALQuAACt6wJACzAAQQDgAi0IAAIJAICt6wIA4AIA0AYAcq3r" +
+    "tgDQAoAnAAEJAHBu2wIA0LoufgAwAC7QkAADRQABCQBhgAsALQC0fgASulQAYC3gugAAuCQAgOC2LuACAOACS2ZmZmADAEIAZmAAAQAh" +
+    "8DwIAJET0AIAAABu67YOAAAJABAuEgDiuEDrtm7rAi0AAC4AAC0cAAIJAHHgAi7gAq0LFQBw4AIt4AKA20IAEQAJALAtALgtAABu2wKA" +
+    "CzAAQQDQAi4IAAIJAIBu2wIA0AIA4AYAcm7bugDgAkAnAAEJAHCt6wIA4LYtfgAwAC3gkAADRQABCQBhQAsALgC4fgAStlQAYC7QtgAA" +
+    "tCQAgNC6LdACANACS4iIiIADAEIAiHAAAQAi+JcIAEEAxwDbCgAy3NvcCQADDAAS3BgAMNwA2xoAAg4AMtwAABYAAwIAAjEAEdwCACbb" +
+    "3BAAMNsA3EUAAyYAAgwAE9sSACDc2woAAxsAAioAAwIAAgwAASAAAWYAAm4AINzbWgAQ3B8AAygAAgwAINvcIAAALgACGQAAKgABIQAA" +
+    "FwAEAgAADAACbwAAhQAAAgAATQABAgAg3ACJAASBAJDb3FwAAAAAAAA="

@@ -373,8 +373,10 @@ enum ComponentCodec {
 
     /// Screen content: at least half of the 8-byte words of a component equal the word above them, checked on every
     /// fourth row (photographs almost never pass; flat or repeated bands of one do). The test of
-    /// ``tryLZ4First(_:rowBytes:rows:blocks:into:)`` and of layout version 8's zstd mode.
-    static func looksLikeScreen(_ s: UnsafeRawPointer, rowBytes: Int, rows: Int) -> Bool {
+    /// ``tryLZ4First(_:rowBytes:rows:blocks:into:)``. With `allowsLeft` (layout version 8's zstd mode) a word equal
+    /// to the word before it in its row counts too: dense text, whose rows differ from the row above, still has runs
+    /// of background between its glyphs.
+    static func looksLikeScreen(_ s: UnsafeRawPointer, rowBytes: Int, rows: Int, allowsLeft: Bool = false) -> Bool {
         let words = rowBytes &>> 3
         guard rows > 1, words > 0 else { return false }
         var equal = 0
@@ -383,27 +385,42 @@ enum ComponentCodec {
             sampled &+= words
             let row = unsafe s + y &* rowBytes
             let above = unsafe row - rowBytes
+            var left = unsafe row.loadUnaligned(as: UInt64.self) ^ 1  // the first word has no word to its left
             for i in 0..<words {
                 let a = unsafe above.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
                 let b = unsafe row.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
-                equal &+= a == b ? 1 : 0
+                equal &+= a == b || (allowsLeft && left == b) ? 1 : 0
+                left = b
             }
         }
         return equal &* 2 >= sampled
     }
 
-    /// Whether all `count` bytes are one repeated sample of `bytesPerSample` (1 or 2) bytes (mode solid).
+    /// Whether all `count` bytes are one repeated sample of `bytesPerSample` (1 or 2) bytes (mode solid). Compares
+    /// 64 bytes at a time with the first sample repeated and stops at the first difference: screen content that is
+    /// not solid differs early, so the test costs it almost nothing.
     static func isSolid(_ s: UnsafeRawPointer, count: Int, bytesPerSample: Int) -> Bool {
-        if bytesPerSample == 1 {
-            let first = unsafe s.load(as: UInt8.self)
-            var difference: UInt8 = 0
-            for i in 0..<count { difference |= unsafe s.load(fromByteOffset: i, as: UInt8.self) ^ first }
-            return difference == 0
+        guard count >= bytesPerSample else { return false }
+        let sample =
+            bytesPerSample == 1
+            ? UInt64(unsafe s.load(as: UInt8.self)) : UInt64(unsafe s.loadUnaligned(as: UInt16.self))
+        let word = bytesPerSample == 1 ? sample &* 0x0101_0101_0101_0101 : sample &* 0x0001_0001_0001_0001
+        var i = 0
+        while i &+ 64 <= count {
+            var difference: UInt64 = 0
+            for k in stride(from: 0, to: 64, by: 8) {
+                difference |= unsafe s.loadUnaligned(fromByteOffset: i &+ k, as: UInt64.self) ^ word
+            }
+            if difference != 0 { return false }
+            i &+= 64
         }
-        let first = unsafe s.loadUnaligned(as: UInt16.self)
-        var difference: UInt16 = 0
-        for i in 0..<(count &>> 1) { difference |= unsafe s.loadUnaligned(fromByteOffset: i &<< 1, as: UInt16.self) ^ first }
-        return difference == 0
+        while i < count {
+            // The tail byte by byte: byte i of the repeated sample is byte (i mod bytesPerSample) of the word.
+            let expected = UInt8(truncatingIfNeeded: word &>> UInt64((i % bytesPerSample) &* 8))
+            if unsafe s.load(fromByteOffset: i, as: UInt8.self) != expected { return false }
+            i &+= 1
+        }
+        return true
     }
 
     /// LZ4 is tried when at least 1/divisor of the residual blocks are zero.

@@ -560,7 +560,8 @@ enum TileCodec {
                 unsafe ComponentCodec.looksLikeScreen(
                     UnsafeRawPointer(samples),
                     rowBytes: rawBytes / extent.height,
-                    rows: extent.height
+                    rows: extent.height,
+                    allowsLeft: true
                 ),
                 unsafe !ComponentCodec.isSolid(
                     UnsafeRawPointer(samples),
@@ -672,9 +673,11 @@ enum TileCodec {
                     }
                 }
             }
-            // Keep this tile's inner payload (its packed payload, or its samples) for the tile below.
+            // Keep this tile's inner payload (its packed payload, or its samples) for the tile below. Not a zstd
+            // tile's (layout version 8, effort fast): the tile below is zstd too or content that fails the screen
+            // test, which the Up modes rarely help, and the copy would cost a pass over every screen component.
             above.counts[c] = 0
-            if keepsForBelow {
+            if keepsForBelow, unsafe choice.mode != .zstd {
                 if unsafe choice.mode.innerMode != nil {
                     unsafe dictionary.copyMemory(from: packed, byteCount: choice.packedByteCount)
                     above.counts[c] = unsafe choice.packedByteCount
