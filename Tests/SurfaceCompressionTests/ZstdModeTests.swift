@@ -153,9 +153,7 @@ import Testing
 
     /// A zstd frame of `bytes` made by the codec's own encoder path (level 1, content size, no checksum).
     static func frame(_ bytes: [UInt8]) -> [UInt8] {
-        let stateBytes = ZstdFrame.compressionStateByteCount(rawBytes: max(bytes.count, 1))
-        let state = UnsafeMutableRawPointer.allocate(byteCount: stateBytes, alignment: 64)
-        defer { state.deallocate() }
+        let contexts = ZstdContexts()
         var output = [UInt8](repeating: 0, count: bytes.count + 64)
         let written = bytes.withUnsafeBytes { source in
             output.withUnsafeMutableBytes {
@@ -164,8 +162,7 @@ import Testing
                     count: source.count,
                     into: $0.baseAddress!,
                     capacity: $0.count,
-                    state: state,
-                    stateByteCount: stateBytes
+                    contexts: contexts
                 )
             }
         }

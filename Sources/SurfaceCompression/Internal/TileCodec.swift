@@ -416,7 +416,7 @@ enum TileCodec {
         let scratch = unsafe workspace.scratch(workers: workers, byteCount: encodeScratchByteCount(grid))
         if chunkCount == 1 {
             var cursor = grid.payloadStart
-            var above = AboveDictionaries()
+            var above = unsafe AboveDictionaries(zstd: scratch.zstd(0))
             for t in 0..<tileCount {
                 unsafe encodeTile(
                     grid,
@@ -494,33 +494,21 @@ enum TileCodec {
     /// use Up modes one area per component for the packed payload of the tile above (`bytesPerSample` slots each:
     /// a packed10/packed16 payload takes up to about 2.1 × the component's samples' bytes).
     static func encodeScratchByteCount(_ grid: TileGrid) -> Int {
-        encodeZstdStateOffset(grid) + encodeZstdStateByteCount(grid)
-    }
-
-    /// Where an encoding worker's static zstd context starts in its scratch (after every other area).
-    static func encodeZstdStateOffset(_ grid: TileGrid) -> Int {
         let dictionaries = grid.encodesTileAbove ? grid.componentCount * grid.format.bytesPerSample : 0
         return grid.scratchComponentStride * (encodeScratchSlots + dictionaries) + LZ4Block.highCompressionStateByteCount
-    }
-
-    /// Bytes of an encoding worker's static zstd context: enough for a component of the grid's largest tile (0 when
-    /// the grid does not encode zstd frames).
-    static func encodeZstdStateByteCount(_ grid: TileGrid) -> Int {
-        guard grid.encodesZstd else { return 0 }
-        return ZstdFrame.compressionStateByteCount(
-            rawBytes: grid.tileWidth * grid.tileHeight * grid.format.bytesPerSample
-        )
     }
 
     /// What the encoder keeps of the tile encoded just before (the tile above, in a band grid): per component the
     /// packed mode and size of its inner payload, held in the worker's dictionary areas (0: none).
     struct AboveDictionaries {
         var counts: InlineArray<4, Int> = .init(repeating: 0)
+        /// The worker's zstd contexts (``ScratchAreas/zstd(_:)``).
+        var zstd: ZstdContexts
     }
 
     /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output; after the 8
-    /// slots, liblz4's HC state, then (grids that use Up modes) the dictionary areas of ``AboveDictionaries``, then
-    /// (layout version 8 at effort fast) the static zstd context.
+    /// slots, liblz4's HC state, then (grids that use Up modes) the dictionary areas of ``AboveDictionaries``. The
+    /// worker's zstd contexts (layout version 8 at effort fast) come with `above`.
     static func encodeTile(
         _ grid: TileGrid,
         tile: Int,
@@ -574,8 +562,7 @@ enum TileCodec {
                     count: rawBytes,
                     into: alternative,
                     capacity: rawBytes - 1,
-                    state: scratch + encodeZstdStateOffset(grid),
-                    stateByteCount: encodeZstdStateByteCount(grid)
+                    contexts: above.zstd
                 )
             }
             if zstdWritten > 0 {
@@ -766,8 +753,8 @@ enum TileCodec {
 
     /// Decodes the zstd entry `e` (payload at `payload`, in the surface) into exactly `rawBytes` bytes at `output`
     /// (its capacity): the payload is copied into private slot 5 first (libzstd is safe on hostile input, not on
-    /// input that changes while it reads; e.byteCount <= raw <= the slot), and libzstd runs in the worker's static
-    /// context, after the scratch slots. Throws `corruptPayload` unless the copy is one zstd frame that states and
+    /// input that changes while it reads; e.byteCount <= raw <= the slot), and libzstd runs in the worker's context
+    /// `contexts`. Throws `corruptPayload` unless the copy is one zstd frame that states and
     /// decodes to exactly `rawBytes` bytes, without a dictionary, its window at most 8 MiB (§6.9).
     static func decompressZstdEntry(
         _ e: Entry,
@@ -776,6 +763,7 @@ enum TileCodec {
         stride: Int,
         rawBytes: Int,
         into output: UnsafeMutableRawPointer,
+        contexts: ZstdContexts,
         where where_: () -> String
     ) throws(CompressionError) {
         let copy = unsafe scratch + 5 * stride
@@ -786,7 +774,7 @@ enum TileCodec {
                 count: e.byteCount,
                 into: output,
                 rawBytes: rawBytes,
-                state: scratch + decodeScratchSlots * stride
+                contexts: contexts
             )
         else { throw CompressionError(.corruptPayload, where_() + " (zstd)") }
     }
@@ -924,10 +912,7 @@ enum TileCodec {
         let keepsInner = header.entries.contains { $0.mode.usesTileAbove }
         let areaPayloads = max(1, innerAreaPayloads)
         let innerBytes = keepsInner ? grid.componentCount * innerAreaByteCount(grid, payloads: areaPayloads) : 0
-        let scratch = unsafe workspace.scratch(
-            workers: workers,
-            byteCount: stride * decodeScratchSlots + ZstdFrame.decompressionStateByteCount + innerBytes
-        )
+        let scratch = unsafe workspace.scratch(workers: workers, byteCount: stride * decodeScratchSlots + innerBytes)
         CodecWorkspace.reset(&workspace.failures, count: workers, to: nil)
         CodecWorkspace.reset(&workspace.decodeTallies, count: workers, to: DecodeTally())
         unsafe workspace.failures.withUnsafeMutableBufferPointer { failures in
@@ -977,10 +962,13 @@ enum TileCodec {
         var lastTile = -1
         /// What this worker did in this call that tests check (the paths taken).
         var tally = DecodeTally()
+        /// The worker's zstd contexts (``ScratchAreas/zstd(_:)``).
+        var zstd: ZstdContexts
 
-        init(enabled: Bool, areaPayloads: Int = TileCodec.innerAreaPayloads) {
+        init(enabled: Bool, areaPayloads: Int = TileCodec.innerAreaPayloads, zstd: ZstdContexts) {
             self.enabled = enabled
             self.areaPayloads = max(1, areaPayloads)
+            self.zstd = zstd
         }
     }
 
@@ -1028,8 +1016,7 @@ enum TileCodec {
         _ stride: Int,
         payloads: Int
     ) -> UnsafeMutableRawPointer {
-        unsafe scratch + decodeScratchSlots * stride + ZstdFrame.decompressionStateByteCount
-            + c * innerAreaByteCount(grid, payloads: payloads)
+        unsafe scratch + decodeScratchSlots * stride + c * innerAreaByteCount(grid, payloads: payloads)
     }
 
     /// Puts the inner payload of tile `tile`, component `c`, into the component's area and returns where it is and
@@ -1148,6 +1135,7 @@ enum TileCodec {
                 stride: stride,
                 rawBytes: rawBytes,
                 into: output,
+                contexts: inner.zstd,
                 where: where_
             )
             count = rawBytes
@@ -1392,6 +1380,7 @@ enum TileCodec {
                     stride: stride,
                     rawBytes: n * bytesPerSample,
                     into: target,
+                    contexts: inner.zstd,
                     where: where_
                 )
                 if inPlane { yWrittenInPlace = true }

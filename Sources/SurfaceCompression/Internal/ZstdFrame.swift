@@ -7,8 +7,7 @@ import Glibc
 /// libzstd's one-shot API, the one place this module calls it: the payload of mode `zstd` (layout version 8,
 /// docs/COMPRESSED-LAYOUT.md §6.9) is one zstd frame (RFC 8878) of the component's raw samples.
 ///
-/// Both directions run in a static context (`ZSTD_initStaticCCtx` / `ZSTD_initStaticDCtx`) placed in the worker's
-/// scratch, so a warm workspace allocates nothing per frame and each worker has its own.
+/// Both directions run in a worker's own contexts (``ZstdContexts``), kept by the workspace from frame to frame.
 enum ZstdFrame {
     /// The compression level: 1 (zstd's fastest regular level) by default, or the level `FRAMEBUS_CODEC_ZSTD_LEVEL`
     /// gives (−7…3; 0 turns the zstd mode off, so the encoder writes what layout version 7 did: the bench's
@@ -27,28 +26,17 @@ enum ZstdFrame {
     /// 16-bit samples). FrameBus writes single-segment frames, whose window is their content size.
     static let maximumWindowLog = 23
 
-    /// Bytes of the static compression context for components of at most `rawBytes` bytes, rounded up to 64.
-    static func compressionStateByteCount(rawBytes: Int) -> Int {
-        let parameters = ZSTD_getCParams(Int32(level), UInt64(max(rawBytes, 1)), 0)
-        return (ZSTD_estimateCCtxSize_usingCParams(parameters) + 63) & ~63
-    }
-
-    /// Bytes of the static decompression context, rounded up to 64.
-    static let decompressionStateByteCount = (ZSTD_estimateDCtxSize() + 63) & ~63
-
     /// Compresses `count` bytes into one zstd frame of at most `capacity` bytes, with the content size in its
-    /// header, no checksum and no dictionary, in `state` (``compressionStateByteCount(rawBytes:)`` bytes for a
-    /// `rawBytes` ≥ `count`, 8-byte aligned). Returns the frame's size, or 0 when it does not fit.
+    /// header, no checksum and no dictionary, in `contexts`' compression context. Returns the frame's size, or 0 when
+    /// it does not fit.
     static func compress(
         _ source: UnsafeRawPointer,
         count: Int,
         into destination: UnsafeMutableRawPointer,
         capacity: Int,
-        state: UnsafeMutableRawPointer,
-        stateByteCount: Int
+        contexts: ZstdContexts
     ) -> Int {
-        guard count > 0, capacity > 0 else { return 0 }
-        guard let context = unsafe ZSTD_initStaticCCtx(state, stateByteCount) else { return 0 }
+        guard count > 0, capacity > 0, let context = unsafe contexts.compression() else { return 0 }
         let written = unsafe ZSTD_compressCCtx(context, destination, capacity, source, count, Int32(level))
         return ZSTD_isError(written) != 0 ? 0 : written
     }
@@ -57,14 +45,13 @@ enum ZstdFrame {
     /// input that changes while it reads) into exactly `rawBytes` bytes at `output` (its capacity). Returns false
     /// unless the payload is one zstd frame (no skippable frame, nothing after it) whose header states a content
     /// size of `rawBytes`, no dictionary and a window of at most 2^``maximumWindowLog`` bytes, and which decodes
-    /// to exactly that many bytes (its checksum, if it has one, matching). `state` holds
-    /// ``decompressionStateByteCount`` bytes, 8-byte aligned.
+    /// to exactly that many bytes (its checksum, if it has one, matching), in `contexts`' decompression context.
     static func decompress(
         _ payload: UnsafeRawPointer,
         count: Int,
         into output: UnsafeMutableRawPointer,
         rawBytes: Int,
-        state: UnsafeMutableRawPointer
+        contexts: ZstdContexts
     ) -> Bool {
         guard count > 0, rawBytes > 0 else { return false }
         var header = ZSTD_frameHeader()
@@ -76,10 +63,44 @@ enum ZstdFrame {
         else { return false }
         let frameBytes = unsafe ZSTD_findFrameCompressedSize(payload, count)
         guard ZSTD_isError(frameBytes) == 0, frameBytes == count else { return false }
-        guard let context = unsafe ZSTD_initStaticDCtx(state, decompressionStateByteCount) else { return false }
-        guard unsafe ZSTD_isError(ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, Int32(maximumWindowLog))) == 0
-        else { return false }
+        guard let context = unsafe contexts.decompression() else { return false }
         let read = unsafe ZSTD_decompressDCtx(context, output, rawBytes, payload, count)
         return ZSTD_isError(read) == 0 && read == rawBytes
+    }
+}
+
+/// One worker's libzstd contexts, made on first use and freed with the workspace that keeps them, so that a warm
+/// workspace neither allocates nor sets up a context per entry: setting one up costs 13–18 µs on this machine's
+/// virtual processors (libzstd asks the processor for its features each time), a third of a 64-row band's decode.
+///
+/// @unchecked Sendable: each worker of a call uses only its own (``ScratchAreas/zstd(_:)``), and a workspace serves
+/// one call at a time.
+@safe final class ZstdContexts: @unchecked Sendable {
+    private var compressionContext: OpaquePointer? = nil
+    private var decompressionContext: OpaquePointer? = nil
+
+    /// The compression context (nil if libzstd cannot allocate one: the entry then takes the other modes).
+    func compression() -> OpaquePointer? {
+        if unsafe compressionContext == nil { unsafe compressionContext = ZSTD_createCCtx() }
+        return unsafe compressionContext
+    }
+
+    /// The decompression context, its window limited to 2^``ZstdFrame/maximumWindowLog`` (nil if libzstd cannot
+    /// allocate one: the entry then fails to decode).
+    func decompression() -> OpaquePointer? {
+        if unsafe decompressionContext == nil, let context = unsafe ZSTD_createDCtx() {
+            let limit = Int32(ZstdFrame.maximumWindowLog)
+            guard unsafe ZSTD_isError(ZSTD_DCtx_setParameter(context, ZSTD_d_windowLogMax, limit)) == 0 else {
+                unsafe ZSTD_freeDCtx(context)
+                return nil
+            }
+            unsafe decompressionContext = context
+        }
+        return unsafe decompressionContext
+    }
+
+    deinit {
+        unsafe ZSTD_freeCCtx(compressionContext)
+        unsafe ZSTD_freeDCtx(decompressionContext)
     }
 }
