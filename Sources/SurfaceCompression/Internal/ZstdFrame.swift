@@ -23,7 +23,8 @@ enum ZstdFrame {
     static var isEnabled: Bool { level != 0 }
 
     /// The largest window a payload's frame may declare: 2^23 bytes, the largest component (a 2^22-pixel tile of
-    /// 16-bit samples). FrameBus writes single-segment frames, whose window is their content size.
+    /// 16-bit samples). FrameBus's frames declare at most the level's window (512 KiB at level 1), or their content
+    /// size when that is smaller (single-segment frames).
     static let maximumWindowLog = 23
 
     /// Compresses `count` bytes into one zstd frame of at most `capacity` bytes, with the content size in its
