@@ -34,8 +34,8 @@ let package = Package(
         // Native libraries, found through pkg-config.
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
-        // zstd is a reference codec for `framebus bench codec` only: the bench harness (FrameBusBench) links it, no
-        // product library does.
+        // zstd: the codec's screen-content mode (layout version 8, SurfaceCompression) and a reference codec for
+        // `framebus bench codec`.
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "CFrameBusShims", cSettings: [.define("_GNU_SOURCE")]),
         // The codec's vector kernels: on x86-64 per-function target attributes (AVX2, SSE4.1) and a runtime CPU
@@ -55,7 +55,7 @@ let package = Package(
         ),
         .target(
             name: "SurfaceCompression",
-            dependencies: ["PixelBuffers", "Surfaces", "CLZ4", "CSurfaceCodecKernels"],
+            dependencies: ["PixelBuffers", "Surfaces", "CLZ4", "CZstd", "CSurfaceCodecKernels"],
             swiftSettings: librarySettings
         ),
         .target(

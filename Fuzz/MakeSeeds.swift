@@ -17,6 +17,7 @@ enum MakeSeeds {
         var version5Seeds = 0
         var version6Seeds = 0
         var version7Seeds = 0
+        var version8Seeds = 0
         for (fourCC, kind) in formats {
             for version in TileGrid.supportedLayoutVersions {
                 for (width, height, tileWidth, tileHeight, style) in [
@@ -88,6 +89,7 @@ enum MakeSeeds {
                         if stated == 5 { version5Seeds += 1 }
                         if stated == 6 { version6Seeds += 1 }
                         if stated == 7 { version7Seeds += 1 }
+                        if stated == 8 { version8Seeds += 1 }
                         let file = fopen("\(directory)/seed\(index)", "wb")!
                         fwrite(output, 1, used, file)
                         fclose(file)
@@ -100,13 +102,16 @@ enum MakeSeeds {
         }
         // The screen-like seeds must exercise packed8LZ4 (version 3) for the 8-bit formats and packed10LZ4 or
         // packed16LZ4 (version 4) for the 16-bit ones.
-        // Version 5 seeds carry Up entries (the banded screen-like images).
+        // Version 5 seeds carry Up entries (the banded screen-like images); version 8 seeds zstd entries (the screen-like
+        // images at effort fast).
         print(
             "\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4, "
                 + "\(version5Seeds) of layout version 5, \(version6Seeds) of layout version 6 (coded literals), "
-                + "\(version7Seeds) of layout version 7 (coded sequences)"
+                + "\(version7Seeds) of layout version 7 (coded sequences), \(version8Seeds) of layout version 8 (zstd)"
         )
-        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 || version6Seeds == 0 || version7Seeds == 0 {
+        if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 || version6Seeds == 0 || version7Seeds == 0
+            || version8Seeds == 0
+        {
             exit(1)
         }
     }

@@ -45,7 +45,10 @@ func makeImage(_ grid: TileGrid, seed: UInt64, screen: Bool) -> UnsafeMutableRaw
         let x = j % grid.width
         let y = j / grid.width % grid.height
         let glyph = (x / 6 * 7 + y / 10 * 3) % 5
-        let ink = x % 6 < 5 && y % 10 < 7 && (glyph * 37 + x % 6 * 5 + y % 10 * 11) % 4 == 0
+        // Layout version 8 grids: every other text line blank, so the rows pass the encoder's screen test (most
+        // 8-byte words equal the word above or before them) and take the zstd mode.
+        let blankLine = grid.layoutVersion >= TileMode.zstdLayoutVersion && y / 10 % 2 == 1
+        let ink = !blankLine && x % 6 < 5 && y % 10 < 7 && (glyph * 37 + x % 6 * 5 + y % 10 * 11) % 4 == 0
         if bytesPerSample == 2 {
             image.storeBytes(of: UInt16(ink ? 0x2A40 : 0xE6C0).littleEndian, toByteOffset: i, as: UInt16.self)
         } else {
@@ -85,15 +88,16 @@ func race(
     screen: Bool,
     seconds: Double,
     seed: UInt64
-) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int, up: Int, coded: Int, inPlane: Int) {
+) -> (decodes: Int, errors: Int, writes: Int, packed8LZ4: Int, up: Int, coded: Int, inPlane: Int, zstd: Int) {
     let source = makeImage(grid, seed: seed, screen: screen)
     defer { source.deallocate() }
     let scratch = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
     defer { scratch.deallocate() }
     // Both encoder efforts, by seed (every other grid): the fast search's blocks and the HC search's. The HC search
     // makes the 8-bit Y lz4Up bands of the in-plane path (the fast encoder tries lz4Up only where lz4 won).
+    // Layout version 8 grids always at effort fast: their screen content takes the zstd mode.
     var encoder = grid
-    encoder.searchesHarder = seed % 2 == 0
+    encoder.searchesHarder = grid.layoutVersion < TileMode.zstdLayoutVersion && seed % 2 == 0
     let used = TileCodec.encode(encoder, baseFourCC: fourCC, from: planes(grid, source), into: scratch, threads: 1)
     // Exactly the bytes used, so AddressSanitizer sees any read past the end of the surface.
     let surface = SharedBytes(base: .allocate(byteCount: used, alignment: 64), count: used)
@@ -112,6 +116,8 @@ func race(
     // Up entries (layout version 5): their LZ4 reaches into the tile above's inner payload.
     let up = baseModes.filter { TileMode(rawValue: $0)?.usesTileAbove == true }.count
     let packed8LZ4 = baseModes.filter { throughLZ4.contains($0) }.count
+    // zstd entries (layout version 8): libzstd decodes a private copy of each frame.
+    let zstd = baseModes.filter { $0 == TileMode.zstd.rawValue }.count
     // Entries whose LZ4 block has Huffman-coded literals (layout version 6) or coded sequences (version 7).
     let coded = (0..<grid.entryCount).filter {
         scratch.load(fromByteOffset: 64 + grid.entryByteCount * $0 + 4, as: UInt8.self) >= TileMode.codedLiteralsFlag
@@ -203,7 +209,7 @@ func race(
     }
     flags.stop.store(true, ordering: .relaxed)
     while !writer.isFinished { usleep(1000) }
-    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4, up, coded, inPlane)
+    return (decodes, errors, flags.writes.load(ordering: .relaxed), packed8LZ4, up, coded, inPlane, zstd)
 }
 
 @main
@@ -223,26 +229,42 @@ enum RaceDecoder {
             (0x4247_5241, .bgra, 128, 128, 128, 16, true),  // BGRA
             (0x7834_3230, .yuv16, 256, 128, 256, 16, true),  // x420
         ]
-        let share = seconds / Double(cases.count)
+        // The same screen content in layout version 8 (effort fast): zstd entries (the cases above are version 7).
+        let zstdCases: [(UInt32, CodecFormat.Kind, Int, Int, Int, Int, Bool)] = [
+            (0x3432_3076, .yuv8, 256, 64, 256, 32, true),  // 420v
+            (0x4247_5241, .bgra, 128, 64, 128, 32, true),  // BGRA
+            (0x7834_3230, .yuv16, 256, 128, 256, 16, true),  // x420
+        ]
+        let share = seconds / Double(cases.count + zstdCases.count)
         var codedEntries = 0
         var inPlaneDecodes = 0
-        for (index, (fourCC, kind, width, height, tileWidth, tileHeight, screen)) in cases.enumerated() {
+        for (index, (fourCC, kind, width, height, tileWidth, tileHeight, screen)) in (cases + zstdCases).enumerated() {
+            let version = index < cases.count ? 7 : TileMode.zstdLayoutVersion
             let grid = TileGrid(
                 format: CodecFormat(kind: kind),
                 width: width,
                 height: height,
                 tileWidth: tileWidth,
-                tileHeight: tileHeight
+                tileHeight: tileHeight,
+                layoutVersion: version
             )!
             let result = race(grid, fourCC: fourCC, screen: screen, seconds: share, seed: UInt64(index + 1))
             print(
-                "\(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
+                "v\(version) \(kind) \(width)x\(height) tiles \(tileWidth)x\(tileHeight)\(screen ? " screen" : ""): "
                     + "\(result.decodes) decodes, \(result.errors) errors, \(result.writes) rewrites, "
                     + "\(result.packed8LZ4) packed-through-LZ4 entries, \(result.up) Up entries, "
-                    + "\(result.coded) coded-literals or coded-sequences entries, \(result.inPlane) in-plane Up decodes; no crash"
+                    + "\(result.coded) coded-literals or coded-sequences entries, \(result.inPlane) in-plane Up decodes, "
+                    + "\(result.zstd) zstd entries; no crash"
             )
             codedEntries += result.coded
             inPlaneDecodes += result.inPlane
+            if version >= TileMode.zstdLayoutVersion {
+                guard result.zstd > 0, result.writes > 0 else {
+                    print("the version 8 screen-content surface has no zstd entry to race, or the writer never ran")
+                    exit(1)
+                }
+                continue
+            }
             guard !screen || tileHeight > 16 || result.up > 0 else {
                 print("the eight-row screen-content surface has no Up entry to race")
                 exit(1)

@@ -24,7 +24,7 @@ mkdir -p "$WORK/kernels"
 for source in "$KERNELS"/*.c; do
     clang -O2 -g -fsanitize=address -c -I "$KERNELS/include" "$source" -o "$WORK/kernels/$(basename "$source" .c).o"
 done
-swiftc -O -g -sanitize=address -parse-as-library -package-name framebus -module-name RaceDecoder -I "$ROOT/Sources/CLZ4" \
+swiftc -O -g -sanitize=address -parse-as-library -package-name framebus -module-name RaceDecoder -I "$ROOT/Sources/CLZ4" -I "$ROOT/Sources/CZstd" \
     -I "$KERNELS/include" "$WORK"/src/*.swift "$WORK"/kernels/*.o "$ROOT/Fuzz/RaceDecoder.swift" \
     -o "$WORK/race-decoder" 2> "$WORK/build.log" || { cat "$WORK/build.log"; exit 1; }
 fi

@@ -14,7 +14,7 @@ WORK="${FUZZ_WORK:-$(mktemp -d /tmp/framebus-fuzz.XXXXXX)}"
 mkdir -p "$WORK/corpus"
 . "$ROOT/Fuzz/stage-decoder.sh"
 
-CLZ4="-I $ROOT/Sources/CLZ4"
+CLZ4="-I $ROOT/Sources/CLZ4 -I $ROOT/Sources/CZstd"
 KERNELS="-I $ROOT/Sources/CSurfaceCodecKernels/include"
 # FUZZ_REUSE=1 with a FUZZ_WORK that already holds a build runs it again (a second run with another
 # FRAMEBUS_CODEC_KERNELS tier needs no new build: the tier is picked at run time).

@@ -348,7 +348,7 @@ public enum SurfaceCodec {
     }
 
     /// How many table entries (tile components) use each mode: raw, solid, lz4, packed8, packed10, packed16,
-    /// packed8LZ4, packed10LZ4, packed16LZ4, packed8LZ4Up, packed10LZ4Up, packed16LZ4Up and lz4Up, and under
+    /// packed8LZ4, packed10LZ4, packed16LZ4, packed8LZ4Up, packed10LZ4Up, packed16LZ4Up, lz4Up and zstd, and under
     /// "codedLiterals" how many of those LZ4-block entries store their literals Huffman-coded (layout version 6),
     /// under "codedSequences" how many store their block as coded streams (layout version 7; both are counted under
     /// their mode too). Modes with no entry are left out.
@@ -356,7 +356,7 @@ public enum SurfaceCodec {
         let counts = try CodecDriver.modeCounts(of: compressed)
         let names = [
             "raw", "solid", "lz4", "packed8", "packed10", "packed16", "packed8LZ4", "packed10LZ4", "packed16LZ4",
-            "packed8LZ4Up", "packed10LZ4Up", "packed16LZ4Up", "lz4Up", "codedLiterals", "codedSequences",
+            "packed8LZ4Up", "packed10LZ4Up", "packed16LZ4Up", "lz4Up", "zstd", "codedLiterals", "codedSequences",
         ]
         var result: [String: Int] = [:]
         for (name, count) in zip(names, counts) where count > 0 { result[name] = count }

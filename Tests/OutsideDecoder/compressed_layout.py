@@ -1,5 +1,5 @@
-# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-7, modes
-# 0-12, 18, 22-28 and 34, 38-44, every format; liblz4 through ctypes), so that a test can check the document against the codec: it shares no
+# A decoder of the compressed surface layout written from docs/COMPRESSED-LAYOUT.md alone (versions 2-8, modes
+# 0-13, 18, 22-28 and 34, 38-44, every format; liblz4 and libzstd through ctypes), so that a test can check the document against the codec: it shares no
 # code with SurfaceCompression; every LZ4 block checked by §6.8's rule before liblz4 decodes it. Slow (Python loops): for small surfaces.
 #
 #   python3 Tests/OutsideDecoder/compressed_layout.py SURFACE OUTPUT
@@ -8,6 +8,32 @@
 # pixels) to OUTPUT, and exits non-zero on anything the document says a decoder must refuse.
 import ctypes, struct, sys
 lz4 = ctypes.CDLL("liblz4.so.1")
+zstd = ctypes.CDLL("libzstd.so.1")
+zstd.ZSTD_decompress.restype = ctypes.c_size_t
+zstd.ZSTD_decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+zstd.ZSTD_isError.argtypes = [ctypes.c_size_t]
+zstd.ZSTD_findFrameCompressedSize.restype = ctypes.c_size_t
+zstd.ZSTD_findFrameCompressedSize.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+zstd.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+zstd.ZSTD_getFrameContentSize.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+def zstd_frame(payload, raw):
+    # §6.9: one zstd frame (magic 28 B5 2F FD, not skippable), exactly the payload, stating content size `raw`, no
+    # dictionary, window at most 2^23; it decodes to exactly `raw` bytes.
+    assert payload[:4] == b'\x28\xb5\x2f\xfd'
+    fhd = payload[4]
+    assert fhd & 3 == 0  # Dictionary_ID_flag 0: no dictionary
+    if not fhd & 0x20:  # not single segment: the Window_Descriptor
+        wd = payload[5]; log = 10 + (wd >> 3); window = (1 << log) + ((1 << log) >> 3) * (wd & 7)
+        assert window <= 1 << 23
+    src = ctypes.create_string_buffer(payload, len(payload))
+    assert zstd.ZSTD_getFrameContentSize(src, len(payload)) == raw
+    n = zstd.ZSTD_findFrameCompressedSize(src, len(payload))
+    assert not zstd.ZSTD_isError(n) and n == len(payload)
+    out = ctypes.create_string_buffer(max(raw, 1))
+    got = zstd.ZSTD_decompress(out, raw, src, len(payload))
+    assert not zstd.ZSTD_isError(got) and got == raw
+    return out.raw[:raw]
 def lz4_check(b, n, d):
     # §6.8: the LZ4 block rule, checked before liblz4 (which accepts some blocks the rule refuses, offset 0 for one).
     i = o = 0
@@ -227,7 +253,7 @@ def packed(payload, w, h, bits16, ten):
 
 def decode(buf):
     magic, version, hb, fourcc, W, H, TW, TH, entries, used = struct.unpack_from('<IHHIIIIIIQ', buf, 0)
-    assert magic == 0x43534246 and version in (2, 3, 4, 5, 6, 7) and hb == 64
+    assert magic == 0x43534246 and version in (2, 3, 4, 5, 6, 7, 8) and hb == 64
     kind = FORMATS[fourcc]
     comps = 4 if kind == 'bgra' else 3
     bps = 2 if kind == 'yuv16' else 1
@@ -256,10 +282,14 @@ def decode(buf):
                 assert version >= 6 and mode - 16 in (2, 6, 7, 8, 9, 10, 11, 12)
                 payload = coded_block(payload, w * h * bps)
                 mode -= 16
-            maxmode = {2: 5, 3: 6, 4: 8, 5: 12, 6: 12, 7: 12}[version]
+            maxmode = {2: 5, 3: 6, 4: 8, 5: 12, 6: 12, 7: 12, 8: 13}[version]
             assert mode <= maxmode
             blocks = ((w + 7) // 8) * h
-            if mode >= 9:
+            if mode == 13:
+                # §6.9 (version 8): a zstd frame of the raw samples.
+                payload = zstd_frame(payload, w * h * bps)
+                mode = 0
+            if 9 <= mode <= 12:
                 # Table rule 6: never in a tile row that is a multiple of 8.
                 assert (t // across) % 8 != 0
                 I = inner[(t - across, c)]

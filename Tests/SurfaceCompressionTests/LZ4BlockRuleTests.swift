@@ -167,7 +167,10 @@ import Testing
         let bytes = luma + [UInt8](repeating: 128, count: width * height / 2)
         func makeCompressed() throws -> PixelBuffer {
             let source = try makeBuffer(bytes, width: width, height: height, format: format)
-            let (compressed, _, output) = try roundTrip(source)
+            // Version 7: from version 8 the fast encoder stores this Y as a zstd frame, not an LZ4 block.
+            var options = SurfaceCodec.Options()
+            options.layoutVersion = 7
+            let (compressed, _, output) = try roundTrip(source, options: options)
             #expect(try packed(output) == bytes)
             return compressed
         }

@@ -7,7 +7,7 @@ import Testing
 
 /// docs/COMPRESSED-LAYOUT.md against the codec: a decoder written from the document alone, in Python
 /// (Tests/OutsideDecoder/compressed_layout.py, liblz4 through ctypes, no code shared with this module), decodes
-/// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 to 7, to exactly
+/// surfaces the encoder wrote, in every format and with the screen-content modes of versions 3 to 8, to exactly
 /// the source bytes.
 @Suite(.heavyWork, .timeLimit(.minutes(5))) struct OutsideDecoderTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -84,6 +84,24 @@ import Testing
         #expect(modes["codedSequences", default: 0] > 0, "\(modes)")
         #expect(try ScreenContentTests.statedVersion(compressed) == 7)
         try await Self.expectOutsideDecoderAgrees(compressed, byteCount: used, bytes)
+    }
+
+    /// Version 8 (zstd, docs §6.9): screen content at effort fast, in every sample size, read through libzstd.
+    @Test(arguments: [PixelFormat.yuv420BiPlanarVideoRange8, .bgra8, .yuv420BiPlanarVideoRange10])
+    func aDecoderWrittenFromTheLayoutDocumentDecodesZstdEntriesExactly(_ format: PixelFormat) async throws {
+        let bytes = screenBytes(format, width: 320, height: 96, seed: 50)
+        let (_, compressed, statistics) = try ScreenContentTests.compress(
+            bytes,
+            format,
+            width: 320,
+            height: 96,
+            tiles: .init(width: 192, height: 32),
+            layoutVersion: 8,
+            effort: .fast
+        )
+        #expect(try SurfaceCodec.modeCounts(of: compressed)["zstd", default: 0] > 0)
+        #expect(try ScreenContentTests.statedVersion(compressed) == 8)
+        try await Self.expectOutsideDecoderAgrees(compressed, byteCount: statistics.compressedByteCount, bytes)
     }
 
     static func expectOutsideDecoderAgrees(_ compressed: PixelBuffer, byteCount: Int, _ bytes: [UInt8]) async throws {

@@ -14,6 +14,8 @@
     /// The parallel encoder's private output, before its chunks are packed into the surface.
     private var stagingArea: UnsafeMutableRawPointer? = nil
     private var stagingByteCount = 0
+    /// One worker's libzstd contexts each, made when a worker first needs them (layout version 8).
+    private var zstdContexts: [ZstdContexts] = []
 
     var parseStorage = TileCodec.ParseStorage()
     var regionStart: [Int] = []
@@ -67,7 +69,8 @@
         while unsafe scratchAreas.count < workers {
             unsafe scratchAreas.append(.allocate(byteCount: scratchByteCount, alignment: 64))
         }
-        return unsafe ScratchAreas(areas: scratchAreas)
+        while zstdContexts.count < workers { zstdContexts.append(ZstdContexts()) }
+        return unsafe ScratchAreas(areas: scratchAreas, zstdContexts: zstdContexts)
     }
 
     /// A private area of at least `byteCount` bytes.
@@ -91,8 +94,12 @@
 @unsafe struct ScratchAreas: @unchecked Sendable {
     // @unchecked: worker i touches only area i, and the call returns after every worker has finished.
     let areas: [UnsafeMutableRawPointer]
+    let zstdContexts: [ZstdContexts]
 
     subscript(worker: Int) -> UnsafeMutableRawPointer { unsafe areas[worker] }
+
+    /// Worker `worker`'s libzstd contexts.
+    func zstd(_ worker: Int) -> ZstdContexts { unsafe zstdContexts[worker] }
 }
 
 /// How many workers an encode or a decode uses: the one place the codec decides whether a frame is worth

@@ -33,6 +33,10 @@ enum TileMode: UInt8, Sendable, CaseIterable {
     case packed16LZ4Up = 11
     /// The raw samples through LZ4 with the inner payload of the tile above as dictionary (layout version 5).
     case lz4Up = 12
+    /// One zstd frame (RFC 8878) of the raw samples (layout version 8, docs/COMPRESSED-LAYOUT.md §6.9): screen
+    /// content at effort fast, where zstd's entropy-coded sequences and literals beat the LZ4 modes on ratio and
+    /// its level-1 search costs less than their trials.
+    case zstd = 13
 
     /// A tile row whose index is a multiple of this cannot use an "Up" mode: so a chain of dictionaries is at most
     /// this many tiles long, which bounds the work of decoding one tile row on its own.
@@ -44,6 +48,7 @@ enum TileMode: UInt8, Sendable, CaseIterable {
         case .packed8LZ4: 3
         case .packed10LZ4, .packed16LZ4: 4
         case .packed8LZ4Up, .packed10LZ4Up, .packed16LZ4Up, .lz4Up: 5
+        case .zstd: TileMode.zstdLayoutVersion
         default: 1
         }
     }
@@ -56,7 +61,7 @@ enum TileMode: UInt8, Sendable, CaseIterable {
         case .packed8, .packed8LZ4, .packed8LZ4Up: .packed8
         case .packed10, .packed10LZ4, .packed10LZ4Up: .packed10
         case .packed16, .packed16LZ4, .packed16LZ4Up: .packed16
-        case .raw, .solid, .lz4, .lz4Up: nil
+        case .raw, .solid, .lz4, .lz4Up, .zstd: nil
         }
     }
 
@@ -87,18 +92,21 @@ enum TileMode: UInt8, Sendable, CaseIterable {
     /// Whether this mode's payload is an LZ4 block (lz4, the packed-through-LZ4 modes and the Up modes).
     var isLZ4Block: Bool {
         switch self {
-        case .raw, .solid, .packed8, .packed10, .packed16: false
+        case .raw, .solid, .packed8, .packed10, .packed16, .zstd: false
         default: true
         }
     }
 
     /// Whether this mode's payload is an LZ4 block that uses the tile above's inner payload as dictionary.
-    var usesTileAbove: Bool { rawValue >= TileMode.packed8LZ4Up.rawValue }
+    var usesTileAbove: Bool { (TileMode.packed8LZ4Up.rawValue...TileMode.lz4Up.rawValue).contains(rawValue) }
+
+    /// The lowest layout version with mode ``zstd``.
+    static let zstdLayoutVersion = 8
 
     func isValid(bytesPerSample: Int, layoutVersion: Int) -> Bool {
         guard layoutVersion >= minimumLayoutVersion else { return false }
         switch self {
-        case .raw, .solid, .lz4, .lz4Up: return true
+        case .raw, .solid, .lz4, .lz4Up, .zstd: return true
         case .packed8, .packed8LZ4, .packed8LZ4Up: return bytesPerSample == 1
         case .packed10, .packed16, .packed10LZ4, .packed16LZ4, .packed10LZ4Up, .packed16LZ4Up:
             return bytesPerSample == 2
@@ -363,6 +371,58 @@ enum ComponentCodec {
         return 8 &- UInt8(truncatingIfNeeded: folded).leadingZeroBitCount
     }
 
+    /// Screen content: at least half of the 8-byte words of a component equal the word above them, checked on every
+    /// fourth row (photographs almost never pass; flat or repeated bands of one do). The test of
+    /// ``tryLZ4First(_:rowBytes:rows:blocks:into:)``. With `allowsLeft` (layout version 8's zstd mode) a word equal
+    /// to the word before it in its row counts too: dense text, whose rows differ from the row above, still has runs
+    /// of background between its glyphs.
+    static func looksLikeScreen(_ s: UnsafeRawPointer, rowBytes: Int, rows: Int, allowsLeft: Bool = false) -> Bool {
+        let words = rowBytes &>> 3
+        guard rows > 1, words > 0 else { return false }
+        var equal = 0
+        var sampled = 0
+        for y in stride(from: 1, to: rows, by: 4) {
+            sampled &+= words
+            let row = unsafe s + y &* rowBytes
+            let above = unsafe row - rowBytes
+            var left = unsafe row.loadUnaligned(as: UInt64.self) ^ 1  // the first word has no word to its left
+            for i in 0..<words {
+                let a = unsafe above.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
+                let b = unsafe row.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
+                equal &+= a == b || (allowsLeft && left == b) ? 1 : 0
+                left = b
+            }
+        }
+        return equal &* 2 >= sampled
+    }
+
+    /// Whether all `count` bytes are one repeated sample of `bytesPerSample` (1 or 2) bytes (mode solid). Compares
+    /// 64 bytes at a time with the first sample repeated and stops at the first difference: screen content that is
+    /// not solid differs early, so the test costs it almost nothing.
+    static func isSolid(_ s: UnsafeRawPointer, count: Int, bytesPerSample: Int) -> Bool {
+        guard count >= bytesPerSample else { return false }
+        let sample =
+            bytesPerSample == 1
+            ? UInt64(unsafe s.load(as: UInt8.self)) : UInt64(unsafe s.loadUnaligned(as: UInt16.self))
+        let word = bytesPerSample == 1 ? sample &* 0x0101_0101_0101_0101 : sample &* 0x0001_0001_0001_0001
+        var i = 0
+        while i &+ 64 <= count {
+            var difference: UInt64 = 0
+            for k in stride(from: 0, to: 64, by: 8) {
+                difference |= unsafe s.loadUnaligned(fromByteOffset: i &+ k, as: UInt64.self) ^ word
+            }
+            if difference != 0 { return false }
+            i &+= 64
+        }
+        while i < count {
+            // The tail byte by byte: byte i of the repeated sample is byte (i mod bytesPerSample) of the word.
+            let expected = UInt8(truncatingIfNeeded: word &>> UInt64((i % bytesPerSample) &* 8))
+            if unsafe s.load(fromByteOffset: i, as: UInt8.self) != expected { return false }
+            i &+= 1
+        }
+        return true
+    }
+
     /// LZ4 is tried when at least 1/divisor of the residual blocks are zero.
     static let lz4ZeroBlockDivisor = 4
 
@@ -380,22 +440,7 @@ enum ComponentCodec {
         blocks: Int,
         into alt: UnsafeMutableRawPointer
     ) -> Int {
-        let words = rowBytes &>> 3
-        guard rows > 1, words > 0 else { return 0 }
-        // Every fourth row is enough to tell screen content from photographs.
-        var equal = 0
-        var sampled = 0
-        for y in stride(from: 1, to: rows, by: 4) {
-            sampled &+= words
-            let row = unsafe s + y &* rowBytes
-            let above = unsafe row - rowBytes
-            for i in 0..<words {
-                let a = unsafe above.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
-                let b = unsafe row.loadUnaligned(fromByteOffset: i &<< 3, as: UInt64.self)
-                equal &+= a == b ? 1 : 0
-            }
-        }
-        guard equal &* 2 >= sampled else { return 0 }
+        guard unsafe looksLikeScreen(s, rowBytes: rowBytes, rows: rows) else { return 0 }
         let rawBytes = rowBytes &* rows
         let written = unsafe LZ4Block.compress(s, count: rawBytes, into: alt, capacity: rawBytes &- 1)
         guard written > 0 else { return Int.max }

@@ -24,7 +24,7 @@
         var chunk = worker
         while chunk < chunkCount {
             var cursor = unsafe starts[chunk]
-            var above = TileCodec.AboveDictionaries()
+            var above = unsafe TileCodec.AboveDictionaries(zstd: scratch.zstd(worker))
             for t in unsafe firsts[chunk]..<firsts[chunk + 1] {
                 unsafe TileCodec.encodeTile(
                     grid,
@@ -73,7 +73,11 @@
         else { return }
         let first = tiles.lowerBound + tiles.count * worker / workers
         let end = tiles.lowerBound + tiles.count * (worker + 1) / workers
-        var inner = TileCodec.InnerPayloads(enabled: keepsInnerPayloads, areaPayloads: innerAreaPayloads)
+        var inner = unsafe TileCodec.InnerPayloads(
+            enabled: keepsInnerPayloads,
+            areaPayloads: innerAreaPayloads,
+            zstd: scratch.zstd(worker)
+        )
         defer { unsafe tallies[worker] = inner.tally }
         // The payload checksums of this worker's next entries are computed a batch at a time, several at once.
         PayloadChecksums.withChecksums(verifies: verifyChecksums, limit: end * grid.componentCount) { checksums in

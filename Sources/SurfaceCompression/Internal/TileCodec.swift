@@ -1,4 +1,4 @@
-/// The compressed surface layout (versions 1 to 6) and the tile-parallel encoder and decoder over raw memory.
+/// The compressed surface layout (versions 1 to 8) and the tile-parallel encoder and decoder over raw memory.
 ///
 /// docs/COMPRESSED-LAYOUT.md is the full specification. Header, all integers little-endian:
 ///
@@ -416,7 +416,7 @@ enum TileCodec {
         let scratch = unsafe workspace.scratch(workers: workers, byteCount: encodeScratchByteCount(grid))
         if chunkCount == 1 {
             var cursor = grid.payloadStart
-            var above = AboveDictionaries()
+            var above = unsafe AboveDictionaries(zstd: scratch.zstd(0))
             for t in 0..<tileCount {
                 unsafe encodeTile(
                     grid,
@@ -502,10 +502,13 @@ enum TileCodec {
     /// packed mode and size of its inner payload, held in the worker's dictionary areas (0: none).
     struct AboveDictionaries {
         var counts: InlineArray<4, Int> = .init(repeating: 0)
+        /// The worker's zstd contexts (``ScratchAreas/zstd(_:)``).
+        var zstd: ZstdContexts
     }
 
     /// Scratch slots: 0..<4 components, 4 and 7 residuals, 5 packed output, 6 alternative output; after the 8
-    /// slots, liblz4's HC state, then (grids that use Up modes) the dictionary areas of ``AboveDictionaries``.
+    /// slots, liblz4's HC state, then (grids that use Up modes) the dictionary areas of ``AboveDictionaries``. The
+    /// worker's zstd contexts (layout version 8 at effort fast) come with `above`.
     static func encodeTile(
         _ grid: TileGrid,
         tile: Int,
@@ -536,7 +539,39 @@ enum TileCodec {
             let extent = grid.componentExtent(tile: tile, component: c)
             let samples = unsafe scratch + c * stride
             var choice: ComponentCodec.Choice
-            if grid.format.bytesPerSample == 1 {
+            let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
+            // Layout version 8, effort fast: a component that looks like screen content (most 8-byte words equal the
+            // word above) is stored as one zstd frame of its samples when that is smaller than raw, and nothing else
+            // is tried; photographs, and screen components zstd cannot shrink, take the modes below.
+            var zstdWritten = 0
+            if grid.encodesZstd,
+                unsafe ComponentCodec.looksLikeScreen(
+                    UnsafeRawPointer(samples),
+                    rowBytes: rawBytes / extent.height,
+                    rows: extent.height,
+                    allowsLeft: true
+                ),
+                unsafe !ComponentCodec.isSolid(
+                    UnsafeRawPointer(samples),
+                    count: rawBytes,
+                    bytesPerSample: grid.format.bytesPerSample
+                )
+            {
+                zstdWritten = unsafe ZstdFrame.compress(
+                    samples,
+                    count: rawBytes,
+                    into: alternative,
+                    capacity: rawBytes - 1,
+                    contexts: above.zstd
+                )
+            }
+            if zstdWritten > 0 {
+                unsafe choice = ComponentCodec.Choice(
+                    mode: .zstd,
+                    payload: UnsafeRawPointer(alternative),
+                    byteCount: zstdWritten
+                )
+            } else if grid.format.bytesPerSample == 1 {
                 unsafe choice = ComponentCodec.encode8(
                     samples: samples.assumingMemoryBound(to: UInt8.self),
                     width: extent.width,
@@ -562,7 +597,6 @@ enum TileCodec {
                 )
             }
             let dictionary = unsafe dictionaries + c * dictionaryStride
-            let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
             let screenLike = unsafe choice.mode == .lz4 || choice.mode.innerMode != nil && choice.triedPackedLZ4
             if usesAbove, above.counts[c] > 0, screenLike, unsafe choice.byteCount > 1 {
                 // The samples through LZ4 with the tile above's inner payload as dictionary, into slot 7 (free: no
@@ -626,9 +660,11 @@ enum TileCodec {
                     }
                 }
             }
-            // Keep this tile's inner payload (its packed payload, or its samples) for the tile below.
+            // Keep this tile's inner payload (its packed payload, or its samples) for the tile below. Not a zstd
+            // tile's (layout version 8, effort fast): the tile below is zstd too or content that fails the screen
+            // test, which the Up modes rarely help, and the copy would cost a pass over every screen component.
             above.counts[c] = 0
-            if keepsForBelow {
+            if keepsForBelow, unsafe choice.mode != .zstd {
                 if unsafe choice.mode.innerMode != nil {
                     unsafe dictionary.copyMemory(from: packed, byteCount: choice.packedByteCount)
                     above.counts[c] = unsafe choice.packedByteCount
@@ -714,6 +750,34 @@ enum TileCodec {
     /// stream gives (at most about 2.1 × the samples' bytes), 8 a private copy of a coded-literals payload
     /// (``decompressLZ4Entry(_:payload:scratch:stride:rawBytes:dictionaryCount:into:capacity:where:)``).
     static let decodeScratchSlots = 9
+
+    /// Decodes the zstd entry `e` (payload at `payload`, in the surface) into exactly `rawBytes` bytes at `output`
+    /// (its capacity): the payload is copied into private slot 5 first (libzstd is safe on hostile input, not on
+    /// input that changes while it reads; e.byteCount <= raw <= the slot), and libzstd runs in the worker's context
+    /// `contexts`. Throws `corruptPayload` unless the copy is one zstd frame that states and
+    /// decodes to exactly `rawBytes` bytes, without a dictionary, its window at most 8 MiB (§6.9).
+    static func decompressZstdEntry(
+        _ e: Entry,
+        payload: UnsafeRawPointer,
+        scratch: UnsafeMutableRawPointer,
+        stride: Int,
+        rawBytes: Int,
+        into output: UnsafeMutableRawPointer,
+        contexts: ZstdContexts,
+        where where_: () -> String
+    ) throws(CompressionError) {
+        let copy = unsafe scratch + 5 * stride
+        unsafe copy.copyMemory(from: payload, byteCount: e.byteCount)
+        guard
+            unsafe ZstdFrame.decompress(
+                UnsafeRawPointer(copy),
+                count: e.byteCount,
+                into: output,
+                rawBytes: rawBytes,
+                contexts: contexts
+            )
+        else { throw CompressionError(.corruptPayload, where_() + " (zstd)") }
+    }
 
     /// Decompresses the LZ4 block of LZ4-block entry `e` (payload at `payload`, in the surface) into `output`, at
     /// most `capacity` bytes, with the `dictionaryCount` bytes right before `output` as its dictionary (§6.5; 0 for
@@ -898,10 +962,13 @@ enum TileCodec {
         var lastTile = -1
         /// What this worker did in this call that tests check (the paths taken).
         var tally = DecodeTally()
+        /// The worker's zstd contexts (``ScratchAreas/zstd(_:)``).
+        var zstd: ZstdContexts
 
-        init(enabled: Bool, areaPayloads: Int = TileCodec.innerAreaPayloads) {
+        init(enabled: Bool, areaPayloads: Int = TileCodec.innerAreaPayloads, zstd: ZstdContexts) {
             self.enabled = enabled
             self.areaPayloads = max(1, areaPayloads)
+            self.zstd = zstd
         }
     }
 
@@ -1060,6 +1127,18 @@ enum TileCodec {
                 where: where_
             )
             if samples && count != rawBytes { count = -1 }
+        case .zstd:
+            try unsafe decompressZstdEntry(
+                e,
+                payload: payload,
+                scratch: scratch,
+                stride: stride,
+                rawBytes: rawBytes,
+                into: output,
+                contexts: inner.zstd,
+                where: where_
+            )
+            count = rawBytes
         }
         guard count > 0 else { throw CompressionError(.corruptPayload, where_() + " (lz4)") }
         inner.tiles[c] = tile
@@ -1288,6 +1367,22 @@ enum TileCodec {
                         rowStride: inPlane ? image.bytesPerRow0 : nil
                     )
                 else { throw CompressionError(.corruptPayload, where_()) }
+                if inPlane { yWrittenInPlace = true }
+            case .zstd:
+                // As for lz4: libzstd reads a private copy; the Y of a band with contiguous plane rows goes straight
+                // into the plane.
+                let inPlane = c == 0 && yRowsContiguous
+                let target = unsafe inPlane ? planeRows : slot
+                try unsafe decompressZstdEntry(
+                    e,
+                    payload: payload,
+                    scratch: scratch,
+                    stride: stride,
+                    rawBytes: n * bytesPerSample,
+                    into: target,
+                    contexts: inner.zstd,
+                    where: where_
+                )
                 if inPlane { yWrittenInPlace = true }
             case .lz4Up:
                 throw CompressionError(.corruptPayload, where_())  // has an inner payload: handled above

@@ -48,7 +48,8 @@ struct TileGrid: Hashable, Sendable {
     /// 3 (version 2 plus the packed8LZ4 mode) or 4 (version 3 plus packed10LZ4 and packed16LZ4) or 5 (version 4 plus
     /// the Up modes, whose LZ4 reaches into the tile above) or 6 (version 5 plus LZ4 blocks with Huffman-coded
     /// literals, mode byte + ``TileMode/codedLiteralsFlag``) or 7 (version 6 plus LZ4 blocks split into coded streams,
-    /// mode byte + ``TileMode/codedSequencesFlag``). The encoder encodes with ``currentLayoutVersion`` and states 2 in
+    /// mode byte + ``TileMode/codedSequencesFlag``) or 8 (version 7 plus mode ``TileMode/zstd``, a zstd frame of the
+    /// samples). The encoder encodes with ``currentLayoutVersion`` and states 2 in
     /// the header when no entry needs a later one, else the lowest that has every mode used (`TileCodec.writtenLayoutVersion`).
     let layoutVersion: Int
     /// Whether the encoder searches its LZ4 winners again with liblz4's HC search (``SurfaceCodec/Effort/best``)
@@ -56,9 +57,13 @@ struct TileGrid: Hashable, Sendable {
     /// decoder never reads it.
     var searchesHarder = false
 
+    /// Whether the encoder stores screen-like components as zstd frames (``TileMode/zstd``): layout version 8 at
+    /// effort fast.
+    var encodesZstd: Bool { layoutVersion >= TileMode.zstdLayoutVersion && !searchesHarder && ZstdFrame.isEnabled }
+
     static let headerByteCount = 64
-    static let currentLayoutVersion = 7
-    static let supportedLayoutVersions = 1...7
+    static let currentLayoutVersion = 8
+    static let supportedLayoutVersions = 1...8
     /// Bytes of one table entry.
     var entryByteCount: Int { 16 }
     /// The largest tile, in pixels; it bounds every scratch buffer.
