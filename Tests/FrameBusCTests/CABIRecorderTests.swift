@@ -48,7 +48,7 @@ import TestSupport
         #expect(written + busDrops == UInt64(published.count), "\(final), \(published.count) published")
         #expect(number("drop3") == 2, "\(final)")
 
-        var reader = try RecordingReader(path: output)
+        let reader = try RecordingReader(path: output)
         var frames = 0
         var discontinuityDrops: UInt64 = 0
         while let frame = try reader.nextFrame() {

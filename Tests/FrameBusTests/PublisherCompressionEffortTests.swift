@@ -74,7 +74,7 @@ import TestSupport
         #expect(await eventually { publisher.subscriberCount == 1 })
         // Published until the first compressed frame arrives (the encoder sheds a frame it cannot start in time).
         let arrived = await eventually {
-            if received.bytes.withLock({ $0 }) == nil { try? publisher.publish(frame) }
+            if received.bytes.withLock({ $0 }) == nil { _ = try? publisher.publish(frame) }
             return received.bytes.withLock { $0 } != nil
         }
         try #require(arrived, "no compressed frame arrived")

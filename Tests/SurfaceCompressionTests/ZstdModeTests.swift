@@ -70,19 +70,28 @@ import Testing
         #expect(surfaces[0] == surfaces[1])
     }
 
-    /// Effort best keeps the LZ4 modes and their HC search (its ratios on screen content); it never writes zstd.
-    @Test func effortBestWritesNoZstd() throws {
+    /// Effort best writes zstd frames too, at ``ZstdFrame/bestLevel``: other bytes than fast's, smaller, decoded
+    /// exactly.
+    @Test func effortBestWritesSmallerZstdFramesThanFast() throws {
         let bytes = screenBytes(.yuv420BiPlanarVideoRange8, width: 320, height: 128, seed: 11)
-        let (_, compressed, _) = try ScreenContentTests.compress(
-            bytes,
-            .yuv420BiPlanarVideoRange8,
-            width: 320,
-            height: 128,
-            layoutVersion: 8,
-            effort: .best
-        )
-        let modes = try SurfaceCodec.modeCounts(of: compressed)
-        #expect(modes["zstd"] == nil && modes["packed8LZ4", default: 0] + modes["lz4", default: 0] > 0, "\(modes)")
+        var sizes: [SurfaceCodec.Effort: Int] = [:]
+        for effort in SurfaceCodec.Effort.allCases {
+            let (_, compressed, _) = try ScreenContentTests.compress(
+                bytes,
+                .yuv420BiPlanarVideoRange8,
+                width: 320,
+                height: 128,
+                layoutVersion: 8,
+                effort: effort
+            )
+            let modes = try SurfaceCodec.modeCounts(of: compressed)
+            #expect(modes["zstd", default: 0] > 0, "\(effort): \(modes)")
+            sizes[effort] = try SurfaceCodec.bytesUsed(of: compressed)
+            let output = try PixelBuffer(width: 320, height: 128, pixelFormat: .yuv420BiPlanarVideoRange8)
+            try SurfaceCodecContext().decompress(compressed, into: output)
+            #expect(try packed(output) == bytes, "\(effort)")
+        }
+        #expect(sizes[.best]! < sizes[.fast]!, "\(sizes)")
     }
 
     // MARK: Hand-made surfaces: one 16 × 16 420v tile (Y 256 bytes, Cb and Cr 64 each, both solid)
@@ -162,6 +171,7 @@ import Testing
                     count: source.count,
                     into: $0.baseAddress!,
                     capacity: $0.count,
+                    level: 1,
                     contexts: contexts
                 )
             }

@@ -540,7 +540,7 @@ enum TileCodec {
             let samples = unsafe scratch + c * stride
             var choice: ComponentCodec.Choice
             let rawBytes = extent.width * extent.height * grid.format.bytesPerSample
-            // Layout version 8, effort fast: a component that looks like screen content (most 8-byte words equal the
+            // Layout version 8: a component that looks like screen content (most 8-byte words equal the
             // word above) is stored as one zstd frame of its samples when that is smaller than raw, and nothing else
             // is tried; photographs, and screen components zstd cannot shrink, take the modes below.
             var zstdWritten = 0
@@ -562,6 +562,7 @@ enum TileCodec {
                     count: rawBytes,
                     into: alternative,
                     capacity: rawBytes - 1,
+                    level: grid.zstdLevel,
                     contexts: above.zstd
                 )
             }

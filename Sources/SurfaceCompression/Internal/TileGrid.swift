@@ -57,9 +57,12 @@ struct TileGrid: Hashable, Sendable {
     /// decoder never reads it.
     var searchesHarder = false
 
-    /// Whether the encoder stores screen-like components as zstd frames (``TileMode/zstd``): layout version 8 at
-    /// effort fast.
-    var encodesZstd: Bool { layoutVersion >= TileMode.zstdLayoutVersion && !searchesHarder && ZstdFrame.isEnabled }
+    /// Whether the encoder stores screen-like components as zstd frames (``TileMode/zstd``): layout version 8, at
+    /// either effort (unless the bench's `FRAMEBUS_CODEC_ZSTD_LEVEL=0` asks for version 7's output).
+    var encodesZstd: Bool { layoutVersion >= TileMode.zstdLayoutVersion && ZstdFrame.isEnabled }
+
+    /// The zstd level of those frames: ``ZstdFrame/level`` (1) at effort fast, ``ZstdFrame/bestLevel`` at effort best.
+    var zstdLevel: Int { searchesHarder ? ZstdFrame.bestLevel : ZstdFrame.level }
 
     static let headerByteCount = 64
     static let currentLayoutVersion = 8
