@@ -987,7 +987,7 @@ typedef struct fb_codec_options {
      *  full-width tile whose clamped area is over 2^22 makes fb_codec_compress fail (FB_ERROR_INVALID_ARGUMENT). */
     uint32_t tile_height;
     /** How hard the encoder searches: FB_CODEC_EFFORT_FAST (0, the default) for live streams, FB_CODEC_EFFORT_BEST
-     *  (1) for offline encoding (a few percent smaller on screen content, many times slower to encode). Both write
+     *  (1) for offline encoding (smaller on screen content, several times slower to encode). Both write
      *  the same layout; the decoder does not care. Other values are refused. */
     uint32_t effort;
     /** Set to 0 (fb_codec_options_init does); reserved for fields to come, refused when not 0. */

@@ -51,12 +51,14 @@ public enum SurfaceCodec {
     /// How hard the encoder searches for the smallest payload of each tile component. The decoder does not care:
     /// both write the same layout, and a surface decodes the same whatever effort made it.
     public enum Effort: String, Hashable, Sendable, CaseIterable {
-        /// Live encoding (the default): one pass of liblz4's fast match search per candidate, the tile above as
-        /// dictionary through the same fast search. Screen content encodes at about plain LZ4's speed.
+        /// Live encoding (the default): screen-like components as zstd frames at level 1 (layout version 8), the
+        /// others (photographs) through one pass of liblz4's fast match search per candidate, the tile above as
+        /// dictionary through the same fast search.
         case fast
-        /// Offline encoding (recording, archiving): the winners searched again with liblz4's HC search (level 3;
-        /// level 9 for the tile-above dictionary modes). A few percent smaller on screen content, many times slower
-        /// to encode; photographs get the same bytes as `fast` (docs/BENCHMARKS.md).
+        /// Offline encoding (recording, archiving): screen-like components as zstd frames at level 7, the LZ4
+        /// winners searched again with liblz4's HC search (level 3; level 9 for the tile-above dictionary modes).
+        /// Smaller on screen content, several times slower to encode; photographs get the same bytes as `fast`
+        /// (docs/BENCHMARKS.md).
         case best
     }
 

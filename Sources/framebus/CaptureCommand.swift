@@ -86,7 +86,7 @@ struct CaptureCommand: AsyncParsableCommand {
     @Option(
         help: """
             How hard the encoder searches for the compressed variant: fast (the default, for live streams) or best \
-            (smaller on screen content, many times slower to encode; for recording when the interval allows).
+            (smaller on screen content, several times slower to encode; for recording when the interval allows).
             """
     )
     var effort: SurfaceCodec.Effort = .fast

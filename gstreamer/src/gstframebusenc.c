@@ -32,7 +32,7 @@ gst_framebus_enc_effort_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     {FB_CODEC_EFFORT_FAST, "Live encoding: the encoder's fast search (the default)", "fast"},
-    {FB_CODEC_EFFORT_BEST, "Offline encoding: smaller on screen content, many times slower to encode", "best"},
+    {FB_CODEC_EFFORT_BEST, "Offline encoding: smaller on screen content, several times slower to encode", "best"},
     {0, NULL, NULL},
   };
   if (g_once_init_enter (&type)) {
@@ -304,7 +304,7 @@ gst_framebus_enc_class_init (GstFramebusEncClass * klass)
   g_object_class_install_property (object_class, PROP_EFFORT,
       g_param_spec_enum ("effort", "Effort",
           "How hard the encoder searches: fast (live streams) or best (recording, archiving: smaller on screen "
-          "content, many times slower). framebusdec decodes either the same way", GST_TYPE_FRAMEBUS_ENC_EFFORT,
+          "content, several times slower). framebusdec decodes either the same way", GST_TYPE_FRAMEBUS_ENC_EFFORT,
           DEFAULT_EFFORT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (object_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",

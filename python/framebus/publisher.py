@@ -80,7 +80,7 @@ class Publisher:
     variant, encoded once per frame for every subscriber that takes it). ``buffers`` is the pool's
     (minimum, maximum) size: frames held by subscribers pin buffers, and a full pool drops frames
     (``outOfBuffers``) rather than blocking. ``effort`` is how hard the encoder of the compressed variant searches:
-    ``"fast"`` (live streams) or ``"best"`` (recorders: smaller on screen content, many times slower to encode).
+    ``"fast"`` (live streams) or ``"best"`` (recorders: smaller on screen content, several times slower to encode).
     """
 
     _handle = None  # until fb_publisher_create succeeds: close() and __del__ of a failed construction do nothing
