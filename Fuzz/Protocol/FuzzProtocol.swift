@@ -56,7 +56,7 @@ struct PublisherDriver {
         limits.maximumSubscribers = 4
         limits.maximumMonitors = 2
         limits.maximumPendingHandshakes = 8
-        limits.maximumQueuedMessages = 32
+        limits.slowSubscribers.maximumQueuedMessages = 32
         limits.maximumAnnouncedSurfaces = 3
         machine = Machine(limits: limits, streamID: 7)
     }
@@ -264,7 +264,7 @@ struct PublisherDriver {
             }
             precondition(subscriber.heldLimit <= subscriber.maximumHeldFrames, "a limit above its grant")
             precondition(subscriber.held <= subscriber.maximumHeldFrames, "holds more than its limit")
-            precondition(subscriber.queued <= machine.limits.maximumQueuedMessages + 4, "queue unbounded")
+            precondition(subscriber.queued <= machine.limits.slowSubscribers.maximumQueuedMessages + 4, "queue unbounded")
         }
     }
 }

@@ -24,7 +24,7 @@ SOURCES=(
     Protocol/WireCoding.swift Protocol/WireMessage.swift Protocol/WireMessage+Encoding.swift
     Protocol/WireMessage+Decoding.swift Protocol/WireMonitorReport.swift Protocol/WireStatus.swift
     Publisher/StateMachine/PublisherStateMachine.swift 'Publisher/StateMachine/States/*.swift'
-    'Publisher/StateMachine/Operations/*.swift' Publisher/HoldingPolicy.swift FrameBusError.swift Rings/RingLayout.swift
+    'Publisher/StateMachine/Operations/*.swift' 'Publisher/*Policy.swift' FrameBusError.swift Rings/RingLayout.swift
     Internal/LogLimiter.swift Internal/FourCC.swift Internal/Saturating.swift Internal/PeerText.swift
 )
 # Entries may be globs (quoted above, expanded here inside Sources/FrameBus).
