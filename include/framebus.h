@@ -1334,6 +1334,20 @@ fb_status fb_recorder_get_status(
 );
 
 /**
+ * Waits until the publisher's stream ended (status.stream_ended: it stopped, went away, or never came) or the
+ * recorder was stopped, for up to `timeout_ns` nanoseconds (negative: without limit), then fills *status if not NULL.
+ * A wait on the event, not a poll. Returns FB_OK when the stream ended, FB_ERROR_TIMED_OUT otherwise (the status is
+ * filled either way). Errors: FB_ERROR_INVALID_ARGUMENT for a NULL recorder. Thread-safe; any number of threads
+ * may wait.
+ */
+fb_status fb_recorder_wait(
+    fb_recorder *FB_NULLABLE recorder,
+    int64_t timeout_ns,
+    fb_recorder_status *FB_NULLABLE status,
+    fb_error *FB_NULLABLE error
+);
+
+/**
  * Stops recording: no frame is taken after this; the backlog is written, the last cluster checkpointed, and the
  * file closed with its duration, cues and drop log. Waits for the I/O thread (bounded by the backlog's size over
  * the disk's speed). Fills *final_status if not NULL. Idempotent. Errors: FB_ERROR_INVALID_ARGUMENT for a NULL

@@ -115,6 +115,11 @@ public final class Recorder: Sendable {
     /// A snapshot of the recorder's state.
     public var status: RecorderStatus { core.status() }
 
+    /// Blocks the calling thread until the publisher's stream ended (``RecorderStatus/streamEnd`` is set: it stopped,
+    /// went away, or never came) or the recorder was stopped, at most `timeout`; returns whether that happened. An
+    /// event, not a poll: for a thread of its own (or C's `fb_recorder_wait`), never Swift's cooperative pool.
+    public func waitForEnd(timeout: Duration) -> Bool { core.waitForEnd(timeout: timeout) }
+
     /// Stops recording: no frame is taken after this; the backlog is written, the last cluster checkpointed, and
     /// the file closed with its duration, cues and drop log. Idempotent; waits for the I/O thread.
     ///
@@ -122,7 +127,9 @@ public final class Recorder: Sendable {
     @discardableResult
     public func stop() -> RecorderStatus {
         subscriber.cancel()
-        return core.stop()
+        let final = core.stop()
+        core.signalEnd()
+        return final
     }
 }
 
@@ -399,6 +406,30 @@ final class RecorderCore: SubscriberDelegate, Sendable {
 
     func subscriber(_ subscriber: Subscriber, didEndWith error: FrameBusError) {
         state.withLock { $0.streamEnd = error }
+        signalEnd()
+    }
+
+    /// Signalled once, when the stream ends or the recorder stops: what ``Recorder/waitForEnd(timeout:)`` waits on.
+    /// Each waiter that takes the signal gives it back, so every waiter wakes.
+    private let end = DispatchSemaphore(value: 0)
+    private let endSignalled = Mutex(false)
+
+    /// Wakes every waiter of ``waitForEnd(timeout:)``, once.
+    func signalEnd() {
+        let first = endSignalled.withLock { signalled -> Bool in
+            defer { signalled = true }
+            return !signalled
+        }
+        if first { end.signal() }
+    }
+
+    /// Blocks until the stream ended or the recorder stopped, at most `timeout`; whether it did.
+    func waitForEnd(timeout: Duration) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let nanoseconds = max(0, min(seconds, 1 << 32)) * 1_000_000_000 + max(0, attoseconds / 1_000_000_000)
+        guard end.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .success else { return false }
+        end.signal()
+        return true
     }
 
     // MARK: The I/O thread

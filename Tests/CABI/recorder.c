@@ -4,21 +4,13 @@
  *
  * First checks that bad options are refused (a reserved field set, a NULL output path, a queue depth over 64),
  * printing "refused NAME status=S" for each. Then records the stream on PATH into OUTPUT (COMPRESSED 1: the
- * compressed variant) until the stream ends (the publisher stopped) or TIMEOUT_S seconds pass, polling
- * fb_recorder_get_status every 10 ms, stops the recorder and prints its final status:
+ * compressed variant) until the stream ends (the publisher stopped) or TIMEOUT_S seconds pass (fb_recorder_wait),
+ * stops the recorder and prints its final status:
  *   final accepted=A written=W bytes=B durable=D dropped=N drop1=..drop8= peak=P capacity=C direct=0|1
  *         ended=0|1 closed=0|1 failure=STATUS errno=E
  * then "done". Exit status 0; 2 when an fb_ call that must succeed failed (CHECK_OK).
  */
-#include <time.h>
-
 #include "common.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void refused(const char *name, const fb_recorder_options *options) {
     fb_recorder *recorder = NULL;
@@ -55,19 +47,12 @@ int main(int argc, char **argv) {
     fb_recorder *recorder = NULL;
     CHECK_OK(fb_recorder_create(&options, &recorder, &last_error));
     printf("recording\n");
-    fb_error error;
-    fb_status status;
     fb_recorder_status state;
-    const double deadline = now_seconds() + timeout;
-    for (;;) {
-        status = fb_recorder_get_status(recorder, &state, &error);
-        if (status != FB_OK) {
-            printf("status failed %s: %s\n", fb_status_name(status), error.message);
-            return 1;
-        }
-        if (state.stream_ended || state.closed || now_seconds() > deadline) break;
-        struct timespec pause = {0, 10 * 1000 * 1000};
-        nanosleep(&pause, NULL);
+    /* Until the stream ends (the publisher stopped), at most TIMEOUT_S seconds: a wait on the event. */
+    fb_status status = fb_recorder_wait(recorder, (int64_t)(timeout * 1e9), &state, &last_error);
+    if (status != FB_OK && status != FB_ERROR_TIMED_OUT) {
+        printf("wait failed %s: %s\n", fb_status_name(status), last_error.message);
+        return 1;
     }
     CHECK_OK(fb_recorder_stop(recorder, &state, &last_error));
     printf("final accepted=%llu written=%llu bytes=%llu durable=%llu dropped=%llu",

@@ -2,9 +2,8 @@
 
     import framebus
     with framebus.Recorder("/run/user/1000/framebus/camera.sock", "take1.mkv") as recorder:
-        while not recorder.status.stream_ended:
+        while not recorder.wait(timeout=1):               # True once the stream ended
             print(recorder.status.remaining_seconds, recorder.status.backlog_bytes)
-            time.sleep(1)
     # closed: recorder.status.frames_written frames, every other frame in recorder.status.drops
 
 The same recorder as ``framebus record`` (docs/RECORDING.md): every frame the publisher sends, raw or in the
@@ -116,6 +115,7 @@ def _library() -> ctypes.CDLL:
         "fb_recorder_options_init": (None, [ctypes.POINTER(_Options)]),
         "fb_recorder_create": (ctypes.c_int32, [ctypes.POINTER(_Options), ctypes.POINTER(P), E]),
         "fb_recorder_get_status": (ctypes.c_int32, [P, ctypes.POINTER(_Status), E]),
+        "fb_recorder_wait": (ctypes.c_int32, [P, ctypes.c_int64, ctypes.POINTER(_Status), E]),
         "fb_recorder_stop": (ctypes.c_int32, [P, ctypes.POINTER(_Status), E]),
         "fb_recorder_destroy": (None, [P]),
     }
@@ -168,6 +168,19 @@ class Recorder:
         status, error = _Status(), _native.Error()
         _native.check(self._lib.fb_recorder_get_status(self._handle, ctypes.byref(status), ctypes.byref(error)), error)
         return RecorderStatus._from(status)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks (the GIL released) until the publisher's stream ended or the recorder stopped, at most ``timeout``
+        seconds (None: without limit); returns whether it did. A wait on the event, not a poll."""
+        if self._final is not None:
+            return True
+        status, error = _Status(), _native.Error()
+        nanoseconds = -1 if timeout is None else max(0, int(timeout * 1e9))
+        result = self._lib.fb_recorder_wait(self._handle, nanoseconds, ctypes.byref(status), ctypes.byref(error))
+        if result == 8:  # FB_ERROR_TIMED_OUT
+            return False
+        _native.check(result, error)
+        return True
 
     def stop(self) -> RecorderStatus:
         """Stops recording: the backlog is written and the file closed. Returns the final status. Idempotent."""

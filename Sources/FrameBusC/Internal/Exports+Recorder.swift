@@ -127,6 +127,26 @@ public func fbRecorderGetStatus(
     }
 }
 
+/// `fb_recorder_wait`.
+@_cdecl("fb_recorder_wait")
+public func fbRecorderWait(
+    _ recorder: OpaquePointer?,
+    _ timeoutNanoseconds: Int64,
+    _ status: UnsafeMutablePointer<fb_recorder_status>?,
+    _ error: UnsafeMutablePointer<fb_error>?
+) -> fb_status {
+    unsafe boundary(error) { () throws(ABIError) in
+        let function = "fb_recorder_wait"
+        guard let recorder = unsafe recorder else { throw .null("recorder", in: function) }
+        let handle = unsafe Handle.borrow(recorder, as: Recorder.self)
+        // Negative: no limit (a century stands for it).
+        let limit: Duration = timeoutNanoseconds < 0 ? .seconds(3_153_600_000) : .nanoseconds(timeoutNanoseconds)
+        let ended = handle.waitForEnd(timeout: limit)
+        if let status = unsafe status { unsafe status.pointee = cStatus(handle.status) }
+        guard ended else { throw ABIError(.timedOut, "\(function): the stream did not end in time") }
+    }
+}
+
 /// `fb_recorder_stop`.
 @_cdecl("fb_recorder_stop")
 public func fbRecorderStop(
