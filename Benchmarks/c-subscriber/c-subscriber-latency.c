@@ -44,6 +44,9 @@ int main(int argc, char **argv) {
     }
     uint64_t *latencies = calloc((size_t)frames, sizeof(uint64_t));
     long count = 0, dropped = 0, skipped = 0;
+    // Drops by reason: latest-only delivery reports the frames it replaced as late (the library's own, never in a
+    // DROP message), the others come from the publisher's DROP messages.
+    long late = 0, outOfBuffers = 0, discontinuity = 0, workFellBehind = 0;
     uint64_t cpuStart = 0;
     while (count < frames) {
         fb_event event;
@@ -53,7 +56,16 @@ int main(int argc, char **argv) {
             return 1;
         }
         const uint64_t now = nanoseconds(CLOCK_MONOTONIC);
-        if (event.type == FB_EVENT_DROP) dropped += (long)event.drop.frame_count;
+        if (event.type == FB_EVENT_DROP) {
+            const long frames = (long)event.drop.frame_count;
+            dropped += frames;
+            switch (event.drop.reason) {
+            case FB_DROP_FRAME_WAS_LATE: late += frames; break;
+            case FB_DROP_OUT_OF_BUFFERS: outOfBuffers += frames; break;
+            case FB_DROP_DISCONTINUITY: discontinuity += frames; break;
+            case FB_DROP_WORK_FELL_BEHIND: workFellBehind += frames; break;
+            }
+        }
         if (event.type == FB_EVENT_END) {
             fprintf(stderr, "the stream ended: %s\n", event.end_message);
             return 1;
@@ -70,9 +82,10 @@ int main(int argc, char **argv) {
     }
     const uint64_t cpu = nanoseconds(CLOCK_PROCESS_CPUTIME_ID) - cpuStart;
     qsort(latencies, (size_t)count, sizeof(uint64_t), compare);
-    printf("frames %ld  p50 %.1f us  p99 %.1f us  max %.1f us  subscriber CPU %.1f us/frame  dropped %ld\n", count,
-           latencies[count / 2] / 1e3, latencies[count * 99 / 100] / 1e3, latencies[count - 1] / 1e3,
-           cpu / 1e3 / (double)count, dropped);
+    printf("frames %ld  p50 %.1f us  p99 %.1f us  max %.1f us  subscriber CPU %.1f us/frame  dropped %ld  "
+           "frameWasLate %ld  outOfBuffers %ld  discontinuity %ld  workFellBehind %ld\n",
+           count, latencies[count / 2] / 1e3, latencies[count * 99 / 100] / 1e3, latencies[count - 1] / 1e3,
+           cpu / 1e3 / (double)count, dropped, late, outOfBuffers, discontinuity, workFellBehind);
     fb_subscriber_destroy(subscriber);
     free(latencies);
     return 0;
