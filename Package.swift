@@ -177,7 +177,7 @@ let package = Package(
         // Compiles Tests/CABI/*.c with `cc` against include/framebus.h and libFrameBusC.so, and runs them as processes.
         .testTarget(
             name: "FrameBusCTests",
-            dependencies: ["FrameBusC", "FrameBusRecording", "CFrameBusABI", "TestSupport"]
+            dependencies: ["FrameBusC", "FrameBusRecording", "FrameBusTesting", "CFrameBusABI", "TestSupport"]
         ),
     ]
 )

@@ -29,19 +29,10 @@ import Foundation
 //   always, so subscribers that asked for STATUS see nominal (no frame yet, no cost), then serious [bus] once frames
 //   flow (within a window or two), through the real STATUS path. Frames carry a duration of 1/fps.
 import FrameBus
+import FrameBusTesting
 import Glibc
 import ImageSources
 import Synchronization
-
-/// FNV-1a, 64-bit.
-func fnv1a(_ bytes: [UInt8]) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in bytes {
-        hash ^= UInt64(byte)
-        hash = hash &* 0x100_0000_01b3
-    }
-    return hash
-}
 
 /// The hash of a frame's image (decoded first if compressed).
 func frameHash(_ buffer: PixelBuffer) throws -> UInt64 {

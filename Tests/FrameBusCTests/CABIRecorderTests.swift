@@ -1,5 +1,6 @@
 import Foundation
 import FrameBusRecording
+import FrameBusTesting
 import Testing
 import TestSupport
 
@@ -59,15 +60,5 @@ import TestSupport
         }
         #expect(UInt64(frames) == written)
         #expect(discontinuityDrops == 2, "the recording's drop log")
-    }
-
-    /// FNV-1a 64 of `bytes` (Tests/CABI/common.h's hash_rows over a frame's packed rows).
-    func fnv1a(_ bytes: [UInt8]) -> UInt64 {
-        var hash: UInt64 = 14_695_981_039_346_656_037
-        for byte in bytes {
-            hash ^= UInt64(byte)
-            hash = hash &* 1_099_511_628_211
-        }
-        return hash
     }
 }

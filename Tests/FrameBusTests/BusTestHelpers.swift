@@ -1,4 +1,5 @@
 import Foundation
+import FrameBusTesting
 import ImageSources
 import TestSupport
 
@@ -6,16 +7,6 @@ import TestSupport
 
 /// A socket path for a test bus (TestSupport's `temporarySocketPath`).
 func temporaryBusPath(_ tag: String) -> String { temporarySocketPath(tag) }
-
-/// FNV-1a, 64-bit (the peer computes the same over the frames it receives).
-func fnv1a(_ bytes: [UInt8]) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in bytes {
-        hash ^= UInt64(byte)
-        hash = hash &* 0x100_0000_01b3
-    }
-    return hash
-}
 
 /// Fills `buffer` with frame `index` of the test pattern and returns the hash of its packed bytes.
 func fillFrame(_ buffer: PixelBuffer, index: Int) throws -> UInt64 {

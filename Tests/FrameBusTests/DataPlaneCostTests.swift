@@ -1,4 +1,5 @@
 import Foundation
+import FrameBusTesting
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import FrameBusTesting
 import Glibc
 import SystemPackage
 import TestSupport
