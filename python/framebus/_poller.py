@@ -194,7 +194,7 @@ class NativeSubscriber(Subscriber):
         self._info_ref = ctypes.byref(self._info)
         # Held by the thread inside fb_subscriber_next_event: close() waits for it to leave before destroying.
         self._calling = threading.Lock()
-        self._lock, self._unlock = self._calling.acquire, self._calling.release
+        self._enter_call, self._leave_call = self._calling.acquire, self._calling.release
         self._pinned = __import__("weakref").WeakSet()
         self._warned_pinned = False
         self._ended: EndOfStream | None = None
@@ -257,7 +257,7 @@ class NativeSubscriber(Subscriber):
             # its description comes with it, and its received time is read first, before any other work.
             first = _SLICE_NS if timeout is None or timeout >= 0.25 else max(0, int(timeout * 1e9))
             next_info = self._next_info
-            self._lock()
+            self._enter_call()
             try:
                 if self._closed:
                     status = STATUS_CLOSED
@@ -267,7 +267,7 @@ class NativeSubscriber(Subscriber):
                 else:
                     status = self._next(self._handle, first, self._event_ref, self._error_ref)
             finally:
-                self._unlock()
+                self._leave_call()
             if status == 0:
                 if next_info is not None and self._event.type == EVENT_FRAME:
                     return self._frame(received)
