@@ -932,6 +932,44 @@ fb_status fb_publisher_get_statistics(
 );
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* One call per frame, for bindings                                                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* What a pair of the calls above does, in one call: for bindings whose every foreign call costs (Python's ctypes,
+ * where a call, its argument conversions and a hand-off of the interpreter's lock cost microseconds), on the paths
+ * taken once per frame. Compatible additions (FB_ABI_VERSION stays 2): look them up before use to support older
+ * libraries. */
+
+/**
+ * fb_subscriber_next_event and, when the event is a frame, fb_frame_get_info of that frame, in one call. Waits and
+ * returns exactly as fb_subscriber_next_event (same statuses, same *event); when *event is FB_EVENT_FRAME, *info holds the frame's
+ * description as fb_frame_get_info gives it (its pointers valid until fb_frame_release); for any other outcome
+ * *info is left as it was. `info` may not be NULL (FB_ERROR_INVALID_ARGUMENT, nothing waited for).
+ * Thread safety: as fb_subscriber_next_event.
+ */
+fb_status fb_subscriber_next_event_info(
+    fb_subscriber *FB_NULLABLE subscriber,
+    int64_t timeout_ns,
+    fb_event *FB_NULLABLE event,
+    fb_frame_info *FB_NULLABLE info,
+    fb_error *FB_NULLABLE error
+);
+
+/**
+ * fb_publisher_acquire_buffer_timeout and fb_buffer_get_info of the buffer in one call. Waits and returns as
+ * fb_publisher_acquire_buffer_timeout (0: do not wait; negative: without limit); on FB_OK, *out_buffer is yours as
+ * there and *info describes it as fb_buffer_get_info does; on failure neither is written. `info` may not be NULL
+ * (FB_ERROR_INVALID_ARGUMENT, nothing acquired). Thread-safe.
+ */
+fb_status fb_publisher_acquire_buffer_info(
+    fb_publisher *FB_NULLABLE publisher,
+    int64_t timeout_ns,
+    fb_buffer *FB_NULLABLE *FB_NULLABLE out_buffer,
+    fb_buffer_info *FB_NULLABLE info,
+    fb_error *FB_NULLABLE error
+);
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Codec                                                                                                        */
 /* ------------------------------------------------------------------------------------------------------------ */
 

@@ -139,6 +139,14 @@ static void check_arguments(void) {
     EXPECT(fb_frame_get_info(NULL, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL frame");
     EXPECT(fb_frame_dup_fd(NULL, NULL) == -1, "NULL frame fd");
     EXPECT(fb_publisher_report_drops(NULL, 1, 1, NULL, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT, "NULL publisher");
+    fb_frame_info frame_info;
+    EXPECT(fb_subscriber_next_event_info(NULL, 0, &event, &frame_info, &error) == FB_ERROR_INVALID_ARGUMENT,
+           "NULL subscriber (next_event_info)");
+    fb_buffer *no_buffer = NULL;
+    fb_buffer_info buffer_info;
+    EXPECT(fb_publisher_acquire_buffer_info(NULL, 0, &no_buffer, &buffer_info, NULL) == FB_ERROR_INVALID_ARGUMENT &&
+               no_buffer == NULL,
+           "NULL publisher (acquire_buffer_info)");
     EXPECT(fb_subscriber_is_connected(NULL) == 0, "NULL connected");
     fb_subscriber_destroy(NULL);
     fb_subscriber_interrupt(NULL);
@@ -200,6 +208,19 @@ static void check_timeouts_and_interrupts(void) {
     EXPECT(waited >= 40000000, "returned after %lld ns, before its timeout", (long long)waited);
     status = fb_subscriber_next_event(subscriber, 0, &event, NULL);
     EXPECT(status == FB_ERROR_TIMED_OUT, "poll gave %s", fb_status_name(status));
+    /* The one-call form: a NULL info is refused before any wait; a wait that times out leaves *info as it was. */
+    fb_frame_info info;
+    memset(&info, 0xA5, sizeof info);
+    start = now_ns();
+    status = fb_subscriber_next_event_info(subscriber, 10000000000LL, &event, NULL, NULL);
+    EXPECT(status == FB_ERROR_INVALID_ARGUMENT && now_ns() - start < 5000000000LL, "NULL info gave %s",
+           fb_status_name(status));
+    status = fb_subscriber_next_event_info(subscriber, 0, &event, &info, NULL);
+    const unsigned char *bytes = (const unsigned char *)&info;
+    int untouched = 1;
+    for (size_t i = 0; i < sizeof info; i++) untouched &= bytes[i] == 0xA5;
+    EXPECT(status == FB_ERROR_TIMED_OUT && event.type == FB_EVENT_NONE && untouched, "next_event_info poll gave %s",
+           fb_status_name(status));
     int ended = 0;
     for (int i = 0; i < 300 && !ended; i++) {
         status = fb_subscriber_next_event(subscriber, 100000000, &event, NULL);
@@ -280,6 +301,18 @@ static void check_publisher(void) {
     EXPECT(status == FB_ERROR_TIMED_OUT && third == NULL, "timed acquire: %s", fb_status_name(status));
     int64_t acquire_waited = now_ns() - start;
     EXPECT(acquire_waited >= 90000000, "the timed acquire returned after %lld ns", (long long)acquire_waited);
+    /* The one-call form on the empty pool: the same errors, nothing written. */
+    fb_buffer_info untouched_info;
+    memset(&untouched_info, 0xA5, sizeof untouched_info);
+    status = fb_publisher_acquire_buffer_info(publisher, 0, &third, &untouched_info, NULL);
+    EXPECT(status == FB_ERROR_OUT_OF_BUFFERS && third == NULL, "third one-call acquire: %s", fb_status_name(status));
+    status = fb_publisher_acquire_buffer_info(publisher, 20000000, &third, &untouched_info, NULL);
+    EXPECT(status == FB_ERROR_TIMED_OUT && third == NULL && ((unsigned char *)&untouched_info)[0] == 0xA5 &&
+               ((unsigned char *)&untouched_info)[sizeof untouched_info - 1] == 0xA5,
+           "timed one-call acquire: %s", fb_status_name(status));
+    EXPECT(fb_publisher_acquire_buffer_info(publisher, 0, &third, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT &&
+               third == NULL,
+           "one-call acquire with a NULL info");
     discarder later = {first, 200000};
     pthread_t thread;
     pthread_create(&thread, NULL, discard_later, &later);
@@ -301,9 +334,13 @@ static void check_publisher(void) {
     memset(&publish, 0, sizeof publish);
     publish.presentation_time = (fb_time){1, 0, FB_TIME_FLAG_VALID};
     EXPECT(fb_buffer_publish(other, &publish, NULL, NULL) == FB_ERROR_INVALID_ARGUMENT, "timescale 0");
-    /* Both went back to the pool. */
+    /* Both went back to the pool (the second taken with the one-call form, described as fb_buffer_get_info does). */
     CHECK_OK(fb_publisher_acquire_buffer(publisher, &first, &last_error));
-    CHECK_OK(fb_publisher_acquire_buffer(publisher, &other, &last_error));
+    fb_buffer_info one_call_info, described_info;
+    CHECK_OK(fb_publisher_acquire_buffer_info(publisher, 0, &other, &one_call_info, &last_error));
+    CHECK_OK(fb_buffer_get_info(other, &described_info, &last_error));
+    EXPECT(memcmp(&one_call_info, &described_info, sizeof one_call_info) == 0 && one_call_info.plane_count == 2,
+           "one-call buffer info");
     uint64_t sequence = 99;
     CHECK_OK(fb_buffer_publish(first, NULL, &sequence, &last_error));
     fb_publisher_statistics statistics;

@@ -262,6 +262,28 @@ def _declare(lib: ctypes.CDLL) -> None:
     for name, (result, arguments) in signatures.items():
         function = getattr(lib, name)
         function.restype, function.argtypes = result, arguments
+    # One foreign call per frame where the library has them (added after 0.7.0): ctypes costs per call (argument
+    # conversions, the interpreter's lock let go and taken back), so the hot paths ask for what the old pairs of
+    # calls gave in one. Older libraries lack them; the callers then make the two calls (`has`).
+    optional = {
+        "fb_subscriber_next_event_info": (ctypes.c_int32, [ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(Event),
+                                                           ctypes.POINTER(FrameInfo), E]),
+        "fb_publisher_acquire_buffer_info": (ctypes.c_int32, [P, ctypes.c_int64, ctypes.POINTER(P),
+                                                              ctypes.POINTER(BufferInfo), E]),
+    }
+    for name, (result, arguments) in optional.items():
+        function = getattr(lib, name, None)
+        if function is not None:
+            function.restype, function.argtypes = result, arguments
+
+
+def has(lib: ctypes.CDLL, name: str) -> bool:
+    """Whether the loaded library exports ``name`` (an optional function of a newer library)."""
+    try:
+        getattr(lib, name)
+    except AttributeError:
+        return False
+    return True
 
 
 def status_name(status: int) -> str:

@@ -35,6 +35,8 @@ _FACTORS = ("cpu", "memory", "io", "thermal", "bus")
 # A wait without a time limit is made of slices this long, so a signal (Ctrl-C) is handled within one slice:
 # Python runs signal handlers only between bytecodes, never inside a foreign call.
 _SLICE_NS = 250_000_000
+_clock, _MONOTONIC = time.clock_gettime_ns, time.CLOCK_MONOTONIC
+_copy_info = _native.FrameInfo.from_buffer_copy
 
 Welcome = namedtuple("Welcome", "format queue_depth maximum_held_frames stream_id subscriber_id is_reconnect")
 """What the publisher granted (the library's ``fb_session``)."""
@@ -63,23 +65,34 @@ def _release(pointer: int) -> None:
 
 
 class NativeFrame(Frame):
-    """A :class:`Frame` received through the C library. Its description (``fb_frame_info``) is read once, when it
-    arrives, into private memory; the plane pointers in it lie inside the library's read-only mapping of the
-    surface, checked against the surface's size there."""
+    """A :class:`Frame` received through the C library. Its description (``fb_frame_info``) came with the event,
+    into a structure of its own (private memory); the plane pointers in it lie inside the library's read-only
+    mapping of the surface, checked against the surface's size there. Made with as little work as a frame allows
+    (a frame costs its Python objects on top of the library's work): the hold, three numbers, and the rest read from
+    the description when asked for."""
 
-    def __init__(self, subscriber: "NativeSubscriber", pointer: int):
-        self._hold = _NativeHold(pointer, subscriber._frame_release)
-        self._pinned = subscriber._pinned
-        info = self._info = _native.FrameInfo()
-        error = subscriber._error
-        status = subscriber._get_info(pointer, ctypes.byref(info), ctypes.byref(error))
-        if status != 0:
-            self._hold = None
-            _native.check(status, error)
-        self.received_time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    def __init__(self, hold: _NativeHold, pinned, info, received_time_ns: int):
+        self._hold = hold
+        self._pinned = pinned
+        self._info = info
+        self.received_time_ns = received_time_ns
         self.sequence = info.sequence
         self.publish_time_ns = info.publish_time_ns
-        self._pixel_format = _BY_CODE[info.format]  # one of the formats asked for: the library checked it
+
+    @classmethod
+    def _described(cls, subscriber: "NativeSubscriber", pointer: int) -> "NativeFrame":
+        """A frame from a bare ``fb_frame`` pointer: its description asked for with ``fb_frame_get_info`` (a
+        library without ``fb_subscriber_next_event_info``)."""
+        hold = _NativeHold(pointer, subscriber._frame_release)
+        info, error = _native.FrameInfo(), subscriber._error
+        status = subscriber._get_info(pointer, ctypes.byref(info), ctypes.byref(error))
+        if status != 0:
+            hold = None  # the frame is released now, not when the exception's traceback goes
+            _native.check(status, error)
+        return cls(hold, subscriber._pinned, info, time.clock_gettime_ns(time.CLOCK_MONOTONIC))
+
+    # The pixel format: one of the formats asked for (the library checked it).
+    _pixel_format = property(lambda self: _BY_CODE[self._info.format])
 
     # The rest of the description, read when asked for.
     surface_id = None
@@ -123,6 +136,8 @@ class NativeSubscriber(Subscriber):
     """:class:`Subscriber` over the C library (``engine="native"``): protocol version 3 with version 2 as the
     fallback, DMA-BUF surfaces accepted unless ``accepts_dma_buf=False``."""
 
+    _unexplained_drops = 0  # drops in a row with no frame between (Subscriber._explain_drops)
+
     def __init__(self, path: str | None = None, accept=("420v",), queue: int | None = None,
                  allowed_uids=None, timeout: float = 5.0, wait: bool = False, engine: str | None = None,
                  accepts_dma_buf: bool = True, wait_slice_us: int = 0, deferred: bool = False,
@@ -134,6 +149,9 @@ class NativeSubscriber(Subscriber):
         lib = self._lib = _native.library()
         self._next = lib.fb_subscriber_next_event
         self._get_info = lib.fb_frame_get_info
+        # One foreign call per event when the library has it (the event and, for a frame, its description).
+        self._next_info = lib.fb_subscriber_next_event_info if _native.has(
+            lib, "fb_subscriber_next_event_info") else None
         self._frame_release = lib.fb_frame_release
         self.path = path or default_socket_path()
         self._formats = [pixel_format(name) for name in accept]
@@ -171,8 +189,12 @@ class NativeSubscriber(Subscriber):
         self._event = _native.Event()
         self._error = _native.Error()
         self._event_ref, self._error_ref = ctypes.byref(self._event), ctypes.byref(self._error)
+        # The description of the next frame is written here; each frame keeps a copy.
+        self._info = _native.FrameInfo()
+        self._info_ref = ctypes.byref(self._info)
         # Held by the thread inside fb_subscriber_next_event: close() waits for it to leave before destroying.
         self._calling = threading.Lock()
+        self._enter_call, self._leave_call = self._calling.acquire, self._calling.release
         self._pinned = __import__("weakref").WeakSet()
         self._warned_pinned = False
         self._ended: EndOfStream | None = None
@@ -219,6 +241,8 @@ class NativeSubscriber(Subscriber):
         with self._calling:
             if self._closed:
                 return STATUS_CLOSED
+            if self._next_info is not None:
+                return self._next_info(self._handle, timeout_ns, self._event_ref, self._info_ref, self._error_ref)
             return self._next(self._handle, timeout_ns, self._event_ref, self._error_ref)
 
     # ---- events ----
@@ -229,12 +253,24 @@ class NativeSubscriber(Subscriber):
         if self._finished:
             return None
         if self._ended is None:
-            # The fast path, one call: an event that is waiting, or the first slice of the wait.
+            # The fast path, one foreign call: an event that is waiting, or the first slice of the wait; for a frame,
+            # its description comes with it, and its received time is read first, before any other work.
             first = _SLICE_NS if timeout is None or timeout >= 0.25 else max(0, int(timeout * 1e9))
-            with self._calling:
-                status = STATUS_CLOSED if self._closed else self._next(self._handle, first, self._event_ref,
-                                                                       self._error_ref)
+            next_info = self._next_info
+            self._enter_call()
+            try:
+                if self._closed:
+                    status = STATUS_CLOSED
+                elif next_info is not None:
+                    status = next_info(self._handle, first, self._event_ref, self._info_ref, self._error_ref)
+                    received = _clock(_MONOTONIC)
+                else:
+                    status = self._next(self._handle, first, self._event_ref, self._error_ref)
+            finally:
+                self._leave_call()
             if status == 0:
+                if next_info is not None and self._event.type == EVENT_FRAME:
+                    return self._frame(received)
                 event = self._convert()
                 if event is not None:
                     return event
@@ -276,12 +312,22 @@ class NativeSubscriber(Subscriber):
         self._finished = True
         return self._ended
 
+    def _frame(self, received_time_ns: int) -> NativeFrame:
+        """The frame of the event just taken with ``fb_subscriber_next_event_info``, with a copy of the description
+        the call wrote (one memcpy: cheaper than a fresh structure and its ``byref`` for the next call)."""
+        info = _copy_info(self._info)
+        if self._unexplained_drops:
+            self._unexplained_drops = 0
+        return NativeFrame(_NativeHold(self._event.frame, self._frame_release), self._pinned, info, received_time_ns)
+
     def _convert(self):
         event = self._event
         kind = event.type
         if kind == EVENT_FRAME:
+            if self._next_info is not None:
+                return self._frame(_clock(_MONOTONIC))
             self._unexplained_drops = 0
-            return NativeFrame(self, event.frame)
+            return NativeFrame._described(self, event.frame)
         if kind == EVENT_DROP:
             drop = event.drop
             dropped = Dropped(_DROP_REASONS.get(drop.reason, f"reason{drop.reason}"), drop.first_sequence,

@@ -171,7 +171,7 @@ public func fbSubscriberNextEvent(
 
 /// An event for C; a frame becomes an `fb_frame` handle the caller owns. `status` gives the publisher's latest
 /// STATUS, whose cost, frame duration and frames shed go with a pressure event.
-private func makeEvent(
+func makeEvent(
     _ event: SubscriberEvent,
     status: () -> PublisherStatus?
 ) throws(ABIError) -> fb_event {
