@@ -100,6 +100,42 @@ enum MakeSeeds {
                 }
             }
         }
+        // Screen frames at the default tile size: the encoder's taller bands (ScreenBands, 256 rows) with zstd
+        // entries, a text page whose every other line is blank so that plane 0 passes the frame's screen test.
+        var screenBandSeeds = 0
+        for (fourCC, kind) in formats {
+            let (width, height) = (64, 600)
+            var grid = TileGrid(format: CodecFormat(kind: kind), width: width, height: height, tileWidth: width,
+                tileHeight: 64)!
+            grid.choosesScreenBands = true
+            let count = grid.rawImageByteCount
+            let image = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 64)
+            let rowBytes = kind == .bgra ? width * 4 : width * grid.format.bytesPerSample
+            for i in 0..<count {
+                let x = i % rowBytes
+                let y = i / rowBytes
+                let ink = y / 10 % 2 == 0 && x % 6 < 5 && y % 10 < 7 && (x * 7 + y * 3 + y / 10) % 5 < 2
+                image.storeBytes(of: UInt8(ink ? 40 : 230), toByteOffset: i, as: UInt8.self)
+            }
+            let planes = ImagePlanes(
+                plane0: image,
+                bytesPerRow0: rowBytes,
+                plane1: kind == .bgra ? image : image + rowBytes * height,
+                bytesPerRow1: rowBytes
+            )
+            let bands = ScreenBands.grid(grid, for: planes)
+            let output = UnsafeMutableRawPointer.allocate(byteCount: grid.maximumByteCount, alignment: 64)
+            let used = TileCodec.encode(bands, baseFourCC: fourCC, from: planes, into: output, threads: 1)
+            if bands.usesScreenBands && output.load(fromByteOffset: 24, as: UInt32.self) == UInt32(ScreenBands.rows) {
+                screenBandSeeds += 1
+            }
+            let file = fopen("\(directory)/seed\(index)", "wb")!
+            fwrite(output, 1, used, file)
+            fclose(file)
+            index += 1
+            image.deallocate()
+            output.deallocate()
+        }
         // The screen-like seeds must exercise packed8LZ4 (version 3) for the 8-bit formats and packed10LZ4 or
         // packed16LZ4 (version 4) for the 16-bit ones.
         // Version 5 seeds carry Up entries (the banded screen-like images); version 8 seeds zstd entries (the screen-like
@@ -107,10 +143,11 @@ enum MakeSeeds {
         print(
             "\(index) seeds, \(version3Seeds) of layout version 3, \(version4Seeds) of layout version 4, "
                 + "\(version5Seeds) of layout version 5, \(version6Seeds) of layout version 6 (coded literals), "
-                + "\(version7Seeds) of layout version 7 (coded sequences), \(version8Seeds) of layout version 8 (zstd)"
+                + "\(version7Seeds) of layout version 7 (coded sequences), \(version8Seeds) of layout version 8 (zstd), "
+                + "\(screenBandSeeds) in 256-row screen bands"
         )
         if version3Seeds == 0 || version4Seeds == 0 || version5Seeds == 0 || version6Seeds == 0 || version7Seeds == 0
-            || version8Seeds == 0
+            || version8Seeds == 0 || screenBandSeeds != formats.count
         {
             exit(1)
         }

@@ -234,6 +234,9 @@ enum RaceDecoder {
             (0x3432_3076, .yuv8, 256, 64, 256, 32, true),  // 420v
             (0x4247_5241, .bgra, 128, 64, 128, 32, true),  // BGRA
             (0x7834_3230, .yuv16, 256, 128, 256, 16, true),  // x420
+            // The taller bands the encoder writes screen frames in at the default tile size (ScreenBands).
+            (0x3432_3076, .yuv8, 128, 600, 128, 256, true),  // 420v
+            (0x4247_5241, .bgra, 64, 600, 64, 256, true),  // BGRA
         ]
         let share = seconds / Double(cases.count + zstdCases.count)
         var codedEntries = 0

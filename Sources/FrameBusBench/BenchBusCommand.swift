@@ -48,7 +48,8 @@ package struct BenchBusCommand: ParsableCommand {
             fanout counts woken with no \
             frame: an eventfd per subscriber, and one futex broadcast), gst-zerocopy, gst-copy, iceoryx2-py (Python \
             bindings: Python's overhead is on its side), framebus-python (a subscriber written in Python: the \
-            framebus package as --python imports it).
+            framebus package as --python imports it), framebus-compressed-screen (a screen-content publisher whose \
+            one subscriber accepts only the compressed variant: the encode on the publisher's encode thread).
             """
     )
     var transports: String =
@@ -146,6 +147,10 @@ package struct BenchBusCommand: ParsableCommand {
         for (transport, delivery) in deliveries where transportList.contains(transport) {
             results += try measureDelivery(channel, transport: transport, delivery: delivery, base: base,
                 cases: caseList, rates: rateList)
+        }
+        // Screen content through the compressed variant: the encode on the publisher's encode thread, in the path.
+        if transportList.contains(Self.compressedScreen) {
+            results += try measureCompressedScreen(channel, base: base, cases: caseList, rates: rateList)
         }
         // A FrameBus subscriber written in Python (the package as `--python` imports it) against the same publisher.
         if transportList.contains(PythonBusPeer.transport) {
@@ -835,9 +840,11 @@ final class BenchPeer: SubscriberDelegate, @unchecked Sendable {
                 }
                 try reply(try makeReport())
             case "bus":
+                // "bus PATH DELIVERY compressed": the compressed variants only (framebus-compressed-screen).
+                let compressedOnly = words.count > 3 && words[3] == "compressed"
                 var configuration = Subscriber.Configuration(
                     path: words[1],
-                    acceptedFormats: PixelFormat.all,
+                    acceptedFormats: compressedOnly ? PixelFormat.all.filter(\.isCompressed) : PixelFormat.all,
                     delivery: .queue(depth: 16)
                 )
                 configuration.connectTimeout = .seconds(10)

@@ -43,8 +43,12 @@ public enum SurfaceCodec {
             self.height = height
         }
 
-        /// The default: full-width bands of 64 rows (measured: the best ratio on photographs and screen content
-        /// of the geometries tried, and a tile row small enough to stay in L2 when streamed).
+        /// The default: full-width bands of 64 rows (measured: the best ratio on photographs of the geometries
+        /// tried, and a tile row small enough to stay in L2 when streamed). With this tile size, and only with it,
+        /// the encoder writes a frame that looks like screen content in taller bands (256 rows, at most 2^22 pixels
+        /// a band), whose zstd frames find the repeats of text and documents further up the screen; the tile size
+        /// is in the surface's header, so decoders need nothing new. A frame is never larger than
+        /// ``SurfaceCodec/maximumCompressedByteCount(width:height:format:tileSize:)`` of this size.
         public static let `default` = TileSize(width: nil, height: 64)
     }
 
@@ -127,6 +131,7 @@ public enum SurfaceCodec {
             )
         else { throw CompressionError(.invalidArgument, op + ": \(width)x\(height), tiles \(tileSize)") }
         grid.searchesHarder = effort == .best
+        grid.choosesScreenBands = tileSize == .default
         return grid
     }
 

@@ -105,7 +105,10 @@ enum CodecDriver {
         defer { PixelBufferAccess.unlock(destination, readOnly: false) }
         return try unsafe PixelBufferAccess.withPlanes(of: source, writable: false, op) {
             (planes) throws(CompressionError) -> Int in
-            unsafe destination.surface.withUnsafeMutableBytes { (bytes: UnsafeMutableRawBufferPointer) -> Int in
+            // A screen frame at the default tile size gets taller bands (fewer entries: the surface's
+            // maximumByteCount for `grid`, checked above, bounds the taller grid's too).
+            let grid = unsafe ScreenBands.grid(grid, for: planes)
+            return unsafe destination.surface.withUnsafeMutableBytes { (bytes: UnsafeMutableRawBufferPointer) -> Int in
                 unsafe TileCodec.encode(
                     grid,
                     baseFourCC: source.pixelFormat.fourCC,

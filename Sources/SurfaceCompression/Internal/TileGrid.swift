@@ -57,6 +57,14 @@ struct TileGrid: Hashable, Sendable {
     /// decoder never reads it.
     var searchesHarder = false
 
+    /// Whether the encoder may replace this grid's tile height with ``ScreenBands/rows`` when the frame looks like
+    /// screen content (``SurfaceCodec/TileSize/default`` only: a tile size the caller named is kept). Not in the
+    /// header: the decoder reads whatever tile size the header states.
+    var choosesScreenBands = false
+    /// Whether this grid is the taller screen-band grid the encoder chose (``ScreenBands``): it then encodes no Up
+    /// entries, so its chunks are single tiles and every thread gets a share of a frame of few bands.
+    var usesScreenBands = false
+
     /// Whether the encoder stores screen-like components as zstd frames (``TileMode/zstd``): layout version 8, at
     /// either effort (unless the bench's `FRAMEBUS_CODEC_ZSTD_LEVEL=0` asks for version 7's output).
     var encodesZstd: Bool { layoutVersion >= TileMode.zstdLayoutVersion && ZstdFrame.isEnabled }
@@ -103,7 +111,7 @@ struct TileGrid: Hashable, Sendable {
 
     /// Whether the encoder tries the Up modes (a tile's LZ4 with the tile above's packed payload as dictionary):
     /// from layout version 5, on full-width bands, where the tile above is the one encoded just before.
-    var encodesTileAbove: Bool { layoutVersion >= 5 && tilesAcross == 1 && tilesDown > 1 }
+    var encodesTileAbove: Bool { layoutVersion >= 5 && tilesAcross == 1 && tilesDown > 1 && !usesScreenBands }
     var componentCount: Int { format.componentCount }
     var entryCount: Int { tileCount * componentCount }
     var payloadStart: Int { Self.headerByteCount + entryByteCount * entryCount }
