@@ -30,7 +30,7 @@ import Foundation
 //   flow (within a window or two), through the real STATUS path. Frames carry a duration of 1/fps.
 //   --bus-pressure-pulse S: real system pressure that rises and comes back down to nominal: a SystemPressurePolicy
 //   in which only the bus factor counts (its thresholds the default ones) and a hold time of 1 s. For the first S
-//   seconds after the first frame, frames say they last 10 µs, so the real work of publishing each one (measured by
+//   seconds after the first frame, frames say they last 100 ns, so the real work of publishing each one (measured by
 //   the publisher's cost meter) is far above its interval: the monitor raises the level to critical [bus]. After that
 //   they last 1/fps, the cost falls far below the interval, and the level comes down one step per hold time to
 //   nominal (the policy's hysteresis). Prints "calm" when the frames' duration changes.
@@ -255,11 +255,11 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
         let interval = UInt32(1_000_000 / fps)
         var duration =
             busPressure || pulse != nil ? MediaTime(value: 1, timescale: Int32(clamping: fps)) : .invalid
-        // The pulse: 10 µs frames until `calmAt` (set at the first frame).
+        // The pulse: 100 ns frames until `calmAt` (set at the first frame).
         var calmAt: ContinuousClock.Instant?
         if let pulse {
             calmAt = .now + .milliseconds(Int64(pulse * 1000))
-            duration = MediaTime(value: 1, timescale: 100_000)
+            duration = MediaTime(value: 1, timescale: 10_000_000)
         }
         let limit = options.int("frames", Int.max)
         var index = 0

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// System pressure coming back down, seen from C (Tests/CABI/pressure_nominal.c). The publisher is FrameBusTestPeer's
-/// `bus-publisher --bus-pressure-pulse 2`: for 2 s its frames say they last 10 µs, so its real monitor measures a real
+/// `bus-publisher --bus-pressure-pulse 4`: for 4 s its frames say they last 100 ns, so its real monitor measures a real
 /// cost far above the interval and raises the level (bus factor); then they last 20 ms, the cost falls far below
 /// the interval, and the level comes down one step per hold time (1 s) to nominal, each change a STATUS on the real
 /// socket and an FB_EVENT_SYSTEM_PRESSURE in C.
@@ -15,7 +15,7 @@ import Testing
         let publisher = try await ChildProcess(
             try CABILocations.productsDirectory().appendingPathComponent("FrameBusTestPeer"),
             ["bus-publisher", path, "--size", "64x48", "--fps", "50", "--wait-for-subscriber",
-             "--bus-pressure-pulse", "2"],
+             "--bus-pressure-pulse", "4"],
             lifeline: true,
             outputDirectory: scratch.url
         )

@@ -1,8 +1,8 @@
 """The publisher's system pressure coming back down to nominal, seen by Python (both engines) and by framebussrc.
 
-The publisher is FrameBusTestPeer's ``bus-publisher --bus-pressure-pulse 2``: a real publisher whose real pressure
-monitor counts only the bus factor (the default thresholds, a hold time of 1 s). For 2 s after its first frame its
-frames say they last 10 us, so the real work of publishing each is far above the interval and the level rises (to
+The publisher is FrameBusTestPeer's ``bus-publisher --bus-pressure-pulse 4``: a real publisher whose real pressure
+monitor counts only the bus factor (the default thresholds, a hold time of 1 s). For 4 s after its first frame its
+frames say they last 100 ns, so the real work of publishing each is far above the interval and the level rises (to
 critical); then its frames last 20 ms, the cost falls far below the interval, and the level comes down one step per
 hold time to nominal. Every change reaches the subscriber as a STATUS on the real socket."""
 
@@ -21,7 +21,7 @@ from test_native import Peer
 
 TIMEOUT = 60  # seconds: rise and return take about 5 s; the machine may be loaded
 LEVELS = ["nominal", "fair", "serious", "critical", "shutdown"]
-PULSE = ["--size", "64x48", "--fps", "50", "--wait-for-subscriber", "--bus-pressure-pulse", "2"]
+PULSE = ["--size", "64x48", "--fps", "50", "--wait-for-subscriber", "--bus-pressure-pulse", "4"]
 
 
 def check_rise_and_return(levels: list[str], factors: list[str], text) -> None:
