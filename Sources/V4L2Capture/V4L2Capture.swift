@@ -258,9 +258,10 @@ public final class V4L2Capture: Sendable {
     /// when it ended, on `CLOCK_MONOTONIC` (the ``HostClock``), so a caller can put it beside its own phases.
     public struct StartPhase: Hashable, Sendable, CustomStringConvertible {
         /// What ended: `opened`, `queried` (VIDIOC_QUERYCAP and the formats offered), `formatSet` (VIDIOC_S_FMT),
-        /// `intervalSet` (VIDIOC_S_PARM / G_PARM), `buffersRequested` (VIDIOC_REQBUFS), `buffersAllocated` (the
-        /// surfaces made, exported or imported, and prepared), `queued` (VIDIOC_QBUF of every buffer), `streaming`
-        /// (VIDIOC_STREAMON), `firstDequeued` (the first VIDIOC_DQBUF that gave a frame), `firstPublished`.
+        /// `intervalSet` (VIDIOC_S_PARM / G_PARM), `buffersRequested` (VIDIOC_REQBUFS), `firstBufferAllocated` and
+        /// `buffersAllocated` (the first and every buffer made before streaming: exported or imported, prepared),
+        /// `queued` (VIDIOC_QBUF of those buffers), `streaming` (VIDIOC_STREAMON), `firstDequeued` (the first
+        /// VIDIOC_DQBUF that gave a frame), `firstPublished`.
         public var name: String
         /// When it ended, in nanoseconds of `CLOCK_MONOTONIC`.
         public var monotonicNanoseconds: UInt64
