@@ -29,11 +29,14 @@ import Foundation
 //   always, so subscribers that asked for STATUS see nominal (no frame yet, no cost), then serious [bus] once frames
 //   flow (within a window or two), through the real STATUS path. Frames carry a duration of 1/fps.
 //   --bus-pressure-pulse S: real system pressure that rises and comes back down to nominal: a SystemPressurePolicy
-//   in which only the bus factor counts (its thresholds the default ones) and a hold time of 1 s. For the first S
+//   in which only the bus factor counts (its thresholds the default ones), a hold time and a sample interval of
+//   0.5 s. For the first S
 //   seconds after the first frame, frames say they last 100 ns, so the real work of publishing each one (measured by
 //   the publisher's cost meter) is far above its interval: the monitor raises the level to critical [bus]. After that
 //   they last 1/fps, the cost falls far below the interval, and the level comes down one step per hold time to
-//   nominal (the policy's hysteresis). Prints "calm" when the frames' duration changes.
+//   nominal (the policy's hysteresis). Prints "calm" when the frames' duration changes. S = 4 leaves three cost
+//   windows of the pulse (1 s each; the frame that ends the window after the pulse is already calm) for the monitor,
+//   which samples every 2 s at nominal, to see one with a second to spare.
 import FrameBus
 import Glibc
 import ImageSources
@@ -219,7 +222,8 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
             policy.memory = never
             policy.io = never
             policy.thermal = never
-            policy.holdTime = .seconds(1)
+            policy.holdTime = .milliseconds(500)
+            policy.sampleInterval = .milliseconds(500)
             configuration.systemPressurePolicy = policy
         } else if busPressure {
             var policy = SystemPressurePolicy()

@@ -5,7 +5,7 @@ import Testing
 /// System pressure coming back down, seen from C (Tests/CABI/pressure_nominal.c). The publisher is FrameBusTestPeer's
 /// `bus-publisher --bus-pressure-pulse 4`: for 4 s its frames say they last 100 ns, so its real monitor measures a real
 /// cost far above the interval and raises the level (bus factor); then they last 20 ms, the cost falls far below
-/// the interval, and the level comes down one step per hold time (1 s) to nominal, each change a STATUS on the real
+/// the interval, and the level comes down one step per hold time (0.5 s) to nominal, each change a STATUS on the real
 /// socket and an FB_EVENT_SYSTEM_PRESSURE in C.
 @Suite(.serialized, .timeLimit(.minutes(5))) struct CABIPressureNominalTests {
     @Test func aCSubscriberSeesTheLevelRiseWithTheBusFactorAndComeBackDownToNominal() async throws {

@@ -1,7 +1,7 @@
 """The publisher's system pressure coming back down to nominal, seen by Python (both engines) and by framebussrc.
 
 The publisher is FrameBusTestPeer's ``bus-publisher --bus-pressure-pulse 4``: a real publisher whose real pressure
-monitor counts only the bus factor (the default thresholds, a hold time of 1 s). For 4 s after its first frame its
+monitor counts only the bus factor (the default thresholds, a hold time of 0.5 s). For 4 s after its first frame its
 frames say they last 100 ns, so the real work of publishing each is far above the interval and the level rises (to
 critical); then its frames last 20 ms, the cost falls far below the interval, and the level comes down one step per
 hold time to nominal. Every change reaches the subscriber as a STATUS on the real socket."""
