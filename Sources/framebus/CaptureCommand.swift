@@ -245,7 +245,8 @@ struct CaptureCommand: AsyncParsableCommand {
                 capture.stop()
             }
             try await Task.sleep(for: .milliseconds(50))
-            if !isTraced, case let phases = capture.startPhases, phases.contains(where: { $0.name == "firstPublished" }) {
+            if !isTraced, case let phases = capture.startPhases, phases.contains(where: { $0.name == "firstPublished" })
+            {
                 isTraced = true
                 let all = (trace + phases).sorted { $0.monotonicNanoseconds < $1.monotonicNanoseconds }
                 let line = "start trace: " + all.map(\.description).joined(separator: " ") + "\n"

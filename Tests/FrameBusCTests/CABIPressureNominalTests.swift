@@ -14,8 +14,10 @@ import Testing
         let program = try await CProgram.build("pressure_nominal")
         let publisher = try await ChildProcess(
             try CABILocations.productsDirectory().appendingPathComponent("FrameBusTestPeer"),
-            ["bus-publisher", path, "--size", "64x48", "--fps", "50", "--wait-for-subscriber",
-             "--bus-pressure-pulse", "4"],
+            [
+                "bus-publisher", path, "--size", "64x48", "--fps", "50", "--wait-for-subscriber",
+                "--bus-pressure-pulse", "4",
+            ],
             lifeline: true,
             outputDirectory: scratch.url
         )

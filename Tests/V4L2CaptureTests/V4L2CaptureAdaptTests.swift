@@ -110,7 +110,9 @@ extension V4L2CaptureDeviceTests {
         // Restored: the frames published after nominal last one device interval, and the subscriber saw nominal.
         let restored = await eventually(timeout: 60) {
             log.entries.withLock { entries in
-                entries.dropFirst(back).contains { $0.durationNanoseconds == intervalNanoseconds && $0.level == .nominal }
+                entries.dropFirst(back).contains {
+                    $0.durationNanoseconds == intervalNanoseconds && $0.level == .nominal
+                }
             }
         }
         #expect(restored, "durations \(log.entries.withLock { $0.suffix(10).map(\.durationNanoseconds) })")
