@@ -76,6 +76,15 @@ package struct BenchStartCommand: ParsableCommand {
     @Option(help: "`framebus capture` arguments of the capture case (size, rate), as one string.")
     var captureArguments: String = "--size 640x360 --fps 30"
 
+    @Option(
+        help: """
+            Another `framebus` binary to run the capture case with too, alternating with this one, as NAME=PATH \
+            (rows capture-NAME), e.g. static=.build-static/release/framebus for one built with \
+            --static-swift-stdlib. Repeatable.
+            """
+    )
+    var captureExecutable: [String] = []
+
     @Option(help: "Write the results as JSON to this file.")
     var json: String?
 
@@ -100,7 +109,7 @@ package struct BenchStartCommand: ParsableCommand {
     package init() {}
 
     /// CLOCK_MONOTONIC when the process entered `main`, set there before parsing (the `process start` phase).
-    nonisolated(unsafe) static var enteredMain: UInt64 = 0
+    nonisolated(unsafe) package static var enteredMain: UInt64 = 0
 
     /// Called first thing in `main` (single-threaded then), so that a child's `process start` ends there.
     package static func noteMainEntered() { enteredMain = BenchmarkSocket.monotonicNanoseconds() }
@@ -215,7 +224,14 @@ struct StartBench {
             }
             if caseList.contains("waiting") { try measureWaiting(executable: executable) }
             if caseList.contains("crowd") { try measureCrowd(executable: executable) }
-            if caseList.contains("capture") { try measureCapture(executable: executable) }
+            if caseList.contains("capture") {
+                try measureCapture(executable: executable, name: "capture")
+                for entry in command.captureExecutable {
+                    let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+                    guard parts.count == 2 else { continue }
+                    try measureCapture(executable: URL(fileURLWithPath: parts[1]), name: "capture-" + parts[0])
+                }
+            }
             say("run \(run + 1)/\(command.runs) done")
         }
         report()
@@ -535,12 +551,12 @@ struct StartBench {
 
     // MARK: A camera's start (in the guest)
 
-    mutating func measureCapture(executable: URL) throws {
+    mutating func measureCapture(executable: URL, name: String) throws {
         guard FileManager.default.fileExists(atPath: command.device) else {
             notes.append("capture: no \(command.device) (run in the guest: scripts/guest-run)")
             return
         }
-        if let v4l2 = Self.which("v4l2-ctl") {
+        if name == "capture", let v4l2 = Self.which("v4l2-ctl") {
             let spawn = BenchmarkSocket.monotonicNanoseconds()
             let floor = try Child(
                 URL(fileURLWithPath: v4l2),
@@ -557,24 +573,43 @@ struct StartBench {
         }
         let path = base + "-capture.sock"
         unlink(path)
-        let waiting = try Child(executable, ["bench", "start", "--child", "waiting", "--path", path])
+        // The waiting subscriber is always this binary: only the capture's binary changes between the rows.
+        let waiting = try Child(try Child.ownExecutable(), ["bench", "start", "--child", "waiting", "--path", path])
         let ready = Date().addingTimeInterval(60)
         while !waiting.lines.contains("waiting"), Date() < ready, waiting.process.isRunning { usleep(1000) }
         usleep(250_000)
         let spawn = BenchmarkSocket.monotonicNanoseconds()
         let capture = try Child(
             executable,
-            ["capture", "--device", command.device, "--path", path]
+            ["capture", "--device", command.device, "--path", path, "--trace-start"]
                 + command.captureArguments.split(separator: " ").map(String.init)
         )
         waiting.waitForExit(timeout: 60)
+        // The start trace is printed within 50 ms of the first publish; wait for it (at most 10 s), then stop.
+        let traced = Date().addingTimeInterval(10)
+        while !capture.errors.contains("start trace:"), Date() < traced, capture.process.isRunning { usleep(5000) }
         capture.terminate()
         guard let phases = Self.phases(waiting), phases.error == nil else {
-            notes.append("capture: \(Self.phases(waiting)?.error ?? "no phases") \(capture.errors.prefix(300))")
+            notes.append("\(name): \(Self.phases(waiting)?.error ?? "no phases") \(capture.errors.prefix(300))")
             return
         }
-        add("capture", "capture spawn→frame", Self.milliseconds(spawn, phases.frame))
-        add("capture", "capture spawn→publish", Self.milliseconds(spawn, phases.publish))
+        add(name, "capture spawn→frame", Self.milliseconds(spawn, phases.frame))
+        add(name, "capture spawn→publish", Self.milliseconds(spawn, phases.publish))
+        // The capture's own phases (--trace-start), each from the one before it, in the order they happened.
+        guard let line = capture.errors.split(separator: "\n").first(where: { $0.hasPrefix("start trace: ") }) else {
+            notes.append("\(name): no start trace")
+            return
+        }
+        var previous = spawn
+        var previousName = "spawn"
+        for field in line.dropFirst("start trace: ".count).split(separator: " ") {
+            let pair = field.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, let time = UInt64(pair[1]), time >= previous else { continue }
+            add(name, "\(previousName)→\(pair[0])", Self.milliseconds(previous, time))
+            previous = time
+            previousName = String(pair[0])
+        }
+        add(name, "\(previousName)→subscriber's frame", Self.milliseconds(previous, phases.frame))
     }
 
     // MARK: Report

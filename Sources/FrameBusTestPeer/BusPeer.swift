@@ -28,6 +28,15 @@ import Foundation
 //   factor counts, with thresholds so low that any measured cost reaches serious. The monitor thread measures it as
 //   always, so subscribers that asked for STATUS see nominal (no frame yet, no cost), then serious [bus] once frames
 //   flow (within a window or two), through the real STATUS path. Frames carry a duration of 1/fps.
+//   --bus-pressure-pulse S: real system pressure that rises and comes back down to nominal: a SystemPressurePolicy
+//   in which only the bus factor counts (its thresholds the default ones), a hold time and a sample interval of
+//   0.5 s. For the first S
+//   seconds after the first frame, frames say they last 100 ns, so the real work of publishing each one (measured by
+//   the publisher's cost meter) is far above its interval: the monitor raises the level to critical [bus]. After that
+//   they last 1/fps, the cost falls far below the interval, and the level comes down one step per hold time to
+//   nominal (the policy's hysteresis). Prints "calm" when the frames' duration changes. S = 4 leaves three cost
+//   windows of the pulse (1 s each; the frame that ends the window after the pulse is already calm) for the monitor,
+//   which samples every 2 s at nominal, to see one with a second to spare.
 import FrameBus
 import FrameBusTesting
 import Glibc
@@ -195,7 +204,19 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
         }
         var configuration = Publisher.Configuration(path: path, formats: formats)
         let busPressure = options.flags.contains("bus-pressure")
-        if busPressure {
+        let pulse = options.values["bus-pressure-pulse"].flatMap(Double.init)
+        if let pulse {
+            guard pulse > 0, pulse <= 600 else { return 2 }
+            var policy = SystemPressurePolicy()
+            let never = SystemPressurePolicy.Thresholds(fair: nil, serious: nil, critical: nil)
+            policy.cpu = never
+            policy.memory = never
+            policy.io = never
+            policy.thermal = never
+            policy.holdTime = .milliseconds(500)
+            policy.sampleInterval = .milliseconds(500)
+            configuration.systemPressurePolicy = policy
+        } else if busPressure {
             var policy = SystemPressurePolicy()
             let never = SystemPressurePolicy.Thresholds(fair: nil, serious: nil, critical: nil)
             policy.cpu = never
@@ -227,10 +248,22 @@ func runBusPublisher(_ arguments: [String]) -> Int32 {
         }
         let fps = max(1, options.int("fps", 100))
         let interval = UInt32(1_000_000 / fps)
-        let duration = busPressure ? MediaTime(value: 1, timescale: Int32(clamping: fps)) : .invalid
+        var duration =
+            busPressure || pulse != nil ? MediaTime(value: 1, timescale: Int32(clamping: fps)) : .invalid
+        // The pulse: 100 ns frames until `calmAt` (set at the first frame).
+        var calmAt: ContinuousClock.Instant?
+        if let pulse {
+            calmAt = .now + .milliseconds(Int64(pulse * 1000))
+            duration = MediaTime(value: 1, timescale: 10_000_000)
+        }
         let limit = options.int("frames", Int.max)
         var index = 0
         while index < limit {
+            if let calm = calmAt, ContinuousClock.now >= calm {
+                calmAt = nil
+                duration = MediaTime(value: 1, timescale: Int32(clamping: fps))
+                emit("calm")
+            }
             if let buffer = try? publisher.makePixelBuffer(from: pool) {
                 try buffer.lock()
                 try pattern.fill(buffer, frameIndex: index)

@@ -9,7 +9,9 @@ import SampleBuffers
 /// - **queued**: owned by the device (after `VIDIOC_QBUF`), to be filled;
 /// - **waiting**: dequeued, not yet published (only within one turn of the capture loop);
 /// - **published**: wrapped in a pixel buffer; back to *queued* when the last reference to it (the producer's and
-///   every subscriber's, which the publisher keeps until each releases it) goes away.
+///   every subscriber's, which the publisher keeps until each releases it) goes away;
+/// - **unmade**: a slot the driver granted whose memory is not made yet (imported memory made after the first frame,
+///   ``V4L2Capture/Configuration/buffersBeforeFirstFrame``); *queued* once made and queued.
 ///
 /// Subscribers together hold at most the publisher's held-frame budget, the buffer count minus the producer's
 /// reserve (2): the device keeps at least one buffer unless the producer itself lags behind. Then, with no buffer
@@ -20,6 +22,7 @@ struct CaptureAccounting: Sendable {
         case queued
         case waiting
         case published
+        case unmade
     }
 
     /// What a dequeued buffer means for the stream.
@@ -53,11 +56,21 @@ struct CaptureAccounting: Sendable {
     /// The fewest buffers the device had queued after a dequeue.
     private(set) var lowestQueued: Int
 
-    /// All buffers start queued (the capture queues every buffer before `VIDIOC_STREAMON`).
-    init(bufferCount: Int) {
+    /// The first `made` buffers start queued (the capture queues them before `VIDIOC_STREAMON`), the others unmade.
+    init(bufferCount: Int, made: Int? = nil) {
         precondition(bufferCount > 0)
-        places = Array(repeating: .queued, count: bufferCount)
-        lowestQueued = bufferCount
+        let made = min(bufferCount, max(1, made ?? bufferCount))
+        places = Array(repeating: .queued, count: made) + Array(repeating: .unmade, count: bufferCount - made)
+        lowestQueued = made
+    }
+
+    /// The first unmade buffer, if any.
+    var nextUnmade: Int? { places.firstIndex(of: .unmade) }
+
+    /// Buffer `index` was made and queued.
+    mutating func made(index: Int) {
+        precondition(places[index] == .unmade)
+        places[index] = .queued
     }
 
     var bufferCount: Int { places.count }

@@ -84,6 +84,14 @@ public final class V4L2Capture: Sendable {
         public var devicePixelFormat: V4L2PixelFormat?
         /// The udmabuf device node for ``MemoryMode/importedMemFD``.
         public var udmabufDevicePath = "/dev/udmabuf"
+        /// With ``MemoryMode/importedMemFD``: how many of the buffers are made (memfd, udmabuf, `VIDIOC_PREPARE_BUF`)
+        /// before streaming starts (at least 3, at most ``bufferCount``); the others are made after the first frame
+        /// was published, one between frames, and queued as they are made. Making a buffer is the start's largest
+        /// cost after the process's own (docs/BENCHMARKS.md, "Time to first frame"); the device needs only a few
+        /// to deliver its first frame. The driver's buffer slots (`VIDIOC_REQBUFS`) are all asked for at once.
+        /// ``MemoryMode/deviceBuffers`` makes every buffer up front (the driver allocates them all in
+        /// `VIDIOC_REQBUFS`).
+        public var buffersBeforeFirstFrame = 4
         /// Whether the frame rate follows the publisher's ``Publisher/systemPressureState``: at serious only every
         /// second frame the device gives is published, at critical every fourth, at nominal every one again
         /// (``SystemPressurePolicy/adaptedFrameRate(nominal:current:level:)``). The others go straight back to the
@@ -246,6 +254,27 @@ public final class V4L2Capture: Sendable {
         public var lowestBuffersQueued = 0
     }
 
+    /// One step of the capture's start, for a start-up trace (`framebus capture --trace-start`): what was done and
+    /// when it ended, on `CLOCK_MONOTONIC` (the ``HostClock``), so a caller can put it beside its own phases.
+    public struct StartPhase: Hashable, Sendable, CustomStringConvertible {
+        /// What ended: `opened`, `queried` (VIDIOC_QUERYCAP and the formats offered), `formatSet` (VIDIOC_S_FMT),
+        /// `intervalSet` (VIDIOC_S_PARM / G_PARM), `buffersRequested` (VIDIOC_REQBUFS), `firstBufferAllocated` and
+        /// `buffersAllocated` (the first and every buffer made before streaming: exported or imported, prepared),
+        /// `queued` (VIDIOC_QBUF of those buffers), `streaming` (VIDIOC_STREAMON), `firstDequeued` (the first
+        /// VIDIOC_DQBUF that gave a frame), `firstPublished`.
+        public var name: String
+        /// When it ended, in nanoseconds of `CLOCK_MONOTONIC`.
+        public var monotonicNanoseconds: UInt64
+
+        /// Creates a phase (a caller's own, to put beside the capture's).
+        public init(name: String, monotonicNanoseconds: UInt64) {
+            self.name = name
+            self.monotonicNanoseconds = monotonicNanoseconds
+        }
+
+        public var description: String { "\(name)=\(monotonicNanoseconds)" }
+    }
+
     private struct State {
         var accounting: CaptureAccounting
         var framesPublished: UInt64 = 0
@@ -254,6 +283,8 @@ public final class V4L2Capture: Sendable {
         var hasRun = false
         /// ``arm()`` queued every buffer and started streaming already.
         var isArmed = false
+        /// The start's phases so far (``startPhases``).
+        var startPhases: [StartPhase] = []
     }
 
     /// The configuration it was made with.
@@ -276,7 +307,11 @@ public final class V4L2Capture: Sendable {
 
     private let device: CaptureDevice
     private let queue: V4L2Queue
-    private let buffers: [DeviceBuffer]
+    /// The buffers made so far, by index: all of them, or (imported memory) the first
+    /// ``Configuration/buffersBeforeFirstFrame`` until the capture thread makes the others after the first frame.
+    private let buffers: Mutex<[DeviceBuffer]>
+    /// What making the rest of the imported buffers needs; nil when every buffer was made at once.
+    private let unmade: UnmadeBuffers?
     private let returned: ReturnedBuffers
     private let state: Mutex<State>
 
@@ -299,22 +334,40 @@ public final class V4L2Capture: Sendable {
         let path = configuration.devicePath
         let descriptor = try Syscall.openDevice(path).mapError { V4L2CaptureError.systemCall("open(\(path))", $0) }
             .get()
+        var phases = [Self.phase("opened")]
         let device = CaptureDevice(descriptor: descriptor)
-        let negotiated = try Self.negotiate(device.descriptor, configuration)
+        let negotiated = try Self.negotiate(device.descriptor, configuration, &phases)
         self.driver = negotiated.driver
         self.card = negotiated.card
         self.format = negotiated.format
         self.isMultiplanar = negotiated.isMultiplanar
         self.device = device
-        let allocated = try Self.allocateBuffers(device.descriptor, negotiated, configuration)
+        let allocated = try Self.allocateBuffers(device.descriptor, negotiated, configuration, &phases)
         self.queue = allocated.queue
-        self.buffers = allocated.buffers
-        self.bufferCount = allocated.buffers.count
-        let granted = allocated.buffers.count
+        self.buffers = Mutex(allocated.buffers)
+        self.unmade = allocated.unmade
+        let granted = allocated.unmade?.granted ?? allocated.buffers.count
+        self.bufferCount = granted
         self.memoryMode = allocated.queue.importsDMABufs ? .importedMemFD : .deviceBuffers
         self.memoryModeReason = allocated.reason
         self.returned = try ReturnedBuffers()
-        self.state = Mutex(State(accounting: CaptureAccounting(bufferCount: granted)))
+        phases.append(Self.phase("buffersAllocated"))
+        var state = State(accounting: CaptureAccounting(bufferCount: granted, made: allocated.buffers.count))
+        state.startPhases = phases
+        self.state = Mutex(state)
+    }
+
+    /// What the start did and when, in order: the phases of ``init(configuration:)``, then those of ``arm()`` (or
+    /// of ``run(publishingTo:onFrame:)`` when it arms) and the first frame's. See ``StartPhase``.
+    public var startPhases: [StartPhase] { state.withLock { $0.startPhases } }
+
+    private static func phase(_ name: String) -> StartPhase {
+        StartPhase(name: name, monotonicNanoseconds: UInt64(clamping: HostClock.now.value))
+    }
+
+    private func notePhase(_ name: String) {
+        let phase = Self.phase(name)
+        state.withLock { $0.startPhases.append(phase) }
     }
 
     // MARK: Negotiation
@@ -328,7 +381,8 @@ public final class V4L2Capture: Sendable {
 
     private static func negotiate(
         _ fd: FileDescriptor,
-        _ configuration: Configuration
+        _ configuration: Configuration,
+        _ phases: inout [StartPhase]
     ) throws(V4L2CaptureError) -> Negotiated {
         let path = configuration.devicePath
         let capability = try Syscall.v4l2QueryCapability(fd).mapError {
@@ -379,6 +433,7 @@ public final class V4L2Capture: Sendable {
                     + "FrameBus needs \(wanted.map(\.description).joined(separator: " or "))"
             )
         }
+        phases.append(phase("queried"))
         let current = try Syscall.v4l2GetFormat(fd, queue).mapError { V4L2CaptureError.systemCall("VIDIOC_G_FMT", $0) }
             .get()
         var request = Syscall.V4L2Format()
@@ -454,7 +509,9 @@ public final class V4L2Capture: Sendable {
             sizes: set.planeImageSize.map { Int($0) },
             colorimetry: colorimetry
         )
+        phases.append(phase("formatSet"))
         format.frameInterval = try Self.negotiateInterval(fd, queue, configuration.framesPerSecond)
+        phases.append(phase("intervalSet"))
         return Negotiated(
             driver: capability.driver,
             card: capability.card,
@@ -511,15 +568,37 @@ public final class V4L2Capture: Sendable {
     }
 
     private struct Allocated {
+        init(queue: V4L2Queue, buffers: [DeviceBuffer], reason: String) {
+            self.queue = queue
+            self.buffers = buffers
+            self.reason = reason
+        }
+
+        init(queue: V4L2Queue, imported: (buffers: [DeviceBuffer], unmade: UnmadeBuffers?), reason: String) {
+            self.queue = queue
+            self.buffers = imported.buffers
+            self.unmade = imported.unmade
+            self.reason = reason
+        }
+
         var queue: V4L2Queue
         var buffers: [DeviceBuffer]
         var reason: String
+        var unmade: UnmadeBuffers? = nil
+    }
+
+    /// Imported buffers still to make after the first frame: the layout and sizes every one of them has.
+    struct UnmadeBuffers: Sendable {
+        var granted: Int
+        var layout: SurfaceLayout
+        var lengths: [Int]
     }
 
     private static func allocateBuffers(
         _ fd: FileDescriptor,
         _ negotiated: Negotiated,
-        _ configuration: Configuration
+        _ configuration: Configuration,
+        _ phases: inout [StartPhase]
     ) throws(V4L2CaptureError) -> Allocated {
         let mmap = V4L2Queue(isMultiplanar: negotiated.isMultiplanar, importsDMABufs: false)
         let udmabuf = configuration.udmabufDevicePath
@@ -528,7 +607,7 @@ public final class V4L2Capture: Sendable {
         case .deviceBuffers:
             return Allocated(
                 queue: mmap,
-                buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration),
+                buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration, &phases),
                 reason: "MMAP: asked for"
             )
         case .importedMemFD:
@@ -536,14 +615,14 @@ public final class V4L2Capture: Sendable {
             queue.importsDMABufs = true
             return Allocated(
                 queue: queue,
-                buffers: try allocateImportedBuffers(fd, queue, negotiated.format, configuration),
+                imported: try allocateImportedBuffers(fd, queue, negotiated.format, configuration, &phases),
                 reason: "udmabuf: asked for"
             )
         case .automatic:
             guard Syscall.exists(udmabuf) else {
                 return Allocated(
                     queue: mmap,
-                    buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration),
+                    buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration, &phases),
                     reason: "MMAP: \(udmabuf) absent"
                 )
             }
@@ -552,7 +631,7 @@ public final class V4L2Capture: Sendable {
             do {
                 return Allocated(
                     queue: queue,
-                    buffers: try allocateImportedBuffers(fd, queue, negotiated.format, configuration),
+                    imported: try allocateImportedBuffers(fd, queue, negotiated.format, configuration, &phases),
                     reason: "udmabuf: \(udmabuf) present and \(driver) imports DMA-BUFs"
                 )
             } catch {
@@ -561,7 +640,7 @@ public final class V4L2Capture: Sendable {
                 _ = Syscall.v4l2RequestBuffers(fd, queue, count: 0)
                 return Allocated(
                     queue: mmap,
-                    buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration),
+                    buffers: try allocateDeviceBuffers(fd, mmap, negotiated.format, configuration, &phases),
                     reason: "MMAP: the udmabuf import failed (\(error))"
                 )
             }
@@ -592,9 +671,11 @@ public final class V4L2Capture: Sendable {
         _ fd: FileDescriptor,
         _ queue: V4L2Queue,
         _ format: Format,
-        _ configuration: Configuration
+        _ configuration: Configuration,
+        _ phases: inout [StartPhase]
     ) throws(V4L2CaptureError) -> [DeviceBuffer] {
         let granted = try requestBuffers(fd, queue, configuration)
+        phases.append(phase("buffersRequested"))
         let planeCount = format.devicePixelFormat.memoryPlaneCount
         var buffers: [DeviceBuffer] = []
         for index in 0..<granted {
@@ -638,6 +719,7 @@ public final class V4L2Capture: Sendable {
                     readOnly: true
                 )
                 buffers.append(DeviceBuffer(surface: surface, imported: nil))
+                if index == 0 { phases.append(phase("firstBufferAllocated")) }
             } catch {
                 throw V4L2CaptureError(.surface, "Surface.importDMABuf(buffer \(index))", message: error.description)
             }
@@ -651,9 +733,11 @@ public final class V4L2Capture: Sendable {
         _ fd: FileDescriptor,
         _ queue: V4L2Queue,
         _ format: Format,
-        _ configuration: Configuration
-    ) throws(V4L2CaptureError) -> [DeviceBuffer] {
+        _ configuration: Configuration,
+        _ phases: inout [StartPhase]
+    ) throws(V4L2CaptureError) -> (buffers: [DeviceBuffer], unmade: UnmadeBuffers?) {
         let granted = try requestBuffers(fd, queue, configuration)
+        phases.append(phase("buffersRequested"))
         let planeCount = format.devicePixelFormat.memoryPlaneCount
         let pageSize = Syscall.pageSize
         // Each memory plane: the size the driver asks for, in whole pages (udmabuf maps pages). sizeimage is a
@@ -666,38 +750,50 @@ public final class V4L2Capture: Sendable {
             bufferLengths: lengths,
             range: format.pixelFormat.range
         )
+        // The first few now, the rest after the first frame (``Configuration/buffersBeforeFirstFrame``).
+        let now = min(Int(granted), max(3, configuration.buffersBeforeFirstFrame))
+        let unmade = UnmadeBuffers(granted: Int(granted), layout: layout, lengths: lengths)
         var buffers: [DeviceBuffer] = []
-        for index in 0..<granted {
-            let made: (surface: Surface, udmabufs: UDMABufDescriptors)
-            do {
-                made = try Surface.makeMemFDWithUDMABufs(
-                    layout: layout,
-                    name: "framebus-v4l2",
-                    descriptorPerPlane: planeCount > 1,
-                    minimumByteCounts: lengths,
-                    devicePath: configuration.udmabufDevicePath
-                )
-            } catch {
-                throw V4L2CaptureError(
-                    .surface,
-                    "Surface.makeMemFDWithUDMABufs(buffer \(index))",
-                    message: error.description
-                )
-            }
-            let buffer = DeviceBuffer(surface: made.surface, imported: made.udmabufs)
-            if case .failure(let errno) = Self.queue(
-                fd,
-                queue,
-                buffer,
-                index: Int(index),
-                planeCount: planeCount,
-                prepareOnly: true
-            ) {
-                throw V4L2CaptureError.systemCall("VIDIOC_PREPARE_BUF(DMABUF, buffer \(index))", errno)
-            }
-            buffers.append(buffer)
+        for index in 0..<now {
+            buffers.append(
+                try makeImportedBuffer(fd, queue, unmade, index: index, planeCount: planeCount, configuration)
+            )
+            if index == 0 { phases.append(phase("firstBufferAllocated")) }
         }
-        return buffers
+        return (buffers, now < Int(granted) ? unmade : nil)
+    }
+
+    /// One imported buffer: a sealed memfd surface wrapped in udmabufs, prepared in the device's slot `index`.
+    private static func makeImportedBuffer(
+        _ fd: FileDescriptor,
+        _ queue: V4L2Queue,
+        _ unmade: UnmadeBuffers,
+        index: Int,
+        planeCount: Int,
+        _ configuration: Configuration
+    ) throws(V4L2CaptureError) -> DeviceBuffer {
+        let made: (surface: Surface, udmabufs: UDMABufDescriptors)
+        do {
+            made = try Surface.makeMemFDWithUDMABufs(
+                layout: unmade.layout,
+                name: "framebus-v4l2",
+                descriptorPerPlane: planeCount > 1,
+                minimumByteCounts: unmade.lengths,
+                devicePath: configuration.udmabufDevicePath
+            )
+        } catch {
+            throw V4L2CaptureError(
+                .surface,
+                "Surface.makeMemFDWithUDMABufs(buffer \(index))",
+                message: error.description
+            )
+        }
+        let buffer = DeviceBuffer(surface: made.surface, imported: made.udmabufs)
+        let prepared = Self.queue(fd, queue, buffer, index: index, planeCount: planeCount, prepareOnly: true)
+        if case .failure(let errno) = prepared {
+            throw V4L2CaptureError.systemCall("VIDIOC_PREPARE_BUF(DMABUF, buffer \(index))", errno)
+        }
+        return buffer
     }
 
     /// Queues (or prepares) buffer `index`: an MMAP buffer by index, an imported one with its DMA-BUFs.
@@ -732,10 +828,42 @@ public final class V4L2Capture: Sendable {
         Self.queue(
             device.descriptor,
             queue,
-            buffers[index],
+            buffers.withLock { $0[index] },
             index: index,
             planeCount: format.devicePixelFormat.memoryPlaneCount
         )
+    }
+
+    /// Makes the next unmade imported buffer and queues it (after the first frame, between frames); nil when it was
+    /// made or none is left, an end reason if it could not be.
+    private func makeNextBuffer() -> EndReason? {
+        guard let unmade, let index = state.withLock({ $0.accounting.nextUnmade }) else { return nil }
+        let buffer: DeviceBuffer
+        do {
+            buffer = try Self.makeImportedBuffer(
+                device.descriptor,
+                queue,
+                unmade,
+                index: index,
+                planeCount: format.devicePixelFormat.memoryPlaneCount,
+                configuration
+            )
+        } catch {
+            return Self.ending(error)
+        }
+        // Made in index order: the slot is the next one of the list.
+        let isNext = buffers.withLock { buffers -> Bool in
+            guard buffers.count == index else { return false }
+            buffers.append(buffer)
+            return true
+        }
+        guard isNext else {
+            let error = V4L2CaptureError(.invalidArgument, "V4L2Capture", message: "buffer \(index) out of order")
+            return Self.ending(error)
+        }
+        state.withLock { $0.accounting.made(index: index) }
+        if case .failure(let errno) = queueBuffer(index) { return Self.ending(.systemCall("VIDIOC_QBUF", errno)) }
+        return nil
     }
 
     // MARK: Publishing
@@ -806,12 +934,14 @@ public final class V4L2Capture: Sendable {
 
     /// `VIDIOC_QBUF` of every buffer, then `VIDIOC_STREAMON`; nil when streaming.
     private func startStreaming() -> V4L2CaptureError? {
-        for index in 0..<bufferCount {
+        for index in 0..<buffers.withLock({ $0.count }) {
             if case .failure(let errno) = queueBuffer(index) { return .systemCall("VIDIOC_QBUF", errno) }
         }
+        notePhase("queued")
         if case .failure(let errno) = Syscall.v4l2Stream(device.descriptor, queue, on: true) {
             return .systemCall("VIDIOC_STREAMON", errno)
         }
+        notePhase("streaming")
         return nil
     }
 
@@ -859,10 +989,19 @@ public final class V4L2Capture: Sendable {
         let policy = publisher.configuration.systemPressurePolicy ?? SystemPressurePolicy()
         var decimation = 1
         var phase = 0
+        // The start trace's last two phases (``startPhases``).
+        var hasDequeued = false
+        var hasPublished = false
         while true {
             if state.withLock({ $0.isStopRequested }) { return .stopped }
+            // After the first frame, the buffers not made before it: one per turn, so frames are taken in between.
+            var isMaking = false
+            if hasPublished, unmade != nil {
+                if let end = makeNextBuffer() { return end }
+                isMaking = state.withLock { $0.accounting.nextUnmade != nil }
+            }
             let events: [Int16]
-            switch Syscall.pollReadable([fd.rawValue, returned.descriptor], timeoutMilliseconds: 1000) {
+            switch Syscall.pollReadable([fd.rawValue, returned.descriptor], timeoutMilliseconds: isMaking ? 0 : 1000) {
             case .success(let ready): events = ready
             case .failure(let errno): return Self.ending(.systemCall("poll", errno))
             }
@@ -883,6 +1022,10 @@ public final class V4L2Capture: Sendable {
                         $0.accounting.dequeued(index: Int(buffer.index), sequence: buffer.sequence)
                     }
                     waiting.append(Waiting(buffer: buffer, dequeue: dequeue))
+                    if !hasDequeued {
+                        hasDequeued = true
+                        notePhase("firstDequeued")
+                    }
                 case .failure(.resourceTemporarilyUnavailable):
                     break dequeuing
                 case .failure(.invalidArgument) where !waiting.isEmpty:
@@ -936,6 +1079,10 @@ public final class V4L2Capture: Sendable {
                 if let end = publish(entry.buffer, publisher, onFrame, &pendingDiscontinuity, lasting: decimation) {
                     return end
                 }
+                if !hasPublished {
+                    hasPublished = true
+                    notePhase("firstPublished")
+                }
                 // Between frames of a batch too: a slow batch must not keep released buffers from the device.
                 if let end = requeueReturned() { return end }
             }
@@ -965,7 +1112,8 @@ public final class V4L2Capture: Sendable {
         let returned = self.returned
         let pixelBuffer: PixelBuffer
         do {
-            pixelBuffer = try PixelBuffer(surface: buffers[index].surface, attachments: format.attachments) {
+            let surface = buffers.withLock { $0[index].surface }
+            pixelBuffer = try PixelBuffer(surface: surface, attachments: format.attachments) {
                 returned.returned(index)
             }
         } catch {

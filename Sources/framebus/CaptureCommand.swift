@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import FrameBus
+import FrameBusBench
 import Synchronization
 import V4L2Capture
 
@@ -120,6 +121,16 @@ struct CaptureCommand: AsyncParsableCommand {
     @Flag(help: "Print no per-second status.")
     var quiet = false
 
+    @Flag(
+        help: """
+            Print the start's phases once the first frame is published, on standard error: `start trace: PHASE=NS …`, \
+            CLOCK_MONOTONIC nanoseconds of main, the command line parsed, the device opened, queried, its format and \
+            interval set, buffers requested and allocated, queued, streaming, the publisher bound, the capture thread \
+            started, the first frame dequeued and published (what `framebus bench start --cases capture` splits).
+            """
+    )
+    var traceStart = false
+
     func validate() throws {
         guard UInt32(socketMode, radix: 8).map({ $0 <= 0o777 }) == true else {
             throw ValidationError("--socket-mode must be octal, e.g. 600 or 660")
@@ -157,6 +168,11 @@ struct CaptureCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // The start trace's own phases (--trace-start), beside the capture's.
+        var trace: [V4L2Capture.StartPhase] = [
+            .init(name: "main", monotonicNanoseconds: BenchStartCommand.enteredMain),
+            Self.phase("parsed"),
+        ]
         let socketPath = try SocketPathOption.resolve(path: path, name: name)
         var captureConfiguration = V4L2Capture.Configuration(devicePath: device)
         captureConfiguration.adaptsToSystemPressure = adapt
@@ -194,6 +210,18 @@ struct CaptureCommand: AsyncParsableCommand {
         // Signals first: once the socket exists, a SIGTERM must already mean "stop cleanly".
         let stopping = StopSignals.install()
         let publisher = try Publisher(configuration: configuration)
+        trace.append(Self.phase("publisherBound"))
+        // The capture loop blocks in poll(2): it gets a thread of its own, never one of the cooperative pool's.
+        let ending = Mutex<V4L2Capture.EndReason?>(nil)
+        let cpuAtStart = Self.processCPUNanoseconds()
+        let thread = Thread {
+            let end = capture.run(publishingTo: publisher) { frame in log?.record(frame) }
+            ending.withLock { $0 = end }
+        }
+        thread.name = "framebus.capture"
+        thread.start()
+        trace.append(Self.phase("threadStarted"))
+        // Said once the capture thread runs: nothing that can wait comes before the first frame.
         if !quiet {
             say(
                 "capturing \(escapedForTerminal(capture.card)) (\(capture.driver)) \(capture.format), "
@@ -207,15 +235,7 @@ struct CaptureCommand: AsyncParsableCommand {
                 + (capture.isMultiplanar ? ", multi-planar device" : "")
                 + ", 0 bytes copied per frame for \(capture.format.pixelFormat) subscribers"
         )
-        // The capture loop blocks in poll(2): it gets a thread of its own, never one of the cooperative pool's.
-        let ending = Mutex<V4L2Capture.EndReason?>(nil)
-        let cpuAtStart = Self.processCPUNanoseconds()
-        let thread = Thread {
-            let end = capture.run(publishingTo: publisher) { frame in log?.record(frame) }
-            ending.withLock { $0 = end }
-        }
-        thread.name = "framebus.capture"
-        thread.start()
+        var isTraced = !traceStart
 
         let clock = ContinuousClock()
         let start = clock.now
@@ -225,6 +245,13 @@ struct CaptureCommand: AsyncParsableCommand {
                 capture.stop()
             }
             try await Task.sleep(for: .milliseconds(50))
+            if !isTraced, case let phases = capture.startPhases, phases.contains(where: { $0.name == "firstPublished" })
+            {
+                isTraced = true
+                let all = (trace + phases).sorted { $0.monotonicNanoseconds < $1.monotonicNanoseconds }
+                let line = "start trace: " + all.map(\.description).joined(separator: " ") + "\n"
+                FileHandle.standardError.write(Data(line.utf8))
+            }
             let elapsed = Int(SubscribeCommand.seconds(clock.now - start))
             if elapsed > lastReport, !quiet {
                 lastReport = elapsed
@@ -276,6 +303,10 @@ struct CaptureCommand: AsyncParsableCommand {
             + "subscribers \(publisher.subscribers.count)  delivered \(publisher.total.delivered)  "
             + "conversions \(publisher.conversions)  "
             + "dropped \(PublishCommand.dropSummary(publisher))"
+    }
+
+    static func phase(_ name: String) -> V4L2Capture.StartPhase {
+        V4L2Capture.StartPhase(name: name, monotonicNanoseconds: UInt64(clamping: HostClock.now.value))
     }
 
     static func processCPUNanoseconds() -> UInt64 {

@@ -19,6 +19,28 @@ import Testing
         #expect(accounting.lostUpstream == 0)
     }
 
+    @Test func buffersMadeAfterTheFirstFrameJoinTheQueueOneByOneInIndexOrder() {
+        var accounting = CaptureAccounting(bufferCount: 6, made: 4)
+        #expect(accounting.bufferCount == 6)
+        #expect(accounting.queuedCount == 4)
+        #expect(accounting.lowestQueued == 4)
+        #expect(accounting.nextUnmade == 4)
+        _ = accounting.dequeued(index: 0, sequence: 0)
+        accounting.published(index: 0)
+        // An unmade slot is nobody's: a release for it is not a buffer coming back.
+        let releasedUnmade = accounting.released(index: 5)
+        #expect(!releasedUnmade)
+        accounting.made(index: 4)
+        #expect(accounting.nextUnmade == 5)
+        accounting.made(index: 5)
+        #expect(accounting.nextUnmade == nil)
+        #expect(accounting.queuedCount == 5)
+        #expect(accounting.publishedCount == 1)
+        // Asking for more than the slots, or none, makes what there is and at least one.
+        #expect(CaptureAccounting(bufferCount: 3, made: 8).queuedCount == 3)
+        #expect(CaptureAccounting(bufferCount: 3, made: 0).queuedCount == 1)
+    }
+
     @Test func aGapWhileBuffersWereQueuedIsAnUpstreamLoss() {
         var accounting = CaptureAccounting(bufferCount: 4)
         _ = accounting.dequeued(index: 0, sequence: 10)
