@@ -88,7 +88,9 @@ package struct BenchRecordCommand: ParsableCommand {
             )
             print(Self.text(rows.last!))
             for (name, extra) in [
-                ("record raw", [String]()), ("record compressed", ["--compressed"]),
+                ("record raw", [String]()),
+                ("record raw, 1 write in flight", ["--writes-in-flight", "1"]),
+                ("record compressed", ["--compressed"]),
                 ("record raw, buffered (--no-direct)", ["--no-direct"]),
             ] {
                 let seed = extra.contains("--compressed") ? compressedSeed : rawSeed

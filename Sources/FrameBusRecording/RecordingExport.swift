@@ -66,8 +66,9 @@ public enum RecordingExport {
         while true {
             let next: RecordedFrame?
             do {
-                next = try reader.nextFrame()
-            } catch  where error.code == .truncated {
+                // A compressed frame is read straight into the surface it is decoded from.
+                if let compressed { next = try reader.nextFrame(into: compressed) } else { next = try reader.nextFrame() }
+            } catch where error.code == .truncated {
                 truncation = error
                 break
             }
@@ -75,7 +76,6 @@ public enum RecordingExport {
             var bytes = frame.bytes
             if let compressed, let scratch {
                 do {
-                    try frame.copy(into: compressed, track: reader.track)
                     try codec.decompress(compressed, into: scratch)
                     try scratch.lock(.readOnly)
                     defer { try? scratch.unlock(.readOnly) }
