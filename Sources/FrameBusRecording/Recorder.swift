@@ -46,9 +46,11 @@ public final class Recorder: Sendable {
         public var checkpointInterval: Duration = .seconds(1)
         /// The largest single write, in bytes (rounded up to 4096). Default 4 MiB.
         public var writeByteCount = 4 << 20
-        /// How many writes may be in flight at once (1…16), each from its own worker thread at its own offset:
-        /// a disk (and a virtual one more so) reaches its speed only with several requests queued. Default 4.
-        public var writesInFlight = 4
+        /// How many writes may be in flight at once (1…16), each from its own worker thread at its own offset. Two
+        /// (the default) keep the next write queued at the disk while the I/O thread counts the last one; a disk
+        /// that needs a deeper queue (NVMe) may take more. Each write's latency grows with the depth
+        /// (docs/BENCHMARKS.md).
+        public var writesInFlight = 2
         /// Whether to try `O_DIRECT` (default); the recorder falls back to buffered writes where it is refused.
         public var usesDirectIO = true
         /// The queue depth asked of the publisher (1…64). Default 16.

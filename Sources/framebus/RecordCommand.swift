@@ -49,7 +49,7 @@ struct RecordCommand: AsyncParsableCommand {
     var checkpointMs: Int = 1000
 
     @Option(help: "Writes in flight at once, each from its own worker thread at its own offset (1…16).")
-    var writesInFlight: Int = 4
+    var writesInFlight: Int = 2
 
     @Option(help: "The largest single write, in MiB (1…64).")
     var writeMB: Int = 4
