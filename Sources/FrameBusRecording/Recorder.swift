@@ -510,7 +510,9 @@ final class RecorderCore: SubscriberDelegate, Sendable {
                 written += piece.count
                 latencies.append(piece.elapsed)
             }
-            if !latencies.isEmpty { noteWritten(upTo: written, latencies: latencies, oldestInFlight: inFlight.values.min()) }
+            if !latencies.isEmpty {
+                noteWritten(upTo: written, latencies: latencies, oldestInFlight: inFlight.values.min())
+            }
 
             // 2. What to write next, and whether a checkpoint is due.
             let now = Syscall.monotonicNanoseconds()

@@ -133,8 +133,12 @@ public enum RecordingExport {
             let next: RecordedFrame?
             do {
                 // A compressed frame is read straight into the surface it is decoded from.
-                if let compressed { next = try reader.nextFrame(into: compressed) } else { next = try reader.nextFrame() }
-            } catch where error.code == .truncated {
+                if let compressed {
+                    next = try reader.nextFrame(into: compressed)
+                } else {
+                    next = try reader.nextFrame()
+                }
+            } catch  where error.code == .truncated {
                 return error
             }
             guard let frame = next else { return nil }

@@ -444,7 +444,11 @@ public final class RecordingReader {
                 try buffer.surface.lock()
                 defer { try? buffer.surface.unlock() }
                 guard total <= buffer.surface.allocationSize else {
-                    throw RecordingError(.invalidArgument, op, message: "a frame of \(total) bytes for a smaller surface")
+                    throw RecordingError(
+                        .invalidArgument,
+                        op,
+                        message: "a frame of \(total) bytes for a smaller surface"
+                    )
                 }
                 unsafe buffer.surface.withUnsafeMutableBytes { surface in
                     failure = unsafe cursor.read(
@@ -470,7 +474,9 @@ public final class RecordingReader {
                 try unsafe buffer.withUnsafeMutableBytes(ofPlane: index) { destination in
                     if stride == plane.rowBytes {
                         failure = unsafe cursor.read(
-                            into: UnsafeMutableRawBufferPointer(rebasing: destination[0..<(plane.rowBytes * plane.rows)]),
+                            into: UnsafeMutableRawBufferPointer(
+                                rebasing: destination[0..<(plane.rowBytes * plane.rows)]
+                            ),
                             at: position,
                             op
                         )

@@ -8,7 +8,8 @@ import FrameBusRecording
 struct ExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write a recording as raw Matroska (compressed frames decoded, bit-exact) or FFV1 for ffmpeg and GStreamer.",
+        abstract:
+            "Write a recording as raw Matroska (compressed frames decoded, bit-exact) or FFV1 for ffmpeg and GStreamer.",
         discussion: """
             Raw (the default): each frame keeps its sequence number, timing and drop records. --ffv1: the frames \
             are encoded losslessly with FFV1 by GStreamer (gst-launch-1.0 with avenc_ffv1 from gstreamer1.0-libav, \

@@ -148,7 +148,10 @@ func exportFFV1AndDecode(_ file: URL, pixelFormat: String) async throws -> [UInt
     #expect(export.status == 0, "\(export.output)")
     let probe = try await runToEnd(
         try #require(Tools.ffprobe),
-        ["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name", "-of", "csv=p=0", exported.path],
+        [
+            "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name", "-of", "csv=p=0",
+            exported.path,
+        ],
         timeout: 60
     )
     #expect(probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == "ffv1", "\(probe.output)")

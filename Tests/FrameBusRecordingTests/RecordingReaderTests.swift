@@ -58,7 +58,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: file) }
         // A pool's buffer (rows as the pool lays them out) and one with rows padded to 128 bytes (read through the
         // reader's scratch plane, row by row).
-        let pool = try PixelBufferPool(attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8))
+        let pool = try PixelBufferPool(
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
+        )
         let pooled = try pool.makePixelBuffer()
         let padded = try PixelBuffer(
             width: 64,

@@ -66,7 +66,11 @@ extension Syscall {
 
     /// `pread(2)` of all of `destination` at `offset` (short reads are continued): true, or false at the end of
     /// the file before it was filled.
-    static func readAll(_ fd: Int32, into destination: UnsafeMutableRawBufferPointer, at offset: Int64) -> Result<
+    static func readAll(
+        _ fd: Int32,
+        into destination: UnsafeMutableRawBufferPointer,
+        at offset: Int64
+    ) -> Result<
         Bool, Errno
     > {
         var done = 0
