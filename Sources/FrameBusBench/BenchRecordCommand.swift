@@ -12,7 +12,9 @@ package struct BenchRecordCommand: ParsableCommand {
         commandName: "record",
         abstract: "Measure `framebus record` against the disk's sequential O_DIRECT write speed (same run).",
         discussion: """
-            Rows: the floor (dd oflag=direct bs=4M), `framebus record` raw and compressed and with --no-direct \
+            Rows: the floors (dd oflag=direct bs=4M of zeros; 4 MiB O_DIRECT writes of the recorded bytes from \
+            one buffer, by python3, before and after each row: the ratios are to their mean), `framebus record` raw \
+            (2 writes in flight, and 1), compressed and with --no-direct \
             (a buffered writer), each fed by `framebus play --loop --fps 0` of a one-second recording of the \
             images or pattern (as fast as the recorder takes frames) for --seconds; then, with --hog, the same rows beside a process writing a file through the page cache. \
             Each row: MB/s written, frames/s, drops, the backlog's peak, write latency p50/p99; a ratio to the floor. \
@@ -81,12 +83,12 @@ package struct BenchRecordCommand: ParsableCommand {
         }
         try makeSeed(executable: executable, output: rawSeed, compressed: false)
         try makeSeed(executable: executable, output: compressedSeed, compressed: true)
-        // The floor of the bytes recorded: the raw seed repeated to 1 GiB in memory (/dev/shm), written by dd like
-        // /dev/zero. A virtual disk can take zeros faster than data (the host detects or compresses them: on this
-        // machine 1.4–1.5 GB/s against 0.75–1.1 GB/s), so the ratio is to this floor, measured right before and after
-        // each row (the disk is shared and its speed moves from one second to the next).
-        let dataFloorSource = try makeFloorSource(seed: rawSeed)
-        defer { dataFloorSource.map { try? FileManager.default.removeItem(atPath: $0) } }
+        // The floor of the bytes recorded: 4 MiB of the raw seed in page-aligned memory, written again and again
+        // with O_DIRECT (one write at a time, like dd, but with no copy per write: dd from a file in memory is bound
+        // by its own read copy on this loaded machine, 0.7 GB/s). A virtual disk can take zeros faster than data (the
+        // host detects or compresses them), so the ratio is to this floor, measured right before and after each row
+        // (the disk is shared and its speed moves from one second to the next).
+        let dataFloorSource: URL? = rawSeed
         for withHog in hog ? [false, true] : [false] {
             let hogProcess = withHog ? try startHog() : nil
             defer { hogProcess?.terminate() }
@@ -100,11 +102,11 @@ package struct BenchRecordCommand: ParsableCommand {
                 )
             )
             print(Self.text(rows.last!))
-            var dataFloor = try dataFloorSource.map { try measureFloor(source: $0) }
+            var dataFloor = dataFloorSource.flatMap { measureDataFloor(seed: $0) }
             if let dataFloor {
                 rows.append(
                     Row(
-                        name: "floor: dd oflag=direct bs=4M of the recorded bytes",
+                        name: "floor: O_DIRECT 4 MiB writes of the recorded bytes",
                         hog: withHog,
                         megabytesPerSecond: dataFloor,
                         ratioToFloor: 1
@@ -121,8 +123,7 @@ package struct BenchRecordCommand: ParsableCommand {
                 let seed = extra.contains("--compressed") ? compressedSeed : rawSeed
                 var row = try measureRecord(executable: executable, name: name, seed: seed, recordArguments: extra)
                 row.hog = withHog
-                if let before = dataFloor, let source = dataFloorSource {
-                    let after = try measureFloor(source: source)
+                if let before = dataFloor, let source = dataFloorSource, let after = measureDataFloor(seed: source) {
                     let mean = (before + after) / 2
                     row.floorMegabytesPerSecond = mean
                     row.ratioToFloor = mean > 0 ? row.megabytesPerSecond / mean : nil
@@ -160,22 +161,16 @@ package struct BenchRecordCommand: ParsableCommand {
         return text
     }
 
-    /// dd's sequential O_DIRECT write speed: 4 MiB blocks, as many as `seconds` at 1 GB/s, at most 2 GiB (of zeros),
-    /// or the whole of `source` (at most 1 GiB).
-    func measureFloor(source: String? = nil) throws -> Double {
+    /// dd's sequential O_DIRECT write speed of zeros: 4 MiB blocks, as many as `seconds` at 1 GB/s, at most 2 GiB.
+    func measureFloor() throws -> Double {
         let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-floor-\(getpid())")
         defer { try? FileManager.default.removeItem(at: file) }
-        var count = max(16, min(512, Int(seconds * 250)))
-        if let source {
-            let size = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? Int) ?? 0
-            count = max(1, min(256, size / (4 << 20)))
-        }
+        let count = max(16, min(512, Int(seconds * 250)))
         let start = Date()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/dd")
         process.arguments = [
-            "if=\(source ?? "/dev/zero")", "of=\(file.path)", "bs=4M", "count=\(count)", "iflag=fullblock",
-            "oflag=direct", "conv=fdatasync",
+            "if=/dev/zero", "of=\(file.path)", "bs=4M", "count=\(count)", "oflag=direct", "conv=fdatasync",
         ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -186,23 +181,39 @@ package struct BenchRecordCommand: ParsableCommand {
         return Double(count) * 4 * 1_048_576 / 1e6 / elapsed
     }
 
-    /// The raw seed's bytes repeated to 1 GiB in /dev/shm (memory, so reading it costs no disk), or nil without
-    /// /dev/shm.
-    func makeFloorSource(seed: URL) throws -> String? {
-        guard FileManager.default.fileExists(atPath: "/dev/shm") else { return nil }
-        let bytes = try Data(contentsOf: seed)
-        guard !bytes.isEmpty else { return nil }
-        let path = "/dev/shm/framebus-bench-floor-source-\(getpid())"
-        guard FileManager.default.createFile(atPath: path, contents: nil),
-            let handle = FileHandle(forWritingAtPath: path)
-        else { return nil }
-        defer { try? handle.close() }
-        var written = 0
-        while written < 1 << 30 {
-            try handle.write(contentsOf: bytes)
-            written += bytes.count
-        }
-        return path
+    /// The O_DIRECT write speed of the recorded bytes (4 MiB of the seed, 1 MiB in, written 256 times from one
+    /// page-aligned buffer, then fdatasync), by a few lines of python3; nil without python3.
+    func measureDataFloor(seed: URL) -> Double? {
+        let script = """
+            import mmap, os, sys, time
+            block = 4 << 20
+            buffer = mmap.mmap(-1, block)
+            with open(sys.argv[1], "rb") as f:
+                f.seek(1 << 20)
+                buffer.write(f.read(block))
+            fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
+            start = time.monotonic()
+            for index in range(256):
+                os.pwrite(fd, buffer, index * block)
+            os.fdatasync(fd)
+            elapsed = time.monotonic() - start
+            os.close(fd)
+            os.unlink(sys.argv[2])
+            print(256 * block / 1e6 / elapsed)
+            """
+        let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-datafloor-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, seed.path, file.path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { return nil }
+        return Double(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Records 30 frames (one second) of the publisher's images or pattern into `output`.
