@@ -271,7 +271,10 @@ package struct BenchRecordCommand: ParsableCommand {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = [
             "-c",
-            "trap 'rm -f \(file)' EXIT; while :; do dd if=/dev/zero of=\(file) bs=1M count=4096 2>/dev/null; done",
+            // SIGTERM (terminate()) ends the running dd too and removes the file: a dd left behind would go on
+            // writing 4 GiB.
+            "trap 'kill $pid 2>/dev/null; rm -f \(file); exit 0' TERM INT; "
+                + "while :; do dd if=/dev/zero of=\(file) bs=1M count=4096 2>/dev/null & pid=$!; wait $pid; done",
         ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice

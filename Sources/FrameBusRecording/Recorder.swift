@@ -109,6 +109,8 @@ public final class Recorder: Sendable {
         do {
             subscriber = try Subscriber(configuration: subscription)
         } catch {
+            // No recording: its status file (written when the core was made) goes too.
+            core.statusWriter?.remove()
             throw RecordingError(.subscriber, "Recorder.init", message: "\(error)")
         }
         self.core = core
