@@ -45,6 +45,9 @@ package struct BenchRecordCommand: ParsableCommand {
     @Option(help: "Write the rows as JSON to this file.")
     var json: String?
 
+    @Option(help: "Write the rows as an SVG picture to this file (MB/s bars, each with the floor it is compared to).")
+    var plot: String?
+
     package func validate() throws {
         guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be 0…3600") }
     }
@@ -141,6 +144,55 @@ package struct BenchRecordCommand: ParsableCommand {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             try encoder.encode(rows).write(to: URL(fileURLWithPath: json))
         }
+        if let plot {
+            let source = images == nil ? "\(size) pattern" : "images"
+            let title = "framebus bench record: \(source) \(format), \(seconds) s per row"
+            try Data(Self.svg(rows, title: title).utf8).write(to: URL(fileURLWithPath: plot))
+            print("wrote \(plot)")
+        }
+    }
+
+    /// The rows as horizontal bars of MB/s on one linear scale, a tick on each record row's bar at the floor it is
+    /// compared to, its ratio to the right; rows beside the hog in orange.
+    static func svg(_ rows: [Row], title: String) -> String {
+        let rowHeight = 22.0
+        let labelWidth = 330.0
+        let barWidth = 520.0
+        let top = 40.0
+        let width = labelWidth + barWidth + 110
+        let height = top + Double(rows.count) * rowHeight + 40
+        let largest = max(1, rows.map { max($0.megabytesPerSecond, $0.floorMegabytesPerSecond ?? 0) }.max() ?? 1)
+        func x(_ value: Double) -> Double { labelWidth + value / largest * barWidth }
+        var svg = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" \
+            font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="10" y="20" font-size="14">\(BenchPlot.escape(title))</text>
+
+            """
+        for (index, row) in rows.enumerated() {
+            let y = top + Double(index) * rowHeight
+            let colour = row.name.hasPrefix("floor") ? "#888888" : (row.hog ? "#e07b00" : "#2a6fdb")
+            let label = row.name + (row.hog ? " (hog)" : "")
+            svg += "<text x=\"10\" y=\"\(BenchPlot.format(y + 15))\">\(BenchPlot.escape(label))</text>\n"
+            svg +=
+                "<rect x=\"\(BenchPlot.format(labelWidth))\" y=\"\(BenchPlot.format(y + 4))\" "
+                + "width=\"\(BenchPlot.format(x(row.megabytesPerSecond) - labelWidth))\" height=\"14\" fill=\"\(colour)\"/>\n"
+            if let floor = row.floorMegabytesPerSecond, !row.name.hasPrefix("floor") {
+                svg +=
+                    "<line x1=\"\(BenchPlot.format(x(floor)))\" x2=\"\(BenchPlot.format(x(floor)))\" "
+                    + "y1=\"\(BenchPlot.format(y + 1))\" y2=\"\(BenchPlot.format(y + 21))\" stroke=\"black\" stroke-width=\"2\"/>\n"
+            }
+            var value = String(format: "%.0f MB/s", row.megabytesPerSecond)
+            if let ratio = row.ratioToFloor, !row.name.hasPrefix("floor") { value += String(format: " ×%.2f", ratio) }
+            svg +=
+                "<text x=\"\(BenchPlot.format(labelWidth + barWidth + 8))\" y=\"\(BenchPlot.format(y + 15))\">"
+                + "\(BenchPlot.escape(value))</text>\n"
+        }
+        svg +=
+            "<text x=\"10\" y=\"\(BenchPlot.format(height - 14))\" fill=\"#555555\">bars: MB/s written; black tick: "
+            + "the floor the row is compared to (O_DIRECT writes of the recorded bytes, before and after it)</text>\n"
+        return svg + "</svg>\n"
     }
 
     static func text(_ row: Row) -> String {
