@@ -12,7 +12,9 @@ package struct BenchRecordCommand: ParsableCommand {
         commandName: "record",
         abstract: "Measure `framebus record` against the disk's sequential O_DIRECT write speed (same run).",
         discussion: """
-            Rows: the floor (dd oflag=direct bs=4M), `framebus record` raw and compressed and with --no-direct \
+            Rows: the floors (dd oflag=direct bs=4M of zeros; 4 MiB O_DIRECT writes of the recorded bytes from \
+            one buffer, by python3, before and after each row: the ratios are to their mean), `framebus record` raw \
+            (2 writes in flight, and 1), compressed and with --no-direct \
             (a buffered writer), each fed by `framebus play --loop --fps 0` of a one-second recording of the \
             images or pattern (as fast as the recorder takes frames) for --seconds; then, with --hog, the same rows beside a process writing a file through the page cache. \
             Each row: MB/s written, frames/s, drops, the backlog's peak, write latency p50/p99; a ratio to the floor. \
@@ -43,6 +45,9 @@ package struct BenchRecordCommand: ParsableCommand {
     @Option(help: "Write the rows as JSON to this file.")
     var json: String?
 
+    @Option(help: "Write the rows as an SVG picture to this file (MB/s bars, each with the floor it is compared to).")
+    var plot: String?
+
     package func validate() throws {
         guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be 0…3600") }
     }
@@ -58,6 +63,8 @@ package struct BenchRecordCommand: ParsableCommand {
         var writeP99us: Int?
         var ratioToFloor: Double?
         var direct: Bool?
+        /// The floor the ratio is to: the data floor's mean right before and after the row (or the zeros floor).
+        var floorMegabytesPerSecond: Double?
     }
 
     package func run() throws {
@@ -79,22 +86,55 @@ package struct BenchRecordCommand: ParsableCommand {
         }
         try makeSeed(executable: executable, output: rawSeed, compressed: false)
         try makeSeed(executable: executable, output: compressedSeed, compressed: true)
+        // The floor of the bytes recorded: 4 MiB of the raw seed in page-aligned memory, written again and again
+        // with O_DIRECT (one write at a time, like dd, but with no copy per write: dd from a file in memory is bound
+        // by its own read copy on this loaded machine, 0.7 GB/s). A virtual disk can take zeros faster than data (the
+        // host detects or compresses them), so the ratio is to this floor, measured right before and after each row
+        // (the disk is shared and its speed moves from one second to the next).
+        let dataFloorSource: URL? = rawSeed
         for withHog in hog ? [false, true] : [false] {
             let hogProcess = withHog ? try startHog() : nil
             defer { hogProcess?.terminate() }
             let floor = try measureFloor()
             rows.append(
-                Row(name: "floor: dd oflag=direct bs=4M", hog: withHog, megabytesPerSecond: floor, ratioToFloor: 1)
+                Row(
+                    name: "floor: dd oflag=direct bs=4M of zeros",
+                    hog: withHog,
+                    megabytesPerSecond: floor,
+                    ratioToFloor: nil
+                )
             )
             print(Self.text(rows.last!))
+            var dataFloor = dataFloorSource.flatMap { measureDataFloor(seed: $0) }
+            if let dataFloor {
+                rows.append(
+                    Row(
+                        name: "floor: O_DIRECT 4 MiB writes of the recorded bytes",
+                        hog: withHog,
+                        megabytesPerSecond: dataFloor,
+                        ratioToFloor: 1
+                    )
+                )
+                print(Self.text(rows.last!))
+            }
             for (name, extra) in [
-                ("record raw", [String]()), ("record compressed", ["--compressed"]),
+                ("record raw", [String]()),
+                ("record raw, 1 write in flight", ["--writes-in-flight", "1"]),
+                ("record compressed", ["--compressed"]),
                 ("record raw, buffered (--no-direct)", ["--no-direct"]),
             ] {
                 let seed = extra.contains("--compressed") ? compressedSeed : rawSeed
                 var row = try measureRecord(executable: executable, name: name, seed: seed, recordArguments: extra)
                 row.hog = withHog
-                row.ratioToFloor = floor > 0 ? row.megabytesPerSecond / floor : nil
+                if let before = dataFloor, let source = dataFloorSource, let after = measureDataFloor(seed: source) {
+                    let mean = (before + after) / 2
+                    row.floorMegabytesPerSecond = mean
+                    row.ratioToFloor = mean > 0 ? row.megabytesPerSecond / mean : nil
+                    dataFloor = after
+                } else {
+                    row.floorMegabytesPerSecond = floor
+                    row.ratioToFloor = floor > 0 ? row.megabytesPerSecond / floor : nil
+                }
                 rows.append(row)
                 print(Self.text(row))
             }
@@ -104,6 +144,55 @@ package struct BenchRecordCommand: ParsableCommand {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             try encoder.encode(rows).write(to: URL(fileURLWithPath: json))
         }
+        if let plot {
+            let source = images == nil ? "\(size) pattern" : "images"
+            let title = "framebus bench record: \(source) \(format), \(seconds) s per row"
+            try Data(Self.svg(rows, title: title).utf8).write(to: URL(fileURLWithPath: plot))
+            print("wrote \(plot)")
+        }
+    }
+
+    /// The rows as horizontal bars of MB/s on one linear scale, a tick on each record row's bar at the floor it is
+    /// compared to, its ratio to the right; rows beside the hog in orange.
+    static func svg(_ rows: [Row], title: String) -> String {
+        let rowHeight = 22.0
+        let labelWidth = 330.0
+        let barWidth = 520.0
+        let top = 40.0
+        let width = labelWidth + barWidth + 110
+        let height = top + Double(rows.count) * rowHeight + 40
+        let largest = max(1, rows.map { max($0.megabytesPerSecond, $0.floorMegabytesPerSecond ?? 0) }.max() ?? 1)
+        func x(_ value: Double) -> Double { labelWidth + value / largest * barWidth }
+        var svg = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" \
+            font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="10" y="20" font-size="14">\(BenchPlot.escape(title))</text>
+
+            """
+        for (index, row) in rows.enumerated() {
+            let y = top + Double(index) * rowHeight
+            let colour = row.name.hasPrefix("floor") ? "#888888" : (row.hog ? "#e07b00" : "#2a6fdb")
+            let label = row.name + (row.hog ? " (hog)" : "")
+            svg += "<text x=\"10\" y=\"\(BenchPlot.format(y + 15))\">\(BenchPlot.escape(label))</text>\n"
+            svg +=
+                "<rect x=\"\(BenchPlot.format(labelWidth))\" y=\"\(BenchPlot.format(y + 4))\" "
+                + "width=\"\(BenchPlot.format(x(row.megabytesPerSecond) - labelWidth))\" height=\"14\" fill=\"\(colour)\"/>\n"
+            if let floor = row.floorMegabytesPerSecond, !row.name.hasPrefix("floor") {
+                svg +=
+                    "<line x1=\"\(BenchPlot.format(x(floor)))\" x2=\"\(BenchPlot.format(x(floor)))\" "
+                    + "y1=\"\(BenchPlot.format(y + 1))\" y2=\"\(BenchPlot.format(y + 21))\" stroke=\"black\" stroke-width=\"2\"/>\n"
+            }
+            var value = String(format: "%.0f MB/s", row.megabytesPerSecond)
+            if let ratio = row.ratioToFloor, !row.name.hasPrefix("floor") { value += String(format: " ×%.2f", ratio) }
+            svg +=
+                "<text x=\"\(BenchPlot.format(labelWidth + barWidth + 8))\" y=\"\(BenchPlot.format(y + 15))\">"
+                + "\(BenchPlot.escape(value))</text>\n"
+        }
+        svg +=
+            "<text x=\"10\" y=\"\(BenchPlot.format(height - 14))\" fill=\"#555555\">bars: MB/s written; black tick: "
+            + "the floor the row is compared to (O_DIRECT writes of the recorded bytes, before and after it)</text>\n"
+        return svg + "</svg>\n"
     }
 
     static func text(_ row: Row) -> String {
@@ -117,11 +206,14 @@ package struct BenchRecordCommand: ParsableCommand {
         if let drops = row.drops { text += "  drops \(drops)" }
         if let peak = row.backlogPeakBytes { text += String(format: "  backlog peak %.1f MB", Double(peak) / 1e6) }
         if let p50 = row.writeP50us, let p99 = row.writeP99us { text += "  write p50 \(p50) µs p99 \(p99) µs" }
-        if let ratio = row.ratioToFloor { text += String(format: "  ×%.2f of floor", ratio) }
+        if let ratio = row.ratioToFloor {
+            text += String(format: "  ×%.2f of floor", ratio)
+            if let floor = row.floorMegabytesPerSecond { text += String(format: " (%.0f MB/s)", floor) }
+        }
         return text
     }
 
-    /// dd's sequential O_DIRECT write speed: 4 MiB blocks, as many as `seconds` at 1 GB/s, at most 2 GiB.
+    /// dd's sequential O_DIRECT write speed of zeros: 4 MiB blocks, as many as `seconds` at 1 GB/s, at most 2 GiB.
     func measureFloor() throws -> Double {
         let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-floor-\(getpid())")
         defer { try? FileManager.default.removeItem(at: file) }
@@ -139,6 +231,41 @@ package struct BenchRecordCommand: ParsableCommand {
         let elapsed = Date().timeIntervalSince(start)
         guard process.terminationStatus == 0 else { return 0 }
         return Double(count) * 4 * 1_048_576 / 1e6 / elapsed
+    }
+
+    /// The O_DIRECT write speed of the recorded bytes (4 MiB of the seed, 1 MiB in, written 256 times from one
+    /// page-aligned buffer, then fdatasync), by a few lines of python3; nil without python3.
+    func measureDataFloor(seed: URL) -> Double? {
+        let script = """
+            import mmap, os, sys, time
+            block = 4 << 20
+            buffer = mmap.mmap(-1, block)
+            with open(sys.argv[1], "rb") as f:
+                f.seek(1 << 20)
+                buffer.write(f.read(block))
+            fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
+            start = time.monotonic()
+            for index in range(256):
+                os.pwrite(fd, buffer, index * block)
+            os.fdatasync(fd)
+            elapsed = time.monotonic() - start
+            os.close(fd)
+            os.unlink(sys.argv[2])
+            print(256 * block / 1e6 / elapsed)
+            """
+        let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-datafloor-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, seed.path, file.path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { return nil }
+        return Double(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// Records 30 frames (one second) of the publisher's images or pattern into `output`.
@@ -196,7 +323,10 @@ package struct BenchRecordCommand: ParsableCommand {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = [
             "-c",
-            "trap 'rm -f \(file)' EXIT; while :; do dd if=/dev/zero of=\(file) bs=1M count=4096 2>/dev/null; done",
+            // SIGTERM (terminate()) ends the running dd too and removes the file: a dd left behind would go on
+            // writing 4 GiB.
+            "trap 'kill $pid 2>/dev/null; rm -f \(file); exit 0' TERM INT; "
+                + "while :; do dd if=/dev/zero of=\(file) bs=1M count=4096 2>/dev/null & pid=$!; wait $pid; done",
         ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice

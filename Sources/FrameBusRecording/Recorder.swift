@@ -46,6 +46,11 @@ public final class Recorder: Sendable {
         public var checkpointInterval: Duration = .seconds(1)
         /// The largest single write, in bytes (rounded up to 4096). Default 4 MiB.
         public var writeByteCount = 4 << 20
+        /// How many writes may be in flight at once (1…16), each from its own worker thread at its own offset. Two
+        /// (the default) keep the next write queued at the disk while the I/O thread counts the last one; a disk
+        /// that needs a deeper queue (NVMe) may take more. Each write's latency grows with the depth
+        /// (docs/BENCHMARKS.md).
+        public var writesInFlight = 2
         /// Whether to try `O_DIRECT` (default); the recorder falls back to buffered writes where it is refused.
         public var usesDirectIO = true
         /// The queue depth asked of the publisher (1…64). Default 16.
@@ -56,6 +61,9 @@ public final class Recorder: Sendable {
         public var allowedPublisherUserIDs: Set<UInt32> = []
         /// Where diagnostics go.
         public var logger: Logger
+        /// Where the recorder publishes its status for `framebus top` (``RecorderStatusFile``): a directory, by
+        /// default the runtime directory (``SocketPath/runtimeDirectory()``); nil publishes nothing.
+        public var statusDirectory: String? = try? SocketPath.runtimeDirectory()
 
         /// Creates a configuration.
         public init(path: String, outputPath: String, logger: Logger = Logger(label: "framebus.recorder")) {
@@ -77,12 +85,13 @@ public final class Recorder: Sendable {
         let interval = configuration.checkpointInterval
         guard interval >= .milliseconds(10), interval <= .seconds(1), configuration.backlogByteCount >= 1 << 20,
             configuration.reservationStep >= 4096, configuration.writeByteCount >= 4096,
-            (1...64).contains(configuration.queueDepth)
+            (1...64).contains(configuration.queueDepth), (1...16).contains(configuration.writesInFlight)
         else {
             throw RecordingError(
                 .invalidArgument,
                 "Recorder.init",
-                message: "checkpoint interval 10 ms…1 s, backlog ≥ 1 MiB, steps ≥ 4096 bytes, queue depth 1…64"
+                message:
+                    "checkpoint interval 10 ms…1 s, backlog ≥ 1 MiB, steps ≥ 4096 bytes, queue depth 1…64, writes in flight 1…16"
             )
         }
         let core = try RecorderCore(configuration: configuration)
@@ -100,6 +109,8 @@ public final class Recorder: Sendable {
         do {
             subscriber = try Subscriber(configuration: subscription)
         } catch {
+            // No recording: its status file (written when the core was made) goes too.
+            core.statusWriter?.remove()
             throw RecordingError(.subscriber, "Recorder.init", message: "\(error)")
         }
         self.core = core
@@ -179,6 +190,15 @@ final class RecorderCore: SubscriberDelegate, Sendable {
         var rateSamples: [(nanoseconds: UInt64, written: Int)] = []
         var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .two)
 
+        /// A rate sample every 250 ms, kept for 3 s (from the I/O thread's rounds and from status snapshots, so an
+        /// idle recorder's rate falls to zero without the I/O thread waking for it).
+        mutating func sampleRate(now: UInt64) {
+            if rateSamples.last.map({ now &- $0.nanoseconds >= 250_000_000 }) ?? true {
+                rateSamples.append((now, written))
+                if rateSamples.count > 12 { rateSamples.removeFirst() }
+            }
+        }
+
         mutating func noteDrop(_ reason: RecordingDropReason, _ sequences: ClosedRange<UInt64>, count: UInt64) {
             let drop = RecordingDrop(reason: reason, sequences: sequences, frameCount: count)
             dropCounts[reason, default: 0] &+= count
@@ -227,6 +247,8 @@ final class RecorderCore: SubscriberDelegate, Sendable {
     let checkpointNanoseconds: UInt64
     let writeByteCount: Int
     let reservationStep: Int64
+    let writers: WriteWorkers
+    let statusWriter: RecorderStatusWriter?
 
     init(configuration: Recorder.Configuration) throws(RecordingError) {
         self.configuration = configuration
@@ -244,6 +266,12 @@ final class RecorderCore: SubscriberDelegate, Sendable {
         checkpointNanoseconds = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
         writeByteCount = min(Self.roundUp(configuration.writeByteCount), capacity / 4)
         reservationStep = Int64(Self.roundUp(Int(clamping: configuration.reservationStep)))
+        writers = WriteWorkers(depth: configuration.writesInFlight, ring: ring, file: file, wake: wake)
+        statusWriter = RecorderStatusWriter(
+            directory: configuration.statusDirectory,
+            socketPath: URL(fileURLWithPath: configuration.path).standardizedFileURL.path,
+            outputPath: URL(fileURLWithPath: configuration.outputPath).standardizedFileURL.path
+        )
         var initial = State(lastCheckpoint: Syscall.monotonicNanoseconds())
         initial.usesDirectIO = file.isDirect
         initial.directIORefusal = file.directRefusal
@@ -251,11 +279,14 @@ final class RecorderCore: SubscriberDelegate, Sendable {
         if let refusal = file.directRefusal {
             configuration.logger.notice("O_DIRECT refused (\(refusal)): buffered writes with sync_file_range")
         }
+        // Published before the subscriber connects: whoever sees the recorder on the bus finds its status.
+        statusWriter?.write(status())
     }
 
     static func roundUp(_ value: Int) -> Int { (value + 4095) / 4096 * 4096 }
 
     func startIOThread() {
+        writers.start()
         let thread = Thread { [self] in
             runIO()
             finished.signal()
@@ -442,59 +473,78 @@ final class RecorderCore: SubscriberDelegate, Sendable {
         }
     }
 
+    /// The I/O thread: it plans which committed bytes to write, hands them to the write workers in pieces of at
+    /// most ``writeByteCount`` (up to ``Configuration/writesInFlight`` at once, at disjoint offsets), reserves space
+    /// ahead of them, counts what is written whole (in stream order), and checkpoints. It sleeps on ``wake`` when
+    /// there is nothing to do: the producer signals it after each frame, a worker after each write, ``stop()`` once;
+    /// its only time limit is the next checkpoint of an open cluster (never a poll of an idle recorder).
     private func runIO() {
+        // Positions the I/O thread alone moves: handed to workers up to `submitted`, written contiguously up to
+        // `written` (pieces that finished out of order wait in `finished`).
+        var submitted = state.withLock { $0.written }
+        var written = submitted
+        var inFlight: [Int: UInt64] = [:]  // position → when it was handed over
+        var finished: [Int: (count: Int, elapsed: UInt64)] = [:]
+        var failed = false
+        var statusWritten: UInt64 = 0
+        var statusStale = false
         while true {
-            _ = wake.wait(timeout: .now() + .milliseconds(20))
+            var progressed = false
+            // 1. Writes that finished.
+            for completion in writers.takeCompletions() {
+                progressed = true
+                inFlight[completion.position] = nil
+                switch completion.result {
+                case .success: finished[completion.position] = (completion.count, completion.elapsed)
+                case .failure(let error):
+                    if !failed { fail(error, "pwrite") }
+                    failed = true
+                }
+            }
+            if failed {
+                // Nothing more is handed over; the close waits for the writes in flight (their bytes are not counted).
+                if inFlight.isEmpty { break }
+                _ = wake.wait(timeout: .now() + .seconds(1))
+                continue
+            }
+            var latencies: [UInt64] = []
+            while let piece = finished.removeValue(forKey: written) {
+                written += piece.count
+                latencies.append(piece.elapsed)
+            }
+            if !latencies.isEmpty {
+                noteWritten(upTo: written, latencies: latencies, oldestInFlight: inFlight.values.min())
+            }
+
+            // 2. What to write next, and whether a checkpoint is due.
             let now = Syscall.monotonicNanoseconds()
-            struct Plan {
-                var start: Int
-                var end: Int
-                var checkpoint: Int?
-                var durable: Int
-                var finishing: Bool
-                var failed: Bool
+            let plan = planIO(now: now, written: written)
+            if plan.failed {
+                if inFlight.isEmpty { break }
+                failed = true
+                continue
             }
-            let plan = state.withLock { state -> Plan in
-                // A checkpoint that no frame brings (the stream is idle, or stopping): pad the open cluster to the
-                // block boundary here. Not while the producer is copying (its bytes are not committed yet).
-                let due = now &- state.lastCheckpoint >= checkpointNanoseconds || state.stopping
-                if state.failure == nil, !state.copying, state.clusterOpen, due,
-                    state.committed > state.checkpointTarget
-                {
-                    let padding = MatroskaLayout.padding(from: state.committed)
-                    // The producer always leaves two blocks free for this.
-                    ring.write(padding, at: state.committed)
-                    state.reserved += padding.count
-                    state.committed = state.reserved
-                    state.checkpointTarget = state.committed
-                    state.clusterOpen = false
-                    state.lastCheckpoint = now
+
+            // 3. Hand pieces to the workers, space reserved ahead of each.
+            while submitted < plan.end, inFlight.count < writers.depth {
+                let offset = submitted % ring.capacity
+                let count = min(plan.end - submitted, writeByteCount, ring.capacity - offset)
+                if !reserve(upTo: submitted + count) {
+                    failed = true
+                    break
                 }
-                let aligned = state.committed / MatroskaLayout.blockSize * MatroskaLayout.blockSize
-                // Only committed bytes are written: a checkpoint the producer has planned lies beyond them until its
-                // frame is copied.
-                let end = aligned
-                let finishing =
-                    state.stopping && !state.copying && state.committed == state.checkpointTarget
-                    && !state.clusterOpen
-                // A rate sample every 250 ms, kept for 3 s.
-                if state.rateSamples.last.map({ now &- $0.nanoseconds >= 250_000_000 }) ?? true {
-                    state.rateSamples.append((now, state.written))
-                    if state.rateSamples.count > 12 { state.rateSamples.removeFirst() }
-                }
-                return Plan(
-                    start: state.written,
-                    end: end,
-                    checkpoint: state.checkpointTarget > state.durable && state.checkpointTarget <= end
-                        ? state.checkpointTarget : nil,
-                    durable: state.durable,
-                    finishing: finishing || (state.stopping && state.committed == state.reserved && state.track == nil),
-                    failed: state.failure != nil
-                )
+                let began = Syscall.monotonicNanoseconds()
+                if inFlight.isEmpty { state.withLock { $0.writeStarted = began } }
+                inFlight[submitted] = began
+                writers.submit(position: submitted, count: count)
+                submitted += count
+                progressed = true
             }
-            if plan.failed { break }
-            if !writeStretch(from: plan.start, to: plan.end) { break }
-            if let checkpoint = plan.checkpoint, plan.end >= checkpoint {
+            if failed { continue }
+
+            // 4. A checkpoint whose bytes are all written.
+            if let checkpoint = plan.checkpoint, written >= checkpoint {
+                progressed = true
                 state.withLock { $0.syncing = true }
                 let result = file.checkpoint(from: Int64(plan.durable), upTo: Int64(checkpoint))
                 state.withLock { state in
@@ -503,72 +553,130 @@ final class RecorderCore: SubscriberDelegate, Sendable {
                 }
                 if case .failure(let error) = result {
                     fail(error, "fdatasync")
-                    break
+                    failed = true
+                    continue
                 }
             }
-            if plan.finishing && plan.end >= plan.start { break }
+            if plan.finishing, inFlight.isEmpty, written >= plan.end, plan.checkpoint.map({ written >= $0 }) ?? true {
+                break
+            }
+            // The status file: at most once a second while writing, and once more when the recorder goes idle.
+            if progressed { statusStale = true }
+            let goingIdle = !progressed && inFlight.isEmpty && plan.checkpointDue == nil
+            if let statusWriter, statusStale, goingIdle || now &- statusWritten >= 1_000_000_000 {
+                statusWriter.write(status())
+                statusWritten = now
+                statusStale = false
+            }
+            if !progressed {
+                // Idle, or waiting for writes in flight: sleep until the producer, a worker or stop() signals, or
+                // until the open cluster's checkpoint is due.
+                if let due = plan.checkpointDue {
+                    let delay = due > now ? due - now : 0
+                    _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: max(delay, 1_000_000))))
+                } else {
+                    wake.wait()
+                }
+            }
         }
+        writers.finish()
         close()
+        statusWriter?.remove()
     }
 
-    /// Writes `[start, end)` (block-aligned) from the ring in writes of at most `writeByteCount`, reserving space
-    /// ahead. Returns false after a failure (recorded).
-    private func writeStretch(from start: Int, to end: Int) -> Bool {
-        var position = start
-        while position < end {
-            let offset = position % ring.capacity
-            let count = min(end - position, writeByteCount, ring.capacity - offset)
-            if file.reserves {
-                let needed = Int64(position + count) + Self.closingReserve
-                if needed > file.reservedEnd {
-                    state.withLock { $0.reserving = true }
-                    let result = file.reserve(upTo: needed, step: reservationStep)
-                    let reservedEnd = file.reservedEnd
-                    state.withLock { state in
-                        state.reserving = false
-                        state.reservedEnd = reservedEnd
-                    }
-                    if case .failure(let error) = result {
-                        fail(error, "fallocate")
-                        return false
-                    }
-                }
+    /// What the I/O thread does next, decided under the lock.
+    private struct IOPlan {
+        /// Write up to here (committed bytes, block-aligned).
+        var end: Int
+        /// A checkpoint to make once the bytes up to it are written.
+        var checkpoint: Int?
+        var durable: Int
+        /// The recorder is stopping and everything is committed: leave once it is written and checkpointed.
+        var finishing: Bool
+        var failed: Bool
+        /// When the open cluster's checkpoint falls due (nil: no cluster open, nothing to wait for).
+        var checkpointDue: UInt64?
+    }
+
+    private func planIO(now: UInt64, written: Int) -> IOPlan {
+        state.withLock { state -> IOPlan in
+            // A checkpoint that no frame brings (the stream is idle, or stopping): pad the open cluster to the block
+            // boundary here. Not while the producer is copying (its bytes are not committed yet).
+            let due = now &- state.lastCheckpoint >= checkpointNanoseconds || state.stopping
+            if state.failure == nil, !state.copying, state.clusterOpen, due, state.committed > state.checkpointTarget {
+                let padding = MatroskaLayout.padding(from: state.committed)
+                // The producer always leaves two blocks free for this.
+                ring.write(padding, at: state.committed)
+                state.reserved += padding.count
+                state.committed = state.reserved
+                state.checkpointTarget = state.committed
+                state.clusterOpen = false
+                state.lastCheckpoint = now
             }
-            let began = Syscall.monotonicNanoseconds()
-            state.withLock { $0.writeStarted = began }
-            let result = file.write(from: ring, position: position, count: count)
-            let elapsed = Syscall.monotonicNanoseconds() &- began
-            let direct = file.isDirect
-            let refusal = file.directRefusal
-            if case .failure(let error) = result {
-                state.withLock { $0.writeStarted = nil }
-                fail(error, "pwrite")
-                return false
-            }
-            file.startWriteback(from: Int64(position), upTo: Int64(position + count))
-            position += count
-            state.withLock { state in
-                state.writeStarted = nil
-                _ = state.latency.record(elapsed / 1000)
-                state.usesDirectIO = direct
-                state.directIORefusal = refusal
-                state.written = position
-                // Frames now wholly in the file: counted, and their ring space given back (except the block that
-                // holds the last one's end, which a trailer written after a failure starts from).
-                while state.inFlightHead < state.inFlight.count, state.inFlight[state.inFlightHead].end <= position {
-                    state.lastCompleteEnd = state.inFlight[state.inFlightHead].end
-                    state.inFlightHead += 1
-                    state.framesWritten += 1
-                }
-                if state.inFlightHead > 1024 {
-                    state.inFlight.removeFirst(state.inFlightHead)
-                    state.inFlightHead = 0
-                }
-                let keep = state.lastCompleteEnd / MatroskaLayout.blockSize * MatroskaLayout.blockSize
-                state.released = max(state.released, min(keep, position))
-            }
+            // Only committed bytes are written: a checkpoint the producer has planned lies beyond them until its
+            // frame is copied.
+            let end = state.committed / MatroskaLayout.blockSize * MatroskaLayout.blockSize
+            let finishing =
+                state.stopping && !state.copying && state.committed == state.checkpointTarget && !state.clusterOpen
+            state.sampleRate(now: now)
+            let checkpointDue: UInt64? =
+                state.clusterOpen && state.committed > state.checkpointTarget
+                ? state.lastCheckpoint &+ checkpointNanoseconds : nil
+            return IOPlan(
+                end: end,
+                checkpoint: state.checkpointTarget > state.durable && state.checkpointTarget <= end
+                    ? state.checkpointTarget : nil,
+                durable: state.durable,
+                finishing: finishing || (state.stopping && state.committed == state.reserved && state.track == nil),
+                failed: state.failure != nil,
+                checkpointDue: checkpointDue
+            )
+        }
+    }
+
+    /// Reserves space ahead of a write ending at `end` (plus room for the closing trailer). False after a failure
+    /// (recorded).
+    private func reserve(upTo end: Int) -> Bool {
+        guard file.reserves else { return true }
+        let needed = Int64(end) + Self.closingReserve
+        guard needed > file.reservedEnd else { return true }
+        state.withLock { $0.reserving = true }
+        let result = file.reserve(upTo: needed, step: reservationStep)
+        let reservedEnd = file.reservedEnd
+        state.withLock { state in
+            state.reserving = false
+            state.reservedEnd = reservedEnd
+        }
+        if case .failure(let error) = result {
+            fail(error, "fallocate")
+            return false
         }
         return true
+    }
+
+    /// Everything up to `position` is in the file: frames counted, their ring space given back (except the block
+    /// that holds the last one's end, which a trailer written after a failure starts from).
+    private func noteWritten(upTo position: Int, latencies: [UInt64], oldestInFlight: UInt64?) {
+        let direct = file.isDirect
+        let refusal = file.directRefusal
+        state.withLock { state in
+            state.writeStarted = oldestInFlight
+            for elapsed in latencies { _ = state.latency.record(elapsed / 1000) }
+            state.usesDirectIO = direct
+            state.directIORefusal = refusal
+            state.written = position
+            while state.inFlightHead < state.inFlight.count, state.inFlight[state.inFlightHead].end <= position {
+                state.lastCompleteEnd = state.inFlight[state.inFlightHead].end
+                state.inFlightHead += 1
+                state.framesWritten += 1
+            }
+            if state.inFlightHead > 1024 {
+                state.inFlight.removeFirst(state.inFlightHead)
+                state.inFlightHead = 0
+            }
+            let keep = state.lastCompleteEnd / MatroskaLayout.blockSize * MatroskaLayout.blockSize
+            state.released = max(state.released, min(keep, position))
+        }
     }
 
     /// Closes the recording: after a clean end, the trailer (cues, drop log) after the last checkpoint; after a
@@ -661,6 +769,7 @@ final class RecorderCore: SubscriberDelegate, Sendable {
     func status() -> RecorderStatus {
         let now = Syscall.monotonicNanoseconds()
         var status = state.withLock { state -> RecorderStatus in
+            state.sampleRate(now: now)
             var status = RecorderStatus()
             status.track = state.track
             status.framesAccepted = state.framesAccepted

@@ -38,52 +38,16 @@ public enum RecordingExport {
             }
         }
         let op = "RecordingExport"
-        var scratch: PixelBuffer?
-        var compressed: PixelBuffer?
-        let codec = SurfaceCodecContext(threadCount: 1)
-        if reader.track.pixelFormat.isCompressed {
-            do {
-                scratch = try PixelBuffer(width: track.width, height: track.height, pixelFormat: track.pixelFormat)
-                compressed = try SurfaceCodec.makeCompressedBuffer(
-                    width: track.width,
-                    height: track.height,
-                    format: reader.track.pixelFormat
-                )
-            } catch {
-                throw RecordingError(.invalidArgument, op, message: "\(error)")
-            }
-        }
         var position = 0
         var cues: [(timestamp: UInt64, position: UInt64)] = []
         var clusterTimestamp: UInt64?
         var frames = 0
         var lastTimestamp: UInt64 = 0
-        var truncation: RecordingError?
         var drops: [RecordingDrop] = []
         let header = MatroskaLayout.headerBlock(track: track)
         try write(header)
         position += header.count
-        while true {
-            let next: RecordedFrame?
-            do {
-                next = try reader.nextFrame()
-            } catch  where error.code == .truncated {
-                truncation = error
-                break
-            }
-            guard let frame = next else { break }
-            var bytes = frame.bytes
-            if let compressed, let scratch {
-                do {
-                    try frame.copy(into: compressed, track: reader.track)
-                    try codec.decompress(compressed, into: scratch)
-                    try scratch.lock(.readOnly)
-                    defer { try? scratch.unlock(.readOnly) }
-                    bytes = try scratch.packedBytes()
-                } catch {
-                    throw RecordingError(.malformed, op, message: "frame \(frames) does not decode: \(error)")
-                }
-            }
+        let truncation = try forEachRawFrame(of: reader) { frame, bytes throws(RecordingError) in
             let timestamp = max(lastTimestamp, frame.timestampMilliseconds)
             if clusterTimestamp.map({ timestamp - $0 >= 1000 }) ?? true {
                 cues.append((timestamp, UInt64(position - MatroskaLayout.segmentDataOffset)))
@@ -135,5 +99,62 @@ public enum RecordingExport {
         }
         try write(MatroskaLayout.headerBlock(track: track, closing: closing))
         return Result(frames: frames, truncation: truncation)
+    }
+
+    /// Calls `body` with each frame of `reader` and its raw bytes (packed rows, plane after plane, in the track's
+    /// base format): raw frames as recorded, compressed ones decoded (bit-exact). The bytes are valid during the
+    /// call. Returns the error that ended a recording cut short (everything before was given), or nil at its end.
+    ///
+    /// - Throws: what ``RecordingReader`` throws (except a truncated tail), ``RecordingError/Code-swift.struct/malformed``
+    ///   for a compressed frame that does not decode, and what `body` throws.
+    public static func forEachRawFrame(
+        of reader: RecordingReader,
+        _ body: (RecordedFrame, [UInt8]) throws(RecordingError) -> Void
+    ) throws(RecordingError) -> RecordingError? {
+        let op = "RecordingExport"
+        let track = reader.track
+        var scratch: PixelBuffer?
+        var compressed: PixelBuffer?
+        let codec = SurfaceCodecContext(threadCount: 1)
+        if track.pixelFormat.isCompressed {
+            do {
+                scratch = try PixelBuffer(width: track.width, height: track.height, pixelFormat: track.pixelFormat.base)
+                compressed = try SurfaceCodec.makeCompressedBuffer(
+                    width: track.width,
+                    height: track.height,
+                    format: track.pixelFormat
+                )
+            } catch {
+                throw RecordingError(.invalidArgument, op, message: "\(error)")
+            }
+        }
+        var frames = 0
+        while true {
+            let next: RecordedFrame?
+            do {
+                // A compressed frame is read straight into the surface it is decoded from.
+                if let compressed {
+                    next = try reader.nextFrame(into: compressed)
+                } else {
+                    next = try reader.nextFrame()
+                }
+            } catch  where error.code == .truncated {
+                return error
+            }
+            guard let frame = next else { return nil }
+            var bytes = frame.bytes
+            if let compressed, let scratch {
+                do {
+                    try codec.decompress(compressed, into: scratch)
+                    try scratch.lock(.readOnly)
+                    defer { try? scratch.unlock(.readOnly) }
+                    bytes = try scratch.packedBytes()
+                } catch {
+                    throw RecordingError(.malformed, op, message: "frame \(frames) does not decode: \(error)")
+                }
+            }
+            try body(frame, bytes)
+            frames += 1
+        }
     }
 }

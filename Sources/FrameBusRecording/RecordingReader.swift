@@ -43,6 +43,8 @@ public final class RecordingReader {
     private var clusterTimestamp: UInt64 = 0
     private var timestampScale: UInt64 = 1_000_000
     private var finished = false
+    /// Where a raw plane is read when the destination's rows are padded (see ``nextFrame(into:)``); reused.
+    private var scratch: [UInt8] = []
 
     /// The most bytes a header element (EBML header, Info, Tracks, Tags) may have.
     static let maximumHeaderElement: UInt64 = 1 << 20
@@ -223,7 +225,33 @@ public final class RecordingReader {
     ///   before were all returned); ``RecordingError/Code-swift.struct/malformed`` for a damaged structure or a
     ///   frame whose size is not the track's.
     public func nextFrame() throws(RecordingError) -> RecordedFrame? {
-        let op = "RecordingReader.nextFrame"
+        try next(into: nil, "RecordingReader.nextFrame")
+    }
+
+    /// The next frame, its bytes read from the file straight into `buffer` (raw rows into its planes, compressed
+    /// bytes into its surface: no array in between, one copy from the page cache), or nil at the end of the
+    /// recording. The returned frame's ``RecordedFrame/bytes`` is empty; everything else is as ``nextFrame()``
+    /// gives it. `buffer` must be of the track's format and size (for a compressed track, a buffer from
+    /// ``SurfaceCodec/makeCompressedPool(width:height:format:tileSize:minimumBufferCount:allocationThreshold:)``).
+    ///
+    /// - Throws: as ``nextFrame()``; ``RecordingError/Code-swift.struct/invalidArgument`` if the buffer does not
+    ///   fit the track (checked before anything is read).
+    public func nextFrame(into buffer: PixelBuffer) throws(RecordingError) -> RecordedFrame? {
+        let op = "RecordingReader.nextFrame(into:)"
+        guard buffer.pixelFormat == track.pixelFormat, buffer.width == track.width, buffer.height == track.height,
+            FrameFill.fits(buffer, track: track)
+        else {
+            throw RecordingError(
+                .invalidArgument,
+                op,
+                message:
+                    "a \(buffer.width)x\(buffer.height) \(buffer.pixelFormat) buffer for a \(track.width)x\(track.height) \(track.pixelFormat) track"
+            )
+        }
+        return try next(into: buffer, op)
+    }
+
+    private func next(into destination: PixelBuffer?, _ op: String) throws(RecordingError) -> RecordedFrame? {
         let cursor = Cursor(handle: handle, fileSize: fileSize)
         while !finished, position < segmentEnd {
             let element: Cursor.Header
@@ -270,11 +298,20 @@ public final class RecordingReader {
                 guard size <= 8 else { throw RecordingError(.malformed, op, message: "Timestamp at \(start)") }
                 clusterTimestamp = try EBMLParse.unsigned(try cursor.bytes(at: element.dataStart, count: size, op), op)
             case EBML.simpleBlock:
-                if let frame = try readBlock(cursor, at: element.dataStart, size: size, record: nil, op) {
+                if let frame = try readBlock(
+                    cursor,
+                    at: element.dataStart,
+                    size: size,
+                    record: nil,
+                    into: destination,
+                    op
+                ) {
                     return frame
                 }
             case EBML.blockGroup:
-                if let frame = try readBlockGroup(cursor, at: element.dataStart, size: size, op) { return frame }
+                if let frame = try readBlockGroup(cursor, at: element.dataStart, size: size, into: destination, op) {
+                    return frame
+                }
             case EBML.tags:
                 if size <= Self.maximumHeaderElement {
                     closingDropLog = try? Self.parseDropLog(
@@ -294,6 +331,7 @@ public final class RecordingReader {
         _ cursor: Cursor,
         at start: UInt64,
         size: UInt64,
+        into destination: PixelBuffer?,
         _ op: String
     ) throws(RecordingError) -> RecordedFrame? {
         var offset = start
@@ -326,7 +364,7 @@ public final class RecordingReader {
             offset = child.dataStart + childSize
         }
         guard let block else { throw RecordingError(.malformed, op, message: "BlockGroup without a Block at \(start)") }
-        return try readBlock(cursor, at: block.start, size: block.size, record: record, op)
+        return try readBlock(cursor, at: block.start, size: block.size, record: record, into: destination, op)
     }
 
     private func readBlock(
@@ -334,6 +372,7 @@ public final class RecordingReader {
         at start: UInt64,
         size: UInt64,
         record: FrameRecord?,
+        into destination: PixelBuffer?,
         _ op: String
     ) throws(RecordingError) -> RecordedFrame? {
         guard size >= 4 else { throw RecordingError(.malformed, op, message: "block at \(start) of \(size) bytes") }
@@ -364,7 +403,13 @@ public final class RecordingReader {
                 )
             }
         }
-        let bytes = try cursor.bytes(at: start + 4, count: payload, op)
+        let bytes: [UInt8]
+        if let destination {
+            try fill(destination, from: cursor, at: start + 4, count: payload, op)
+            bytes = []
+        } else {
+            bytes = try cursor.bytes(at: start + 4, count: payload, op)
+        }
         let signed = Int64(clusterTimestamp) + Int64(relative)
         var frame = RecordedFrame(bytes: bytes, timestampMilliseconds: UInt64(max(0, signed)))
         if let record {
@@ -375,6 +420,92 @@ public final class RecordingReader {
             frame.drops = record.drops
         }
         return frame
+    }
+
+    /// Reads a frame's `count` bytes at `offset` into `buffer` (checked to fit the track by the caller): compressed
+    /// bytes to the start of its surface; raw planes with one read each where the buffer's rows are packed, else
+    /// through the reader's one scratch buffer, row by row (a frame's worth, allocated once).
+    private func fill(
+        _ buffer: PixelBuffer,
+        from cursor: Cursor,
+        at offset: UInt64,
+        count: UInt64,
+        _ op: String
+    ) throws(RecordingError) {
+        let (end, overflow) = offset.addingReportingOverflow(count)
+        guard !overflow, end <= fileSize else {
+            throw RecordingError(.truncated, op, message: "\(count) bytes at \(offset) run past the end (\(fileSize))")
+        }
+        // `count` is at most the track's frame size (checked by readBlock), and `end <= fileSize`.
+        let total = Int(count)
+        var failure: RecordingError?
+        if track.pixelFormat.isCompressed {
+            do {
+                try buffer.surface.lock()
+                defer { try? buffer.surface.unlock() }
+                guard total <= buffer.surface.allocationSize else {
+                    throw RecordingError(
+                        .invalidArgument,
+                        op,
+                        message: "a frame of \(total) bytes for a smaller surface"
+                    )
+                }
+                unsafe buffer.surface.withUnsafeMutableBytes { surface in
+                    failure = unsafe cursor.read(
+                        into: UnsafeMutableRawBufferPointer(rebasing: surface[0..<total]),
+                        at: offset,
+                        op
+                    )
+                }
+            } catch let error as RecordingError {
+                throw error
+            } catch {
+                throw RecordingError(.systemCall, op, message: "locking the surface: \(error)")
+            }
+            if let failure { throw failure }
+            return
+        }
+        do {
+            try buffer.lock()
+            defer { try? buffer.unlock() }
+            var position = offset
+            for (index, plane) in track.rawPlanes.enumerated() {
+                let stride = buffer.bytesPerRow(ofPlane: index)
+                try unsafe buffer.withUnsafeMutableBytes(ofPlane: index) { destination in
+                    if stride == plane.rowBytes {
+                        failure = unsafe cursor.read(
+                            into: UnsafeMutableRawBufferPointer(
+                                rebasing: destination[0..<(plane.rowBytes * plane.rows)]
+                            ),
+                            at: position,
+                            op
+                        )
+                        return
+                    }
+                    let planeBytes = plane.rowBytes * plane.rows
+                    if scratch.count < planeBytes { scratch = [UInt8](repeating: 0, count: planeBytes) }
+                    unsafe scratch.withUnsafeMutableBytes { scratchBytes in
+                        failure = unsafe cursor.read(
+                            into: UnsafeMutableRawBufferPointer(rebasing: scratchBytes[0..<planeBytes]),
+                            at: position,
+                            op
+                        )
+                        guard failure == nil else { return }
+                        for row in 0..<plane.rows {
+                            unsafe (destination.baseAddress! + row * stride).copyMemory(
+                                from: scratchBytes.baseAddress! + row * plane.rowBytes,
+                                byteCount: plane.rowBytes
+                            )
+                        }
+                    }
+                }
+                if failure != nil { break }
+                position += UInt64(plane.rowBytes * plane.rows)
+            }
+        } catch {
+            throw RecordingError(.systemCall, op, message: "locking the buffer: \(error)")
+        }
+        if let failure { throw failure }
     }
 
     private static func parseDropLog(_ bytes: [UInt8], _ op: String) throws(RecordingError) -> [RecordingDrop]? {
@@ -429,6 +560,16 @@ struct Cursor {
         case .success(let bytes?): return bytes
         case .success(nil): throw RecordingError(.truncated, op, message: "short read at \(offset)")
         case .failure(let error): throw RecordingError(.systemCall, op, message: "read at \(offset): \(error)")
+        }
+    }
+
+    /// Reads exactly `destination.count` bytes at `offset` (checked against the file's size by the caller) into
+    /// `destination`; nil, or the error (a short read is ``RecordingError/Code-swift.struct/truncated``).
+    func read(into destination: UnsafeMutableRawBufferPointer, at offset: UInt64, _ op: String) -> RecordingError? {
+        switch unsafe Syscall.readAll(handle.fileDescriptor, into: destination, at: Int64(offset)) {
+        case .success(true): nil
+        case .success(false): RecordingError(.truncated, op, message: "short read at \(offset)")
+        case .failure(let error): RecordingError(.systemCall, op, message: "read at \(offset): \(error)")
         }
     }
 

@@ -94,9 +94,11 @@ struct PlayCommand: AsyncParsableCommand {
         var index = 0
         var ending: RecordingError?
         while !stopping.received {
+            // The frame is read from the file straight into the buffer it is published in.
+            let buffer = try await publisher.nextPixelBuffer(from: pool)
             let next: RecordedFrame?
             do {
-                next = try reader.nextFrame()
+                next = try reader.nextFrame(into: buffer)
             } catch {
                 ending = error
                 break
@@ -131,8 +133,6 @@ struct PlayCommand: AsyncParsableCommand {
             } else {
                 due = start + .milliseconds(Int64(clamping: frame.timestampMilliseconds))
             }
-            let buffer = try await publisher.nextPixelBuffer(from: pool)
-            try frame.copy(into: buffer, track: track)
             if let due {
                 while clock.now < due, !stopping.received {
                     try? await Task.sleep(until: min(due, clock.now + .milliseconds(50)), clock: clock)

@@ -48,6 +48,12 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "The longest time between checkpoints, in milliseconds (10…1000).")
     var checkpointMs: Int = 1000
 
+    @Option(help: "Writes in flight at once, each from its own worker thread at its own offset (1…16).")
+    var writesInFlight: Int = 2
+
+    @Option(help: "The largest single write, in MiB (1…64).")
+    var writeMB: Int = 4
+
     @Option(help: "The queue depth asked of the publisher (1…64).")
     var queue: Int = 16
 
@@ -66,6 +72,8 @@ struct RecordCommand: AsyncParsableCommand {
         guard (1...1 << 20).contains(backlogMB), (1...1 << 20).contains(reserveMB) else {
             throw ValidationError("--backlog-mb and --reserve-mb must be positive")
         }
+        guard (1...16).contains(writesInFlight) else { throw ValidationError("--writes-in-flight must be 1…16") }
+        guard (1...64).contains(writeMB) else { throw ValidationError("--write-mb must be 1…64") }
         guard (1...64).contains(queue) else { throw ValidationError("--queue must be 1…64") }
         guard connectTimeout > 0, connectTimeout <= 1e6 else { throw ValidationError("--connect-timeout must be > 0") }
     }
@@ -79,6 +87,8 @@ struct RecordCommand: AsyncParsableCommand {
         configuration.reservationStep = Int64(reserveMB) << 20
         configuration.checkpointInterval = .milliseconds(checkpointMs)
         configuration.queueDepth = queue
+        configuration.writesInFlight = writesInFlight
+        configuration.writeByteCount = writeMB << 20
         configuration.usesDirectIO = !buffered
         configuration.connectTimeout = .milliseconds(Int64(connectTimeout * 1000))
         let recorder = try Recorder(configuration: configuration)

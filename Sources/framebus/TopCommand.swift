@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import FrameBus
+import FrameBusRecording
 
 /// `framebus top`: a running publisher's subscribers, live, like `pw-top`.
 struct TopCommand: ParsableCommand {
@@ -11,6 +12,9 @@ struct TopCommand: ParsableCommand {
             Connects to the publisher as a monitor (it receives no frames and holds nothing) and prints, per \
             subscriber: format, delivery mode and queue, frames delivered per second, frames held, messages \
             queued in its socket, drops by reason, how long it holds frames (p50/p99) and bytes per second. \
+            Under the table, each subscriber that is a recorder (`framebus record`, or the library's Recorder) \
+            with its remaining capacity, backlog, busy reasons and drops, from the status file it keeps in the \
+            runtime directory. \
             Rates are computed from two reports. Text from the publisher is printed with control characters \
             escaped.
             """
@@ -61,9 +65,11 @@ struct TopCommand: ParsableCommand {
             defer { previous = report }
             // The first report has no rates yet; it arrives right after the handshake.
             guard let previous else { continue }
+            let recorders = Self.recorders(of: report, path: path, allowedUserIDs: allowed)
             let screen =
                 (clear ? "\u{1B}[H\u{1B}[2J" : "")
-                + Self.render(report, previous: previous, path: path, publisher: publisher) + "\n"
+                + Self.render(report, previous: previous, path: path, publisher: publisher, recorders: recorders)
+                + "\n"
             FileHandle.standardOutput.write(Data(screen.utf8))
             shown += 1
         }
@@ -81,7 +87,8 @@ struct TopCommand: ParsableCommand {
         _ report: PublisherMonitor.Report,
         previous: PublisherMonitor.Report,
         path: String,
-        publisher: Publisher? = nil
+        publisher: Publisher? = nil,
+        recorders: [Int: [RecorderStatusFile]] = [:]
     ) -> String {
         let seconds = Double(report.time &- previous.time) / 1e9
         // Ids are unique in a report the decoder accepted; should one repeat anyway, the first record counts.
@@ -143,6 +150,13 @@ struct TopCommand: ParsableCommand {
                     + "\(subscriber.droppedUnsupportedSurface) of its OOB frames"
             )
         }
+        // Recorders among the subscribers: their storage, from the status file each keeps (RecorderStatusFile).
+        let now = Date().timeIntervalSince1970
+        for subscriber in report.subscribers {
+            for recorder in recorders[Int(subscriber.id)] ?? [] {
+                lines.append(Self.recorderLine(recorder, subscriberID: Int(subscriber.id), now: now))
+            }
+        }
         if report.subscriberCount > report.subscribers.count {
             lines.append("… and \(report.subscriberCount - report.subscribers.count) more")
         }
@@ -161,10 +175,62 @@ struct TopCommand: ParsableCommand {
         "HOLD p50, p99 how long it keeps a frame before releasing it   V its protocol version",
         "NAME its process's name (/proc/PID/comm), with the script an interpreter runs or the framebus command "
             + "(/proc/PID/cmdline); ? if it is gone",
+        "recorder ID: a subscriber that records (its status file): frames and bytes written, its rate, the space "
+            + "left (and seconds at that rate), its backlog now/size (peak), busy reasons, frames that did not reach "
+            + "the disk by reason, O_DIRECT or buffered writes",
         "pressure: the system pressure the publisher measures (level, factors)   cost: its work per frame against "
             + "the frame interval (1.0 = all of it)   frame: the frames' duration   shed: frames dropped because the "
             + "encoder fell behind (counted in OOB too)",
     ]
+
+    /// The status files of the recorders among `report`'s subscribers, by subscriber id (the runtime directory, files
+    /// owned by an allowed user, naming this bus's socket).
+    static func recorders(
+        of report: PublisherMonitor.Report,
+        path: String,
+        allowedUserIDs: Set<UInt32>
+    ) -> [Int: [RecorderStatusFile]] {
+        guard let directory = try? SocketPath.runtimeDirectory() else { return [:] }
+        let socket = URL(fileURLWithPath: path).standardizedFileURL.path
+        var result: [Int: [RecorderStatusFile]] = [:]
+        for subscriber in report.subscribers where subscriber.processID > 0 {
+            let files = RecorderStatusFile.find(
+                processID: subscriber.processID,
+                socketPath: socket,
+                directory: directory,
+                allowedUserIDs: allowedUserIDs
+            )
+            if !files.isEmpty { result[Int(subscriber.id)] = files }
+        }
+        return result
+    }
+
+    /// One recorder under the table: what it wrote, its rate, the space left (bytes and seconds at that rate), its
+    /// backlog, why it is busy and what it dropped.
+    static func recorderLine(_ recorder: RecorderStatusFile, subscriberID: Int, now: Double) -> String {
+        let remaining =
+            String(format: "%.2f GB", Double(recorder.remainingBytes) / 1e9)
+            + (recorder.remainingSeconds.map { String(format: " (%.0f s)", $0) } ?? "")
+        let drops = recorder.drops.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let age = now - recorder.time
+        var line =
+            "recorder \(subscriberID) → \(recorder.outputPath)  written \(recorder.framesWritten) frames "
+            + String(format: "%.2f GB", Double(recorder.bytesWritten) / 1e9)
+            + String(format: " (%.1f MB/s)", recorder.bytesPerSecond / 1e6)
+            + "  remaining \(remaining)"
+            + String(
+                format: "  backlog %.1f/%.0f MB (peak %.1f)",
+                Double(recorder.backlogBytes) / 1e6,
+                Double(recorder.backlogCapacity) / 1e6,
+                Double(recorder.backlogPeakBytes) / 1e6
+            )
+            + "  busy " + (recorder.busy.isEmpty ? "-" : recorder.busy.joined(separator: ","))
+            + "  drops " + (drops.isEmpty ? "0" : drops.joined(separator: " "))
+            + (recorder.direct ? "  O_DIRECT" : "  buffered")
+        if let failure = recorder.failure { line += "  failed: \(failure)" }
+        if age >= 2 { line += String(format: "  (status %.0f s old)", age) }
+        return line.escapingControlCharacters
+    }
 
     static func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)

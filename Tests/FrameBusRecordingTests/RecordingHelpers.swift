@@ -3,6 +3,7 @@ import FrameBus
 import FrameBusRecording
 import Synchronization
 import TestSupport
+import Testing
 
 /// A subscriber in the test process that keeps every frame's packed bytes by sequence number: the reference a
 /// recording is compared with (what the bus delivered, seen by another consumer).
@@ -119,4 +120,49 @@ func jsonLines(_ output: String) -> [[String: Any]] {
         guard line.hasPrefix("{") else { return nil }
         return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
     }
+}
+
+extension Tools {
+    /// GStreamer's FFV1 encoder (gstreamer1.0-libav), for `framebus export --ffv1`.
+    static let haveFFV1: Bool = {
+        guard let gstLaunch, ffmpeg != nil, ffprobe != nil else { return false }
+        let inspect = gstLaunch.deletingLastPathComponent().appendingPathComponent("gst-inspect-1.0")
+        return run(inspect.path, ["avenc_ffv1"]) == 0
+    }()
+}
+
+/// `framebus export --ffv1` of `file`, checked to be FFV1 by ffprobe and decoded by ffmpeg to `pixelFormat` (ffmpeg's
+/// name: nv12, bgra): the decoded frames' bytes, back to back.
+func exportFFV1AndDecode(_ file: URL, pixelFormat: String) async throws -> [UInt8] {
+    let exported = temporaryFileURL("ffv1-\(pixelFormat).mkv")
+    let decoded = temporaryFileURL("ffv1-\(pixelFormat).raw")
+    defer {
+        try? FileManager.default.removeItem(at: exported)
+        try? FileManager.default.removeItem(at: decoded)
+    }
+    let export = try await runToEnd(
+        try TestLocations.executable("framebus"),
+        ["export", file.path, "--output", exported.path, "--ffv1"],
+        timeout: 120
+    )
+    #expect(export.status == 0, "\(export.output)")
+    let probe = try await runToEnd(
+        try #require(Tools.ffprobe),
+        [
+            "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name", "-of", "csv=p=0",
+            exported.path,
+        ],
+        timeout: 60
+    )
+    #expect(probe.output.trimmingCharacters(in: .whitespacesAndNewlines) == "ffv1", "\(probe.output)")
+    let ffmpeg = try await runToEnd(
+        try #require(Tools.ffmpeg),
+        [
+            "-v", "error", "-i", exported.path, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", pixelFormat,
+            "-y", decoded.path,
+        ],
+        timeout: 120
+    )
+    #expect(ffmpeg.status == 0, "\(ffmpeg.output)")
+    return Array((try? Data(contentsOf: decoded)) ?? Data())
 }

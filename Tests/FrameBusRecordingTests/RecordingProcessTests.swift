@@ -99,6 +99,13 @@ import Testing
         )
         #expect(gst.status == 0, "\(gst.output)")
         #expect(Array(try Data(contentsOf: demuxed)) == recording.frames.flatMap(\.bytes))
+
+        // `framebus export --ffv1` (GStreamer's avenc_ffv1): ffmpeg decodes it to the recorded bytes (FFV1 is lossless).
+        if Tools.haveFFV1 {
+            let ffv1 = try await exportFFV1AndDecode(file, pixelFormat: format == "BGRA" ? "bgra" : "nv12")
+            #expect(ffv1.count == recording.frames.count * frameSize)
+            #expect(ffv1 == recording.frames.flatMap(\.bytes), "the FFV1 export decodes to other bytes")
+        }
     }
 
     @Test func aRecorderKilledMidStreamPlaysBackBitExactUpToItsLastCheckpoint() async throws {
@@ -194,6 +201,12 @@ import Testing
         )
         #expect(ffmpeg.status == 0, "\(ffmpeg.output)")
         #expect(Array(try Data(contentsOf: decoded)) == raw.frames.flatMap(\.bytes))
+
+        // The compressed recording straight to FFV1: the same bytes again.
+        if Tools.haveFFV1 {
+            let ffv1 = try await exportFFV1AndDecode(file, pixelFormat: "nv12")
+            #expect(ffv1 == raw.frames.flatMap(\.bytes), "the FFV1 export decodes to other bytes")
+        }
     }
 
     @Test(.enabled(if: Tools.canMount, "needs root to mount a small tmpfs"))

@@ -53,6 +53,41 @@ import Testing
         #expect(try RecordingReader(path: file.path).isClosed)
     }
 
+    @Test func framesReadStraightIntoBuffersEqualTheRecordedBytesWithPackedOrPaddedRows() async throws {
+        let (file, frames) = try await Self.makeRecording(count: 5)
+        defer { try? FileManager.default.removeItem(at: file) }
+        // A pool's buffer (rows as the pool lays them out) and one with rows padded to 128 bytes (read through the
+        // reader's scratch plane, row by row).
+        let pool = try PixelBufferPool(
+            attributes: .init(width: 64, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
+        )
+        let pooled = try pool.makePixelBuffer()
+        let padded = try PixelBuffer(
+            width: 64,
+            height: 48,
+            pixelFormat: .yuv420BiPlanarVideoRange8,
+            bytesPerRowAlignment: 128
+        )
+        #expect(padded.bytesPerRow(ofPlane: 0) > 64, "the padded buffer's rows are not padded")
+        for buffer in [pooled, padded] {
+            let reader = try RecordingReader(path: file.path)
+            var read: [[UInt8]] = []
+            var sequences: [UInt64] = []
+            while let frame = try reader.nextFrame(into: buffer) {
+                #expect(frame.bytes.isEmpty)
+                sequences.append(frame.sequence ?? .max)
+                read.append(try buffer.withLock(.readOnly) { try buffer.packedBytes() })
+            }
+            #expect(read == frames)
+            #expect(sequences == Array(0..<5))
+        }
+        // A buffer of another size is refused before anything is read.
+        let wrong = try PixelBuffer(width: 32, height: 48, pixelFormat: .yuv420BiPlanarVideoRange8)
+        let reader = try RecordingReader(path: file.path)
+        #expect(throws: RecordingError.self) { _ = try reader.nextFrame(into: wrong) }
+        #expect(try reader.nextFrame()?.bytes == frames[0])
+    }
+
     @Test func everyCutOfARecordingReadsAPrefixOfItsFramesOrFailsWithATypedError() async throws {
         let (file, frames) = try await Self.makeRecording(count: 6)
         defer { try? FileManager.default.removeItem(at: file) }

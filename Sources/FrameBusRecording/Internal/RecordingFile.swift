@@ -1,17 +1,22 @@
 import Surfaces
+import Synchronization
 import SystemPackage
 
 /// The recording's file descriptor and the rules for writing it: `O_DIRECT` when the file system takes it (else
 /// buffered writes whose pages are pushed out and dropped at each checkpoint), space reserved ahead with
-/// `fallocate(FALLOC_FL_KEEP_SIZE)`, and `fdatasync` at checkpoints. Used by one thread at a time (the I/O thread,
-/// or the recorder before that thread starts / after it ended).
+/// `fallocate(FALLOC_FL_KEEP_SIZE)`, and `fdatasync` at checkpoints. Reservations, checkpoints and the close are
+/// the I/O thread's alone (or the recorder's before that thread starts / after it ended); the write workers call
+/// ``write(_:at:)`` and ``startWriteback(from:upTo:)`` at the same time, at disjoint offsets: the direct-I/O mode
+/// they share is behind a lock.
 final class RecordingFile: @unchecked Sendable {
-    // @unchecked: one thread at a time, handed over by starting and joining the I/O thread.
+    // @unchecked: the reservation state is the I/O thread's alone (handed over by starting and joining it); the
+    // direct-I/O mode, which the write workers share, is in a Mutex.
     let descriptor: Int32
+    private let mode: Mutex<(isDirect: Bool, refusal: String?)>
     /// Whether writes bypass the page cache.
-    private(set) var isDirect: Bool
+    var isDirect: Bool { mode.withLock { $0.isDirect } }
     /// Why writes are buffered, when `O_DIRECT` was asked for and refused.
-    private(set) var directRefusal: String?
+    var directRefusal: String? { mode.withLock { $0.refusal } }
     /// The end of the space reserved so far (bytes from the start of the file).
     private(set) var reservedEnd: Int64 = 0
     /// Why nothing is reserved ahead, when the file system cannot (`EOPNOTSUPP`).
@@ -20,15 +25,16 @@ final class RecordingFile: @unchecked Sendable {
     private(set) var reservationFailure: Errno?
 
     init(path: String, direct: Bool) throws(RecordingError) {
+        var refusal: String?
         if direct {
             switch Syscall.openRecording(path, direct: true) {
             case .success(let fd):
                 descriptor = fd
-                isDirect = true
+                mode = Mutex((true, nil))
                 return
             case .failure(let error) where error == .invalidArgument:
                 // tmpfs before Linux 6.6 and some FUSE file systems refuse O_DIRECT at open.
-                directRefusal = "open with O_DIRECT: \(error)"
+                refusal = "open with O_DIRECT: \(error)"
             case .failure(let error):
                 throw RecordingError(Self.code(for: error), "open(\(path))", errno: error)
             }
@@ -36,7 +42,7 @@ final class RecordingFile: @unchecked Sendable {
         switch Syscall.openRecording(path, direct: false) {
         case .success(let fd):
             descriptor = fd
-            isDirect = false
+            mode = Mutex((false, refusal))
         case .failure(let error):
             throw RecordingError(Self.code(for: error), "open(\(path))", errno: error)
         }
@@ -55,12 +61,18 @@ final class RecordingFile: @unchecked Sendable {
 
     /// Writes `bytes` at `offset`. A direct write the file system refuses (`EINVAL`: a file system that accepts
     /// the flag at open but not the I/O) turns `O_DIRECT` off for the rest of the recording and is retried buffered.
+    /// Safe to call from several threads at disjoint offsets.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Result<Void, Errno> {
         let result = unsafe Syscall.writeAll(descriptor, bytes, at: offset)
-        if case .failure(.invalidArgument) = result, isDirect {
-            isDirect = false
-            directRefusal = "write with O_DIRECT: \(Errno.invalidArgument)"
-            if case .failure(let error) = Syscall.setDirect(descriptor, false) { return .failure(error) }
+        if case .failure(.invalidArgument) = result {
+            let turnedOff = mode.withLock { mode -> Result<Void, Errno> in
+                // Already off: another writer turned it off meanwhile (a buffered EINVAL is retried once, harmlessly).
+                guard mode.isDirect else { return .success(()) }
+                if case .failure(let error) = Syscall.setDirect(descriptor, false) { return .failure(error) }
+                mode = (false, "write with O_DIRECT: \(Errno.invalidArgument)")
+                return .success(())
+            }
+            if case .failure(let error) = turnedOff { return .failure(error) }
             return unsafe Syscall.writeAll(descriptor, bytes, at: offset)
         }
         return result

@@ -1,5 +1,6 @@
 // The recorder's file calls, as an extension of the package's one syscall layer (Surfaces/Internal/Syscalls.swift).
 import CFrameBusRecordingShims
+import Foundation
 import Glibc
 import Surfaces
 import SystemPackage
@@ -63,6 +64,30 @@ extension Syscall {
         return .success(endOfFile ? nil : bytes)
     }
 
+    /// `pread(2)` of all of `destination` at `offset` (short reads are continued): true, or false at the end of
+    /// the file before it was filled.
+    static func readAll(
+        _ fd: Int32,
+        into destination: UnsafeMutableRawBufferPointer,
+        at offset: Int64
+    ) -> Result<
+        Bool, Errno
+    > {
+        var done = 0
+        while done < destination.count {
+            let result = valueOrErrno {
+                unsafe pread(fd, destination.baseAddress! + done, destination.count - done, off_t(offset + Int64(done)))
+            }
+            switch result {
+            case .success(let read):
+                guard read > 0 else { return .success(false) }
+                done += read
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(true)
+    }
+
     /// `fallocate(2)` with `FALLOC_FL_KEEP_SIZE`.
     static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, Errno> {
         valueOrErrno { cfbr_reserve(fd, offset, length) }.map { _ in () }
@@ -99,6 +124,40 @@ extension Syscall {
             return product.overflow ? .max : product.partialValue
         }
     }
+
+    /// The bytes of a small file another process wrote: a regular file (`O_NOFOLLOW`) owned by one of `owners`, of
+    /// at most `limit` bytes (one read of `limit + 1`); nil otherwise.
+    static func readSmallFile(_ path: String, ownedBy owners: Set<UInt32>, atMost limit: Int) -> Data? {
+        let fd = unsafe Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var info = stat()
+        guard unsafe fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, owners.contains(info.st_uid),
+            info.st_size >= 0, info.st_size <= limit
+        else { return nil }
+        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        let count = unsafe bytes.withUnsafeMutableBytes { unsafe Glibc.read(fd, $0.baseAddress!, $0.count) }
+        guard count > 0, count <= limit else { return nil }
+        return Data(bytes[0..<count])
+    }
+
+    /// Replaces the file at `path` with `data` (mode 0600): written whole to `path.tmp`, then renamed over it, so a
+    /// reader sees the old file or the new one. Failures leave the old file.
+    static func replaceFile(_ path: String, with data: Data) {
+        let temporary = path + ".tmp"
+        let fd = unsafe Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return }
+        let written = unsafe data.withUnsafeBytes { unsafe Glibc.write(fd, $0.baseAddress!, $0.count) }
+        Glibc.close(fd)
+        guard written == data.count else {
+            unsafe unlink(temporary)
+            return
+        }
+        unsafe rename(temporary, path)
+    }
+
+    /// `unlink(2)`, its failure ignored.
+    static func removeFile(_ path: String) { unsafe unlink(path) }
 
     /// `close(2)` of a file descriptor we own.
     static func closeFile(_ fd: Int32) { close(fd) }
