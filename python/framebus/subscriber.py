@@ -249,8 +249,7 @@ class Frame:
         self.format = surface.format.name
         self.width = surface.message.width
         self.height = surface.message.height
-        self.presentation_time = _time(message.pts)
-        self.duration = _time(message.duration)
+        self._times = message.pts, message.duration  # made Fractions when asked for (a microsecond each)
         self.publish_time_ns = message.publish_time
         self.received_time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.bytes_used = message.bytes_used
@@ -260,6 +259,14 @@ class Frame:
         self._pixel_format = surface.format
         self._hold: _Hold | None = _Hold(subscriber, message.sequence, message.surface_id)
         self._pinned = subscriber._pinned
+
+    @property
+    def presentation_time(self) -> "Fraction | None":
+        return _time(self._times[0])
+
+    @property
+    def duration(self) -> "Fraction | None":
+        return _time(self._times[1])
 
     # ---- holding ----
 
