@@ -163,14 +163,24 @@ class _Hold:
 
     The frame and every array made from its memory refer to it (an array's NumPy ``base`` is a :class:`_Memory` that
     refers to the hold), so a view, a slice or a reshape of a plane keeps the frame held, as Swift keeps a kept
-    image buffer; a copy owns its bytes and keeps nothing. The finalizer only queues: it may run inside the garbage
-    collector at any allocation, on any thread, even one inside the subscriber's lock.
+    image buffer; a copy owns its bytes and keeps nothing. ``__del__`` only queues: it may run inside the garbage
+    collector at any allocation, on any thread, even one inside the subscriber's lock. (``__del__``, not
+    ``weakref.finalize``: a frame's hold costs a third as much, paid for every frame, the late ones too.)
     """
 
-    __slots__ = ("finalizer", "__weakref__")
+    __slots__ = ("_release", "sequence", "surface_id", "__weakref__")
 
     def __init__(self, subscriber: "Subscriber", sequence: int, surface_id: int):
-        self.finalizer = weakref.finalize(self, subscriber._release, _wire.encode_release(sequence, surface_id))
+        self._release, self.sequence, self.surface_id = subscriber._release, sequence, surface_id
+
+    def detach(self) -> None:
+        """Queues nothing when it dies (its frame is released otherwise)."""
+        self._release = None
+
+    def __del__(self):
+        release, self._release = self._release, None  # at most once
+        if release is not None:
+            release(_wire.encode_release(self.sequence, self.surface_id))
 
 
 class _Memory:
@@ -806,7 +816,7 @@ class Subscriber:
                     events[index] = _dropped("frameWasLate", sequence, sequence)
                 hold, event._hold = event._hold, None  # never handed out, so no array of it exists
                 if hold is not None:
-                    hold.finalizer.detach()
+                    hold.detach()
                 self._release(_wire.encode_release(event.sequence, event.surface_id, not_delivered=True))
                 return
 
