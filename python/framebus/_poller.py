@@ -24,7 +24,7 @@ from collections import namedtuple
 from . import _native
 from ._formats import BY_CODE as _BY_CODE, pixel_format
 from .errors import FrameBusError
-from .subscriber import Dropped, EndOfStream, Frame, Subscriber, SystemPressure, _Memory, _time
+from .subscriber import EndOfStream, Frame, Subscriber, SystemPressure, _dropped, _Memory, _time
 
 EVENT_CONNECTED, EVENT_FRAME, EVENT_DROP, EVENT_END, EVENT_SYSTEM_PRESSURE = 1, 2, 3, 4, 5
 SUBSCRIBER_DEFERRED, SUBSCRIBER_SYSTEM_PRESSURE = 1, 2
@@ -187,6 +187,8 @@ class NativeSubscriber(Subscriber):
         self._handle = handle.value
         self._closed = False
         self._event = _native.Event()
+        # The drop's fields read in place (a view of the event's union): `event.drop` builds two ctypes objects.
+        self._drop = _native.Drop.from_buffer(self._event, _native.Event.payload.offset)
         self._error = _native.Error()
         self._event_ref, self._error_ref = ctypes.byref(self._event), ctypes.byref(self._error)
         # The description of the next frame is written here; each frame keeps a copy.
@@ -329,9 +331,10 @@ class NativeSubscriber(Subscriber):
             self._unexplained_drops = 0
             return NativeFrame._described(self, event.frame)
         if kind == EVENT_DROP:
-            drop = event.drop
-            dropped = Dropped(_DROP_REASONS.get(drop.reason, f"reason{drop.reason}"), drop.first_sequence,
-                              drop.last_sequence)
+            drop = self._drop
+            reason = drop.reason
+            dropped = _dropped(_DROP_REASONS.get(reason) or f"reason{reason}", drop.first_sequence,
+                               drop.last_sequence)
             if not self._accepts_dma_buf:
                 self._explain_drops(dropped, len(self._pinned))
             return dropped

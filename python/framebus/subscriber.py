@@ -121,6 +121,16 @@ class Dropped:
         return self.last - self.first + 1
 
 
+def _dropped(reason: str, first: int, last: int, _new=object.__new__) -> Dropped:
+    """A :class:`Dropped`, made without the frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field:
+    about a microsecond of a drop event's cost): the fields go straight into the instance's dictionary, the same
+    object as ``Dropped(reason, first, last)``."""
+    dropped = _new(Dropped)
+    fields = dropped.__dict__
+    fields["reason"], fields["first"], fields["last"] = reason, first, last
+    return dropped
+
+
 @dataclass(frozen=True)
 class SystemPressure:
     """The publisher's system pressure changed (the first right after connecting), for a subscriber made with
@@ -153,14 +163,24 @@ class _Hold:
 
     The frame and every array made from its memory refer to it (an array's NumPy ``base`` is a :class:`_Memory` that
     refers to the hold), so a view, a slice or a reshape of a plane keeps the frame held, as Swift keeps a kept
-    image buffer; a copy owns its bytes and keeps nothing. The finalizer only queues: it may run inside the garbage
-    collector at any allocation, on any thread, even one inside the subscriber's lock.
+    image buffer; a copy owns its bytes and keeps nothing. ``__del__`` only queues: it may run inside the garbage
+    collector at any allocation, on any thread, even one inside the subscriber's lock. (``__del__``, not
+    ``weakref.finalize``: a frame's hold costs a third as much, paid for every frame, the late ones too.)
     """
 
-    __slots__ = ("finalizer", "__weakref__")
+    __slots__ = ("_release", "sequence", "surface_id", "__weakref__")
 
     def __init__(self, subscriber: "Subscriber", sequence: int, surface_id: int):
-        self.finalizer = weakref.finalize(self, subscriber._release, _wire.encode_release(sequence, surface_id))
+        self._release, self.sequence, self.surface_id = subscriber._release, sequence, surface_id
+
+    def detach(self) -> None:
+        """Queues nothing when it dies (its frame is released otherwise)."""
+        self._release = None
+
+    def __del__(self):
+        release, self._release = self._release, None  # at most once
+        if release is not None:
+            release(_wire.encode_release(self.sequence, self.surface_id))
 
 
 class _Memory:
@@ -239,8 +259,7 @@ class Frame:
         self.format = surface.format.name
         self.width = surface.message.width
         self.height = surface.message.height
-        self.presentation_time = _time(message.pts)
-        self.duration = _time(message.duration)
+        self._times = message.pts, message.duration  # made Fractions when asked for (a microsecond each)
         self.publish_time_ns = message.publish_time
         self.received_time_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.bytes_used = message.bytes_used
@@ -250,6 +269,14 @@ class Frame:
         self._pixel_format = surface.format
         self._hold: _Hold | None = _Hold(subscriber, message.sequence, message.surface_id)
         self._pinned = subscriber._pinned
+
+    @property
+    def presentation_time(self) -> "Fraction | None":
+        return _time(self._times[0])
+
+    @property
+    def duration(self) -> "Fraction | None":
+        return _time(self._times[1])
 
     # ---- holding ----
 
@@ -752,7 +779,7 @@ class Subscriber:
             if first <= self._last_sequence:
                 raise FrameBusError("malformedMessage", f"DROP {first}...{last} goes back in sequence")
             self._last_sequence = last
-            self._add_drop(Dropped(reason, first, last))
+            self._add_drop(_dropped(reason, first, last))
         elif kind == _wire.END_OF_STREAM:
             self._end(EndOfStream("stopped", _wire.decode_end_of_stream(data)))
         elif kind == _wire.ERROR:
@@ -769,17 +796,27 @@ class Subscriber:
         if isinstance(last, Dropped) and (
             (last.reason == drop.reason and last.last + 1 == drop.first) or len(self._events) >= MAXIMUM_EVENTS
         ):
-            self._events[-1] = Dropped(last.reason, last.first, drop.last)
+            self._events[-1] = _dropped(last.reason, last.first, drop.last)
         else:
             self._events.append(drop)
 
     def _replace_waiting_frame(self) -> None:
-        for index, event in enumerate(self._events):
+        # The waiting frame becomes a frameWasLate drop, merged into the one before it when it continues that range
+        # (as the C library's queue does): a consumer slower than the publisher gets one drop event per frame it
+        # takes, not one per frame it missed, and the queue does not grow with the frames it misses.
+        events = self._events
+        for index, event in enumerate(events):
             if isinstance(event, Frame):
-                self._events[index] = Dropped("frameWasLate", event.sequence, event.sequence)
+                sequence = event.sequence
+                before = events[index - 1] if index else None
+                if isinstance(before, Dropped) and before.reason == "frameWasLate" and before.last + 1 == sequence:
+                    events[index - 1] = _dropped("frameWasLate", before.first, sequence)
+                    del events[index]
+                else:
+                    events[index] = _dropped("frameWasLate", sequence, sequence)
                 hold, event._hold = event._hold, None  # never handed out, so no array of it exists
                 if hold is not None:
-                    hold.finalizer.detach()
+                    hold.detach()
                 self._release(_wire.encode_release(event.sequence, event.surface_id, not_delivered=True))
                 return
 

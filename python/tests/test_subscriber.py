@@ -119,6 +119,24 @@ def test_a_slow_latest_only_consumer_sees_late_frames(publish):
         accounted(events)
 
 
+def test_frames_a_latest_only_consumer_missed_in_a_row_come_as_one_drop(publish):
+    """While the consumer works, every frame but the newest becomes late: they arrive as one frameWasLate drop over
+    their range (as the C library's queue merges them), not one event per frame missed."""
+    publisher = publish("--size", "64x48", "--fps", "200")
+    with framebus.Subscriber(str(publisher.path), accept=["420v"]) as bus:
+        events = []
+        deadline = time.monotonic() + 30
+        while not any(isinstance(e, framebus.Dropped) and e.reason == "frameWasLate" and e.count > 1 for e in events):
+            assert time.monotonic() < deadline, events[-20:]
+            time.sleep(0.1)  # a publisher at 200 Hz sends several frames meanwhile (as many as we may hold)
+            event = bus.next_event(timeout=5.0)
+            assert event is not None and not isinstance(event, framebus.EndOfStream), event
+            events.append(event)
+            if isinstance(event, framebus.Frame):
+                event.release()
+        accounted(events)
+
+
 def test_the_end_of_stream_ends_iteration(publish):
     publisher = publish("--size", "64x48", "--fps", "30")
     with framebus.Subscriber(str(publisher.path), accept=["420v"]) as bus:
