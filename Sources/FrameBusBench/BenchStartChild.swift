@@ -116,7 +116,7 @@ struct BenchStartChild {
                 recorder.fail("\(error)")
             }
         default:
-            subscriber.setDelegateOnConnectionThread(recorder)
+            subscriber.setDelegate(recorder)
             if !recorder.wait(seconds: 30) { recorder.fail("no frame in 30 s") }
         }
         subscriber.cancel()

@@ -114,7 +114,7 @@ public final class Recorder: Sendable {
             throw RecordingError(.subscriber, "Recorder.init", message: "\(error)")
         }
         self.core = core
-        subscriber.setDelegateOnConnectionThread(core)
+        subscriber.setDelegate(core)
         core.startIOThread()
     }
 

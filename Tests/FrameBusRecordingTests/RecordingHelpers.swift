@@ -17,7 +17,7 @@ final class ReferenceFrames: SubscriberDelegate, Sendable {
         var configuration = Subscriber.Configuration(path: path, acceptedFormats: formats, delivery: .queue(depth: 16))
         configuration.connectTimeout = .seconds(60)
         subscriber = try Subscriber(configuration: configuration)
-        subscriber.setDelegateOnConnectionThread(self)
+        subscriber.setDelegate(self)
     }
 
     func subscriber(_ subscriber: Subscriber, didOutput sampleBuffer: SampleBuffer) {

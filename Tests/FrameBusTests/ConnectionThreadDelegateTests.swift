@@ -73,18 +73,13 @@ import TestSupport
         }
     }
 
-    /// `setDelegate(_:)`, the default delegate, and its older spelling `setDelegateOnConnectionThread(_:)`.
-    @Test(arguments: [true, false])
-    func everyFrameOfTheDefaultDelegateArrivesInOrderOnTheConnectionThread(setWithoutQueue: Bool) async throws {
+    /// `setDelegate(_:)`, the default delegate.
+    @Test func everyFrameOfTheDefaultDelegateArrivesInOrderOnTheConnectionThread() async throws {
         let bus = try Bus("thread-all", delivery: .queue(depth: 32))
         defer { bus.stop() }
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
-        if setWithoutQueue {
-            bus.subscriber.setDelegate(delegate)
-        } else {
-            bus.subscriber.setDelegateOnConnectionThread(delegate)
-        }
+        bus.subscriber.setDelegate(delegate)
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         for index in 0..<20 {
             try bus.publish(index)
@@ -109,7 +104,7 @@ import TestSupport
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 3 })
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
-        bus.subscriber.setDelegateOnConnectionThread(delegate)
+        bus.subscriber.setDelegate(delegate)
         #expect(await eventually { log.sequences(of: "thread").count == 3 }, "\(log.snapshot)")
         #expect(log.sequences(of: "thread") == [0, 1, 2])
         #expect(log.snapshot.allSatisfy { $0.isOnItsQueue }, "\(log.snapshot)")
@@ -130,7 +125,7 @@ import TestSupport
         #expect(await signalled(first.entered, within: 20))
         for index in 1...3 { try bus.publish(index) }
         #expect(await eventually { bus.subscriber.statistics.queueDepth == 3 })
-        bus.subscriber.setDelegateOnConnectionThread(middle)
+        bus.subscriber.setDelegate(middle)
         // Setting the delegate started no second pass: the only one is the first delegate's, blocked in its
         // callback (not handed to the connection thread), and it has taken nothing since (no wait stands in for it).
         let (pass, waiting) = bus.subscriber.core.state.withLock { ($0.consumers.pass, $0.consumers.queue.frameCount) }
@@ -154,7 +149,7 @@ import TestSupport
         defer { bus.stop() }
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log, cancelsAtFirstFrame: true)
-        bus.subscriber.setDelegateOnConnectionThread(delegate)
+        bus.subscriber.setDelegate(delegate)
         #expect(await eventually { bus.publisher.subscriberCount == 1 })
         try bus.publish(0)
         try? bus.publish(1)
@@ -178,7 +173,7 @@ import TestSupport
         let log = CallbackLog()
         let delegate = ThreadDelegate("thread", log: log)
         let setter = Thread {
-            bus.subscriber.setDelegateOnConnectionThread(delegate)
+            bus.subscriber.setDelegate(delegate)
         }
         setter.start()
         #expect(await eventually { log.ending != nil })

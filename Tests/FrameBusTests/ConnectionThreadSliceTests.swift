@@ -75,7 +75,7 @@ struct ConnectionThreadSliceTests {
         let defaultSlice = try Self.defaultSlice()
         try #require(defaultSlice != 100_000, "this thread already runs with the slice under test")
         let delegate = CountingDelegate()
-        bus.subscriber.setDelegateOnConnectionThread(delegate)
+        bus.subscriber.setDelegate(delegate)
         try await Self.publish(bus, 3) { delegate.frames.withLock { $0 } }
         #expect(try Self.connectionThreadSlice(bus.subscriber) == 100_000)
         // The frames now go to a queue: the thread goes back to the kernel's default.
@@ -83,7 +83,7 @@ struct ConnectionThreadSliceTests {
         try await Self.publish(bus, 3) { delegate.frames.withLock { $0 } }
         #expect(try Self.connectionThreadSlice(bus.subscriber) == defaultSlice)
         // And back.
-        bus.subscriber.setDelegateOnConnectionThread(delegate)
+        bus.subscriber.setDelegate(delegate)
         try await Self.publish(bus, 3) { delegate.frames.withLock { $0 } }
         #expect(try Self.connectionThreadSlice(bus.subscriber) == 100_000)
     }
@@ -112,7 +112,7 @@ struct ConnectionThreadSliceTests {
             let bus = try Bus("slice-config", delivery: .queue(depth: 4)) { $0.connectionThreadSlice = configured }
             defer { bus.stop() }
             let delegate = CountingDelegate()
-            bus.subscriber.setDelegateOnConnectionThread(delegate)
+            bus.subscriber.setDelegate(delegate)
             try await Self.publish(bus, 3) { delegate.frames.withLock { $0 } }
             #expect(try Self.connectionThreadSlice(bus.subscriber) == expected, "\(String(describing: configured))")
         }

@@ -70,7 +70,7 @@ import TestSupport
         )
         defer { subscriber.cancel() }
         let received = FirstCompressedFrame()
-        subscriber.setDelegateOnConnectionThread(received)
+        subscriber.setDelegate(received)
         #expect(await eventually { publisher.subscriberCount == 1 })
         // Published until the first compressed frame arrives (the encoder sheds a frame it cannot start in time).
         let arrived = await eventually {

@@ -153,7 +153,7 @@ import Testing
 
     enum Event: String, CaseIterable {
         case claimIterator, claimPoller, releaseClaim, next, iterationCancelled, poll
-        /// `setDelegate(B, queue: Q2)`, `setDelegateOnConnectionThread(B)` (from another thread), `setDelegate(nil)`.
+        /// `setDelegate(B, queue: Q2)`, `setDelegate(B)` (from another thread), `setDelegate(nil)`.
         case setDelegateQ2, setDelegateThread, removeDelegate
         /// From the connection thread.
         case connected, frame, dropped, ended

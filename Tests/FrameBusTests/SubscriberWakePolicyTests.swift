@@ -78,7 +78,7 @@ import Testing
         let subscriber = try Subscriber(configuration: configuration)
         defer { subscriber.cancel() }
         let frames = ArrivalRecorder()
-        subscriber.setDelegateOnConnectionThread(frames)
+        subscriber.setDelegate(frames)
         let peer = try await publishing.value
         defer { peer.close() }
         try #require(peer.usesFutexWake)

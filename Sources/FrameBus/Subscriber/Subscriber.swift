@@ -221,6 +221,7 @@ public final class Subscriber: Sendable {
 
     /// ``setDelegate(_:)``: the delegate is called on the subscriber's connection thread (the name this had before
     /// it became the default).
+    @available(*, deprecated, renamed: "setDelegate(_:)", message: "the connection thread is setDelegate(_:)'s default")
     public func setDelegateOnConnectionThread(_ delegate: (any SubscriberDelegate)?) {
         setDelegate(delegate)
     }
