@@ -425,6 +425,72 @@ import TestSupport
         #expect(Self.drops(queue) == [SubscriberDrop(reason: .frameWasLate, sequences: 10...11)])
     }
 
+    /// A latest-only consumer slower than the stream that takes a drop report gets the frame behind it next: the
+    /// frame is promised, and frames arriving meanwhile are late on arrival, reported after it.
+    @Test func aConsumerThatTakesADropReportGetsTheFrameBehindItNext() {
+        var queue = Queue(depth: 1)
+        #expect(queue.append(frame: 10, sequence: 10).isEmpty)
+        #expect(queue.append(frame: 11, sequence: 11) == [10])
+        guard case .dropped(let first)? = queue.popFirst() else {
+            Issue.record("no drop report first")
+            return
+        }
+        #expect(first.sequences == 10...10)
+        #expect(queue.promisedSequence == 11)
+        // While the consumer handles the report, two frames arrive: each is late at once, 11 stays.
+        #expect(queue.append(frame: 12, sequence: 12) == [12])
+        #expect(queue.append(frame: 13, sequence: 13) == [13])
+        #expect(Self.frames(queue) == [11])
+        #expect(Self.drops(queue) == [SubscriberDrop(reason: .frameWasLate, sequences: 12...13)])
+        #expect(queue.frameCount == 1)
+        guard case .frame(11, 11)? = queue.popFirst() else {
+            Issue.record("the promised frame was not next")
+            return
+        }
+        #expect(queue.promisedSequence == nil)
+        guard case .dropped(let second)? = queue.popFirst() else {
+            Issue.record("no report of the late arrivals")
+            return
+        }
+        #expect(second.sequences == 12...13)
+        // Nothing waits behind that report: no promise, and latest-only replacement resumes.
+        #expect(queue.promisedSequence == nil)
+        #expect(queue.append(frame: 14, sequence: 14).isEmpty)
+        #expect(queue.append(frame: 15, sequence: 15) == [14])
+        #expect(Self.frames(queue) == [15])
+    }
+
+    /// The same with a queue: the promised frame stays, the oldest of the others is replaced, order is kept.
+    @Test func aQueueReplacesTheOldestFrameThatIsNotPromised() {
+        var queue = Queue(depth: 2)
+        queue.append(drop: SubscriberDrop(reason: .outOfBuffers, sequences: 0...1))
+        #expect(queue.append(frame: 2, sequence: 2).isEmpty)
+        #expect(queue.append(frame: 3, sequence: 3).isEmpty)
+        guard case .dropped? = queue.popFirst() else {
+            Issue.record("no drop report first")
+            return
+        }
+        #expect(queue.promisedSequence == 2)
+        #expect(queue.append(frame: 4, sequence: 4) == [3])
+        #expect(Self.frames(queue) == [2, 4])
+        #expect(queue.entries.count == 3)
+        guard case .frame(2, 2)? = queue.popFirst(), case .dropped(let late)? = queue.popFirst(),
+            case .frame(4, 4)? = queue.popFirst()
+        else {
+            Issue.record("not in order: promised frame, the replaced one's report, the newest")
+            return
+        }
+        #expect(late == SubscriberDrop(reason: .frameWasLate, sequences: 3...3))
+        #expect(queue.isEmpty)
+        // Removing every frame (cancellation) ends a promise too.
+        queue.append(drop: SubscriberDrop(reason: .outOfBuffers, sequences: 5...5))
+        _ = queue.append(frame: 6, sequence: 6)
+        _ = queue.popFirst()
+        #expect(queue.promisedSequence == 6)
+        #expect(queue.removeAllFrames() == [6])
+        #expect(queue.promisedSequence == nil)
+    }
+
     @Test func aQueueKeepsDepthFramesInOrder() {
         var queue = Queue(depth: 3)
         for sequence in 0..<3 {

@@ -494,6 +494,10 @@ class Subscriber:
         self._lock = threading.Lock()
         self._surfaces: dict[int, _Surface] = {}
         self._events: collections.deque = collections.deque()
+        # Latest-only: the frame behind an event the consumer took (a drop, most often) is promised, not replaced,
+        # so a consumer slower than the stream that spends a moment on each drop still reaches frames (the C
+        # library's queue does the same: SubscriberEventQueue).
+        self._promised: "Frame | None" = None
         # RELEASEs not sent yet. Appended from any thread and from finalizers (deque.append is atomic and takes no
         # lock); bounded because there is at most one RELEASE per held frame.
         self._pending_releases: collections.deque[bytes] = collections.deque()
@@ -639,10 +643,15 @@ class Subscriber:
                 self._warn_if_arrays_pin_the_stream()
             if self._events:
                 event = self._events.popleft()
-                if isinstance(event, Dropped):
-                    self._explain_drops(event, self._taken - self._sent)
-                elif isinstance(event, Frame):
+                if isinstance(event, Frame):
                     self._unexplained_drops = 0
+                    if event is self._promised:
+                        self._promised = None
+                else:
+                    if isinstance(event, Dropped):
+                        self._explain_drops(event, self._taken - self._sent)
+                    if self._latest_only and self._promised is None:
+                        self._promised = next((e for e in self._events if isinstance(e, Frame)), None)
                 return event
             if self._ended is not None:
                 if self._finished:
@@ -756,6 +765,8 @@ class Subscriber:
             self._taken += 1
             self._last_sequence = message.sequence
             self._events.append(Frame(self, message, surface))
+            if self._latest_only and self._promised is not None:
+                self._replace_waiting_frame()  # the promised frame waits: this one is late on arrival
         elif kind == _wire.STATUS:
             if not self._wants_status:
                 raise FrameBusError("malformedMessage", "STATUS to a subscriber that did not ask for it")
@@ -806,7 +817,7 @@ class Subscriber:
         # takes, not one per frame it missed, and the queue does not grow with the frames it misses.
         events = self._events
         for index, event in enumerate(events):
-            if isinstance(event, Frame):
+            if isinstance(event, Frame) and event is not self._promised:
                 sequence = event.sequence
                 before = events[index - 1] if index else None
                 if isinstance(before, Dropped) and before.reason == "frameWasLate" and before.last + 1 == sequence:

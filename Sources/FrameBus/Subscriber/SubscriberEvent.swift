@@ -76,7 +76,12 @@ public enum SubscriberEvent: Sendable, CustomStringConvertible {
 ///
 /// Bounds (a publisher drives what goes in, so each is capped):
 /// - frames: the delivery depth (1 for latest-only). A frame that arrives when the queue is full replaces the
-///   oldest waiting frame, which becomes a `frameWasLate` drop and is returned to be released unseen.
+///   oldest waiting frame, which becomes a `frameWasLate` drop and is returned to be released unseen. Except the
+///   *promised* frame: once the consumer has taken an event that stood before a waiting frame (a drop report, most
+///   often), that frame is not replaced; the consumer's next take reaches it. Without this a consumer slower than the
+///   stream that spends a moment on each drop report would take only drop reports: each took long enough for the
+///   frame behind it to be replaced, behind a new report. When the promised frame is the only one a latest-only queue
+///   may hold, an arriving frame is late at once (a `frameWasLate` drop after the promised frame).
 /// - drop reports: contiguous reports of the same reason merge into one range; beyond
 ///   ``maximumDropReports`` waiting reports, a new one merges into the newest waiting report of its reason (or the
 ///   newest report), whose range then spans both and whose count adds up. Counts saturate.
@@ -98,6 +103,8 @@ package struct SubscriberEventQueue<Frame> {
     package private(set) var frameCount = 0
     package private(set) var dropReportCount = 0
     package private(set) var connectionEventCount = 0
+    /// The sequence number of the promised frame (see above), if one waits.
+    package private(set) var promisedSequence: UInt64?
 
     package init(depth: Int) {
         self.depth = max(1, depth)
@@ -116,7 +123,9 @@ package struct SubscriberEventQueue<Frame> {
     package mutating func append(frame: Frame, sequence: UInt64) -> [Frame] {
         var replaced: [Frame] = []
         while frameCount >= depth,
-            let oldest = entries.firstIndex(where: { if case .frame = $0 { true } else { false } })
+            let oldest = entries.firstIndex(where: { entry in
+                if case .frame(_, let waiting) = entry { waiting != promisedSequence } else { false }
+            })
         {
             guard case .frame(let old, let oldSequence) = entries[oldest] else { break }
             replaced.append(old)
@@ -124,6 +133,12 @@ package struct SubscriberEventQueue<Frame> {
             entries[oldest] = .dropped(SubscriberDrop(reason: .frameWasLate, sequences: oldSequence...oldSequence))
             dropReportCount += 1
             coalesce(around: oldest)
+        }
+        guard frameCount < depth else {
+            // Only the promised frame waits and no other may: this one is late on arrival, reported after it.
+            append(drop: SubscriberDrop(reason: .frameWasLate, sequences: sequence...sequence))
+            replaced.append(frame)
+            return replaced
         }
         entries.append(.frame(frame, sequence: sequence))
         frameCount += 1
@@ -159,6 +174,15 @@ package struct SubscriberEventQueue<Frame> {
         guard !entries.isEmpty else { return nil }
         let entry = entries.removeFirst()
         account(removing: entry)
+        if case .frame(_, let sequence) = entry {
+            if sequence == promisedSequence { promisedSequence = nil }
+        } else if promisedSequence == nil {
+            // The consumer took an event that stood before the first waiting frame: that frame is promised.
+            for case .frame(_, let sequence) in entries {
+                promisedSequence = sequence
+                break
+            }
+        }
         return entry
     }
 
@@ -171,6 +195,7 @@ package struct SubscriberEventQueue<Frame> {
             return true
         }
         frameCount = 0
+        promisedSequence = nil
         return frames
     }
 
