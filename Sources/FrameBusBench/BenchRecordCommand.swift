@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import FrameBus
 
 #if canImport(Glibc)
 import Glibc
@@ -15,7 +16,7 @@ package struct BenchRecordCommand: ParsableCommand {
             Rows: the floors (dd oflag=direct bs=4M of zeros; 4 MiB O_DIRECT writes of the recorded bytes from \
             one buffer, by python3, before and after each row: the ratios are to their mean), `framebus record` raw \
             (2 writes in flight, and 1), compressed and with --no-direct \
-            (a buffered writer), each fed by `framebus play --loop --fps 0` of a one-second recording of the \
+            (a buffered writer), GStreamer's `framebussrc ! queue ! filesink` (when the plugin is found), each fed by `framebus play --loop --fps 0` of a one-second recording of the \
             images or pattern (as fast as the recorder takes frames) for --seconds; then, with --hog, the same rows beside a process writing a file through the page cache. \
             Each row: MB/s written, frames/s, drops, the backlog's peak, write latency p50/p99; a ratio to the floor. \
             Files go to --directory (on the disk to measure) and are removed.
@@ -41,6 +42,14 @@ package struct BenchRecordCommand: ParsableCommand {
 
     @Flag(help: "Also run every row beside a page-cache hog (a buffered writer of a large file).")
     var hog = false
+
+    @Option(
+        help: """
+            Where GStreamer finds the FrameBus plugin (libgstframebus.so, `make -C gstreamer`) for the \
+            `framebussrc ! queue ! filesink` row (default: $GST_PLUGIN_PATH); the row is left out without it.
+            """
+    )
+    var gstPluginPath: String?
 
     @Option(help: "Write the rows as JSON to this file.")
     var json: String?
@@ -92,6 +101,10 @@ package struct BenchRecordCommand: ParsableCommand {
         // host detects or compresses them), so the ratio is to this floor, measured right before and after each row
         // (the disk is shared and its speed moves from one second to the next).
         let dataFloorSource: URL? = rawSeed
+        let gstEnvironment = gstreamerEnvironment()
+        if gstEnvironment == nil {
+            print("(no GStreamer row: gst-launch-1.0 or the framebussrc element was not found; see --gst-plugin-path)")
+        }
         for withHog in hog ? [false, true] : [false] {
             let hogProcess = withHog ? try startHog() : nil
             defer { hogProcess?.terminate() }
@@ -134,6 +147,18 @@ package struct BenchRecordCommand: ParsableCommand {
                 } else {
                     row.floorMegabytesPerSecond = floor
                     row.ratioToFloor = floor > 0 ? row.megabytesPerSecond / floor : nil
+                }
+                rows.append(row)
+                print(Self.text(row))
+            }
+            if let gstEnvironment {
+                var row = try measureGStreamer(executable: executable, seed: rawSeed, environment: gstEnvironment)
+                row.hog = withHog
+                if let before = dataFloor, let after = measureDataFloor(seed: rawSeed) {
+                    let mean = (before + after) / 2
+                    row.floorMegabytesPerSecond = mean
+                    row.ratioToFloor = mean > 0 ? row.megabytesPerSecond / mean : nil
+                    dataFloor = after
                 }
                 rows.append(row)
                 print(Self.text(row))
@@ -316,13 +341,104 @@ package struct BenchRecordCommand: ParsableCommand {
         )
     }
 
+    /// The environment gst-launch-1.0 finds framebussrc in, or nil when it does not.
+    func gstreamerEnvironment() -> [String: String]? {
+        guard let pluginPath = gstPluginPath ?? ProcessInfo.processInfo.environment["GST_PLUGIN_PATH"] else {
+            return nil
+        }
+        let environment = ["GST_PLUGIN_PATH": pluginPath]
+        let inspect = Process()
+        inspect.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        inspect.arguments = ["gst-inspect-1.0", "framebussrc"]
+        inspect.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        inspect.standardOutput = FileHandle.nullDevice
+        inspect.standardError = FileHandle.nullDevice
+        guard (try? inspect.run()) != nil else { return nil }
+        inspect.waitUntilExit()
+        return inspect.terminationStatus == 0 ? environment : nil
+    }
+
+    /// GStreamer's recorder: `framebussrc ! queue ! filesink` (buffered writes through the page cache, no sync) fed
+    /// by the same `play --fps 0 --loop`. MB/s is the file's growth over --seconds; frames/s and drops are the
+    /// publisher's own statistics of that subscriber (a monitor's reports at the start and end of the window).
+    func measureGStreamer(executable: URL, seed: URL, environment: [String: String]) throws -> Row {
+        let name = "gst framebussrc ! queue ! filesink"
+        let socket = "/tmp/fbbench-gst-\(getpid())-\(UUID().uuidString.prefix(6)).sock"
+        let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-gst-\(getpid()).raw")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let publisher = try Child(
+            executable,
+            ["play", seed.path, "--path", socket, "--fps", "0", "--loop", "--wait-for-subscriber", "--quiet"]
+        )
+        defer { publisher.terminate() }
+        // The same queue depth as a recorder asks for, so that play's --fps 0 waits for it instead of replacing
+        // frames it has not taken yet (latest-only would drop them as frameWasLate).
+        let pipeline = try Child(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            Self.unblockingSignals + [
+                "gst-launch-1.0", "-q", "-e", "framebussrc", "socket-path=\(socket)", "queue-depth=8",
+                "connect-timeout=10000000000", "!", "queue", "!", "filesink", "location=\(file.path)",
+            ],
+            environment: environment
+        )
+        defer {
+            // The publisher's end is the pipeline's end of stream (framebussrc without reconnect); SIGINT (-e: end of
+            // stream) should it still run, then SIGKILL.
+            publisher.terminate()
+            let deadline = Date().addingTimeInterval(5)
+            while pipeline.process.isRunning, Date() < deadline { usleep(10_000) }
+            if pipeline.process.isRunning { kill(pipeline.process.processIdentifier, SIGINT) }
+            pipeline.waitForExit(timeout: 5)
+        }
+        func failed(_ why: String) -> Row { Row(name: name + " (\(why))", hog: false, megabytesPerSecond: 0) }
+        // The monitor: once the publisher exists, and the first report in which the pipeline got frames.
+        var monitor: PublisherMonitor?
+        let connectBy = Date().addingTimeInterval(20)
+        while monitor == nil, Date() < connectBy, pipeline.process.isRunning {
+            monitor = try? PublisherMonitor(path: socket, timeout: .seconds(1))
+            if monitor == nil { usleep(50_000) }
+        }
+        guard let monitor else { return failed("no publisher or pipeline: \(pipeline.errors.prefix(200))") }
+        func subscriber(_ report: PublisherMonitor.Report) -> PublisherMonitor.SubscriberReport? {
+            report.subscribers.first { $0.processID == pipeline.process.processIdentifier }
+        }
+        func fileSize() -> Double {
+            Double((try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)??.int64Value ?? 0)
+        }
+        var first: (report: PublisherMonitor.Report, bytes: Double)?
+        let startBy = Date().addingTimeInterval(20)
+        while first == nil, Date() < startBy {
+            guard let report = try monitor.nextReport(timeout: .seconds(5)) else { return failed("publisher stopped") }
+            if let entry = subscriber(report), entry.delivered > 0 { first = (report, fileSize()) }
+        }
+        guard let first, let start = subscriber(first.report) else { return failed("the pipeline got no frames") }
+        var last = first
+        while Double(last.report.time &- first.report.time) / 1e9 < seconds {
+            guard let report = try monitor.nextReport(timeout: .seconds(5)) else { break }
+            last = (report, fileSize())
+        }
+        guard let end = subscriber(last.report) else { return failed("the pipeline left early") }
+        let elapsed = Double(last.report.time &- first.report.time) / 1e9
+        guard elapsed > 0 else { return failed("no window") }
+        // Every drop of the pipeline's subscription since it connected, by the publisher's count.
+        let drops = end.dropped.values.reduce(0, &+)
+        return Row(
+            name: name,
+            hog: false,
+            megabytesPerSecond: (last.bytes - first.bytes) / 1e6 / elapsed,
+            framesPerSecond: Double(end.delivered &- min(end.delivered, start.delivered)) / elapsed,
+            drops: Int(clamping: drops),
+            direct: false
+        )
+    }
+
     /// A page-cache hog: a shell loop writing a 4 GiB file through the page cache again and again.
     func startHog() throws -> Process {
         let file = URL(fileURLWithPath: directory).appendingPathComponent("framebus-bench-hog-\(getpid())").path
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
-            "-c",
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = Self.unblockingSignals + [
+            "/bin/sh", "-c",
             // SIGTERM (terminate()) ends the running dd too and removes the file: a dd left behind would go on
             // writing 4 GiB.
             "trap 'kill $pid 2>/dev/null; rm -f \(file); exit 0' TERM INT; "
@@ -335,4 +451,13 @@ package struct BenchRecordCommand: ParsableCommand {
         Thread.sleep(forTimeInterval: 3)
         return process
     }
+
+    /// A prefix that runs a command with no signal blocked. `framebus` blocks SIGINT and SIGTERM in every thread (a
+    /// thread of its own waits for them) and a child inherits that mask across exec: a shell would never run its
+    /// TERM trap, gst-launch-1.0 never see its SIGINT. python3 (which the floor needs anyway) clears the mask, then
+    /// execs the command.
+    static let unblockingSignals = [
+        "python3", "-c",
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execvp(sys.argv[1], sys.argv[1:])",
+    ]
 }
