@@ -112,6 +112,14 @@ struct PublishCommand: AsyncParsableCommand {
     )
     var waitForSubscriber = false
 
+    @Option(
+        help: """
+            Like --wait-for-subscriber, for this many subscribers: a recorder and a reference started first both get \
+            frame 0 (at most --max-subscribers).
+            """
+    )
+    var waitForSubscribers: Int?
+
     @Flag(help: "Print no per-second status.")
     var quiet = false
 
@@ -124,6 +132,9 @@ struct PublishCommand: AsyncParsableCommand {
         guard (buffers ?? 3) >= 3 else { throw ValidationError("--buffers must be at least 3") }
         guard (1...Int(UInt16.max)).contains(maxSubscribers) else {
             throw ValidationError("--max-subscribers must be 1…65535")
+        }
+        guard (1...maxSubscribers).contains(waitForSubscribers ?? 1) else {
+            throw ValidationError("--wait-for-subscribers must be 1…--max-subscribers (\(maxSubscribers))")
         }
     }
 
@@ -172,10 +183,10 @@ struct PublishCommand: AsyncParsableCommand {
             )
         }
 
-        if waitForSubscriber {
-            if !quiet { say("waiting for a subscriber on \(path)") }
+        if let waitFor = waitForSubscribers ?? (waitForSubscriber ? 1 : nil) {
+            if !quiet { say("waiting for \(waitFor == 1 ? "a subscriber" : "\(waitFor) subscribers") on \(path)") }
             // A subscriber is listed once its handshake is done, so the first frame published after this reaches it.
-            while !stopping.received, publisher.statistics.subscribers.isEmpty {
+            while !stopping.received, publisher.statistics.subscribers.count < waitFor {
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
