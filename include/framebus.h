@@ -1263,8 +1263,11 @@ typedef struct fb_recorder_options {
     uint32_t checkpoint_ms;
     /** Milliseconds to wait for the publisher's socket to appear and accept; 0 (default) for 5000. */
     uint32_t connect_timeout_ms;
+    /** Writes kept in flight at disjoint offsets of the file, 1...16; 0 (default) for 2. Added after library
+     *  0.7.0, in what was reserved[0]: an older library refuses a value here. */
+    uint32_t writes_in_flight;
     /** Set to 0 (fb_recorder_options_init does); reserved for fields to come, refused when not 0. */
-    uint32_t reserved[5];
+    uint32_t reserved[4];
 } fb_recorder_options;
 
 /** Sets defaults (every field 0: see each field). Call it before setting fields. Thread-safe. Does nothing for

@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     const double timeout = strtod(argv[4], NULL);
 
     fb_recorder_options bad = options;
-    bad.reserved[4] = 1;
+    bad.reserved[3] = 1;
     refused("reserved", &bad);
     bad = options;
     bad.output_path = NULL;
@@ -43,6 +43,10 @@ int main(int argc, char **argv) {
     bad = options;
     bad.queue_depth = 65;
     refused("queue-depth", &bad);
+    bad = options;
+    bad.writes_in_flight = 17;
+    refused("writes-in-flight", &bad);
+    options.writes_in_flight = 3; /* a value the default does not give, in the recording checked below */
 
     fb_recorder *recorder = NULL;
     CHECK_OK(fb_recorder_create(&options, &recorder, &last_error));

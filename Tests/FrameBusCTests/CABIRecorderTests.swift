@@ -22,7 +22,7 @@ import TestSupport
         #expect(try await recorder.exitStatus(within: 300) == 0, "recorder: \(recorder.output)")
 
         // Bad options are refused and make nothing.
-        for name in ["reserved", "null-output", "queue-depth"] {
+        for name in ["reserved", "null-output", "queue-depth", "writes-in-flight"] {
             #expect(
                 recorder.output.contains("refused \(name) status=FB_ERROR_INVALID_ARGUMENT made=0"),
                 "\(recorder.output)"

@@ -33,7 +33,7 @@ class _Options(ctypes.Structure):
     _fields_ = [("path", ctypes.c_char_p), ("output_path", ctypes.c_char_p), ("compressed", ctypes.c_uint32),
                 ("buffered", ctypes.c_uint32), ("backlog_bytes", ctypes.c_uint64), ("queue_depth", ctypes.c_uint32),
                 ("checkpoint_ms", ctypes.c_uint32), ("connect_timeout_ms", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32 * 5)]
+                ("writes_in_flight", ctypes.c_uint32), ("reserved", ctypes.c_uint32 * 4)]
 
 
 class _Status(ctypes.Structure):
@@ -135,13 +135,13 @@ class Recorder:
     there yet is waited for ``connect_timeout`` seconds, then ``status.stream_ended`` is set).
 
     ``compressed``: record the lossless compressed variant the publisher offers. ``buffered``: write through the page
-    cache instead of O_DIRECT. ``backlog_bytes``, ``queue_depth``, ``checkpoint_ms``: 0 for the defaults (256 MiB,
-    16, 1000 ms). Raises FrameBusError for bad arguments or a file that cannot be created.
+    cache instead of O_DIRECT. ``backlog_bytes``, ``queue_depth``, ``checkpoint_ms``, ``writes_in_flight``: 0 for
+    the defaults (256 MiB, 16, 1000 ms, 2 writes at once). Raises FrameBusError for bad arguments or a file that cannot be created.
     """
 
     def __init__(self, path: str, output: str, *, compressed: bool = False, buffered: bool = False,
                  backlog_bytes: int = 0, queue_depth: int = 0, checkpoint_ms: int = 0,
-                 connect_timeout: float = 5.0):
+                 connect_timeout: float = 5.0, writes_in_flight: int = 0):
         lib = _library()
         options = _Options()
         lib.fb_recorder_options_init(ctypes.byref(options))
@@ -152,6 +152,7 @@ class Recorder:
         options.backlog_bytes = backlog_bytes
         options.queue_depth = queue_depth
         options.checkpoint_ms = checkpoint_ms
+        options.writes_in_flight = writes_in_flight
         options.connect_timeout_ms = max(1, int(connect_timeout * 1000))
         handle = ctypes.c_void_p()
         error = _native.Error()

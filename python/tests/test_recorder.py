@@ -46,7 +46,7 @@ def test_a_python_recorder_writes_every_frame_ffmpeg_decodes_bit_exact(tmp_path)
     output = str(tmp_path / "take.mkv")
     count = 40
     with framebus.Publisher(path, format="420v", width=WIDTH, height=HEIGHT) as publisher:
-        recorder = framebus.Recorder(path, output, connect_timeout=60)
+        recorder = framebus.Recorder(path, output, connect_timeout=60, writes_in_flight=3)
         assert wait_for(lambda: publisher.statistics["subscriber_count"] == 1), "the recorder did not connect"
         published = 0
         for index in range(count):
@@ -89,6 +89,9 @@ def test_a_recorder_refuses_bad_arguments_and_a_file_it_cannot_create(tmp_path):
     with pytest.raises(framebus.FrameBusError) as refused:
         framebus.Recorder(str(tmp_path / "bus.sock"), str(tmp_path / "take.mkv"), queue_depth=65)
     assert refused.value.code == "invalidArgument"
+    with pytest.raises(framebus.FrameBusError) as too_many:
+        framebus.Recorder(str(tmp_path / "bus.sock"), str(tmp_path / "take.mkv"), writes_in_flight=17)
+    assert too_many.value.code == "invalidArgument" and "writes_in_flight" in str(too_many.value)
     with pytest.raises(framebus.FrameBusError) as uncreatable:
         framebus.Recorder(str(tmp_path / "bus.sock"), str(tmp_path / "missing-directory" / "take.mkv"))
     assert uncreatable.value.code == "systemCall"

@@ -51,6 +51,7 @@ private struct RecorderOptions {
     var queueDepth: UInt32
     var checkpointMilliseconds: UInt32
     var connectTimeoutMilliseconds: UInt32
+    var writesInFlight: UInt32
     var reservedAreZero: Bool
 
     init(_ options: fb_recorder_options, _ function: String) throws(ABIError) {
@@ -66,6 +67,7 @@ private struct RecorderOptions {
         queueDepth = unsafe options.queue_depth
         checkpointMilliseconds = unsafe options.checkpoint_ms
         connectTimeoutMilliseconds = unsafe options.connect_timeout_ms
+        writesInFlight = unsafe options.writes_in_flight
         reservedAreZero = unsafe withUnsafeBytes(of: options.reserved) { unsafe $0.allSatisfy { $0 == 0 } }
     }
 
@@ -106,6 +108,12 @@ private struct RecorderOptions {
         }
         if connectTimeoutMilliseconds != 0 {
             configuration.connectTimeout = .milliseconds(Int64(connectTimeoutMilliseconds))
+        }
+        if writesInFlight != 0 {
+            guard writesInFlight <= 16 else {
+                throw ABIError(.invalidArgument, "\(function): writes_in_flight \(writesInFlight) is not 1…16")
+            }
+            configuration.writesInFlight = Int(writesInFlight)
         }
         return configuration
     }
