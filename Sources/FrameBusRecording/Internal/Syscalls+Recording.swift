@@ -36,32 +36,12 @@ extension Syscall {
     /// `pread(2)` of `count` bytes at `offset` into a new array, one copy from the page cache (short reads are
     /// continued; end of file before `count` bytes is `.success(nil)`).
     static func readAll(_ fd: Int32, count: Int, at offset: Int64) -> Result<[UInt8]?, Errno> {
-        var failure: Errno?
-        var endOfFile = false
+        var outcome: Result<Bool, Errno> = .success(false)
         let bytes = unsafe [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var done = 0
-            while done < count {
-                let result = valueOrErrno {
-                    unsafe pread(fd, buffer.baseAddress! + done, count - done, off_t(offset + Int64(done)))
-                }
-                switch result {
-                case .success(let read):
-                    guard read > 0 else {
-                        endOfFile = true
-                        initialized = done
-                        return
-                    }
-                    done += read
-                case .failure(let error):
-                    failure = error
-                    initialized = done
-                    return
-                }
-            }
-            initialized = done
+            outcome = unsafe readAll(fd, into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+            initialized = (try? outcome.get()) == true ? count : 0
         }
-        if let failure { return .failure(failure) }
-        return .success(endOfFile ? nil : bytes)
+        return outcome.map { $0 ? bytes : nil }
     }
 
     /// `pread(2)` of all of `destination` at `offset` (short reads are continued): true, or false at the end of
